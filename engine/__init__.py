@@ -1,0 +1,47 @@
+"""memwarden.engine: commands, the usability gate, fetchers and the faces."""
+
+from __future__ import annotations
+
+from ._errors import (
+    ChecksumMismatch,
+    FetchFailed,
+    InvalidInput,
+    MemoryErased,
+    MemoryNotFound,
+    RevocationNotFound,
+    RevokedScope,
+    StaleView,
+)
+from ._fetchers import Fetchers
+from ._gate import ACTIONS, REASONS, Decision, decide
+from ._logging import configure_logging
+from ._policy import KindRule, TtlPolicy
+from ._views import DueItem, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
+from ._warden import Warden, fts_query
+
+__all__ = [
+    "ACTIONS",
+    "REASONS",
+    "ChecksumMismatch",
+    "Decision",
+    "DueItem",
+    "FetchFailed",
+    "Fetchers",
+    "ImportResult",
+    "InvalidInput",
+    "KindRule",
+    "MemoryErased",
+    "MemoryNotFound",
+    "MemoryView",
+    "RevocationNotFound",
+    "RevocationResult",
+    "RevokedScope",
+    "SaveResult",
+    "StaleView",
+    "TtlPolicy",
+    "VerifyResult",
+    "Warden",
+    "configure_logging",
+    "decide",
+    "fts_query",
+]

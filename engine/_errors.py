@@ -1,0 +1,68 @@
+"""Errors the engine raises; each subclasses the built-in it resembles and
+names the id or field at fault."""
+
+from __future__ import annotations
+
+
+class InvalidInput(ValueError):
+    """Bad input: names the field and the problem."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class ChecksumMismatch(InvalidInput):
+    def __init__(self, field: str, given: str, actual: str) -> None:
+        super().__init__(field, f"{given} does not match the content, whose checksum is {actual}")
+        self.given = given
+        self.actual = actual
+
+
+class MemoryNotFound(LookupError):
+    def __init__(self, memory_id: str, as_of: str | None = None) -> None:
+        when = f" as of {as_of}" if as_of else ""
+        super().__init__(f"memory {memory_id!r} not found{when}")
+        self.memory_id = memory_id
+
+
+class RevocationNotFound(LookupError):
+    def __init__(self, revocation_id: str) -> None:
+        super().__init__(f"revocation {revocation_id!r} not found")
+        self.revocation_id = revocation_id
+
+
+class RevokedScope(PermissionError):
+    """A save that would bring back what a revocation took out."""
+
+    def __init__(self, memory_id: str, revocation_id: str, effective_at: str, fetched_at: str) -> None:
+        super().__init__(
+            f"memory {memory_id!r} refused: revocation {revocation_id} covers its scope and took effect at "
+            f"{effective_at}, after its fetched_at {fetched_at}; only a fresh fetch made after the "
+            "revocation, under the current policy version, can be saved"
+        )
+        self.memory_id = memory_id
+        self.revocation_id = revocation_id
+
+
+class MemoryErased(PermissionError):
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(f"memory {memory_id!r} was erased and cannot be saved or verified again")
+        self.memory_id = memory_id
+
+
+class StaleView(TimeoutError):
+    """The view has not applied the seq the caller has been told about."""
+
+    def __init__(self, have: int, need: int) -> None:
+        super().__init__(f"min_seq: the view is at seq {have}, the caller needs at least seq {need}")
+        self.have = have
+        self.need = need
+
+
+class FetchFailed(OSError):
+    def __init__(self, source: str, problem: str) -> None:
+        super().__init__(f"fetching {source}: {problem}")
+        self.source = source
+        self.problem = problem

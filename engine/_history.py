@@ -1,0 +1,252 @@
+"""For auditors: replay as of a past point, explain a memory, rebuild and
+check the projections, verify the chain, export and import the log."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memwarden.events import (
+    LogDamaged,
+    read_verified,
+    verify_file,
+    write_export,
+)
+from memwarden.events._recorded import event_from_row
+from memwarden.projections import (
+    CheckResult,
+    Projector,
+    StatsProjection,
+    UsableProjection,
+    blob_text,
+    current_policies,
+    fold_memory,
+    revoke_row,
+    select_rows,
+)
+
+from ._errors import InvalidInput, MemoryNotFound
+from ._gate import decide
+from ._views import MemoryView
+
+if TYPE_CHECKING:
+    from ._warden import Warden
+
+_CONTEXT_TYPES = ("revocation.issued", "policy.version_changed")
+
+
+def resolve_point(warden: Warden, *, as_of: str | None = None, seq: int | None = None) -> tuple[int, str]:
+    """(seq, time) of a past point given either a time or a seq."""
+    if (as_of is None) == (seq is None):
+        raise InvalidInput("as_of", "give exactly one of as_of or seq")
+    if seq is not None:
+        head = warden.log.head().seq
+        if not isinstance(seq, int) or seq < 0 or seq > head:
+            raise InvalidInput("seq", f"must be between 0 and the head seq {head}")
+        event = warden.log.get(seq) if seq else None
+        return seq, event.recorded_at if event else warden.now()
+    from memwarden.events import canonical_ts
+
+    try:
+        when = canonical_ts(as_of)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise InvalidInput("as_of", str(exc)) from None
+    return warden.log.seq_at(when), when
+
+
+def build_view(warden: Warden, until_seq: int) -> sqlite3.Connection:
+    """The usable view as it stood right after ``until_seq``, in a private
+    in-memory database: the live one is never touched."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    projector = Projector([UsableProjection(text_source=None), StatsProjection()])
+    conn.execute("BEGIN")
+    projector.build(conn, warden.log.read(until_seq=until_seq))
+    conn.execute("COMMIT")
+    return conn
+
+
+def replay(
+    warden: Warden, *, as_of: str | None = None, seq: int | None = None, tenant: str | None = None,
+    include_unusable: bool = False,
+) -> dict[str, Any]:
+    point, when = resolve_point(warden, as_of=as_of, seq=seq)
+    conn = build_view(warden, point)
+    try:
+        policies = current_policies(conn)
+        where, params = ("tenant = ?", [tenant]) if tenant is not None else ("1", [])
+        memories = []
+        for row in select_rows(conn, where, params, "ORDER BY memory_id"):
+            decision = decide(row, now=when, policy_version=policies.get(row["policy"], 1))
+            if decision.usable or include_unusable:
+                view = MemoryView.of(row, decision, None).as_dict()
+                view.pop("content")
+                memories.append(view)
+    finally:
+        conn.close()
+    return {"as_of": when, "seq": point, "memories": memories}
+
+
+def explain(warden: Warden, memory_id: str, *, as_of: str | None = None) -> dict[str, Any]:
+    """The memory's history, the status after each step, and the gate's
+    answer at ``as_of`` (default now). Uses the projection's own fold, so
+    the story told here is the one the view was built from."""
+    if as_of is not None:
+        point, when = resolve_point(warden, as_of=as_of)
+    else:
+        point, when = warden.log.head().seq, warden.now()
+    row: dict[str, Any] | None = None
+    revocations: list[dict[str, Any]] = []
+    policies: dict[str, int] = {}
+    history: list[dict[str, Any]] = []
+    rows = warden.log.rows(
+        0, point, f"stream = ? OR type IN ({','.join('?' * len(_CONTEXT_TYPES))})", [memory_id, *_CONTEXT_TYPES]
+    )
+    for raw in rows:
+        event = event_from_row(raw)
+        note: str | None = None
+        if event.type.startswith("memory.") and event.stream == memory_id:
+            row = fold_memory(row, event, revocations)
+            note = _note(event)
+        elif event.type == "revocation.issued":
+            rev = {
+                "revocation_id": event.payload["revocation_id"], "selector": event.payload["selector"],
+                "effective_at": event.payload["effective_at"],
+            }
+            revocations.append(rev)
+            changed = revoke_row(row, rev, event.seq) if row is not None else None
+            if changed is None:
+                continue
+            row = changed
+            note = f"{rev['revocation_id']}: {event.payload['reason']}"
+        elif event.type == "policy.version_changed":
+            policies[event.payload["policy"]] = event.payload["version"]
+            if row is None or row["policy"] != event.payload["policy"]:
+                continue
+            note = f"policy {event.payload['policy']} now at version {event.payload['version']}"
+        if row is None:
+            continue
+        history.append({
+            "seq": event.seq, "recorded_at": event.recorded_at, "occurred_at": event.occurred_at,
+            "actor": event.actor, "event": event.type, "status_after": row["status"], "note": note,
+        })
+    if row is None:
+        raise MemoryNotFound(memory_id, as_of)
+    answer: Any = decide(row, now=when, policy_version=policies.get(row["policy"], 1))
+    if as_of is None and answer.usable:
+        answer = warden.get(memory_id)  # the live answer also checks the text
+    return _explained(memory_id, when, point, history, row, answer.usable, answer.reason, answer.action, answer.detail)
+
+
+def _explained(
+    memory_id: str, when: str, point: int, history: list[dict[str, Any]], row: dict[str, Any],
+    usable: bool, reason: str | None, action: str, detail: str | None,
+) -> dict[str, Any]:
+    return {
+        "memory_id": memory_id, "as_of": when, "seq": point, "usable": usable, "reason": reason,
+        "action": action, "detail": detail, "status": row["status"], "version": row["version"],
+        "checksum": row["checksum"], "fetched_at": row["fetched_at"], "expires_at": row["expires_at"],
+        "history": history,
+    }
+
+
+def _note(event: Any) -> str | None:
+    p = event.payload
+    if event.type == "memory.saved":
+        return f"version {p['version']} from {p['source_url']}, expires {p.get('expires_at') or 'never (events only)'}"
+    if event.type == "memory.verified":
+        return f"re-verified, expires {p.get('expires_at') or 'never'}"
+    if event.type == "memory.verification_failed":
+        return p["error"]
+    if event.type == "memory.expired":
+        return f"expired at {p['expires_at']}"
+    if event.type == "memory.invalidated":
+        return p["reason"] + (f": {p['detail']}" if p.get("detail") else "")
+    if event.type == "memory.erased":
+        return f"erased: {p['reason']}"
+    if event.type == "memory.integrity_failed":
+        return f"stored text hashed to {p.get('actual_checksum')}, expected {p['expected_checksum']}"
+    if event.type == "memory.resynced":
+        return f"text restored from {p['resynced_from']}"
+    return None
+
+
+def rebuild(warden: Warden, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    started = time.perf_counter()
+    with warden.log.lock:
+        count = warden.projector.rebuild(warden.conn, warden.log.read(), progress=progress)
+    seconds = time.perf_counter() - started
+    return {"ok": True, "events": count, "seq": warden.log.head().seq, "seconds": round(seconds, 3)}
+
+
+def check_projections(warden: Warden) -> CheckResult:
+    """Rebuild into a temporary database and compare it with the live view."""
+    live = warden.conn
+    with tempfile.TemporaryDirectory(prefix="memwarden-check-") as tmp:
+        conn = sqlite3.connect(str(Path(tmp) / "check.db"), isolation_level=None)
+        try:
+            projector = Projector([
+                UsableProjection(text_source=lambda _c, checksum: blob_text(live, checksum)),
+                StatsProjection(),
+            ])
+            with warden.log.snapshot():
+                head = warden.log.head().seq
+                conn.execute("BEGIN")
+                projector.build(conn, warden.log.read(until_seq=head))
+                conn.execute("COMMIT")
+                return warden.projector.compare(live, conn)
+        finally:
+            conn.close()
+
+
+def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
+    """Check the whole chain; with ``against`` (``SEQ:HASH`` kept earlier),
+    also prove that today's log still extends that head."""
+    anchor: tuple[int, str] | None = None
+    if against is not None:
+        seq_text, _, hash_text = against.partition(":")
+        if not seq_text.isdigit() or len(hash_text) != 64 or any(c not in "0123456789abcdef" for c in hash_text):
+            raise InvalidInput("against", "must be SEQ:HASH, as printed by 'audit head' (64 lowercase hex)")
+        anchor = (int(seq_text), hash_text)
+    report = warden.log.verify_chain()
+    out = {**report.as_dict(), "against": against, "extends_anchor": None}
+    if anchor is not None:
+        seq, expected = anchor
+        event = warden.log.get(seq) if seq > 0 else None
+        if seq > 0 and event is None:
+            problem = f"the anchored seq {seq} is no longer in the log"
+            out.update(ok=False, extends_anchor=False)
+            if report.ok:
+                out.update(first_bad_seq=seq, problem=problem)
+        elif seq > 0 and event is not None and event.hash != expected:
+            out.update(ok=False, extends_anchor=False)
+            if report.ok or (report.first_bad_seq or 0) > seq:
+                out.update(first_bad_seq=seq, problem=f"seq {seq} has hash {event.hash}, not the anchored {expected}: history was rewritten")
+        else:
+            out["extends_anchor"] = report.ok or (report.first_bad_seq or 0) > seq
+    return out
+
+
+def audit_head(warden: Warden) -> dict[str, Any]:
+    head = warden.log.head()
+    return {"seq": head.seq, "hash": head.hash, "recorded_at": head.recorded_at}
+
+
+def export_log(warden: Warden, path: str | Path) -> int:
+    with warden.log.snapshot():
+        head = warden.log.head().seq
+        return write_export(warden.log.read(until_seq=head), path)
+
+
+def import_log(warden: Warden, path: str | Path) -> int:
+    """Verify the whole file first; write nothing from a damaged one."""
+    if not Path(path).is_file():
+        raise InvalidInput("file", f"{path} does not exist")
+    verify_file(path)
+    try:
+        return warden.log.import_records(read_verified(path))
+    except sqlite3.IntegrityError as exc:
+        raise LogDamaged(f"the file repeats an event id or stream version: {exc}") from None

@@ -1,0 +1,264 @@
+"""Re-verification against the source, what is due, and importing records."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from memwarden.events import (
+    MemoryInvalidated,
+    MemorySaved,
+    MemoryVerificationFailed,
+    MemoryVerified,
+    PolicyVersionChanged,
+    canonical_json,
+    content_checksum,
+    format_ts,
+    parse_ts,
+    sha256_hex,
+)
+from memwarden.events._models import Identifier, NonEmptyStr, UTCDateTime
+from memwarden.projections import fetch_row, load_revocations, selector_covers
+
+from ._errors import FetchFailed, InvalidInput, MemoryNotFound
+from ._validation import build, field_error
+from ._views import DueItem, ImportResult, VerifyResult
+
+if TYPE_CHECKING:
+    from ._warden import Warden
+
+log = structlog.get_logger("memwarden.verify")
+
+
+def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyResult:
+    """Fetch the source again and compare it with the recorded checksum."""
+    with warden.reading() as conn:
+        row = fetch_row(conn, memory_id)
+    if row is None:
+        raise MemoryNotFound(memory_id)
+    if row["status"] in ("erased", "revoked"):
+        return VerifyResult(memory_id, row["status"], "refused: only a fresh save can follow a revocation or erasure")
+    try:
+        text: str | None = warden.fetchers.fetch(row)
+        problem = None
+    except FetchFailed as exc:
+        text, problem = None, str(exc)
+    now = warden.clock.now()
+    with warden.log.transaction() as tx:
+        current = fetch_row(tx.conn, memory_id)
+        if current is None or current["version"] != row["version"] or current["status"] in ("erased", "revoked"):
+            return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified")
+        if text is None:
+            seq = tx.append([
+                MemoryVerificationFailed(
+                    memory_id=memory_id, version=row["version"], error=problem or "fetch failed",
+                    attempted_at=now, actor="memwarden",
+                )
+            ])[0]
+            log.warning("verification_failed", memory_id=memory_id, problem=problem)
+            return VerifyResult(memory_id, "failed", problem, seq)
+        checksum = content_checksum(text)
+        if checksum == row["checksum"]:
+            policy_version = warden._policy_version(tx.conn, row["policy"])
+            expires = _renewed_expiry(row, now)
+            warden.blobs.replace(checksum, text)  # also heals a damaged blob
+            seq = tx.append([
+                MemoryVerified(
+                    memory_id=memory_id, version=row["version"], content_checksum=checksum, fetched_at=now,
+                    verified_at=now, expires_at=expires, revocation_version=policy_version,
+                    after_expiry=row["expires_at"] is not None and row["expires_at"] <= format_ts(now),
+                    actor="memwarden",
+                )
+            ])[0]
+            return VerifyResult(memory_id, "verified", None, seq)
+        events: list[Any] = [
+            MemoryInvalidated(
+                memory_id=memory_id, version=row["version"], reason="source_changed", new_checksum=checksum,
+                detail=f"source now hashes to {checksum}", actor="memwarden",
+            )
+        ]
+        if accept:
+            expires = _renewed_expiry(row, now)
+            warden.blobs.put(text)
+            events.append(
+                MemorySaved(
+                    memory_id=memory_id, version=row["version"] + 1, kind=row["kind"], summary=row["summary"],
+                    content_checksum=checksum, content_length=len(text.encode("utf-8")),
+                    source_url=row["source_url"], source=row["source"], repo=row["repo"], branch=row["branch"],
+                    fetched_at=now, expires_at=expires, verified_at=now,
+                    scope={k: row[k] for k in ("tenant", "project", "permission", "user", "agent", "tool")},
+                    policy=row["policy"], revocation_version=warden._policy_version(tx.conn, row["policy"]),
+                    derived_from=json.loads(row["derived_from"] or "[]"),
+                    cache_key=(
+                        {"tool": row["tool"], "tool_version": row["tool_version"], "input_hash": row["input_hash"]}
+                        if row["tool_version"] else None
+                    ),
+                    actor="memwarden",
+                )
+            )
+        seqs = tx.append(events)
+        log.warning("source_changed", memory_id=memory_id, accepted=accept)
+        return VerifyResult(memory_id, "updated" if accept else "changed", f"source now hashes to {checksum}", seqs[-1])
+
+
+def _renewed_expiry(row: dict[str, Any], now: datetime) -> datetime | None:
+    """Keep the memory's own lifetime (expires_at - fetched_at) from now on."""
+    if row["expires_at"] is None:
+        return None
+    lifetime = parse_ts(row["expires_at"]) - parse_ts(row["fetched_at"])
+    return now + max(lifetime, timedelta(seconds=1))
+
+
+def due(warden: Warden, *, limit: int | None = None) -> list[DueItem]:
+    """What must be re-verified now, in precedence: an invalidated memory is
+    listed as ``revoked`` (the record format's word), one past its expiry as
+    ``expired``, then failed checks (``unknown``) and older policy versions."""
+    now = warden.now()
+    items: dict[str, DueItem] = {}
+    with warden.reading() as conn:
+        for memory_id, url in conn.execute(
+            "SELECT memory_id, source_url FROM memories WHERE status = 'invalidated'"
+        ):
+            items[memory_id] = DueItem(memory_id, url, "revoked")
+        for memory_id, url in conn.execute(
+            "SELECT memory_id, source_url FROM memories WHERE status IN ('usable', 'expired', 'unknown') "
+            "AND expires_at <= ? UNION SELECT memory_id, source_url FROM memories WHERE status = 'expired'",
+            (now,),
+        ):
+            items.setdefault(memory_id, DueItem(memory_id, url, "expired"))
+        for memory_id, url in conn.execute("SELECT memory_id, source_url FROM memories WHERE status = 'unknown'"):
+            items.setdefault(memory_id, DueItem(memory_id, url, "unknown"))
+        for policy, version in conn.execute("SELECT policy, version FROM policies").fetchall():
+            for memory_id, url in conn.execute(
+                "SELECT memory_id, source_url FROM memories WHERE policy = ? AND revocation_version < ? "
+                "AND status IN ('usable', 'expired', 'unknown')",
+                (policy, version),
+            ):
+                items.setdefault(memory_id, DueItem(memory_id, url, "policy_changed"))
+    ordered = sorted(items.values(), key=lambda d: d.memory_id)
+    return ordered[:limit] if limit is not None else ordered
+
+
+def verify_due(warden: Warden, *, accept: bool = False, limit: int | None = None) -> list[VerifyResult]:
+    return [verify(warden, item.memory_id, accept=accept) for item in due(warden, limit=limit)]
+
+
+# -- importing an operator's memory records ------------------------------------------
+
+
+class _RecordScope(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tenant: Identifier
+    project: Identifier | None = None
+    permission: Identifier | None = None
+    user: Identifier | None = None
+    agent: Identifier | None = None
+    tool: Identifier | None = None
+
+
+class MemoryRecord(BaseModel):
+    """One line of a memory-record file (as operators keep them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    memory_id: Identifier
+    kind: Identifier
+    summary: NonEmptyStr
+    source_url: NonEmptyStr
+    fetched_at: UTCDateTime
+    expires_at: UTCDateTime | None = None
+    scope: _RecordScope
+    revocation_version: int = 1
+    invalidation_reason: str | None = None
+    verified_at: UTCDateTime | None = None
+    content: str | None = None
+
+
+def import_records(warden: Warden, path: str | Path) -> ImportResult:
+    """Turn a JSONL file of memory records into events, all or nothing.
+
+    A record has no separate content: its summary is its text unless a
+    ``content`` field is given. Re-importing the same file is a no-op
+    (event ids come from each record's bytes). A record whose fetch is
+    older than a revocation covering it is refused and reported.
+    """
+    records: list[tuple[int, MemoryRecord, str]] = []
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InvalidInput("file", f"{path}: {exc.strerror or exc}") from None
+    with fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise InvalidInput(f"line {number}", f"not valid JSON: {exc}") from None
+            if not isinstance(data, dict):
+                raise InvalidInput(f"line {number}", "a record must be a JSON object")
+            try:
+                record = MemoryRecord.model_validate(data)
+            except ValidationError as exc:
+                raise field_error(exc, f"line {number}") from None
+            if record.expires_at is not None and record.expires_at <= record.fetched_at:
+                raise InvalidInput(f"line {number}.expires_at", "must be after fetched_at")
+            if record.revocation_version < 1:
+                raise InvalidInput(f"line {number}.revocation_version", "must be at least 1")
+            records.append((number, record, sha256_hex(canonical_json(data))))
+
+    refused: list[dict[str, Any]] = []
+    imported = skipped = 0
+    with warden.log.transaction() as tx:
+        conn = tx.conn
+        revocations = load_revocations(conn)
+        top = max((r.revocation_version for _, r, _ in records), default=1)
+        current = warden._policy_version(conn, "default")
+        if top > current:
+            tx.append([PolicyVersionChanged(policy="default", version=top, previous_version=current, actor="import")])
+        for number, record, digest in records:
+            scope = record.scope.model_dump()
+            fetched = format_ts(record.fetched_at)
+            candidate = {"memory_id": record.memory_id, "kind": record.kind, "source_url": record.source_url, **scope}
+            blocking = next(
+                (r for r in revocations if r["effective_at"] > fetched and selector_covers(r["selector"], candidate)),
+                None,
+            )
+            if blocking is not None:
+                refused.append({"line": number, "memory_id": record.memory_id, "revocation_id": blocking["revocation_id"]})
+                continue
+            row = fetch_row(conn, record.memory_id)
+            if row is not None and row["status"] == "erased":
+                refused.append({"line": number, "memory_id": record.memory_id, "reason": "erased"})
+                continue
+            event_id = f"rec_{digest[:40]}"
+            if conn.execute("SELECT 1 FROM events WHERE event_id = ?", (event_id,)).fetchone():
+                skipped += 1  # this very record was imported before
+                continue
+            text = record.content if record.content is not None else record.summary
+            saved = build(
+                MemorySaved, f"line {number}",
+                event_id=event_id, memory_id=record.memory_id,
+                version=(row["version"] + 1) if row else 1, kind=record.kind, summary=record.summary,
+                content_checksum=content_checksum(text), content_length=len(text.encode("utf-8")),
+                source_url=record.source_url, fetched_at=record.fetched_at, expires_at=record.expires_at,
+                verified_at=record.verified_at, scope=scope, revocation_version=record.revocation_version,
+                actor="import",
+            )
+            warden.blobs.put(text)
+            tx.append([saved])
+            imported += 1
+            if record.invalidation_reason:
+                tx.append([
+                    MemoryInvalidated(
+                        event_id=f"{event_id}_inv", memory_id=record.memory_id, version=saved.version,
+                        reason=record.invalidation_reason, actor="import",
+                    )
+                ])
+    if refused:
+        log.warning("records_refused", count=len(refused))
+    return ImportResult(imported, refused, skipped)

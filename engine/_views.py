@@ -1,0 +1,117 @@
+"""What the engine answers with: plain frozen records that print as JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ._gate import Decision
+
+SCOPE_FIELDS = ("tenant", "project", "permission", "user", "agent", "tool")
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    memory_id: str
+    version: int
+    status: str
+    usable: bool
+    reason: str | None
+    action: str
+    detail: str | None
+    kind: str
+    summary: str | None
+    checksum: str
+    content: str | None
+    scope: dict[str, str | None]
+    source_url: str
+    fetched_at: str
+    expires_at: str | None
+    verified_at: str | None
+    policy: str
+    revocation_version: int
+    derived_from: list[dict[str, Any]]
+    last_seq: int
+
+    @classmethod
+    def of(cls, row: dict[str, Any], decision: Decision, content: str | None) -> MemoryView:
+        return cls(
+            memory_id=row["memory_id"],
+            version=row["version"],
+            status=row["status"],
+            usable=decision.usable,
+            reason=decision.reason,
+            action=decision.action,
+            detail=decision.detail,
+            kind=row["kind"],
+            summary=row["summary"],
+            checksum=row["checksum"],
+            content=content if decision.usable else None,
+            scope={k: row[k] for k in SCOPE_FIELDS},
+            source_url=row["source_url"],
+            fetched_at=row["fetched_at"],
+            expires_at=row["expires_at"],
+            verified_at=row["verified_at"],
+            policy=row["policy"],
+            revocation_version=row["revocation_version"],
+            derived_from=json.loads(row["derived_from"] or "[]"),
+            last_seq=row["last_seq"],
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    memory_id: str
+    version: int
+    checksum: str
+    seq: int
+    expires_at: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RevocationResult:
+    revocation_id: str
+    seq: int
+    covered: int
+    effective_at: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    memory_id: str
+    outcome: str  # verified | changed | updated | failed | revoked | erased | skipped
+    detail: str | None = None
+    seq: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DueItem:
+    memory_id: str
+    source_url: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    imported: int
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

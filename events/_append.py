@@ -1,0 +1,122 @@
+"""Turning new event models into chained rows: shared by every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ._canonical import canonical_json, chain_hash, envelope_preimage
+from ._errors import EventIdReused, VersionConflict
+from ._models import Event
+from ._recorded import Head, RecordedEvent
+from ._time import Clock, format_ts
+
+# (seq, type, stream, payload_json) of an event already in the log
+Existing = tuple[int, str, str, str]
+
+
+@dataclass
+class PreparedBatch:
+    """What an append will write, and the seq every input event maps to."""
+
+    records: list[RecordedEvent] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    head: Head | None = None
+
+
+def prepare_batch(
+    events: Iterable[Event],
+    *,
+    head: Head,
+    clock: Clock,
+    find_existing: Callable[[list[str]], dict[str, Existing]],
+    stream_version: Callable[[str], int],
+    expected_version: int | dict[str, int] | None,
+) -> PreparedBatch:
+    events = list(events)
+    if not events:
+        return PreparedBatch(head=head)
+    for event in events:
+        if not isinstance(event, Event):
+            raise TypeError(f"append takes event models, not {type(event).__name__}")
+
+    expected = _expected_by_stream(events, expected_version)
+    existing = find_existing([e.event_id for e in events])
+    now = format_ts(clock.now())
+    # recorded_at never goes backwards, so the log can be cut by time with a
+    # binary search on seq, and a clock step back cannot reorder history.
+    recorded_at = max(now, head.recorded_at) if head.recorded_at else now
+
+    batch = PreparedBatch()
+    versions: dict[str, int] = {}
+    in_batch: dict[str, Existing] = {}
+    seq, prev_hash = head.seq, head.hash
+    for event in events:
+        stream = event.stream
+        payload = event.payload()
+        payload_json = canonical_json(payload)
+        known = existing.get(event.event_id) or in_batch.get(event.event_id)
+        if known is not None:
+            if (known[1], known[2], known[3]) != (event.type, stream, payload_json):
+                raise EventIdReused(event.event_id, known[0])
+            batch.positions.append(known[0])
+            continue
+        if stream not in versions:
+            versions[stream] = stream_version(stream)
+            if stream in expected and expected[stream] != versions[stream]:
+                raise VersionConflict(stream, expected[stream], versions[stream])
+        versions[stream] += 1
+        seq += 1
+        occurred_at = format_ts(event.occurred_at) if event.occurred_at else recorded_at
+        preimage = envelope_preimage(
+            seq=seq,
+            event_id=event.event_id,
+            type=event.type,
+            stream=stream,
+            stream_version=versions[stream],
+            occurred_at=occurred_at,
+            recorded_at=recorded_at,
+            actor=event.actor,
+            schema_version=event.SCHEMA_VERSION,
+            payload_json=payload_json,
+            prev_hash=prev_hash,
+        )
+        hash_ = chain_hash(prev_hash, preimage)
+        batch.records.append(
+            RecordedEvent(
+                seq,
+                event.event_id,
+                event.type,
+                stream,
+                versions[stream],
+                occurred_at,
+                recorded_at,
+                event.actor,
+                event.SCHEMA_VERSION,
+                payload,
+                prev_hash,
+                hash_,
+                payload_json,
+            )
+        )
+        in_batch[event.event_id] = (seq, event.type, stream, payload_json)
+        batch.positions.append(seq)
+        prev_hash = hash_
+    batch.head = Head(seq, prev_hash, recorded_at if batch.records else head.recorded_at)
+    return batch
+
+
+def _expected_by_stream(
+    events: list[Event], expected_version: int | dict[str, int] | None
+) -> dict[str, int]:
+    if expected_version is None:
+        return {}
+    if isinstance(expected_version, dict):
+        return dict(expected_version)
+    streams = {e.stream for e in events}
+    if len(streams) != 1:
+        raise ValueError(
+            "expected_version: a single number applies to one stream, but the batch spans "
+            f"{len(streams)}; pass a mapping of stream to version"
+        )
+    return {streams.pop(): int(expected_version)}

@@ -1,0 +1,46 @@
+"""Errors of the log layer; each subclasses the built-in it resembles."""
+
+from __future__ import annotations
+
+
+class EventIdReused(ValueError):
+    """A different event was appended under an event_id already in the log."""
+
+    def __init__(self, event_id: str, seq: int) -> None:
+        super().__init__(
+            f"event_id {event_id!r} is already used by a different event at seq {seq}; "
+            "an event_id is an idempotency key and may name only one event"
+        )
+        self.event_id = event_id
+        self.seq = seq
+
+
+class VersionConflict(ValueError):
+    """Optimistic concurrency: the stream moved on since the caller read it."""
+
+    def __init__(self, stream: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"stream {stream!r} is at version {actual}, but the append expected version {expected}"
+        )
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+
+
+class LogDamaged(ValueError):
+    """An import source that is not a whole, valid, chained log."""
+
+    def __init__(self, problem: str, *, line: int | None = None, seq: int | None = None) -> None:
+        where = f"line {line}: " if line is not None else ""
+        super().__init__(f"{where}{problem}")
+        self.problem = problem
+        self.line = line
+        self.seq = seq
+
+
+class LogDiverged(ValueError):
+    """An import whose history disagrees with what the log already holds."""
+
+    def __init__(self, seq: int, problem: str) -> None:
+        super().__init__(f"seq {seq}: {problem}")
+        self.seq = seq

@@ -1,0 +1,254 @@
+"""The log as JSON lines: for export, import, inspection, and as a backend.
+
+One canonical JSON envelope a line (hash included). Appends are written
+whole and fsync'd before they are acknowledged; a write that fails part-way
+is cut back off the file, so no half event is ever left for a reader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import structlog
+
+from ._append import Existing, prepare_batch
+from ._canonical import canonical_json
+from ._errors import LogDamaged
+from ._models import Event
+from ._recorded import (
+    EMPTY_HEAD,
+    ChainReport,
+    Head,
+    RecordedEvent,
+    Row,
+    check_rows,
+    event_from_row,
+)
+from ._time import Clock, SystemClock
+
+log = structlog.get_logger("memwarden.jsonl")
+
+_KEYS = (
+    "seq", "event_id", "type", "stream", "stream_version", "occurred_at", "recorded_at",
+    "actor", "schema_version", "payload", "prev_hash", "hash",
+)
+_KEYSET = frozenset(_KEYS)
+
+
+def parse_line(text: str, line_no: int) -> Row:
+    """One JSONL line as a row, or ``LogDamaged`` naming the line."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LogDamaged(f"not valid JSON ({exc.msg} at column {exc.colno})", line=line_no) from None
+    if not isinstance(data, dict):
+        raise LogDamaged("an event line must be a JSON object", line=line_no)
+    keys = set(data)
+    if keys != _KEYSET:
+        missing, extra = sorted(_KEYSET - keys), sorted(keys - _KEYSET)
+        raise LogDamaged(f"envelope fields wrong (missing {missing}, unexpected {extra})", line=line_no)
+    for key in ("seq", "stream_version", "schema_version"):
+        if type(data[key]) is not int:
+            raise LogDamaged(f"{key}: must be an integer", line=line_no)
+    for key in ("event_id", "type", "stream", "occurred_at", "recorded_at", "actor", "prev_hash", "hash"):
+        if not isinstance(data[key], str):
+            raise LogDamaged(f"{key}: must be a string", line=line_no)
+    if not isinstance(data["payload"], dict):
+        raise LogDamaged("payload: must be a JSON object", line=line_no)
+    return (
+        data["seq"], data["event_id"], data["type"], data["stream"], data["stream_version"],
+        data["occurred_at"], data["recorded_at"], data["actor"], data["schema_version"],
+        canonical_json(data["payload"]), data["prev_hash"], data["hash"],
+    )
+
+
+def iter_lines(fh: BinaryIO) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each complete line; a torn last line is damage."""
+    for number, raw in enumerate(fh, start=1):
+        if not raw.endswith(b"\n"):
+            raise LogDamaged("incomplete last line (no newline): a torn or truncated write", line=number)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise LogDamaged(f"not UTF-8 at byte {exc.start}", line=number) from None
+        if text.strip():
+            yield number, text
+
+
+def read_verified(path: str | Path, *, validate: bool = True) -> Iterator[RecordedEvent]:
+    """Stream a JSONL log, checking every hash and link as it goes.
+
+    Raises ``LogDamaged`` naming the first bad line. Callers that must write
+    nothing from a damaged file run this to the end first (``verify_file``).
+    """
+    with open(path, "rb") as fh:
+        numbered = iter_lines(fh)
+        line_of: dict[int, int] = {}
+
+        def rows() -> Iterator[Row]:
+            for number, text in numbered:
+                row = parse_line(text, number)
+                line_of[row[0]] = number
+                yield row
+
+        prev_seq = 0
+        for row, problem in check_rows(rows(), prev_seq=0, prev_hash=EMPTY_HEAD.hash, prev_time=None):
+            line = line_of.pop(row[0], None)
+            if problem is not None:
+                raise LogDamaged(problem, line=line, seq=row[0])
+            record = event_from_row(row)
+            if validate:
+                try:
+                    record.to_model()
+                except ValueError as exc:
+                    raise LogDamaged(f"event at seq {row[0]} is not a valid {row[2]}: {exc}", line=line, seq=row[0]) from None
+            prev_seq = row[0]
+            yield record
+        del prev_seq
+
+
+def verify_file(path: str | Path) -> int:
+    """Check a whole JSONL log; the number of events, or ``LogDamaged``."""
+    count = 0
+    for _ in read_verified(path):
+        count += 1
+    return count
+
+
+def write_export(records: Iterable[RecordedEvent], path: str | Path) -> int:
+    """Write events as JSONL, fsync'd, atomically replacing ``path``."""
+    target = Path(path)
+    tmp = target.with_name(target.name + ".partial")
+    count = 0
+    with open(tmp, "wb") as fh:
+        for record in records:
+            fh.write(record.to_json_line().encode("utf-8") + b"\n")
+            count += 1
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    return count
+
+
+class JsonlEventLog:
+    """The ``EventLog`` interface over one JSONL file.
+
+    Keeps the event_id index and stream versions in memory (built on open),
+    which suits inspection and moderate logs; the SQLite log is the default.
+    """
+
+    def __init__(self, path: str | Path, *, clock: Clock | None = None, fsync: bool = True, opener: Any = open) -> None:
+        self.path = Path(path)
+        self.clock: Clock = clock or SystemClock()
+        self.fsync = fsync
+        self._open = opener
+        self._lock = threading.RLock()
+        self._ids: dict[str, Existing] = {}
+        self._versions: dict[str, int] = {}
+        self._head = EMPTY_HEAD
+        self._load()
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            self.path.touch()
+        size = self.path.stat().st_size
+        good = 0
+        with open(self.path, "rb") as fh:
+            for raw in fh:
+                if not raw.endswith(b"\n"):
+                    break  # an unacknowledged, torn append: cut below
+                good += len(raw)
+                text = raw.decode("utf-8")
+                if not text.strip():
+                    continue
+                row = parse_line(text, 0)
+                self._remember(row)
+        if good != size:
+            log.warning("jsonl_torn_tail_removed", path=str(self.path), bytes=size - good)
+            with open(self.path, "r+b") as fh:
+                fh.truncate(good)
+                os.fsync(fh.fileno())
+
+    def _remember(self, row: Row) -> None:
+        self._ids[row[1]] = (row[0], row[2], row[3], row[9])
+        self._versions[row[3]] = row[4]
+        self._head = Head(row[0], row[11], row[6])
+
+    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
+        with self._lock:
+            batch = prepare_batch(
+                events,
+                head=self._head,
+                clock=self.clock,
+                find_existing=lambda ids: {i: self._ids[i] for i in ids if i in self._ids},
+                stream_version=lambda s: self._versions.get(s, 0),
+                expected_version=expected_version,
+            )
+            if not batch.records:
+                return batch.positions
+            data = b"".join(r.to_json_line().encode("utf-8") + b"\n" for r in batch.records)
+            size = self.path.stat().st_size
+            try:
+                with self._open(self.path, "ab") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    if self.fsync:
+                        os.fsync(fh.fileno())
+            except BaseException:
+                self._cut_back(size)
+                raise
+            for r in batch.records:
+                self._remember(
+                    (r.seq, r.event_id, r.type, r.stream, r.stream_version, r.occurred_at, r.recorded_at,
+                     r.actor, r.schema_version, r.payload_json, r.prev_hash, r.hash)
+                )
+            return batch.positions
+
+    def _cut_back(self, size: int) -> None:
+        # The batch was not acknowledged: whatever part of it reached the
+        # file is removed so no reader ever sees half a batch.
+        try:
+            with open(self.path, "r+b") as fh:
+                fh.truncate(size)
+                os.fsync(fh.fileno())
+        except OSError:
+            log.error("jsonl_cut_back_failed", path=str(self.path), size=size)
+
+    def _rows(self) -> Iterator[Row]:
+        with open(self.path, "rb") as fh:
+            for number, text in iter_lines(fh):
+                yield parse_line(text, number)
+
+    def read(self, after_seq: int = 0, until_seq: int | None = None, until_time: str | None = None) -> Iterator[RecordedEvent]:
+        for row in self._rows():
+            if row[0] <= after_seq:
+                continue
+            if (until_seq is not None and row[0] > until_seq) or (until_time is not None and row[6] > until_time):
+                return
+            yield event_from_row(row)
+
+    def head(self) -> Head:
+        with self._lock:
+            return self._head
+
+    def verify_chain(self, from_seq: int = 1, to_seq: int | None = None) -> ChainReport:
+        checked = 0
+        last = EMPTY_HEAD
+        try:
+            for row, problem in check_rows(self._rows(), prev_seq=0, prev_hash=EMPTY_HEAD.hash, prev_time=None):
+                if problem is not None:
+                    first_bad = last.seq + 1 if problem.startswith("gap") else row[0]
+                    return ChainReport(False, self._head.seq, last.hash, checked, first_bad, problem)
+                if row[0] >= from_seq:
+                    checked += 1
+                last = Head(row[0], row[11], row[6])
+                if to_seq is not None and row[0] >= to_seq:
+                    break
+        except LogDamaged as exc:
+            return ChainReport(False, self._head.seq, last.hash, checked, last.seq + 1, str(exc))
+        return ChainReport(True, last.seq, last.hash, checked)

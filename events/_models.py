@@ -1,0 +1,311 @@
+"""Event models: frozen, keyword-only, strict, one per event type.
+
+Each model holds its envelope fields (``event_id``, ``occurred_at``,
+``actor``) and its payload fields; the log stores the envelope as columns
+and the payload as canonical JSON. ``stream`` is derived from the payload,
+so an event cannot name one memory in its stream and another in its body.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    TypeAdapter,
+    model_validator,
+)
+
+from ._time import format_ts, parse_ts, to_utc
+
+
+def _parse_datetime(value: Any) -> Any:
+    if isinstance(value, str):
+        return parse_ts(value)
+    return value
+
+
+UTCDateTime = Annotated[
+    datetime,
+    BeforeValidator(_parse_datetime),
+    AfterValidator(to_utc),
+    PlainSerializer(format_ts, return_type=str, when_used="json"),
+]
+NonEmptyStr = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s\x00-\x1f]+$")]
+Checksum = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+ENVELOPE_FIELDS = frozenset({"type", "event_id", "occurred_at", "actor"})
+
+
+def new_id(prefix: str = "") -> str:
+    return prefix + uuid.uuid4().hex
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class Scope(Model):
+    """Who a memory belongs to and under which permission it was obtained."""
+
+    tenant: Identifier
+    project: Identifier | None = None
+    permission: Identifier | None = None
+    user: Identifier | None = None
+    agent: Identifier | None = None
+    tool: Identifier | None = None
+
+
+class ParentRef(Model):
+    memory_id: Identifier
+    version: PositiveInt
+
+
+class CacheKey(Model):
+    tool: Identifier
+    tool_version: NonEmptyStr
+    input_hash: NonEmptyStr
+
+
+class Selector(Model):
+    """What a revocation covers. Every given field must match (AND)."""
+
+    tenant: Identifier | None = None
+    project: Identifier | None = None
+    permission: Identifier | None = None
+    user: Identifier | None = None
+    agent: Identifier | None = None
+    tool: Identifier | None = None
+    kind: Identifier | None = None
+    source_prefix: NonEmptyStr | None = None
+    ids: tuple[Identifier, ...] = ()
+    everything: bool = False
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Selector:
+        named = [k for k, v in self.model_dump().items() if v not in (None, (), False)]
+        if self.everything and len(named) > 1:
+            raise ValueError("'everything' cannot be combined with other fields")
+        if not named:
+            raise ValueError(
+                "an empty selector is refused; name at least one of tenant, project, "
+                "permission, user, agent, tool, kind, source_prefix, ids (or everything)"
+            )
+        return self
+
+
+class Event(Model):
+    """Base of all events. Subclasses fix ``type`` and add payload fields."""
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    type: str
+    event_id: Identifier = Field(default_factory=lambda: new_id("ev_"))
+    occurred_at: UTCDateTime | None = None
+    actor: NonEmptyStr = "system"
+
+    @property
+    def stream(self) -> str:
+        raise NotImplementedError
+
+    def payload(self) -> dict[str, Any]:
+        """The payload as JSON-ready data (what is hashed and stored)."""
+        return self.model_dump(mode="json", exclude=ENVELOPE_FIELDS)
+
+
+class MemoryEvent(Event):
+    memory_id: Identifier
+
+    @property
+    def stream(self) -> str:
+        return self.memory_id
+
+
+class MemorySaved(MemoryEvent):
+    type: Literal["memory.saved"] = "memory.saved"
+    version: PositiveInt
+    kind: Identifier
+    summary: NonEmptyStr
+    content_checksum: Checksum
+    content_length: NonNegativeInt
+    source_url: NonEmptyStr
+    source: NonEmptyStr | None = None
+    repo: NonEmptyStr | None = None
+    branch: NonEmptyStr | None = None
+    fetched_at: UTCDateTime
+    expires_at: UTCDateTime | None = None
+    verified_at: UTCDateTime | None = None
+    scope: Scope
+    policy: Identifier = "default"
+    revocation_version: PositiveInt = 1
+    derived_from: tuple[ParentRef, ...] = ()
+    cache_key: CacheKey | None = None
+
+    @model_validator(mode="after")
+    def _times(self) -> MemorySaved:
+        if self.expires_at is not None and self.expires_at <= self.fetched_at:
+            raise ValueError("expires_at: must be after fetched_at")
+        return self
+
+
+class MemoryVerified(MemoryEvent):
+    type: Literal["memory.verified"] = "memory.verified"
+    version: PositiveInt
+    content_checksum: Checksum
+    fetched_at: UTCDateTime
+    verified_at: UTCDateTime
+    expires_at: UTCDateTime | None = None
+    revocation_version: PositiveInt
+    after_expiry: bool = False
+
+
+class MemoryVerificationFailed(MemoryEvent):
+    type: Literal["memory.verification_failed"] = "memory.verification_failed"
+    version: PositiveInt
+    error: NonEmptyStr
+    attempted_at: UTCDateTime
+
+
+class MemoryExpired(MemoryEvent):
+    type: Literal["memory.expired"] = "memory.expired"
+    version: PositiveInt
+    expires_at: UTCDateTime
+
+
+class MemoryInvalidated(MemoryEvent):
+    type: Literal["memory.invalidated"] = "memory.invalidated"
+    version: PositiveInt
+    reason: NonEmptyStr
+    detail: str | None = None
+    new_checksum: Checksum | None = None
+    caused_by: PositiveInt | None = None
+
+
+class MemoryErased(MemoryEvent):
+    type: Literal["memory.erased"] = "memory.erased"
+    reason: NonEmptyStr
+    content_checksum: Checksum | None = None
+
+
+class MemoryIntegrityFailed(MemoryEvent):
+    type: Literal["memory.integrity_failed"] = "memory.integrity_failed"
+    version: PositiveInt
+    expected_checksum: Checksum
+    actual_checksum: Checksum | None = None
+
+
+class MemoryResynced(MemoryEvent):
+    type: Literal["memory.resynced"] = "memory.resynced"
+    version: PositiveInt
+    content_checksum: Checksum
+    resynced_from: NonEmptyStr
+
+
+class PolicyVersionChanged(Event):
+    type: Literal["policy.version_changed"] = "policy.version_changed"
+    policy: Identifier
+    version: PositiveInt
+    previous_version: PositiveInt
+
+    @property
+    def stream(self) -> str:
+        return f"policy:{self.policy}"
+
+
+class RevocationIssued(Event):
+    type: Literal["revocation.issued"] = "revocation.issued"
+    revocation_id: Identifier
+    selector: Selector
+    reason: NonEmptyStr
+    issued_by: NonEmptyStr
+    effective_at: UTCDateTime
+
+    @property
+    def stream(self) -> str:
+        return self.revocation_id
+
+
+class _Readback(Event):
+    revocation_id: Identifier
+    paths_checked: tuple[Identifier, ...]
+    covered: NonNegativeInt
+    latency_ms: Annotated[float, Field(ge=0)]
+
+    @property
+    def stream(self) -> str:
+        return self.revocation_id
+
+
+class ReadbackConfirmed(_Readback):
+    type: Literal["readback.confirmed"] = "readback.confirmed"
+    still_visible: Literal[0] = 0
+
+
+class ReadbackFailed(_Readback):
+    type: Literal["readback.failed"] = "readback.failed"
+    still_visible: PositiveInt
+    leaked_ids: tuple[Identifier, ...]
+
+
+AnyEvent = Annotated[
+    Union[
+        MemorySaved,
+        MemoryVerified,
+        MemoryVerificationFailed,
+        MemoryExpired,
+        MemoryInvalidated,
+        MemoryErased,
+        MemoryIntegrityFailed,
+        MemoryResynced,
+        PolicyVersionChanged,
+        RevocationIssued,
+        ReadbackConfirmed,
+        ReadbackFailed,
+    ],
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(AnyEvent)
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.model_fields["type"].default: cls
+    for cls in (
+        MemorySaved,
+        MemoryVerified,
+        MemoryVerificationFailed,
+        MemoryExpired,
+        MemoryInvalidated,
+        MemoryErased,
+        MemoryIntegrityFailed,
+        MemoryResynced,
+        PolicyVersionChanged,
+        RevocationIssued,
+        ReadbackConfirmed,
+        ReadbackFailed,
+    )
+}
+
+
+def event_from_parts(type_: str, payload: dict[str, Any], **envelope: Any) -> Event:
+    """Validate a stored (upcast) payload back into its typed model."""
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
+        raise ValueError(f"type: unknown event type {type_!r}")
+    return cls.model_validate_json(
+        _json_of({"type": type_, **payload, **envelope}),
+    )
+
+
+def _json_of(data: dict[str, Any]) -> str:
+    from ._canonical import canonical_json
+
+    return canonical_json(data)

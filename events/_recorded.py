@@ -1,0 +1,202 @@
+"""Events as the log holds them: envelope, payload, position and hash."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ._canonical import GENESIS_HASH, canonical_json, chain_hash, envelope_preimage
+from ._models import EVENT_TYPES, Event, event_from_parts
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def register_upcaster(event_type: str, from_version: int, upcaster: Upcaster) -> None:
+    """Teach the reader to lift ``event_type`` payloads from ``from_version``.
+
+    Stored events are never rewritten (the hash covers them as written);
+    old schema versions are lifted on every read, one version at a time.
+    """
+    _UPCASTERS[(event_type, from_version)] = upcaster
+
+
+def current_schema_version(event_type: str) -> int:
+    cls = EVENT_TYPES.get(event_type)
+    return cls.SCHEMA_VERSION if cls is not None else 1
+
+
+def upcast(event_type: str, schema_version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    target = current_schema_version(event_type)
+    while schema_version < target:
+        step = _UPCASTERS.get((event_type, schema_version))
+        if step is None:
+            raise ValueError(
+                f"no upcaster for {event_type} from schema_version {schema_version} to {target}"
+            )
+        payload = step(payload)
+        schema_version += 1
+    return payload
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """One committed event. ``payload`` is upcast to the current schema."""
+
+    seq: int
+    event_id: str
+    type: str
+    stream: str
+    stream_version: int
+    occurred_at: str
+    recorded_at: str
+    actor: str
+    schema_version: int
+    payload: dict[str, Any]
+    prev_hash: str
+    hash: str
+    payload_json: str = field(default="", repr=False, compare=False)
+
+    def to_model(self) -> Event:
+        """The typed, validated event model."""
+        return event_from_parts(
+            self.type,
+            self.payload,
+            event_id=self.event_id,
+            occurred_at=self.occurred_at,
+            actor=self.actor,
+        )
+
+    def envelope(self) -> dict[str, Any]:
+        """Everything the hash covers, plus the hash (the export form)."""
+        return {
+            "seq": self.seq,
+            "event_id": self.event_id,
+            "type": self.type,
+            "stream": self.stream,
+            "stream_version": self.stream_version,
+            "occurred_at": self.occurred_at,
+            "recorded_at": self.recorded_at,
+            "actor": self.actor,
+            "schema_version": self.schema_version,
+            "payload": json.loads(self.payload_json) if self.payload_json else self.payload,
+            "prev_hash": self.prev_hash,
+            "hash": self.hash,
+        }
+
+    def to_json_line(self) -> str:
+        return canonical_json(self.envelope())
+
+
+# The column order every backend reads rows in.
+ROW_COLUMNS = (
+    "seq, event_id, type, stream, stream_version, occurred_at, recorded_at, actor, "
+    "schema_version, payload, prev_hash, hash"
+)
+Row = tuple[int, str, str, str, int, str, str, str, int, str, str, str]
+
+
+def row_hash(row: Row) -> str:
+    """The hash a stored row should carry, recomputed from its content."""
+    seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, payload, prev, _ = row
+    return chain_hash(
+        prev,
+        envelope_preimage(
+            seq=seq,
+            event_id=event_id,
+            type=type_,
+            stream=stream,
+            stream_version=sv,
+            occurred_at=occurred,
+            recorded_at=recorded,
+            actor=actor,
+            schema_version=schema,
+            payload_json=payload,
+            prev_hash=prev,
+        ),
+    )
+
+
+def event_from_row(row: Row) -> RecordedEvent:
+    seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, payload, prev, hash_ = row
+    data = json.loads(payload)
+    if schema != current_schema_version(type_):
+        data = upcast(type_, schema, data)
+    return RecordedEvent(
+        seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, data, prev, hash_, payload
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """What ``verify_chain`` found. ``first_bad_seq`` is None when ok."""
+
+    ok: bool
+    head_seq: int
+    head_hash: str
+    checked: int
+    first_bad_seq: int | None = None
+    problem: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "head_seq": self.head_seq,
+            "head_hash": self.head_hash,
+            "checked": self.checked,
+            "first_bad_seq": self.first_bad_seq,
+            "problem": self.problem,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    seq: int
+    hash: str
+    recorded_at: str | None = None
+
+
+EMPTY_HEAD = Head(0, GENESIS_HASH, None)
+
+
+def check_rows(rows: Iterable[Row], *, prev_seq: int, prev_hash: str, prev_time: str | None) -> Iterator[tuple[Row, str | None]]:
+    """Walk rows in seq order; yield each row with the problem found, if any.
+
+    Shared by every backend so that "what counts as damage" is defined once.
+    """
+    for row in rows:
+        seq = row[0]
+        problem: str | None = None
+        if seq != prev_seq + 1:
+            if seq > prev_seq + 1:
+                problem = f"gap: seq {prev_seq + 1} is missing (seq {seq} follows seq {prev_seq})"
+            else:
+                problem = f"reordering: seq {seq} appears after seq {prev_seq}"
+        elif row_hash(row) != row[11]:
+            problem = "hash mismatch: the stored hash does not match the event's content"
+        elif row[10] != prev_hash:
+            problem = f"broken link: prev_hash does not match the hash of seq {prev_seq}"
+        elif prev_time is not None and row[6] < prev_time:
+            problem = f"reordering: recorded_at {row[6]} is earlier than seq {prev_seq}'s {prev_time}"
+        yield row, problem
+        if problem is not None:
+            return
+        prev_seq, prev_hash, prev_time = seq, row[11], row[6]
+
+
+class EventLog(Protocol):
+    """What every log backend offers."""
+
+    def append(
+        self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None
+    ) -> list[int]: ...
+
+    def read(
+        self, after_seq: int = 0, until_seq: int | None = None, until_time: str | None = None
+    ) -> Iterator[RecordedEvent]: ...
+
+    def head(self) -> Head: ...
+
+    def verify_chain(self, from_seq: int = 1, to_seq: int | None = None) -> ChainReport: ...

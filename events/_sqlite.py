@@ -1,0 +1,404 @@
+"""The default log: one SQLite file, WAL, hash-chained, append-only."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from ._append import Existing, prepare_batch
+from ._errors import LogDiverged
+from ._models import Event
+from ._recorded import (
+    EMPTY_HEAD,
+    ROW_COLUMNS,
+    ChainReport,
+    Head,
+    RecordedEvent,
+    Row,
+    check_rows,
+    event_from_row,
+)
+from ._time import Clock, SystemClock
+
+Subscriber = Callable[[sqlite3.Connection, Sequence[RecordedEvent]], None]
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_PAGE = 2000
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    stream TEXT NOT NULL,
+    stream_version INTEGER NOT NULL,
+    occurred_at TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    schema_version INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    UNIQUE (stream, stream_version)
+);
+CREATE TRIGGER IF NOT EXISTS events_refuse_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'memwarden: the event log is append-only; UPDATE refused'); END;
+CREATE TRIGGER IF NOT EXISTS events_refuse_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'memwarden: the event log is append-only; DELETE refused'); END;
+"""
+
+_INSERT = (
+    "INSERT INTO events (seq, event_id, type, stream, stream_version, occurred_at, recorded_at, "
+    "actor, schema_version, payload, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def connect(path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout: float = 60.0) -> sqlite3.Connection:
+    """Open a connection the way every memwarden connection is opened."""
+    if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+        raise ValueError(f"synchronous: {synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout
+    )
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    # Freed pages are zeroed, so erased content does not linger in the file.
+    conn.execute("PRAGMA secure_delete=ON")
+    return conn
+
+
+class WriteTransaction:
+    """A write transaction holding the database's write lock.
+
+    Reads through ``conn`` see a state no other writer can change until
+    commit, so checks made here (is this scope revoked?) hold for the
+    events appended here.
+    """
+
+    def __init__(self, log: SQLiteEventLog, conn: sqlite3.Connection) -> None:
+        self.log = log
+        self.conn = conn
+        self.recorded: list[RecordedEvent] = []
+        self._head = log._read_head(conn)
+
+    @property
+    def head(self) -> Head:
+        return self._head
+
+    def append(
+        self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None
+    ) -> list[int]:
+        return self._append(events, expected_version)[0]
+
+    def append_events(
+        self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None
+    ) -> list[RecordedEvent]:
+        """Like ``append`` but returns the newly written events."""
+        return self._append(events, expected_version)[1]
+
+    def _append(
+        self, events: Iterable[Event], expected_version: int | dict[str, int] | None
+    ) -> tuple[list[int], list[RecordedEvent]]:
+        batch = prepare_batch(
+            events,
+            head=self._head,
+            clock=self.log.clock,
+            find_existing=self._find_existing,
+            stream_version=self._stream_version,
+            expected_version=expected_version,
+        )
+        if batch.records:
+            self.conn.executemany(
+                _INSERT,
+                [
+                    (
+                        r.seq, r.event_id, r.type, r.stream, r.stream_version, r.occurred_at,
+                        r.recorded_at, r.actor, r.schema_version, r.payload_json, r.prev_hash, r.hash,
+                    )
+                    for r in batch.records
+                ],
+            )
+            self._publish(batch.records)
+            assert batch.head is not None
+            self._head = batch.head
+        return batch.positions, batch.records
+
+    def append_recorded(self, records: Sequence[RecordedEvent]) -> int:
+        """Write already-chained events (an import), keeping seq and hashes.
+
+        Events the log already holds must be the very same (same hash);
+        the first new one must link to the current head.
+        """
+        new: list[RecordedEvent] = []
+        for record in records:
+            if record.seq <= self._head.seq:
+                row = self.conn.execute("SELECT hash FROM events WHERE seq = ?", (record.seq,)).fetchone()
+                if row is None or row[0] != record.hash:
+                    raise LogDiverged(record.seq, "the import disagrees with the event the log holds at this seq")
+                continue
+            expected_prev = new[-1].hash if new else self._head.hash
+            expected_seq = (new[-1].seq if new else self._head.seq) + 1
+            if record.seq != expected_seq or record.prev_hash != expected_prev:
+                raise LogDiverged(record.seq, f"does not continue the log's head (seq {expected_seq - 1})")
+            new.append(record)
+        if new:
+            self.conn.executemany(
+                _INSERT,
+                [
+                    (
+                        r.seq, r.event_id, r.type, r.stream, r.stream_version, r.occurred_at,
+                        r.recorded_at, r.actor, r.schema_version, r.payload_json, r.prev_hash, r.hash,
+                    )
+                    for r in new
+                ],
+            )
+            self._publish(new)
+            self._head = Head(new[-1].seq, new[-1].hash, new[-1].recorded_at)
+        return len(new)
+
+    def _publish(self, records: list[RecordedEvent]) -> None:
+        self.recorded.extend(records)
+        for subscriber in self.log.subscribers:
+            subscriber(self.conn, records)
+
+    def _find_existing(self, event_ids: list[str]) -> dict[str, Existing]:
+        found: dict[str, Existing] = {}
+        for start in range(0, len(event_ids), 500):
+            chunk = event_ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for event_id, seq, type_, stream, payload in self.conn.execute(
+                f"SELECT event_id, seq, type, stream, payload FROM events WHERE event_id IN ({marks})",
+                chunk,
+            ):
+                found[event_id] = (seq, type_, stream, payload)
+        return found
+
+    def _stream_version(self, stream: str) -> int:
+        row = self.conn.execute(
+            "SELECT max(stream_version) FROM events WHERE stream = ?", (stream,)
+        ).fetchone()
+        return row[0] or 0
+
+
+class SQLiteEventLog:
+    """The append-only, hash-chained event log in one SQLite database.
+
+    ``subscribers`` run inside every write transaction after the events are
+    inserted (memwarden's inline projections), so they commit or roll back
+    together with the events.
+    """
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        clock: Clock | None = None,
+        synchronous: Synchronous = "FULL",
+        busy_timeout: float = 60.0,
+        subscribers: Sequence[Subscriber] = (),
+    ) -> None:
+        self.path = str(path)
+        self.clock: Clock = clock or SystemClock()
+        self.subscribers: list[Subscriber] = list(subscribers)
+        self.conn = connect(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        self._lock = threading.RLock()
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in SCHEMA.split(";\n"):
+                    if statement.strip():
+                        self.conn.execute(statement)
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+
+    # -- writing -----------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[WriteTransaction]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; rolls back on any error."""
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                tx = WriteTransaction(self, self.conn)
+                yield tx
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several statements see one committed state."""
+        with self._lock:
+            if self.conn.in_transaction:
+                yield self.conn  # already inside a write transaction
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield self.conn
+            finally:
+                self.conn.execute("COMMIT")
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def append(
+        self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None
+    ) -> list[int]:
+        """Append atomically; returns the seq of every event (the original
+        seq for an event already in the log)."""
+        with self.transaction() as tx:
+            return tx.append(events, expected_version)
+
+    def import_records(self, records: Iterable[RecordedEvent], *, chunk: int = 5000) -> int:
+        """Append pre-chained events in one transaction (all or nothing)."""
+        written = 0
+        with self.transaction() as tx:
+            buffer: list[RecordedEvent] = []
+            for record in records:
+                buffer.append(record)
+                if len(buffer) >= chunk:
+                    written += tx.append_recorded(buffer)
+                    buffer = []
+            written += tx.append_recorded(buffer)
+        return written
+
+    # -- reading -----------------------------------------------------------
+
+    def _read_head(self, conn: sqlite3.Connection) -> Head:
+        row = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        return Head(*row) if row else EMPTY_HEAD
+
+    def head(self) -> Head:
+        with self._lock:
+            return self._read_head(self.conn)
+
+    def rows(self, after_seq: int = 0, until_seq: int | None = None, where: str = "", params: Sequence[object] = ()) -> Iterator[Row]:
+        """Raw rows in seq order, fetched a page at a time (flat memory)."""
+        last = after_seq
+        limit = until_seq if until_seq is not None else -1
+        extra = f" AND ({where})" if where else ""
+        while True:
+            with self._lock:
+                page = self.conn.execute(
+                    f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND (? < 0 OR seq <= ?){extra} "
+                    f"ORDER BY seq LIMIT {_PAGE}",
+                    (last, limit, limit, *params),
+                ).fetchall()
+            if not page:
+                return
+            yield from page
+            last = page[-1][0]
+            if len(page) < _PAGE:
+                return
+
+    def read(
+        self,
+        after_seq: int = 0,
+        until_seq: int | None = None,
+        until_time: str | None = None,
+        *,
+        types: Sequence[str] | None = None,
+        stream: str | None = None,
+    ) -> Iterator[RecordedEvent]:
+        """Stream events with ``after_seq < seq <= until_seq`` and
+        ``recorded_at <= until_time``, upcast to the current schema."""
+        if until_time is not None:
+            cut = self.seq_at(until_time)
+            until_seq = cut if until_seq is None else min(until_seq, cut)
+        clauses: list[str] = []
+        params: list[object] = []
+        if types:
+            clauses.append(f"type IN ({','.join('?' * len(types))})")
+            params.extend(types)
+        if stream is not None:
+            clauses.append("stream = ?")
+            params.append(stream)
+        for row in self.rows(after_seq, until_seq, " AND ".join(clauses), params):
+            yield event_from_row(row)
+
+    def seq_at(self, when: str) -> int:
+        """The last seq recorded at or before ``when`` (canonical text).
+
+        recorded_at never decreases along seq, so this is a binary search
+        on the primary key rather than an index on time.
+        """
+        with self._lock:
+            lo, hi = 0, self._read_head(self.conn).seq
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                row = self.conn.execute("SELECT recorded_at FROM events WHERE seq = ?", (mid,)).fetchone()
+                if row is not None and row[0] <= when:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return lo
+
+    def get(self, seq: int) -> RecordedEvent | None:
+        with self._lock:
+            row = self.conn.execute(f"SELECT {ROW_COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchone()
+        return event_from_row(row) if row else None
+
+    def tail(self, n: int) -> list[RecordedEvent]:
+        with self._lock:
+            rows = self.conn.execute(
+                f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq DESC LIMIT ?", (max(n, 0),)
+            ).fetchall()
+        return [event_from_row(r) for r in reversed(rows)]
+
+    def count(self) -> int:
+        with self._lock:
+            return self.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+
+    # -- auditing ----------------------------------------------------------
+
+    def verify_chain(self, from_seq: int = 1, to_seq: int | None = None) -> ChainReport:
+        """Recompute every hash and link from ``from_seq`` to ``to_seq``.
+
+        Reports the first bad seq and what is wrong with it: a hash that
+        does not match the content, a prev_hash that does not link, a gap,
+        a reordering, or rows missing from the end.
+        """
+        from_seq = max(from_seq, 1)
+        with self._lock:
+            if from_seq == 1:
+                prev = EMPTY_HEAD
+            else:
+                row = self.conn.execute(
+                    "SELECT seq, hash, recorded_at FROM events WHERE seq = ?", (from_seq - 1,)
+                ).fetchone()
+                if row is None:
+                    return ChainReport(False, 0, EMPTY_HEAD.hash, 0, from_seq - 1, f"gap: seq {from_seq - 1} is missing")
+                prev = Head(*row)
+        checked = 0
+        last = prev
+        for row, problem in check_rows(
+            self.rows(from_seq - 1, to_seq), prev_seq=prev.seq, prev_hash=prev.hash, prev_time=prev.recorded_at
+        ):
+            if problem is not None:
+                first_bad = last.seq + 1 if problem.startswith("gap") else row[0]
+                return ChainReport(False, self.head().seq, last.hash, checked, first_bad, problem)
+            checked += 1
+            last = Head(row[0], row[11], row[6])
+        if to_seq is None:
+            with self._lock:
+                issued = self.conn.execute(
+                    "SELECT seq FROM sqlite_sequence WHERE name = 'events'"
+                ).fetchone()
+            if issued is not None and issued[0] > last.seq:
+                return ChainReport(
+                    False, last.seq, last.hash, checked, last.seq + 1,
+                    f"truncated: {issued[0]} events were appended but the log ends at seq {last.seq}",
+                )
+        return ChainReport(True, last.seq, last.hash, checked)
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()

@@ -1,0 +1,98 @@
+"""The one clock and the one timestamp format.
+
+Timestamps are stored and hashed as fixed-width UTC strings
+(``YYYY-MM-DDTHH:MM:SS.ffffffZ``) so that string order is time order: the
+log, the projections and SQL comparisons all rely on that.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Protocol
+
+UTC = timezone.utc
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    """Wall-clock time, always aware UTC."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class FrozenClock:
+    """A clock that moves only when told to: for tests and simulations."""
+
+    def __init__(self, start: datetime | str = "2026-01-05T09:00:00Z") -> None:
+        self._now = to_utc(parse_ts(start) if isinstance(start, str) else start)
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def set(self, when: datetime | str) -> None:
+        with self._lock:
+            self._now = to_utc(parse_ts(when) if isinstance(when, str) else when)
+
+    def advance(self, delta: timedelta | str) -> datetime:
+        with self._lock:
+            self._now += parse_duration(delta) if isinstance(delta, str) else delta
+            return self._now
+
+
+def to_utc(value: datetime) -> datetime:
+    """An aware datetime converted to UTC; naive datetimes are refused."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value.isoformat()} refused: give a timezone (Z or an offset)")
+    return value.astimezone(UTC)
+
+
+def format_ts(value: datetime) -> str:
+    """The canonical text of a timestamp (fixed width, UTC, ``Z``)."""
+    value = to_utc(value)
+    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def parse_ts(text: str) -> datetime:
+    """Parse ISO 8601 with a timezone; naive timestamps are refused."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("timestamp must be a non-empty ISO 8601 string")
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO 8601 timestamp") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"timestamp {text!r} has no timezone: add Z or an offset such as +09:00")
+    return parsed.astimezone(UTC)
+
+
+def canonical_ts(text: str) -> str:
+    """Normalise any accepted timestamp text to the canonical form."""
+    return format_ts(parse_ts(text))
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``15m``, ``6h``, ``30d``, ``2w``."""
+    match = _DURATION.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"duration {text!r} must look like 90s, 15m, 6h, 30d or 2w")
+    amount = int(match.group(1))
+    if amount <= 0:
+        raise ValueError(f"duration {text!r} must be positive")
+    return timedelta(seconds=amount * _UNITS[match.group(2)])
+
+
+def iso_week(ts: str) -> str:
+    """The ISO week (``2026-W02``) of a canonical timestamp."""
+    year, week, _ = parse_ts(ts).isocalendar()
+    return f"{year}-W{week:02d}"

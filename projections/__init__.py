@@ -1,0 +1,43 @@
+"""memwarden.projections: read models built only from events."""
+
+from __future__ import annotations
+
+from ._runner import CheckResult, Projection, Projector, default_projections
+from ._selector import selector_covers, selector_sql
+from ._stats import COUNTERS, StatsProjection, weekly
+from ._usable import (
+    COLUMNS,
+    STATUSES,
+    UsableProjection,
+    blob_text,
+    current_policies,
+    fetch_row,
+    fold_memory,
+    load_revocations,
+    revoke_row,
+    row_dict,
+    select_rows,
+)
+
+__all__ = [
+    "COLUMNS",
+    "COUNTERS",
+    "STATUSES",
+    "CheckResult",
+    "Projection",
+    "Projector",
+    "StatsProjection",
+    "UsableProjection",
+    "blob_text",
+    "current_policies",
+    "default_projections",
+    "fetch_row",
+    "fold_memory",
+    "load_revocations",
+    "revoke_row",
+    "row_dict",
+    "select_rows",
+    "selector_covers",
+    "selector_sql",
+    "weekly",
+]

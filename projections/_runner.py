@@ -1,0 +1,245 @@
+"""Running projections: inline with appends, catching up, rebuilding.
+
+Every projection keeps a tracking row (the last seq it applied). The row is
+written in the same transaction as the projection rows it covers and only
+ever moves forward, so a crash can leave a projection behind but never
+ahead of, or disagreeing with, what it claims to have applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from memwarden.events import RecordedEvent, canonical_json
+from memwarden.events._recorded import ROW_COLUMNS, event_from_row
+
+from ._stats import StatsProjection
+from ._usable import UsableProjection
+
+TRACKING = """CREATE TABLE IF NOT EXISTS projection_tracking (
+    name TEXT PRIMARY KEY, seq INTEGER NOT NULL
+)"""
+
+# Only forward: a stale writer can never move a checkpoint back.
+_TRACK = (
+    "INSERT INTO projection_tracking (name, seq) VALUES (?, ?) "
+    "ON CONFLICT(name) DO UPDATE SET seq = excluded.seq WHERE projection_tracking.seq < excluded.seq"
+)
+
+BATCH = 1000
+Progress = Callable[[int], None]
+
+
+class Projection(Protocol):
+    name: str
+    tables: tuple[str, ...]
+
+    def create(self, conn: sqlite3.Connection, *, indexes: bool = True) -> None: ...
+    def create_indexes(self, conn: sqlite3.Connection) -> None: ...
+    def drop(self, conn: sqlite3.Connection) -> None: ...
+    def apply(self, conn: sqlite3.Connection, events: Sequence[RecordedEvent], *, bulk: bool = False) -> None: ...
+    def finish_bulk(self, conn: sqlite3.Connection) -> None: ...
+    def digest_rows(self, conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]: ...
+
+
+def default_projections() -> list[Projection]:
+    return [UsableProjection(), StatsProjection()]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    ok: bool
+    live_seq: int
+    rebuilt_seq: int
+    digests: dict[str, tuple[str, str]]
+    first_difference: str | None = None
+    memory_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "live_seq": self.live_seq,
+            "rebuilt_seq": self.rebuilt_seq,
+            "digests": {k: {"live": a, "rebuilt": b} for k, (a, b) in self.digests.items()},
+            "first_difference": self.first_difference,
+            "memory_id": self.memory_id,
+        }
+
+
+class Projector:
+    """Applies a fixed, ordered set of projections to one database."""
+
+    def __init__(self, projections: Sequence[Projection] | None = None) -> None:
+        self.projections = list(projections) if projections is not None else default_projections()
+
+    def install(self, conn: sqlite3.Connection) -> None:
+        conn.execute(TRACKING)
+        for projection in self.projections:
+            projection.create(conn)
+
+    def positions(self, conn: sqlite3.Connection) -> dict[str, int]:
+        tracked = dict(conn.execute("SELECT name, seq FROM projection_tracking").fetchall())
+        return {p.name: tracked.get(p.name, 0) for p in self.projections}
+
+    def position(self, conn: sqlite3.Connection) -> int:
+        """The seq every projection has applied (the view's freshness)."""
+        return min(self.positions(conn).values(), default=0)
+
+    def track(self, conn: sqlite3.Connection, name: str, seq: int) -> None:
+        conn.execute(_TRACK, (name, seq))
+
+    # -- inline ------------------------------------------------------------
+
+    def on_append(self, conn: sqlite3.Connection, events: Sequence[RecordedEvent]) -> None:
+        """The log's subscriber: runs inside the append's transaction."""
+        if not events:
+            return
+        positions = self.positions(conn)
+        for projection in self.projections:
+            at = positions[projection.name]
+            if at < events[0].seq - 1:
+                # behind (a new projection, a copied database): catch up
+                # from the events table first, in this same transaction
+                for batch in _batches(_events_in(conn, at, events[0].seq - 1)):
+                    projection.apply(conn, batch)
+                at = events[0].seq - 1
+            fresh = [e for e in events if e.seq > at]
+            if fresh:
+                projection.apply(conn, fresh)
+                self.track(conn, projection.name, fresh[-1].seq)
+
+    # -- catch-up and rebuild ---------------------------------------------
+
+    def catch_up(self, conn: sqlite3.Connection, source: Callable[[int], Iterable[RecordedEvent]]) -> int:
+        """Bring every projection in ``conn`` up to the end of ``source``.
+
+        ``source(after_seq)`` yields events; the projection may live in a
+        different database from the log. One transaction per batch.
+        """
+        applied = 0
+        for projection in self.projections:
+            start = self.positions(conn)[projection.name]
+            for batch in _batches(source(start)):
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    # re-read: another process may have moved it meanwhile
+                    at = self.positions(conn)[projection.name]
+                    fresh = [e for e in batch if e.seq > at]
+                    if fresh:
+                        projection.apply(conn, fresh)
+                        self.track(conn, projection.name, fresh[-1].seq)
+                        applied += len(fresh)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+        return applied
+
+    def build(
+        self,
+        conn: sqlite3.Connection,
+        events: Iterable[RecordedEvent],
+        *,
+        progress: Progress | None = None,
+    ) -> int:
+        """Fill empty projection tables from ``events`` (no transaction
+        handling: the caller owns it). Indexes and the text index are made
+        once at the end, which is what keeps a rebuild fast."""
+        conn.execute(TRACKING)
+        for projection in self.projections:
+            projection.create(conn, indexes=False)
+        last = 0
+        count = 0
+        for batch in _batches(events):
+            for projection in self.projections:
+                projection.apply(conn, batch, bulk=True)
+            last = batch[-1].seq
+            count += len(batch)
+            if progress is not None:
+                progress(len(batch))
+        for projection in self.projections:
+            projection.finish_bulk(conn)
+            if last:
+                self.track(conn, projection.name, last)
+        return count
+
+    def rebuild(
+        self, conn: sqlite3.Connection, events: Iterable[RecordedEvent], *, progress: Progress | None = None
+    ) -> int:
+        """Drop and rebuild every projection in one transaction: readers see
+        the old view until the new one commits whole."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(TRACKING)
+            for projection in self.projections:
+                projection.drop(conn)
+                conn.execute("DELETE FROM projection_tracking WHERE name = ?", (projection.name,))
+            count = self.build(conn, events, progress=progress)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return count
+
+    # -- comparing ---------------------------------------------------------
+
+    def digest(self, conn: sqlite3.Connection) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for projection in self.projections:
+            for table, rows in projection.digest_rows(conn).items():
+                h = hashlib.sha256()
+                for row in rows:
+                    h.update(canonical_json(list(row)).encode("utf-8"))
+                    h.update(b"\n")
+                out[table] = h.hexdigest()
+        return out
+
+    def compare(self, live: sqlite3.Connection, rebuilt: sqlite3.Connection) -> CheckResult:
+        a, b = self.digest(live), self.digest(rebuilt)
+        digests = {k: (a[k], b.get(k, "")) for k in a}
+        live_seq, rebuilt_seq = self.position(live), self.position(rebuilt)
+        for projection in self.projections:
+            rows_a, rows_b = projection.digest_rows(live), projection.digest_rows(rebuilt)
+            for table in rows_a:
+                if a[table] != b.get(table):
+                    key = _first_difference(rows_a[table], rows_b[table])
+                    return CheckResult(False, live_seq, rebuilt_seq, digests, table, key)
+        return CheckResult(live_seq == rebuilt_seq, live_seq, rebuilt_seq, digests,
+                           None if live_seq == rebuilt_seq else "projection_tracking")
+
+
+def _first_difference(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str | None:
+    by_key_a = {row[0]: row for row in a}
+    by_key_b = {row[0]: row for row in b}
+    for key in sorted(set(by_key_a) | set(by_key_b), key=str):
+        if by_key_a.get(key) != by_key_b.get(key):
+            return str(key)
+    return None
+
+
+def _batches(events: Iterable[RecordedEvent], size: int = BATCH) -> Iterator[list[RecordedEvent]]:
+    batch: list[RecordedEvent] = []
+    for event in events:
+        batch.append(event)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _events_in(conn: sqlite3.Connection, after: int, until: int) -> Iterator[RecordedEvent]:
+    while after < until:
+        rows = conn.execute(
+            f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT {BATCH}",
+            (after, until),
+        ).fetchall()
+        if not rows:
+            return
+        for row in rows:
+            yield event_from_row(row)
+        after = rows[-1][0]

@@ -1,0 +1,57 @@
+"""Which memories a revocation selector covers, in Python and in SQL.
+
+Both forms are generated from the same field table; a property test
+(tests/test_selector.py) holds them to the same answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# selector field -> memories column (equality match)
+EQUALITY = {
+    "tenant": "tenant",
+    "project": "project",
+    "permission": "permission",
+    "user": "user",
+    "agent": "agent",
+    "tool": "tool",
+    "kind": "kind",
+}
+
+
+def selector_covers(selector: dict[str, Any], row: dict[str, Any]) -> bool:
+    """Does ``selector`` (a Selector dump) cover memory ``row``?"""
+    if selector.get("everything"):
+        return True
+    for field, column in EQUALITY.items():
+        want = selector.get(field)
+        if want is not None and row.get(column) != want:
+            return False
+    prefix = selector.get("source_prefix")
+    if prefix is not None and not (row.get("source_url") or "").startswith(prefix):
+        return False
+    ids = selector.get("ids") or ()
+    return not (ids and row.get("memory_id") not in ids)
+
+
+def selector_sql(selector: dict[str, Any]) -> tuple[str, list[Any]]:
+    """A WHERE clause over ``memories`` equivalent to ``selector_covers``."""
+    if selector.get("everything"):
+        return "1", []
+    clauses: list[str] = []
+    params: list[Any] = []
+    for field, column in EQUALITY.items():
+        want = selector.get(field)
+        if want is not None:
+            clauses.append(f'"{column}" = ?')
+            params.append(want)
+    prefix = selector.get("source_prefix")
+    if prefix is not None:
+        clauses.append("substr(source_url, 1, ?) = ?")
+        params.extend([len(prefix), prefix])
+    ids = list(selector.get("ids") or ())
+    if ids:
+        clauses.append(f"memory_id IN ({','.join('?' * len(ids))})")
+        params.extend(ids)
+    return " AND ".join(clauses) or "0", params

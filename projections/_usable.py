@@ -1,0 +1,397 @@
+"""The usable-memory view: memories, their text index, revocations, policies.
+
+One projection, because a memory's status depends on the revocations and
+policies that came before it in the log: folding them together keeps the
+order of the log. Its state changes only through ``fold_memory`` (one
+memory, one event) and ``apply_revocation`` (a set of memories at once).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memwarden.events import RecordedEvent, canonical_json
+
+from ._selector import selector_covers, selector_sql
+
+TERMINAL = frozenset({"erased", "revoked"})
+STATUSES = ("usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined")
+
+COLUMNS = (
+    "memory_id", "version", "kind", "summary", "status", "reason", "tenant", "project",
+    "permission", "user", "agent", "tool", "tool_version", "input_hash", "source_url",
+    "source", "repo", "branch", "fetched_at", "expires_at", "verified_at", "policy",
+    "revocation_version", "checksum", "content_length", "invalidation_reason",
+    "invalidated_by", "revoked_by", "quarantined_from", "derived_from", "first_seq", "last_seq",
+)
+
+SCHEMA = [
+    f"""CREATE TABLE IF NOT EXISTS memories (
+        mid INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL UNIQUE,
+        version INTEGER NOT NULL, kind TEXT NOT NULL, summary TEXT,
+        status TEXT NOT NULL CHECK (status IN ({",".join(repr(s) for s in STATUSES)})),
+        reason TEXT,
+        tenant TEXT NOT NULL, project TEXT, permission TEXT, "user" TEXT, agent TEXT, tool TEXT,
+        tool_version TEXT, input_hash TEXT,
+        source_url TEXT NOT NULL, source TEXT, repo TEXT, branch TEXT,
+        fetched_at TEXT NOT NULL, expires_at TEXT, verified_at TEXT,
+        policy TEXT NOT NULL, revocation_version INTEGER NOT NULL,
+        checksum TEXT NOT NULL, content_length INTEGER NOT NULL,
+        invalidation_reason TEXT, invalidated_by INTEGER, revoked_by TEXT, quarantined_from TEXT,
+        derived_from TEXT NOT NULL DEFAULT '[]',
+        first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS revocations (
+        revocation_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, selector TEXT NOT NULL,
+        reason TEXT NOT NULL, issued_by TEXT NOT NULL, effective_at TEXT NOT NULL,
+        recorded_at TEXT NOT NULL, covered INTEGER NOT NULL,
+        readback_status TEXT, readback_seq INTEGER, readback_latency_ms REAL,
+        still_visible INTEGER, leaked_ids TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS policies (
+        policy TEXT PRIMARY KEY, version INTEGER NOT NULL, previous_version INTEGER NOT NULL,
+        changed_at TEXT NOT NULL, seq INTEGER NOT NULL
+    )""",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+        summary, content, tokenize = 'unicode61 remove_diacritics 2'
+    )""",
+]
+
+INDEXES = [
+    "CREATE INDEX IF NOT EXISTS memories_by_scope ON memories (tenant, project, status, last_seq)",
+    "CREATE INDEX IF NOT EXISTS memories_by_tenant ON memories (tenant, status, last_seq)",
+    'CREATE INDEX IF NOT EXISTS memories_by_user ON memories ("user") WHERE "user" IS NOT NULL',
+    "CREATE INDEX IF NOT EXISTS memories_by_agent ON memories (agent) WHERE agent IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS memories_by_checksum ON memories (checksum)",
+    "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (status, expires_at)",
+]
+
+TABLES = ("memories", "revocations", "policies", "memories_fts")
+
+_QUOTED = ", ".join(f'"{c}"' for c in COLUMNS)
+_UPSERT = (
+    f"INSERT INTO memories ({_QUOTED}) "
+    f"VALUES ({', '.join('?' * len(COLUMNS))}) ON CONFLICT(memory_id) DO UPDATE SET "
+    + ", ".join(f'"{c}" = excluded."{c}"' for c in COLUMNS[1:])
+)
+_SELECT = f"SELECT {_QUOTED} FROM memories"
+
+TextSource = Callable[[sqlite3.Connection, str], str | None]
+
+
+def blob_text(conn: sqlite3.Connection, checksum: str) -> str | None:
+    """The text of a blob in the same database, if that database has blobs."""
+    try:
+        row = conn.execute("SELECT content FROM blobs WHERE checksum = ?", (checksum,)).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    if row is None:
+        return None
+    try:
+        return bytes(row[0]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+# -- the fold ---------------------------------------------------------------
+
+
+def fold_memory(
+    row: dict[str, Any] | None, event: RecordedEvent, revocations: Sequence[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The memory row after ``event``: a pure function of its inputs."""
+    p = event.payload
+    kind = event.type
+    if kind == "memory.saved":
+        if row is not None and row["status"] == "erased":
+            return {**row, "last_seq": event.seq}
+        scope = p["scope"]
+        cache = p.get("cache_key") or {}
+        new = {
+            "memory_id": p["memory_id"],
+            "version": p["version"],
+            "kind": p["kind"],
+            "summary": p["summary"],
+            "status": "usable",
+            "reason": None,
+            "tenant": scope["tenant"],
+            "project": scope.get("project"),
+            "permission": scope.get("permission"),
+            "user": scope.get("user"),
+            "agent": scope.get("agent"),
+            "tool": scope.get("tool") or cache.get("tool"),
+            "tool_version": cache.get("tool_version"),
+            "input_hash": cache.get("input_hash"),
+            "source_url": p["source_url"],
+            "source": p.get("source"),
+            "repo": p.get("repo"),
+            "branch": p.get("branch"),
+            "fetched_at": p["fetched_at"],
+            "expires_at": p.get("expires_at"),
+            "verified_at": p.get("verified_at"),
+            "policy": p.get("policy", "default"),
+            "revocation_version": p.get("revocation_version", 1),
+            "checksum": p["content_checksum"],
+            "content_length": p.get("content_length", 0),
+            "invalidation_reason": None,
+            "invalidated_by": None,
+            "revoked_by": None,
+            "quarantined_from": None,
+            "derived_from": canonical_json(p.get("derived_from") or []),
+            "first_seq": row["first_seq"] if row else event.seq,
+            "last_seq": event.seq,
+        }
+        # A save can never undo a revocation that came before it: only a
+        # fetch made after the revocation took effect escapes it.
+        for rev in revocations:
+            if rev["effective_at"] > new["fetched_at"] and selector_covers(rev["selector"], new):
+                new.update(status="revoked", reason="revoked", revoked_by=rev["revocation_id"])
+                break
+        return new
+    if row is None:
+        return None  # an event about a memory never saved: nothing to show
+    status = row["status"]
+    out = {**row, "last_seq": event.seq}
+    same_version = p.get("version", row["version"]) == row["version"]
+    if kind == "memory.erased":
+        out.update(status="erased", reason="erased", summary=None)
+    elif status in TERMINAL or not same_version:
+        return out
+    elif kind == "memory.verified":
+        out.update(
+            status="usable", reason=None, fetched_at=p["fetched_at"], verified_at=p["verified_at"],
+            expires_at=p.get("expires_at"), revocation_version=p["revocation_version"],
+            checksum=p["content_checksum"], invalidation_reason=None, invalidated_by=None,
+        )
+    elif kind == "memory.verification_failed":
+        out.update(status="unknown", reason="unknown")
+    elif kind == "memory.expired":
+        if status == "usable" and row["expires_at"] == p["expires_at"]:
+            out.update(status="expired", reason="expired")
+    elif kind == "memory.invalidated":
+        out.update(
+            status="invalidated", reason=p["reason"], invalidation_reason=p["reason"],
+            invalidated_by=event.seq,
+        )
+    elif kind == "memory.integrity_failed":
+        if status != "quarantined":
+            out.update(status="quarantined", reason="integrity_failed", quarantined_from=status)
+    elif kind == "memory.resynced":
+        if status == "quarantined":
+            previous = row["quarantined_from"] or "usable"
+            out.update(status=previous, reason=_reason_of(previous, row), quarantined_from=None)
+    return out
+
+
+def _reason_of(status: str, row: dict[str, Any]) -> str | None:
+    if status == "invalidated":
+        return row["invalidation_reason"]
+    return None if status == "usable" else status
+
+
+def revoke_row(row: dict[str, Any], revocation: dict[str, Any], seq: int) -> dict[str, Any] | None:
+    """The row after a revocation, or None if the revocation does not touch it."""
+    if (
+        row["status"] not in TERMINAL
+        and row["fetched_at"] < revocation["effective_at"]
+        and selector_covers(revocation["selector"], row)
+    ):
+        return {**row, "status": "revoked", "reason": "revoked", "revoked_by": revocation["revocation_id"], "last_seq": seq}
+    return None
+
+
+# -- applying to tables -----------------------------------------------------
+
+
+class UsableProjection:
+    """Projection ``usable``: tables memories, memories_fts, revocations, policies."""
+
+    name = "usable"
+    tables = TABLES
+
+    def __init__(self, text_source: TextSource | None = blob_text) -> None:
+        self.text_source = text_source
+
+    def create(self, conn: sqlite3.Connection, *, indexes: bool = True) -> None:
+        for statement in SCHEMA:
+            conn.execute(statement)
+        if indexes:
+            self.create_indexes(conn)
+
+    def create_indexes(self, conn: sqlite3.Connection) -> None:
+        for statement in INDEXES:
+            conn.execute(statement)
+
+    def drop(self, conn: sqlite3.Connection) -> None:
+        for table in TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+    def apply(self, conn: sqlite3.Connection, events: Sequence[RecordedEvent], *, bulk: bool = False) -> None:
+        """Fold ``events`` into the tables. With ``bulk``, the text index is
+        left for ``finish_bulk`` (a rebuild fills it in one statement)."""
+        revocations = load_revocations(conn)
+        ids = list({e.payload["memory_id"] for e in events if e.type.startswith("memory.")})
+        pending: dict[str, dict[str, Any] | None] = fetch_rows(conn, ids)
+        changed: set[str] = set()
+        fts: list[tuple[str, str]] = []  # (memory_id, "index" | "drop")
+        for event in events:
+            kind = event.type
+            if kind.startswith("memory."):
+                memory_id = event.payload["memory_id"]
+                new = fold_memory(pending.get(memory_id), event, revocations)
+                if new is not None:
+                    pending[memory_id] = new
+                    changed.add(memory_id)
+                    if kind == "memory.saved" and new["status"] != "erased":
+                        fts.append((memory_id, "index"))
+                    elif kind == "memory.erased":
+                        fts.append((memory_id, "drop"))
+            elif kind == "revocation.issued":
+                self._flush(conn, pending, changed, fts, bulk)
+                revocations.append(self._revoke(conn, event))
+                # the revocation may have changed rows held here: re-read them
+                pending = dict(fetch_rows(conn, list(pending)))
+                changed, fts = set(), []
+            elif kind == "policy.version_changed":
+                p = event.payload
+                conn.execute(
+                    "INSERT INTO policies (policy, version, previous_version, changed_at, seq) VALUES (?,?,?,?,?) "
+                    "ON CONFLICT(policy) DO UPDATE SET version=excluded.version, "
+                    "previous_version=excluded.previous_version, changed_at=excluded.changed_at, seq=excluded.seq",
+                    (p["policy"], p["version"], p["previous_version"], event.recorded_at, event.seq),
+                )
+            elif kind in ("readback.confirmed", "readback.failed"):
+                p = event.payload
+                conn.execute(
+                    "UPDATE revocations SET readback_status=?, readback_seq=?, readback_latency_ms=?, "
+                    "still_visible=?, leaked_ids=? WHERE revocation_id=?",
+                    (
+                        "confirmed" if kind == "readback.confirmed" else "failed", event.seq,
+                        p["latency_ms"], p["still_visible"], canonical_json(p.get("leaked_ids") or []),
+                        p["revocation_id"],
+                    ),
+                )
+        self._flush(conn, pending, changed, fts, bulk)
+
+    def _revoke(self, conn: sqlite3.Connection, event: RecordedEvent) -> dict[str, Any]:
+        p = event.payload
+        where, params = selector_sql(p["selector"])
+        cursor = conn.execute(
+            f"UPDATE memories SET status='revoked', reason='revoked', revoked_by=?, last_seq=? "
+            f"WHERE ({where}) AND fetched_at < ? AND status NOT IN ('erased', 'revoked')",
+            [p["revocation_id"], event.seq, *params, p["effective_at"]],
+        )
+        conn.execute(
+            "INSERT INTO revocations (revocation_id, seq, selector, reason, issued_by, effective_at, "
+            "recorded_at, covered) VALUES (?,?,?,?,?,?,?,?)",
+            (
+                p["revocation_id"], event.seq, canonical_json(p["selector"]), p["reason"], p["issued_by"],
+                p["effective_at"], event.recorded_at, cursor.rowcount,
+            ),
+        )
+        return {"revocation_id": p["revocation_id"], "selector": p["selector"], "effective_at": p["effective_at"]}
+
+    def _flush(
+        self,
+        conn: sqlite3.Connection,
+        pending: dict[str, dict[str, Any] | None],
+        changed: set[str],
+        fts: list[tuple[str, str]],
+        bulk: bool,
+    ) -> None:
+        if not changed:
+            return
+        conn.executemany(_UPSERT, [tuple(pending[m][c] for c in COLUMNS) for m in changed if pending[m]])  # type: ignore[index]
+        if bulk:
+            return
+        for memory_id, action in fts:
+            conn.execute(
+                "DELETE FROM memories_fts WHERE rowid = (SELECT mid FROM memories WHERE memory_id = ?)",
+                (memory_id,),
+            )
+            row = pending[memory_id]
+            if action == "index" and row is not None and row["status"] != "erased":
+                text = self.text_source(conn, row["checksum"]) if self.text_source else None
+                conn.execute(
+                    "INSERT INTO memories_fts (rowid, summary, content) "
+                    "SELECT mid, ?, ? FROM memories WHERE memory_id = ?",
+                    (row["summary"], text or "", memory_id),
+                )
+
+    def finish_bulk(self, conn: sqlite3.Connection) -> None:
+        self.create_indexes(conn)
+        conn.execute("DELETE FROM memories_fts")
+        if self.text_source is blob_text and _has_table(conn, "blobs"):
+            conn.execute(
+                "INSERT INTO memories_fts (rowid, summary, content) "
+                "SELECT m.mid, m.summary, coalesce(CAST(b.content AS TEXT), '') FROM memories m "
+                "LEFT JOIN blobs b ON b.checksum = m.checksum WHERE m.status != 'erased' ORDER BY m.mid"
+            )
+        else:
+            rows = conn.execute("SELECT mid, summary, checksum FROM memories WHERE status != 'erased' ORDER BY mid").fetchall()
+            conn.executemany(
+                "INSERT INTO memories_fts (rowid, summary, content) VALUES (?,?,?)",
+                [
+                    (mid, summary, (self.text_source(conn, checksum) if self.text_source else None) or "")
+                    for mid, summary, checksum in rows
+                ],
+            )
+
+    def digest_rows(self, conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
+        """Comparable content of every table, in key order (no rowids)."""
+        return {
+            "memories": conn.execute(f"{_SELECT} ORDER BY memory_id").fetchall(),
+            "revocations": conn.execute(
+                "SELECT revocation_id, seq, selector, reason, issued_by, effective_at, recorded_at, covered, "
+                "readback_status, readback_seq, readback_latency_ms, still_visible, leaked_ids "
+                "FROM revocations ORDER BY revocation_id"
+            ).fetchall(),
+            "policies": conn.execute("SELECT * FROM policies ORDER BY policy").fetchall(),
+            "memories_fts": conn.execute(
+                "SELECT m.memory_id, f.summary, f.content FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
+                "ORDER BY m.memory_id"
+            ).fetchall(),
+        }
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+
+def row_dict(values: Sequence[Any]) -> dict[str, Any]:
+    return dict(zip(COLUMNS, values, strict=True))
+
+
+def fetch_rows(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, Any] | None]:
+    found: dict[str, dict[str, Any] | None] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        for values in conn.execute(f"{_SELECT} WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk):
+            found[values[0]] = row_dict(values)
+    return found
+
+
+def fetch_row(conn: sqlite3.Connection, memory_id: str) -> dict[str, Any] | None:
+    values = conn.execute(f"{_SELECT} WHERE memory_id = ?", (memory_id,)).fetchone()
+    return row_dict(values) if values else None
+
+
+def select_rows(conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = "") -> list[dict[str, Any]]:
+    return [row_dict(v) for v in conn.execute(f"{_SELECT} WHERE {where} {tail}", params)]
+
+
+def load_revocations(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [
+        {"revocation_id": rid, "selector": json.loads(selector), "effective_at": effective_at}
+        for rid, selector, effective_at in conn.execute(
+            "SELECT revocation_id, selector, effective_at FROM revocations ORDER BY seq"
+        )
+    ]
+
+
+def current_policies(conn: sqlite3.Connection) -> dict[str, int]:
+    return dict(conn.execute("SELECT policy, version FROM policies").fetchall())
