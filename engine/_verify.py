@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from memwarden.events import (
     MemoryInvalidated,
     MemorySaved,
@@ -24,6 +22,7 @@ from memwarden.events import (
 )
 from memwarden.events._models import Identifier, NonEmptyStr, UTCDateTime
 from memwarden.projections import fetch_row, load_revocations, selector_covers
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._errors import FetchFailed, InvalidInput, MemoryNotFound
 from ._validation import build, field_error

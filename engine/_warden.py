@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
 from memwarden.events import (
     BlobStore,
     Clock,
@@ -46,6 +45,7 @@ from memwarden.projections import (
     weekly,
 )
 
+from . import _history, _verify
 from ._errors import (
     ChecksumMismatch,
     FetchFailed,
@@ -56,7 +56,6 @@ from ._errors import (
     StaleView,
 )
 from ._errors import MemoryErased as MemoryErasedError
-from . import _history, _verify
 from ._fetchers import Fetchers
 from ._gate import Decision, decide
 from ._policy import TtlPolicy

@@ -30,7 +30,7 @@ def prepare_batch(
     head: Head,
     clock: Clock,
     find_existing: Callable[[list[str]], dict[str, Existing]],
-    stream_version: Callable[[str], int],
+    stream_versions: Callable[[list[str]], dict[str, int]],
     expected_version: int | dict[str, int] | None,
 ) -> PreparedBatch:
     events = list(events)
@@ -42,13 +42,13 @@ def prepare_batch(
 
     expected = _expected_by_stream(events, expected_version)
     existing = find_existing([e.event_id for e in events])
+    versions = stream_versions(list({e.stream for e in events if e.event_id not in existing}))
     now = format_ts(clock.now())
     # recorded_at never goes backwards, so the log can be cut by time with a
     # binary search on seq, and a clock step back cannot reorder history.
     recorded_at = max(now, head.recorded_at) if head.recorded_at else now
 
     batch = PreparedBatch()
-    versions: dict[str, int] = {}
     in_batch: dict[str, Existing] = {}
     seq, prev_hash = head.seq, head.hash
     for event in events:
@@ -61,27 +61,28 @@ def prepare_batch(
                 raise EventIdReused(event.event_id, known[0])
             batch.positions.append(known[0])
             continue
-        if stream not in versions:
-            versions[stream] = stream_version(stream)
-            if stream in expected and expected[stream] != versions[stream]:
-                raise VersionConflict(stream, expected[stream], versions[stream])
-        versions[stream] += 1
+        if stream in expected:
+            if expected.pop(stream) != versions.get(stream, 0):
+                raise VersionConflict(stream, expected_version_of(expected_version, stream), versions.get(stream, 0))
+        versions[stream] = versions.get(stream, 0) + 1
         seq += 1
         occurred_at = format_ts(event.occurred_at) if event.occurred_at else recorded_at
-        preimage = envelope_preimage(
-            seq=seq,
-            event_id=event.event_id,
-            type=event.type,
-            stream=stream,
-            stream_version=versions[stream],
-            occurred_at=occurred_at,
-            recorded_at=recorded_at,
-            actor=event.actor,
-            schema_version=event.SCHEMA_VERSION,
-            payload_json=payload_json,
-            prev_hash=prev_hash,
+        hash_ = chain_hash(
+            prev_hash,
+            envelope_preimage(
+                seq=seq,
+                event_id=event.event_id,
+                type=event.type,
+                stream=stream,
+                stream_version=versions[stream],
+                occurred_at=occurred_at,
+                recorded_at=recorded_at,
+                actor=event.actor,
+                schema_version=event.SCHEMA_VERSION,
+                payload_json=payload_json,
+                prev_hash=prev_hash,
+            ),
         )
-        hash_ = chain_hash(prev_hash, preimage)
         batch.records.append(
             RecordedEvent(
                 seq,
@@ -104,6 +105,12 @@ def prepare_batch(
         prev_hash = hash_
     batch.head = Head(seq, prev_hash, recorded_at if batch.records else head.recorded_at)
     return batch
+
+
+def expected_version_of(expected_version: int | dict[str, int] | None, stream: str) -> int:
+    if isinstance(expected_version, dict):
+        return expected_version[stream]
+    return int(expected_version or 0)
 
 
 def _expected_by_stream(

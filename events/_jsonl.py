@@ -186,7 +186,7 @@ class JsonlEventLog:
                 head=self._head,
                 clock=self.clock,
                 find_existing=lambda ids: {i: self._ids[i] for i in ids if i in self._ids},
-                stream_version=lambda s: self._versions.get(s, 0),
+                stream_versions=lambda streams: {s: self._versions[s] for s in streams if s in self._versions},
                 expected_version=expected_version,
             )
             if not batch.records:

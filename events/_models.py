@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -89,7 +89,7 @@ class Selector(Model):
     tool: Identifier | None = None
     kind: Identifier | None = None
     source_prefix: NonEmptyStr | None = None
-    ids: tuple[Identifier, ...] = ()
+    ids: tuple[Identifier, ...] = Field(default=(), strict=False)
     everything: bool = False
 
     @model_validator(mode="after")
@@ -120,8 +120,12 @@ class Event(Model):
         raise NotImplementedError
 
     def payload(self) -> dict[str, Any]:
-        """The payload as JSON-ready data (what is hashed and stored)."""
-        return self.model_dump(mode="json", exclude=ENVELOPE_FIELDS)
+        """The payload as JSON-ready data (what is hashed and stored).
+
+        Absent optional fields are left out rather than written as null:
+        the two mean the same, and the shorter form is cheaper to hash.
+        """
+        return self.model_dump(mode="json", exclude=ENVELOPE_FIELDS, exclude_none=True)
 
 
 class MemoryEvent(Event):
@@ -149,7 +153,7 @@ class MemorySaved(MemoryEvent):
     scope: Scope
     policy: Identifier = "default"
     revocation_version: PositiveInt = 1
-    derived_from: tuple[ParentRef, ...] = ()
+    derived_from: tuple[ParentRef, ...] = Field(default=(), strict=False)
     cache_key: CacheKey | None = None
 
     @model_validator(mode="after")
@@ -238,7 +242,7 @@ class RevocationIssued(Event):
 
 class _Readback(Event):
     revocation_id: Identifier
-    paths_checked: tuple[Identifier, ...]
+    paths_checked: tuple[Identifier, ...] = Field(strict=False)
     covered: NonNegativeInt
     latency_ms: Annotated[float, Field(ge=0)]
 
@@ -255,24 +259,11 @@ class ReadbackConfirmed(_Readback):
 class ReadbackFailed(_Readback):
     type: Literal["readback.failed"] = "readback.failed"
     still_visible: PositiveInt
-    leaked_ids: tuple[Identifier, ...]
+    leaked_ids: tuple[Identifier, ...] = Field(strict=False)
 
 
 AnyEvent = Annotated[
-    Union[
-        MemorySaved,
-        MemoryVerified,
-        MemoryVerificationFailed,
-        MemoryExpired,
-        MemoryInvalidated,
-        MemoryErased,
-        MemoryIntegrityFailed,
-        MemoryResynced,
-        PolicyVersionChanged,
-        RevocationIssued,
-        ReadbackConfirmed,
-        ReadbackFailed,
-    ],
+    MemorySaved | MemoryVerified | MemoryVerificationFailed | MemoryExpired | MemoryInvalidated | MemoryErased | MemoryIntegrityFailed | MemoryResynced | PolicyVersionChanged | RevocationIssued | ReadbackConfirmed | ReadbackFailed,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(AnyEvent)

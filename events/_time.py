@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-UTC = timezone.utc
+UTC = UTC
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -59,8 +59,10 @@ def to_utc(value: datetime) -> datetime:
 
 def format_ts(value: datetime) -> str:
     """The canonical text of a timestamp (fixed width, UTC, ``Z``)."""
-    value = to_utc(value)
-    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    if value.tzinfo is not UTC:
+        value = to_utc(value)
+    # "+00:00" is the last six characters of an aware UTC isoformat
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def parse_ts(text: str) -> datetime:

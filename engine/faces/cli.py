@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-
 from memwarden.engine import (
     FetchFailed,
     InvalidInput,

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from memwarden.engine import Warden, configure_logging
+from memwarden.engine.faces.cli import cli
+from memwarden.events import FrozenClock, MemorySaved, Scope, SQLiteEventLog, content_checksum
+
+START = "2026-01-05T09:00:00Z"
+
+configure_logging(level="WARNING")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--runslow", action="store_true", help="run the larger settings too")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="larger setting: pass --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(START)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memwarden.db"
+
+
+@pytest.fixture
+def fresh_log(db_path: Path, clock: FrozenClock) -> Iterator[SQLiteEventLog]:
+    log = SQLiteEventLog(db_path, clock=clock)
+    yield log
+    log.close()
+
+
+@pytest.fixture
+def warden(db_path: Path, clock: FrozenClock) -> Iterator[Warden]:
+    w = Warden(db_path, clock=clock)
+    yield w
+    w.close()
+
+
+def saved(i: int, *, tenant: str = "acme", memory_id: str | None = None, version: int = 1, **extra: Any) -> MemorySaved:
+    """A valid memory.saved event, for log-level tests."""
+    text = f"content {i} 한국어 내용"
+    data: dict[str, Any] = dict(
+        memory_id=f"m{i}" if memory_id is None else memory_id,
+        version=version,
+        kind="external_fact",
+        summary=f"summary {i} 요약",
+        content_checksum=content_checksum(text),
+        content_length=len(text.encode()),
+        source_url=f"https://example.org/{i}",
+        fetched_at=datetime(2026, 1, 5, 9, 0, tzinfo=FrozenClock(START).now().tzinfo),
+        expires_at=datetime(2026, 1, 5, 15, 0, tzinfo=FrozenClock(START).now().tzinfo),
+        scope=Scope(tenant=tenant, project="p1"),
+    )
+    data.update(extra)
+    return MemorySaved(**data)
+
+
+def save_memory(w: Warden, memory_id: str, *, tenant: str = "acme", project: str = "p1", content: str | None = None,
+                ttl: str | timedelta | None = "6h", **extra: Any) -> Any:
+    return w.save(
+        memory_id=memory_id, kind=extra.pop("kind", "external_fact"), summary=extra.pop("summary", f"about {memory_id}"),
+        content=content if content is not None else f"text of {memory_id} 내용",
+        source_url=extra.pop("source_url", f"https://example.org/{memory_id}"),
+        scope={"tenant": tenant, "project": project, **extra.pop("scope", {})}, ttl=ttl, **extra,
+    )
+
+
+class Cli:
+    """Runs the real click command in-process against one database."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, input: str | None = None) -> Result:
+        return self.runner.invoke(cli, ["--db", str(self.db), *args], input=input, catch_exceptions=False)
+
+    def json(self, *args: str, code: int = 0) -> Any:
+        result = self(*args, "--json")
+        assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
+        return json.loads(result.stdout)
+
+
+@pytest.fixture
+def run_cli(db_path: Path) -> Cli:
+    return Cli(db_path)
+
+
+def memwarden_subprocess(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed console script, as a user would run it."""
+    exe = Path(sys.executable).with_name("memwarden")
+    return subprocess.run(
+        [str(exe), "--db", str(db), *args], capture_output=True, text=True, encoding="utf-8",
+        env={**os.environ, **(env or {})}, timeout=120, check=False,
+    )

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+from hypothesis import given
+from hypothesis import strategies as st
+from memwarden.events import canonical_json, canonical_ts, format_ts, parse_ts
+from memwarden.events._canonical import envelope_preimage
+
+KST = timezone(timedelta(hours=9))
+
+
+def test_sorted_compact_utf8() -> None:
+    text = canonical_json({"b": 1, "a": {"z": "서울", "y": [1, 2]}})
+    assert text == '{"a":{"y":[1,2],"z":"서울"},"b":1}'
+    assert "서울".encode() in text.encode("utf-8")  # raw UTF-8, no \\u escapes
+
+
+def test_timestamps_are_fixed_width_utc_z() -> None:
+    assert canonical_json({"t": datetime(2026, 1, 5, 18, 0, tzinfo=KST)}) == '{"t":"2026-01-05T09:00:00.000000Z"}'
+    assert format_ts(datetime(2026, 1, 5, 9, 0, 0, 123, tzinfo=UTC)) == "2026-01-05T09:00:00.000123Z"
+    assert canonical_ts("2026-01-05T18:00:00+09:00") == "2026-01-05T09:00:00.000000Z"
+
+
+def test_naive_timestamps_refused() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="no timezone"):
+        parse_ts("2026-01-05T09:00:00")
+    with pytest.raises(ValueError, match="naive"):
+        format_ts(datetime(2026, 1, 5))
+
+
+@given(st.text())
+def test_any_unicode_text_round_trips_byte_exact(text: str) -> None:
+    try:
+        encoded = canonical_json({"text": text}).encode("utf-8")
+    except UnicodeEncodeError:
+        return  # lone surrogates are not text; the encoder refuses them
+    assert json.loads(encoded.decode("utf-8"))["text"] == text
+
+
+@given(
+    st.text(min_size=1), st.text(min_size=1), st.text(min_size=1), st.text(min_size=1),
+    st.integers(1, 10**9), st.integers(1, 10**6),
+    st.dictionaries(st.text(), st.one_of(st.text(), st.integers(), st.none(), st.booleans()), max_size=5),
+)
+def test_envelope_preimage_is_canonical_json(event_id: str, type_: str, stream: str, actor: str, seq: int,
+                                             sv: int, payload: dict) -> None:
+    envelope = {
+        "seq": seq, "event_id": event_id, "type": type_, "stream": stream, "stream_version": sv,
+        "occurred_at": "2026-01-05T09:00:00.000000Z", "recorded_at": "2026-01-05T09:00:01.000000Z",
+        "actor": actor, "schema_version": 1, "payload": payload, "prev_hash": "0" * 64,
+    }
+    try:
+        expected = canonical_json(envelope)
+    except UnicodeEncodeError:
+        return
+    got = envelope_preimage(
+        seq=seq, event_id=event_id, type=type_, stream=stream, stream_version=sv,
+        occurred_at=envelope["occurred_at"], recorded_at=envelope["recorded_at"], actor=actor, schema_version=1,
+        payload_json=canonical_json(payload), prev_hash="0" * 64,
+    )
+    assert got == expected
+
+
+@given(st.text(min_size=1), st.text(min_size=1), st.integers(1, 10**6),
+       st.dictionaries(st.text(), st.text(), max_size=4))
+def test_the_verify_loop_hashes_exactly_like_append(event_id: str, stream: str, seq: int, payload: dict) -> None:
+    from memwarden.events._canonical import chain_hash
+    from memwarden.events._recorded import check_rows, row_hash
+
+    try:
+        payload_json = canonical_json(payload)
+        (event_id + stream).encode("utf-8")
+    except UnicodeEncodeError:
+        return
+    prev = "ab" * 32
+    row = (seq, event_id, "memory.saved", stream, 1, "2026-01-05T09:00:00.000000Z", "2026-01-05T09:00:00.000000Z",
+           "agent", 1, payload_json, prev, "")
+    expected = chain_hash(prev, envelope_preimage(
+        seq=seq, event_id=event_id, type="memory.saved", stream=stream, stream_version=1,
+        occurred_at=row[5], recorded_at=row[6], actor="agent", schema_version=1, payload_json=payload_json,
+        prev_hash=prev))
+    good = (*row[:11], expected)
+    assert row_hash(good) == expected
+    assert [p for _, p in check_rows([good], prev_seq=seq - 1, prev_hash=prev, prev_time=None)] == [None]

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from memwarden.events import (
+    EVENT_ADAPTER,
+    EVENT_TYPES,
+    MemoryExpired,
+    RevocationIssued,
+    Selector,
+    register_upcaster,
+)
+from memwarden.events._recorded import _UPCASTERS, event_from_row, upcast
+from pydantic import ValidationError
+
+from .conftest import saved
+
+DESIGN_TYPES = {
+    "memory.saved", "memory.verified", "memory.verification_failed", "memory.expired", "memory.invalidated",
+    "memory.erased", "memory.integrity_failed", "memory.resynced", "policy.version_changed",
+    "revocation.issued", "readback.confirmed", "readback.failed",
+}
+
+
+def test_every_design_event_type_has_a_model() -> None:
+    assert set(EVENT_TYPES) == DESIGN_TYPES
+    for cls in EVENT_TYPES.values():
+        assert cls.model_config["frozen"] and cls.model_config["extra"] == "forbid"
+        assert cls.__name__[0].isupper() and cls.SCHEMA_VERSION >= 1
+
+
+def test_frozen_and_keyword_only() -> None:
+    event = saved(1)
+    with pytest.raises(ValidationError):
+        event.summary = "changed"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        MemoryExpired("m1", 1)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("content_checksum", "sha256:ABC", "pattern"),
+        ("content_checksum", "md5:" + "0" * 64, "pattern"),
+        ("memory_id", "", "at least 1"),
+        ("fetched_at", datetime(2026, 1, 5), "naive"),
+        ("fetched_at", "2026-01-05T09:00:00", "no timezone"),
+        ("version", "1", "valid integer"),
+        ("surprise", 1, "Extra inputs"),
+    ],
+)
+def test_strict_fields(field: str, value: object, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        saved(1, **{field: value})
+
+
+def test_discriminated_union_on_type() -> None:
+    event = saved(1)
+    data = {"type": "memory.saved", **event.payload(), "event_id": event.event_id}
+    parsed = EVENT_ADAPTER.validate_python(data)
+    assert type(parsed) is type(event) and parsed.payload() == event.payload()
+    with pytest.raises(ValidationError):
+        EVENT_ADAPTER.validate_python({**data, "type": "memory.nonsense"})
+
+
+def test_offsets_become_utc() -> None:
+    event = MemoryExpired(memory_id="m", version=1, expires_at="2026-01-05T18:00:00+09:00")
+    assert event.payload()["expires_at"] == "2026-01-05T09:00:00.000000Z"
+
+
+def test_empty_selector_refused() -> None:
+    with pytest.raises(ValidationError, match="empty selector"):
+        Selector()
+    with pytest.raises(ValidationError, match="everything"):
+        Selector(everything=True, tenant="a")
+    assert Selector(everything=True).everything
+
+
+def test_revocation_stream_is_its_id() -> None:
+    event = RevocationIssued(revocation_id="rev_1", selector=Selector(tenant="t"), reason="r", issued_by="sec",
+                             effective_at="2026-01-05T09:00:00Z")
+    assert event.stream == "rev_1"
+
+
+def test_old_schema_versions_are_upcast_on_read_never_rewritten() -> None:
+    # pretend memory.expired v1 payloads lacked "version" and v2 is current
+    cls = EVENT_TYPES["memory.expired"]
+    old = ("memory.expired", 1)
+    cls.SCHEMA_VERSION = 2  # type: ignore[misc]
+    try:
+        register_upcaster("memory.expired", 1, lambda p: {**p, "version": p.get("version", 1)})
+        row = (1, "e1", "memory.expired", "m1", 1, "t", "t", "a", 1,
+               '{"expires_at":"2026-01-05T09:00:00.000000Z","memory_id":"m1"}', "0" * 64, "h")
+        record = event_from_row(row)
+        assert record.payload["version"] == 1
+        assert record.schema_version == 1  # the stored version is reported as written
+        assert record.payload_json == row[9]
+        with pytest.raises(ValueError, match="no upcaster"):
+            upcast("memory.expired", 0, {})
+    finally:
+        cls.SCHEMA_VERSION = 1  # type: ignore[misc]
+        _UPCASTERS.pop(old, None)
