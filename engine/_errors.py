@@ -39,7 +39,7 @@ class RevokedScope(PermissionError):
     def __init__(self, memory_id: str, revocation_id: str, effective_at: str, fetched_at: str) -> None:
         super().__init__(
             f"memory {memory_id!r} refused: revocation {revocation_id} covers its scope and took effect at "
-            f"{effective_at}, after its fetched_at {fetched_at}; only a fresh fetch made after the "
+            f"{effective_at}, not before its fetched_at {fetched_at}; only a fresh fetch made after the "
             "revocation, under the current policy version, can be saved"
         )
         self.memory_id = memory_id

@@ -21,7 +21,7 @@ from memwarden.events import (
     sha256_hex,
 )
 from memwarden.events._models import Identifier, NonEmptyStr, UTCDateTime
-from memwarden.projections import fetch_row, load_revocations, selector_covers
+from memwarden.projections import fetch_row, load_revocations, revocation_blocks, selector_covers
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._errors import FetchFailed, InvalidInput, MemoryNotFound
@@ -224,7 +224,7 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
             fetched = format_ts(record.fetched_at)
             candidate = {"memory_id": record.memory_id, "kind": record.kind, "source_url": record.source_url, **scope}
             blocking = next(
-                (r for r in revocations if r["effective_at"] > fetched and selector_covers(r["selector"], candidate)),
+                (r for r in revocations if revocation_blocks(r["effective_at"], fetched) and selector_covers(r["selector"], candidate)),
                 None,
             )
             if blocking is not None:

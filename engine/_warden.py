@@ -40,6 +40,7 @@ from memwarden.projections import (
     current_policies,
     fetch_row,
     load_revocations,
+    revocation_blocks,
     select_rows,
     selector_covers,
     weekly,
@@ -243,7 +244,7 @@ class Warden:
         if event.cache_key and not candidate.get("tool"):
             candidate["tool"] = event.cache_key.tool
         for rev in load_revocations(conn):
-            if rev["effective_at"] > fetched and selector_covers(rev["selector"], candidate):
+            if revocation_blocks(rev["effective_at"], fetched) and selector_covers(rev["selector"], candidate):
                 log.warning("resurrection_refused", memory_id=event.memory_id, revocation_id=rev["revocation_id"])
                 raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._runner import CheckResult, Projection, Projector, default_projections
-from ._selector import selector_covers, selector_sql
+from ._selector import revocation_blocks, selector_covers, selector_sql
 from ._stats import COUNTERS, StatsProjection, weekly
 from ._usable import (
     COLUMNS,
@@ -34,6 +34,7 @@ __all__ = [
     "fetch_row",
     "fold_memory",
     "load_revocations",
+    "revocation_blocks",
     "revoke_row",
     "row_dict",
     "select_rows",

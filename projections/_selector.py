@@ -24,15 +24,30 @@ def selector_covers(selector: dict[str, Any], row: dict[str, Any]) -> bool:
     """Does ``selector`` (a Selector dump) cover memory ``row``?"""
     if selector.get("everything"):
         return True
+    named = False  # an empty selector covers nothing (and is refused upstream)
     for field, column in EQUALITY.items():
         want = selector.get(field)
-        if want is not None and row.get(column) != want:
-            return False
+        if want is not None:
+            named = True
+            if row.get(column) != want:
+                return False
     prefix = selector.get("source_prefix")
-    if prefix is not None and not (row.get("source_url") or "").startswith(prefix):
-        return False
+    if prefix is not None:
+        named = True
+        if not (row.get("source_url") or "").startswith(prefix):
+            return False
     ids = selector.get("ids") or ()
-    return not (ids and row.get("memory_id") not in ids)
+    if ids:
+        named = True
+        if row.get("memory_id") not in ids:
+            return False
+    return named
+
+
+def revocation_blocks(effective_at: str, fetched_at: str) -> bool:
+    """A revocation covers every fetch made up to and including its
+    effective time: only a fetch strictly after it escapes."""
+    return fetched_at <= effective_at
 
 
 def selector_sql(selector: dict[str, Any]) -> tuple[str, list[Any]]:

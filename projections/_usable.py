@@ -15,7 +15,7 @@ from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json
 
-from ._selector import selector_covers, selector_sql
+from ._selector import revocation_blocks, selector_covers, selector_sql
 
 TERMINAL = frozenset({"erased", "revoked"})
 STATUSES = ("usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined")
@@ -148,7 +148,7 @@ def fold_memory(
         # A save can never undo a revocation that came before it: only a
         # fetch made after the revocation took effect escapes it.
         for rev in revocations:
-            if rev["effective_at"] > new["fetched_at"] and selector_covers(rev["selector"], new):
+            if revocation_blocks(rev["effective_at"], new["fetched_at"]) and selector_covers(rev["selector"], new):
                 new.update(status="revoked", reason="revoked", revoked_by=rev["revocation_id"])
                 break
         return new
@@ -197,7 +197,7 @@ def revoke_row(row: dict[str, Any], revocation: dict[str, Any], seq: int) -> dic
     """The row after a revocation, or None if the revocation does not touch it."""
     if (
         row["status"] not in TERMINAL
-        and row["fetched_at"] < revocation["effective_at"]
+        and revocation_blocks(revocation["effective_at"], row["fetched_at"])
         and selector_covers(revocation["selector"], row)
     ):
         return {**row, "status": "revoked", "reason": "revoked", "revoked_by": revocation["revocation_id"], "last_seq": seq}
@@ -282,7 +282,7 @@ class UsableProjection:
         where, params = selector_sql(p["selector"])
         cursor = conn.execute(
             f"UPDATE memories SET status='revoked', reason='revoked', revoked_by=?, last_seq=? "
-            f"WHERE ({where}) AND fetched_at < ? AND status NOT IN ('erased', 'revoked')",
+            f"WHERE ({where}) AND fetched_at <= ? AND status NOT IN ('erased', 'revoked')",  # revocation_blocks
             [p["revocation_id"], event.seq, *params, p["effective_at"]],
         )
         conn.execute(
