@@ -1,0 +1,67 @@
+"""Erasure destroys the text everywhere it was kept; the history stays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memwarden.engine import MemoryErased, Warden
+
+from .conftest import Cli, save_memory
+
+SECRET = "주민등록번호 900101-1234567 SECRETMARKER"
+
+
+def raw_files(db: Path) -> bytes:
+    data = b""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        path = Path(str(db) + suffix)
+        if path.exists():
+            data += path.read_bytes()
+    return data
+
+
+def test_erase_destroys_the_text_in_every_file(warden: Warden, run_cli: Cli) -> None:
+    save_memory(warden, "pii", content=SECRET, summary="개인 정보", scope={"user": "kim"})
+    save_memory(warden, "keep", content="nothing secret here")
+    for i in range(30):  # push the text through pages, the WAL and FTS segments
+        save_memory(warden, f"filler{i}", content=f"filler text {i} " * 20)
+    assert warden.query(tenant="acme", text="SECRETMARKER")[0].memory_id == "pii"
+    assert SECRET.encode() in raw_files(Path(warden.path))
+
+    assert run_cli.json("erase", "--id", "pii", "--reason", "GDPR art. 17") == {"erased": 1}
+    warden.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = raw_files(Path(warden.path))
+    assert SECRET.encode() not in raw
+    assert "SECRETMARKER".encode() not in raw and "900101".encode() not in raw
+    assert warden.query(tenant="acme", text="SECRETMARKER") == []
+    assert warden.search_ids("SECRETMARKER") == []
+
+    view = warden.get("pii")
+    assert not view.usable and view.reason == "erased" and view.content is None and view.summary is None
+    assert run_cli.json("audit", "verify")["ok"] is True
+    explained = run_cli.json("explain", "pii")
+    assert [h["event"] for h in explained["history"]] == ["memory.saved", "memory.erased"]
+    assert "SECRETMARKER" not in str(explained)
+    with pytest.raises(MemoryErased):
+        save_memory(warden, "pii", content=SECRET)
+    assert warden.get("keep").usable
+    assert warden.check_projections().ok
+
+
+def test_erase_by_user_and_shared_text(warden: Warden, run_cli: Cli) -> None:
+    save_memory(warden, "u1", content="kim's note", scope={"user": "kim"})
+    save_memory(warden, "u2", content="kim's other note", scope={"user": "kim"})
+    save_memory(warden, "copy", content="kim's note")  # the same text, kept by someone else
+    save_memory(warden, "lee", content="lee's note", scope={"user": "lee"})
+    assert run_cli.json("erase", "--user", "kim", "--reason", "account deleted") == {"erased": 3}
+    assert {v.memory_id for v in warden.query(tenant="acme")} == {"lee"}
+    assert run_cli.json("erase", "--user", "kim", "--reason", "again") == {"erased": 0}
+    assert sum(w["erased"] for w in run_cli.json("stats")["weeks"]) == 3
+
+
+def test_erase_needs_a_target_and_a_reason(run_cli: Cli) -> None:
+    assert run_cli("erase", "--reason", "x").exit_code == 2
+    assert run_cli("erase", "--id", "a", "--user", "b", "--reason", "x").exit_code == 2
+    assert run_cli("erase", "--id", "nobody", "--reason", "x").exit_code == 1
