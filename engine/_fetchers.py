@@ -19,7 +19,11 @@ class Fetchers:
     """Knows how to read a memory's source; ``fetch`` returns its text."""
 
     def __init__(
-        self, *, timeout: float = 10.0, max_bytes: int = 5 * 1024 * 1024, max_redirects: int = 5,
+        self,
+        *,
+        timeout: float = 10.0,
+        max_bytes: int = 5 * 1024 * 1024,
+        max_redirects: int = 5,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.timeout = timeout
@@ -71,7 +75,9 @@ class Fetchers:
         try:
             done = subprocess.run(
                 ["git", "-C", repo, "show", f"{branch}:{source}"],
-                capture_output=True, timeout=30, check=False,
+                capture_output=True,
+                timeout=30,
+                check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise FetchFailed(f"{repo}:{branch}:{source}", str(exc)) from None
@@ -81,10 +87,15 @@ class Fetchers:
 
     def _http(self, url: str) -> str:
         try:
-            with httpx.Client(
-                timeout=self.timeout, follow_redirects=True, max_redirects=self.max_redirects,
-                transport=self.transport,
-            ) as client, client.stream("GET", url) as response:
+            with (
+                httpx.Client(
+                    timeout=self.timeout,
+                    follow_redirects=True,
+                    max_redirects=self.max_redirects,
+                    transport=self.transport,
+                ) as client,
+                client.stream("GET", url) as response,
+            ):
                 response.raise_for_status()
                 chunks: list[bytes] = []
                 size = 0

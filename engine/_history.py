@@ -70,7 +70,11 @@ def build_view(warden: Warden, until_seq: int) -> sqlite3.Connection:
 
 
 def replay(
-    warden: Warden, *, as_of: str | None = None, seq: int | None = None, tenant: str | None = None,
+    warden: Warden,
+    *,
+    as_of: str | None = None,
+    seq: int | None = None,
+    tenant: str | None = None,
     include_unusable: bool = False,
 ) -> dict[str, Any]:
     point, when = resolve_point(warden, as_of=as_of, seq=seq)
@@ -113,7 +117,8 @@ def explain(warden: Warden, memory_id: str, *, as_of: str | None = None) -> dict
             note = _note(event)
         elif event.type == "revocation.issued":
             rev = {
-                "revocation_id": event.payload["revocation_id"], "selector": event.payload["selector"],
+                "revocation_id": event.payload["revocation_id"],
+                "selector": event.payload["selector"],
                 "effective_at": event.payload["effective_at"],
             }
             revocations.append(rev)
@@ -129,10 +134,17 @@ def explain(warden: Warden, memory_id: str, *, as_of: str | None = None) -> dict
             note = f"policy {event.payload['policy']} now at version {event.payload['version']}"
         if row is None:
             continue
-        history.append({
-            "seq": event.seq, "recorded_at": event.recorded_at, "occurred_at": event.occurred_at,
-            "actor": event.actor, "event": event.type, "status_after": row["status"], "note": note,
-        })
+        history.append(
+            {
+                "seq": event.seq,
+                "recorded_at": event.recorded_at,
+                "occurred_at": event.occurred_at,
+                "actor": event.actor,
+                "event": event.type,
+                "status_after": row["status"],
+                "note": note,
+            }
+        )
     if row is None:
         raise MemoryNotFound(memory_id, as_of)
     answer: Any = decide(row, now=when, policy_version=policies.get(row["policy"], 1))
@@ -142,13 +154,29 @@ def explain(warden: Warden, memory_id: str, *, as_of: str | None = None) -> dict
 
 
 def _explained(
-    memory_id: str, when: str, point: int, history: list[dict[str, Any]], row: dict[str, Any],
-    usable: bool, reason: str | None, action: str, detail: str | None,
+    memory_id: str,
+    when: str,
+    point: int,
+    history: list[dict[str, Any]],
+    row: dict[str, Any],
+    usable: bool,
+    reason: str | None,
+    action: str,
+    detail: str | None,
 ) -> dict[str, Any]:
     return {
-        "memory_id": memory_id, "as_of": when, "seq": point, "usable": usable, "reason": reason,
-        "action": action, "detail": detail, "status": row["status"], "version": row["version"],
-        "checksum": row["checksum"], "fetched_at": row["fetched_at"], "expires_at": row["expires_at"],
+        "memory_id": memory_id,
+        "as_of": when,
+        "seq": point,
+        "usable": usable,
+        "reason": reason,
+        "action": action,
+        "detail": detail,
+        "status": row["status"],
+        "version": row["version"],
+        "checksum": row["checksum"],
+        "fetched_at": row["fetched_at"],
+        "expires_at": row["expires_at"],
         "history": history,
     }
 
@@ -188,10 +216,12 @@ def check_projections(warden: Warden) -> CheckResult:
     with tempfile.TemporaryDirectory(prefix="memwarden-check-") as tmp:
         conn = sqlite3.connect(str(Path(tmp) / "check.db"), isolation_level=None)
         try:
-            projector = Projector([
-                UsableProjection(text_source=lambda _c, checksum: blob_text(live, checksum)),
-                StatsProjection(),
-            ])
+            projector = Projector(
+                [
+                    UsableProjection(text_source=lambda _c, checksum: blob_text(live, checksum)),
+                    StatsProjection(),
+                ]
+            )
             with warden.log.snapshot():
                 head = warden.log.head().seq
                 conn.execute("BEGIN")
@@ -224,7 +254,10 @@ def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
         elif seq > 0 and event is not None and event.hash != expected:
             out.update(ok=False, extends_anchor=False)
             if report.ok or (report.first_bad_seq or 0) > seq:
-                out.update(first_bad_seq=seq, problem=f"seq {seq} has hash {event.hash}, not the anchored {expected}: history was rewritten")
+                out.update(
+                    first_bad_seq=seq,
+                    problem=f"seq {seq} has hash {event.hash}, not the anchored {expected}: history was rewritten",
+                )
         else:
             out["extends_anchor"] = report.ok or (report.first_bad_seq or 0) > seq
     return out

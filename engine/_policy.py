@@ -1,12 +1,12 @@
 """Time-to-live per kind of memory, from a TOML policy file.
 
-    [kinds.research_result]
-    ttl = "1h"
-    reverify = true          # the scheduler re-verifies these when due
-    [kinds.project_rule]
-    review = "30d"           # valid until an explicit review
-    [kinds.permission]
-    events_only = true       # never expires by time; only events end it
+[kinds.research_result]
+ttl = "1h"
+reverify = true          # the scheduler re-verifies these when due
+[kinds.project_rule]
+review = "30d"           # valid until an explicit review
+[kinds.permission]
+events_only = true       # never expires by time; only events end it
 """
 
 from __future__ import annotations

@@ -53,12 +53,17 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
         if current is None or current["version"] != row["version"] or current["status"] in ("erased", "revoked"):
             return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified")
         if text is None:
-            seq = tx.append([
-                MemoryVerificationFailed(
-                    memory_id=memory_id, version=row["version"], error=problem or "fetch failed",
-                    attempted_at=now, actor="memwarden",
-                )
-            ])[0]
+            seq = tx.append(
+                [
+                    MemoryVerificationFailed(
+                        memory_id=memory_id,
+                        version=row["version"],
+                        error=problem or "fetch failed",
+                        attempted_at=now,
+                        actor="memwarden",
+                    )
+                ]
+            )[0]
             log.warning("verification_failed", memory_id=memory_id, problem=problem)
             return VerifyResult(memory_id, "failed", problem, seq)
         checksum = content_checksum(text)
@@ -66,19 +71,30 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
             policy_version = warden._policy_version(tx.conn, row["policy"])
             expires = _renewed_expiry(row, now)
             warden.blobs.replace(checksum, text)  # also heals a damaged blob
-            seq = tx.append([
-                MemoryVerified(
-                    memory_id=memory_id, version=row["version"], content_checksum=checksum, fetched_at=now,
-                    verified_at=now, expires_at=expires, revocation_version=policy_version,
-                    after_expiry=row["expires_at"] is not None and row["expires_at"] <= format_ts(now),
-                    actor="memwarden",
-                )
-            ])[0]
+            seq = tx.append(
+                [
+                    MemoryVerified(
+                        memory_id=memory_id,
+                        version=row["version"],
+                        content_checksum=checksum,
+                        fetched_at=now,
+                        verified_at=now,
+                        expires_at=expires,
+                        revocation_version=policy_version,
+                        after_expiry=row["expires_at"] is not None and row["expires_at"] <= format_ts(now),
+                        actor="memwarden",
+                    )
+                ]
+            )[0]
             return VerifyResult(memory_id, "verified", None, seq)
         events: list[Any] = [
             MemoryInvalidated(
-                memory_id=memory_id, version=row["version"], reason="source_changed", new_checksum=checksum,
-                detail=f"source now hashes to {checksum}", actor="memwarden",
+                memory_id=memory_id,
+                version=row["version"],
+                reason="source_changed",
+                new_checksum=checksum,
+                detail=f"source now hashes to {checksum}",
+                actor="memwarden",
             )
         ]
         if accept:
@@ -86,16 +102,27 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
             warden.blobs.put(text)
             events.append(
                 MemorySaved(
-                    memory_id=memory_id, version=row["version"] + 1, kind=row["kind"], summary=row["summary"],
-                    content_checksum=checksum, content_length=len(text.encode("utf-8")),
-                    source_url=row["source_url"], source=row["source"], repo=row["repo"], branch=row["branch"],
-                    fetched_at=now, expires_at=expires, verified_at=now,
+                    memory_id=memory_id,
+                    version=row["version"] + 1,
+                    kind=row["kind"],
+                    summary=row["summary"],
+                    content_checksum=checksum,
+                    content_length=len(text.encode("utf-8")),
+                    source_url=row["source_url"],
+                    source=row["source"],
+                    repo=row["repo"],
+                    branch=row["branch"],
+                    fetched_at=now,
+                    expires_at=expires,
+                    verified_at=now,
                     scope={k: row[k] for k in ("tenant", "project", "permission", "user", "agent", "tool")},
-                    policy=row["policy"], revocation_version=warden._policy_version(tx.conn, row["policy"]),
+                    policy=row["policy"],
+                    revocation_version=warden._policy_version(tx.conn, row["policy"]),
                     derived_from=json.loads(row["derived_from"] or "[]"),
                     cache_key=(
                         {"tool": row["tool"], "tool_version": row["tool_version"], "input_hash": row["input_hash"]}
-                        if row["tool_version"] else None
+                        if row["tool_version"]
+                        else None
                     ),
                     actor="memwarden",
                 )
@@ -120,9 +147,7 @@ def due(warden: Warden, *, limit: int | None = None) -> list[DueItem]:
     now = warden.now()
     items: dict[str, DueItem] = {}
     with warden.reading() as conn:
-        for memory_id, url in conn.execute(
-            "SELECT memory_id, source_url FROM memories WHERE status = 'invalidated'"
-        ):
+        for memory_id, url in conn.execute("SELECT memory_id, source_url FROM memories WHERE status = 'invalidated'"):
             items[memory_id] = DueItem(memory_id, url, "revoked")
         for memory_id, url in conn.execute(
             "SELECT memory_id, source_url FROM memories WHERE status IN ('usable', 'expired', 'unknown') "
@@ -224,11 +249,17 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
             fetched = format_ts(record.fetched_at)
             candidate = {"memory_id": record.memory_id, "kind": record.kind, "source_url": record.source_url, **scope}
             blocking = next(
-                (r for r in revocations if revocation_blocks(r["effective_at"], fetched) and selector_covers(r["selector"], candidate)),
+                (
+                    r
+                    for r in revocations
+                    if revocation_blocks(r["effective_at"], fetched) and selector_covers(r["selector"], candidate)
+                ),
                 None,
             )
             if blocking is not None:
-                refused.append({"line": number, "memory_id": record.memory_id, "revocation_id": blocking["revocation_id"]})
+                refused.append(
+                    {"line": number, "memory_id": record.memory_id, "revocation_id": blocking["revocation_id"]}
+                )
                 continue
             row = fetch_row(conn, record.memory_id)
             if row is not None and row["status"] == "erased":
@@ -240,24 +271,38 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
                 continue
             text = record.content if record.content is not None else record.summary
             saved = build(
-                MemorySaved, f"line {number}",
-                event_id=event_id, memory_id=record.memory_id,
-                version=(row["version"] + 1) if row else 1, kind=record.kind, summary=record.summary,
-                content_checksum=content_checksum(text), content_length=len(text.encode("utf-8")),
-                source_url=record.source_url, fetched_at=record.fetched_at, expires_at=record.expires_at,
-                verified_at=record.verified_at, scope=scope, revocation_version=record.revocation_version,
+                MemorySaved,
+                f"line {number}",
+                event_id=event_id,
+                memory_id=record.memory_id,
+                version=(row["version"] + 1) if row else 1,
+                kind=record.kind,
+                summary=record.summary,
+                content_checksum=content_checksum(text),
+                content_length=len(text.encode("utf-8")),
+                source_url=record.source_url,
+                fetched_at=record.fetched_at,
+                expires_at=record.expires_at,
+                verified_at=record.verified_at,
+                scope=scope,
+                revocation_version=record.revocation_version,
                 actor="import",
             )
             warden.blobs.put(text)
             tx.append([saved])
             imported += 1
             if record.invalidation_reason:
-                tx.append([
-                    MemoryInvalidated(
-                        event_id=f"{event_id}_inv", memory_id=record.memory_id, version=saved.version,
-                        reason=record.invalidation_reason, actor="import",
-                    )
-                ])
+                tx.append(
+                    [
+                        MemoryInvalidated(
+                            event_id=f"{event_id}_inv",
+                            memory_id=record.memory_id,
+                            version=saved.version,
+                            reason=record.invalidation_reason,
+                            actor="import",
+                        )
+                    ]
+                )
     if refused:
         log.warning("records_refused", count=len(refused))
     return ImportResult(imported, refused, skipped)

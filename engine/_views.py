@@ -55,7 +55,7 @@ class MemoryView:
             verified_at=row["verified_at"],
             policy=row["policy"],
             revocation_version=row["revocation_version"],
-            derived_from=json.loads(row["derived_from"] or "[]"),
+            derived_from=json.loads(row["derived_from"]) if row["derived_from"] not in (None, "[]") else [],
             last_seq=row["last_seq"],
         )
 

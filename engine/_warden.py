@@ -215,9 +215,7 @@ class Warden:
             self.blobs.put(content)
             seq = tx.append([event])[0]
         log.info("memory_saved", memory_id=memory_id, version=event.version, seq=seq, kind=kind)
-        return SaveResult(
-            memory_id, event.version, actual, seq, format_ts(expires) if expires else None
-        )
+        return SaveResult(memory_id, event.version, actual, seq, format_ts(expires) if expires else None)
 
     def _expiry(
         self, kind: str, fetched: datetime, expires_at: datetime | str | None, ttl: timedelta | str | None
@@ -238,7 +236,9 @@ class Warden:
         """No resurrection: a fetch older than a revocation covering it is refused."""
         fetched = format_ts(event.fetched_at)
         candidate = {
-            "memory_id": event.memory_id, "kind": event.kind, "source_url": event.source_url,
+            "memory_id": event.memory_id,
+            "kind": event.kind,
+            "source_url": event.source_url,
             **event.scope.model_dump(),
         }
         if event.cache_key and not candidate.get("tool"):
@@ -261,10 +261,12 @@ class Warden:
         view, _ = self._judge(row, data, policy_version)
         return view
 
-    def _judge(self, row: dict[str, Any], data: bytes | None, policy_version: int) -> tuple[MemoryView, bool]:
+    def _judge(
+        self, row: dict[str, Any], data: bytes | None, policy_version: int, now: str | None = None
+    ) -> tuple[MemoryView, bool]:
         """Apply the gate to one row whose blob bytes were read; on a
         checksum mismatch, record it, quarantine, and try a resync."""
-        now = self.now()
+        now = now or self.now()
         if row["status"] in ("erased", "revoked"):
             return MemoryView.of(row, decide(row, now=now, policy_version=policy_version), None), True
         ok = actual_checksum(data) == row["checksum"]
@@ -282,12 +284,17 @@ class Warden:
             with self.log.transaction() as tx:
                 current = fetch_row(tx.conn, memory_id)
                 if current is not None and current["status"] not in ("quarantined", "erased", "revoked"):
-                    tx.append([
-                        MemoryIntegrityFailed(
-                            memory_id=memory_id, version=current["version"], expected_checksum=current["checksum"],
-                            actual_checksum=actual_checksum(data), actor="memwarden",
-                        )
-                    ])
+                    tx.append(
+                        [
+                            MemoryIntegrityFailed(
+                                memory_id=memory_id,
+                                version=current["version"],
+                                expected_checksum=current["checksum"],
+                                actual_checksum=actual_checksum(data),
+                                actor="memwarden",
+                            )
+                        ]
+                    )
         # Resync: the memory's own source may still hold the recorded text.
         try:
             text = self.fetchers.fetch(row)
@@ -298,15 +305,24 @@ class Warden:
             text = data.decode("utf-8") if data is not None else None  # the blob was restored meanwhile
         with self.log.transaction() as tx:
             current = fetch_row(tx.conn, memory_id)
-            if text is not None and current is not None and content_checksum(text) == current["checksum"] \
-                    and current["status"] == "quarantined":
+            if (
+                text is not None
+                and current is not None
+                and content_checksum(text) == current["checksum"]
+                and current["status"] == "quarantined"
+            ):
                 self.blobs.replace(current["checksum"], text)
-                tx.append([
-                    MemoryResynced(
-                        memory_id=memory_id, version=current["version"], content_checksum=current["checksum"],
-                        resynced_from=self.fetchers.describe(current), actor="memwarden",
-                    )
-                ])
+                tx.append(
+                    [
+                        MemoryResynced(
+                            memory_id=memory_id,
+                            version=current["version"],
+                            content_checksum=current["checksum"],
+                            resynced_from=self.fetchers.describe(current),
+                            actor="memwarden",
+                        )
+                    ]
+                )
                 log.info("memory_resynced", memory_id=memory_id)
                 return fetch_row(tx.conn, memory_id) or current, True, text
         return current or row, False, None
@@ -336,8 +352,12 @@ class Warden:
         clauses = ["tenant = ?"]
         params: list[Any] = [tenant]
         for column, value in (
-            ("project", project), ("permission", permission), ('"user"', user), ("agent", agent),
-            ("tool", tool), ("kind", kind),
+            ("project", project),
+            ("permission", permission),
+            ('"user"', user),
+            ("agent", agent),
+            ("tool", tool),
+            ("kind", kind),
         ):
             if value is not None:
                 clauses.append(f"{column} = ?")
@@ -359,9 +379,9 @@ class Warden:
             with self.reading(min_seq) as conn:
                 rows = select_rows(conn, where, [*params, page, offset], "ORDER BY last_seq DESC LIMIT ? OFFSET ?")
                 policies = current_policies(conn)
-                blobs = {r["checksum"]: self.blobs.get_bytes(r["checksum"]) for r in rows}
+                blobs = self.blobs.get_many([r["checksum"] for r in rows])
             for row in rows:
-                view, _ = self._judge(row, blobs.get(row["checksum"]), policies.get(row["policy"], 1))
+                view, _ = self._judge(row, blobs.get(row["checksum"]), policies.get(row["policy"], 1), now)
                 if not with_content:
                     view = _without_content(view)
                 if include_unusable or view.usable:
@@ -401,8 +421,13 @@ class Warden:
         sel = selector if isinstance(selector, Selector) else build(Selector, "selector", **selector)
         effective = _when("effective_at", effective_at) or self.clock.now()
         event = build(
-            RevocationIssued, revocation_id=new_id("rev_"), selector=sel, reason=reason, issued_by=by,
-            effective_at=effective, actor=by,
+            RevocationIssued,
+            revocation_id=new_id("rev_"),
+            selector=sel,
+            reason=reason,
+            issued_by=by,
+            effective_at=effective,
+            actor=by,
         )
         with self.log.transaction() as tx:
             seq = tx.append([event])[0]
@@ -422,8 +447,21 @@ class Warden:
             ).fetchone()
         if row is None:
             raise RevocationNotFound(revocation_id)
-        keys = ("revocation_id", "seq", "selector", "reason", "issued_by", "effective_at", "recorded_at",
-                "covered", "readback_status", "readback_seq", "readback_latency_ms", "still_visible", "leaked_ids")
+        keys = (
+            "revocation_id",
+            "seq",
+            "selector",
+            "reason",
+            "issued_by",
+            "effective_at",
+            "recorded_at",
+            "covered",
+            "readback_status",
+            "readback_seq",
+            "readback_latency_ms",
+            "still_visible",
+            "leaked_ids",
+        )
         out = dict(zip(keys, row, strict=True))
         out["selector"] = json.loads(out["selector"])
         out["leaked_ids"] = json.loads(out["leaked_ids"]) if out["leaked_ids"] else []
@@ -436,7 +474,9 @@ class Warden:
         with self.log.transaction() as tx:
             current = self._policy_version(tx.conn, policy)
             if not isinstance(version, int) or version <= current:
-                raise InvalidInput("version", f"policy {policy!r} is at version {current}; the new version must be greater")
+                raise InvalidInput(
+                    "version", f"policy {policy!r} is at version {current}; the new version must be greater"
+                )
             event = build(PolicyVersionChanged, policy=policy, version=version, previous_version=current, actor=actor)
             seq = tx.append([event])[0]
         log.warning("policy_version_changed", policy=policy, version=version, seq=seq)
@@ -448,7 +488,9 @@ class Warden:
 
     # -- erasure ------------------------------------------------------------------------
 
-    def erase(self, *, memory_id: str | None = None, user: str | None = None, reason: str, actor: str = "security") -> int:
+    def erase(
+        self, *, memory_id: str | None = None, user: str | None = None, reason: str, actor: str = "security"
+    ) -> int:
         """Destroy the text of a memory (or of all of a user's memories).
 
         The events stay (the chain still verifies, and explain shows that the
@@ -488,16 +530,31 @@ class Warden:
     # -- tool-result cache -------------------------------------------------------------
 
     def cache_put(
-        self, *, tool: str, tool_version: str, input_hash: str, scope: Scope | dict[str, Any], content: str,
-        source_url: str, ttl: timedelta | str | None = None, kind: str = "tool_result", actor: str = "agent",
+        self,
+        *,
+        tool: str,
+        tool_version: str,
+        input_hash: str,
+        scope: Scope | dict[str, Any],
+        content: str,
+        source_url: str,
+        ttl: timedelta | str | None = None,
+        kind: str = "tool_result",
+        actor: str = "agent",
     ) -> SaveResult:
         """Store a tool result under its full cache key (tool, version, input, scope)."""
         scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
         key = _cache_id(tool, tool_version, input_hash, scope_model)
         return self.save(
-            memory_id=key, kind=kind, summary=f"{tool} {tool_version} result for {input_hash}", content=content,
-            source_url=source_url, scope=scope_model, ttl=ttl,
-            cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash}, actor=actor,
+            memory_id=key,
+            kind=kind,
+            summary=f"{tool} {tool_version} result for {input_hash}",
+            content=content,
+            source_url=source_url,
+            scope=scope_model,
+            ttl=ttl,
+            cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash},
+            actor=actor,
         )
 
     def cache_get(
@@ -512,8 +569,12 @@ class Warden:
             return False, None, "miss"
         with self.reading() as conn:
             row = fetch_row(conn, key)
-        expected = {**scope_model.model_dump(), "tool": scope_model.tool or tool,
-                    "tool_version": tool_version, "input_hash": input_hash}
+        expected = {
+            **scope_model.model_dump(),
+            "tool": scope_model.tool or tool,
+            "tool_version": tool_version,
+            "input_hash": input_hash,
+        }
         if row is None or any(row[k] != v for k, v in expected.items()):
             return False, view, "key_mismatch"
         if not view.usable:
@@ -554,7 +615,11 @@ class Warden:
         return _history.explain(self, memory_id, as_of=as_of)
 
     def replay(
-        self, *, as_of: str | None = None, seq: int | None = None, tenant: str | None = None,
+        self,
+        *,
+        as_of: str | None = None,
+        seq: int | None = None,
+        tenant: str | None = None,
         include_unusable: bool = False,
     ) -> dict[str, Any]:
         return _history.replay(self, as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable)
@@ -618,4 +683,3 @@ def fts_query(text: str) -> str:
     if not words:
         raise InvalidInput("text", "has no searchable words")
     return " ".join('"' + w.replace('"', '""') + '"*' for w in words)
-

@@ -113,9 +113,7 @@ def expected_version_of(expected_version: int | dict[str, int] | None, stream: s
     return int(expected_version or 0)
 
 
-def _expected_by_stream(
-    events: list[Event], expected_version: int | dict[str, int] | None
-) -> dict[str, int]:
+def _expected_by_stream(events: list[Event], expected_version: int | dict[str, int] | None) -> dict[str, int]:
     if expected_version is None:
         return {}
     if isinstance(expected_version, dict):

@@ -9,9 +9,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
-BLOB_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS blobs (checksum TEXT PRIMARY KEY, content BLOB NOT NULL) WITHOUT ROWID"
-)
+BLOB_SCHEMA = "CREATE TABLE IF NOT EXISTS blobs (checksum TEXT PRIMARY KEY, content BLOB NOT NULL) WITHOUT ROWID"
 
 
 class BlobStore:
@@ -30,6 +28,18 @@ class BlobStore:
     def get_bytes(self, checksum: str) -> bytes | None:
         row = self.conn.execute("SELECT content FROM blobs WHERE checksum = ?", (checksum,)).fetchone()
         return bytes(row[0]) if row else None
+
+    def get_many(self, checksums: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for start in range(0, len(checksums), 500):
+            chunk = checksums[start : start + 500]
+            found.update(
+                (c, bytes(d))
+                for c, d in self.conn.execute(
+                    f"SELECT checksum, content FROM blobs WHERE checksum IN ({','.join('?' * len(chunk))})", chunk
+                )
+            )
+        return found
 
     def get_text(self, checksum: str) -> str | None:
         """The text only if its bytes still hash to ``checksum``."""

@@ -19,9 +19,7 @@ class VersionConflict(ValueError):
     """Optimistic concurrency: the stream moved on since the caller read it."""
 
     def __init__(self, stream: str, expected: int, actual: int) -> None:
-        super().__init__(
-            f"stream {stream!r} is at version {actual}, but the append expected version {expected}"
-        )
+        super().__init__(f"stream {stream!r} is at version {actual}, but the append expected version {expected}")
         self.stream = stream
         self.expected = expected
         self.actual = actual

@@ -34,8 +34,18 @@ from ._time import Clock, SystemClock
 log = structlog.get_logger("memwarden.jsonl")
 
 _KEYS = (
-    "seq", "event_id", "type", "stream", "stream_version", "occurred_at", "recorded_at",
-    "actor", "schema_version", "payload", "prev_hash", "hash",
+    "seq",
+    "event_id",
+    "type",
+    "stream",
+    "stream_version",
+    "occurred_at",
+    "recorded_at",
+    "actor",
+    "schema_version",
+    "payload",
+    "prev_hash",
+    "hash",
 )
 _KEYSET = frozenset(_KEYS)
 
@@ -61,9 +71,18 @@ def parse_line(text: str, line_no: int) -> Row:
     if not isinstance(data["payload"], dict):
         raise LogDamaged("payload: must be a JSON object", line=line_no)
     return (
-        data["seq"], data["event_id"], data["type"], data["stream"], data["stream_version"],
-        data["occurred_at"], data["recorded_at"], data["actor"], data["schema_version"],
-        canonical_json(data["payload"]), data["prev_hash"], data["hash"],
+        data["seq"],
+        data["event_id"],
+        data["type"],
+        data["stream"],
+        data["stream_version"],
+        data["occurred_at"],
+        data["recorded_at"],
+        data["actor"],
+        data["schema_version"],
+        canonical_json(data["payload"]),
+        data["prev_hash"],
+        data["hash"],
     )
 
 
@@ -106,7 +125,9 @@ def read_verified(path: str | Path, *, validate: bool = True) -> Iterator[Record
                 try:
                     record.to_model()
                 except ValueError as exc:
-                    raise LogDamaged(f"event at seq {row[0]} is not a valid {row[2]}: {exc}", line=line, seq=row[0]) from None
+                    raise LogDamaged(
+                        f"event at seq {row[0]} is not a valid {row[2]}: {exc}", line=line, seq=row[0]
+                    ) from None
             prev_seq = row[0]
             yield record
         del prev_seq
@@ -204,8 +225,20 @@ class JsonlEventLog:
                 raise
             for r in batch.records:
                 self._remember(
-                    (r.seq, r.event_id, r.type, r.stream, r.stream_version, r.occurred_at, r.recorded_at,
-                     r.actor, r.schema_version, r.payload_json, r.prev_hash, r.hash)
+                    (
+                        r.seq,
+                        r.event_id,
+                        r.type,
+                        r.stream,
+                        r.stream_version,
+                        r.occurred_at,
+                        r.recorded_at,
+                        r.actor,
+                        r.schema_version,
+                        r.payload_json,
+                        r.prev_hash,
+                        r.hash,
+                    )
                 )
             return batch.positions
 
@@ -224,7 +257,9 @@ class JsonlEventLog:
             for number, text in iter_lines(fh):
                 yield parse_line(text, number)
 
-    def read(self, after_seq: int = 0, until_seq: int | None = None, until_time: str | None = None) -> Iterator[RecordedEvent]:
+    def read(
+        self, after_seq: int = 0, until_seq: int | None = None, until_time: str | None = None
+    ) -> Iterator[RecordedEvent]:
         for row in self._rows():
             if row[0] <= after_seq:
                 continue

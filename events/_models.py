@@ -263,7 +263,18 @@ class ReadbackFailed(_Readback):
 
 
 AnyEvent = Annotated[
-    MemorySaved | MemoryVerified | MemoryVerificationFailed | MemoryExpired | MemoryInvalidated | MemoryErased | MemoryIntegrityFailed | MemoryResynced | PolicyVersionChanged | RevocationIssued | ReadbackConfirmed | ReadbackFailed,
+    MemorySaved
+    | MemoryVerified
+    | MemoryVerificationFailed
+    | MemoryExpired
+    | MemoryInvalidated
+    | MemoryErased
+    | MemoryIntegrityFailed
+    | MemoryResynced
+    | PolicyVersionChanged
+    | RevocationIssued
+    | ReadbackConfirmed
+    | ReadbackFailed,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(AnyEvent)

@@ -35,9 +35,7 @@ def upcast(event_type: str, schema_version: int, payload: dict[str, Any]) -> dic
     while schema_version < target:
         step = _UPCASTERS.get((event_type, schema_version))
         if step is None:
-            raise ValueError(
-                f"no upcaster for {event_type} from schema_version {schema_version} to {target}"
-            )
+            raise ValueError(f"no upcaster for {event_type} from schema_version {schema_version} to {target}")
         payload = step(payload)
         schema_version += 1
     return payload
@@ -184,14 +182,17 @@ def check_rows(
                 problem = f"reordering: seq {seq} appears after seq {prev_seq}"
         # the preimage is envelope_preimage() written out: this loop is the
         # cost of verify_chain; tests hold the two to the same output
-        elif sha(
-            (
-                f'{prev}{{"actor":{e(actor)},"event_id":{e(event_id)},"occurred_at":{e(occurred)},'
-                f'"payload":{payload},"prev_hash":{e(prev)},"recorded_at":{e(recorded)},'
-                f'"schema_version":{int(schema)},"seq":{int(seq)},"stream":{e(stream)},'
-                f'"stream_version":{int(sv)},"type":{e(type_)}}}'
-            ).encode()
-        ).hexdigest() != stored:
+        elif (
+            sha(
+                (
+                    f'{prev}{{"actor":{e(actor)},"event_id":{e(event_id)},"occurred_at":{e(occurred)},'
+                    f'"payload":{payload},"prev_hash":{e(prev)},"recorded_at":{e(recorded)},'
+                    f'"schema_version":{int(schema)},"seq":{int(seq)},"stream":{e(stream)},'
+                    f'"stream_version":{int(sv)},"type":{e(type_)}}}'
+                ).encode()
+            ).hexdigest()
+            != stored
+        ):
             problem = "hash mismatch: the stored hash does not match the event's content"
         elif prev_hash is not None and prev != prev_hash:
             problem = f"broken link: prev_hash does not match the hash of seq {prev_seq}"
@@ -206,9 +207,7 @@ def check_rows(
 class EventLog(Protocol):
     """What every log backend offers."""
 
-    def append(
-        self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None
-    ) -> list[int]: ...
+    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]: ...
 
     def read(
         self, after_seq: int = 0, until_seq: int | None = None, until_time: str | None = None

@@ -65,9 +65,7 @@ def connect(path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout
     """Open a connection the way every memwarden connection is opened."""
     if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         raise ValueError(f"synchronous: {synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
-    conn = sqlite3.connect(
-        str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout
-    )
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={synchronous}")
     # Freed pages are zeroed, so erased content does not linger in the file.
@@ -110,6 +108,7 @@ def verify_range(path: str, after: int, until: int) -> RangeResult:
     """A worker process's share of ``verify_chain``."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     try:
+
         def rows() -> Iterator[Row]:
             last = after
             while last < until:
@@ -145,9 +144,7 @@ class WriteTransaction:
     def head(self) -> Head:
         return self._head
 
-    def append(
-        self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None
-    ) -> list[int]:
+    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
         return self._append(events, expected_version)[0]
 
     def append_events(
@@ -172,8 +169,18 @@ class WriteTransaction:
                 _INSERT,
                 [
                     (
-                        r.seq, r.event_id, r.type, r.stream, r.stream_version, r.occurred_at,
-                        r.recorded_at, r.actor, r.schema_version, r.payload_json, r.prev_hash, r.hash,
+                        r.seq,
+                        r.event_id,
+                        r.type,
+                        r.stream,
+                        r.stream_version,
+                        r.occurred_at,
+                        r.recorded_at,
+                        r.actor,
+                        r.schema_version,
+                        r.payload_json,
+                        r.prev_hash,
+                        r.hash,
                     )
                     for r in batch.records
                 ],
@@ -206,8 +213,18 @@ class WriteTransaction:
                 _INSERT,
                 [
                     (
-                        r.seq, r.event_id, r.type, r.stream, r.stream_version, r.occurred_at,
-                        r.recorded_at, r.actor, r.schema_version, r.payload_json, r.prev_hash, r.hash,
+                        r.seq,
+                        r.event_id,
+                        r.type,
+                        r.stream,
+                        r.stream_version,
+                        r.occurred_at,
+                        r.recorded_at,
+                        r.actor,
+                        r.schema_version,
+                        r.payload_json,
+                        r.prev_hash,
+                        r.hash,
                     )
                     for r in new
                 ],
@@ -312,9 +329,7 @@ class SQLiteEventLog:
     def lock(self) -> threading.RLock:
         return self._lock
 
-    def append(
-        self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None
-    ) -> list[int]:
+    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
         """Append atomically; returns the seq of every event (the original
         seq for an event already in the log)."""
         with self.transaction() as tx:
@@ -343,7 +358,9 @@ class SQLiteEventLog:
         with self._lock:
             return self._read_head(self.conn)
 
-    def rows(self, after_seq: int = 0, until_seq: int | None = None, where: str = "", params: Sequence[object] = ()) -> Iterator[Row]:
+    def rows(
+        self, after_seq: int = 0, until_seq: int | None = None, where: str = "", params: Sequence[object] = ()
+    ) -> Iterator[Row]:
         """Raw rows in seq order, fetched a page at a time (flat memory)."""
         last = after_seq
         limit = until_seq if until_seq is not None else -1
@@ -422,9 +439,7 @@ class SQLiteEventLog:
 
     # -- auditing ----------------------------------------------------------
 
-    def verify_chain(
-        self, from_seq: int = 1, to_seq: int | None = None, *, workers: int | None = None
-    ) -> ChainReport:
+    def verify_chain(self, from_seq: int = 1, to_seq: int | None = None, *, workers: int | None = None) -> ChainReport:
         """Recompute every hash and link from ``from_seq`` to ``to_seq``.
 
         Reports the first bad seq and what is wrong with it: a hash that
@@ -444,7 +459,9 @@ class SQLiteEventLog:
                     "SELECT seq, hash, recorded_at FROM events WHERE seq = ?", (from_seq - 1,)
                 ).fetchone()
                 if row is None:
-                    return ChainReport(False, head.seq, EMPTY_HEAD.hash, 0, from_seq - 1, f"gap: seq {from_seq - 1} is missing")
+                    return ChainReport(
+                        False, head.seq, EMPTY_HEAD.hash, 0, from_seq - 1, f"gap: seq {from_seq - 1} is missing"
+                    )
                 prev = Head(*row)
         span = max(end - from_seq + 1, 0)
         if workers is None:
@@ -472,33 +489,58 @@ class SQLiteEventLog:
             if k > 0 and part.first is not None:
                 first_seq, first_prev, first_time = part.first
                 if last.seq != bounds[k]:
-                    return ChainReport(False, head.seq, last.hash, checked, last.seq + 1,
-                                       f"gap: seq {last.seq + 1} is missing (seq {first_seq} follows seq {last.seq})")
+                    return ChainReport(
+                        False,
+                        head.seq,
+                        last.hash,
+                        checked,
+                        last.seq + 1,
+                        f"gap: seq {last.seq + 1} is missing (seq {first_seq} follows seq {last.seq})",
+                    )
                 if first_seq != bounds[k] + 1 or (part.problem is not None and part.first_bad == first_seq):
                     pass  # the part's own finding at its first row comes first, as in one pass
                 elif first_prev != last.hash:
-                    return ChainReport(False, head.seq, last.hash, checked, first_seq,
-                                       f"broken link: prev_hash does not match the hash of seq {last.seq}")
+                    return ChainReport(
+                        False,
+                        head.seq,
+                        last.hash,
+                        checked,
+                        first_seq,
+                        f"broken link: prev_hash does not match the hash of seq {last.seq}",
+                    )
                 if last.recorded_at is not None and first_time < last.recorded_at:
-                    return ChainReport(False, head.seq, last.hash, checked, first_seq,
-                                       f"reordering: recorded_at {first_time} is earlier than seq {last.seq}'s")
+                    return ChainReport(
+                        False,
+                        head.seq,
+                        last.hash,
+                        checked,
+                        first_seq,
+                        f"reordering: recorded_at {first_time} is earlier than seq {last.seq}'s",
+                    )
             if part.problem is not None:
-                return ChainReport(False, head.seq, part.last.hash if part.checked else last.hash,
-                                   checked + part.checked, part.first_bad, part.problem)
+                return ChainReport(
+                    False,
+                    head.seq,
+                    part.last.hash if part.checked else last.hash,
+                    checked + part.checked,
+                    part.first_bad,
+                    part.problem,
+                )
             checked += part.checked
             if part.checked:
                 last = part.last
         if last.seq != end:
-            return ChainReport(False, head.seq, last.hash, checked, last.seq + 1,
-                               f"gap: seq {last.seq + 1} is missing")
+            return ChainReport(False, head.seq, last.hash, checked, last.seq + 1, f"gap: seq {last.seq + 1} is missing")
         if to_seq is None:
             with self._lock:
-                issued = self.conn.execute(
-                    "SELECT seq FROM sqlite_sequence WHERE name = 'events'"
-                ).fetchone()
+                issued = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
             if issued is not None and issued[0] > last.seq:
                 return ChainReport(
-                    False, last.seq, last.hash, checked, last.seq + 1,
+                    False,
+                    last.seq,
+                    last.hash,
+                    checked,
+                    last.seq + 1,
                     f"truncated: {issued[0]} events were appended but the log ends at seq {last.seq}",
                 )
         return ChainReport(True, last.seq, last.hash, checked)

@@ -208,8 +208,13 @@ class Projector:
                 if a[table] != b.get(table):
                     key = _first_difference(rows_a[table], rows_b[table])
                     return CheckResult(False, live_seq, rebuilt_seq, digests, table, key)
-        return CheckResult(live_seq == rebuilt_seq, live_seq, rebuilt_seq, digests,
-                           None if live_seq == rebuilt_seq else "projection_tracking")
+        return CheckResult(
+            live_seq == rebuilt_seq,
+            live_seq,
+            rebuilt_seq,
+            digests,
+            None if live_seq == rebuilt_seq else "projection_tracking",
+        )
 
 
 def _first_difference(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str | None:

@@ -15,9 +15,20 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS stats (
 ) WITHOUT ROWID"""
 
 COUNTERS = (
-    "saved", "verified", "reverified_after_expiry", "verification_failed", "expired",
-    "invalidated", "revocations", "blocked_by_revocation", "integrity_failures", "resynced",
-    "erased", "policy_changes", "readback_confirmed", "readback_failed",
+    "saved",
+    "verified",
+    "reverified_after_expiry",
+    "verification_failed",
+    "expired",
+    "invalidated",
+    "revocations",
+    "blocked_by_revocation",
+    "integrity_failures",
+    "resynced",
+    "erased",
+    "policy_changes",
+    "readback_confirmed",
+    "readback_failed",
 )
 
 _SIMPLE = {

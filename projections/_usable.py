@@ -9,6 +9,7 @@ memory, one event) and ``apply_revocation`` (a set of memories at once).
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,11 +22,38 @@ TERMINAL = frozenset({"erased", "revoked"})
 STATUSES = ("usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined")
 
 COLUMNS = (
-    "memory_id", "version", "kind", "summary", "status", "reason", "tenant", "project",
-    "permission", "user", "agent", "tool", "tool_version", "input_hash", "source_url",
-    "source", "repo", "branch", "fetched_at", "expires_at", "verified_at", "policy",
-    "revocation_version", "checksum", "content_length", "invalidation_reason",
-    "invalidated_by", "revoked_by", "quarantined_from", "derived_from", "first_seq", "last_seq",
+    "memory_id",
+    "version",
+    "kind",
+    "summary",
+    "status",
+    "reason",
+    "tenant",
+    "project",
+    "permission",
+    "user",
+    "agent",
+    "tool",
+    "tool_version",
+    "input_hash",
+    "source_url",
+    "source",
+    "repo",
+    "branch",
+    "fetched_at",
+    "expires_at",
+    "verified_at",
+    "policy",
+    "revocation_version",
+    "checksum",
+    "content_length",
+    "invalidation_reason",
+    "invalidated_by",
+    "revoked_by",
+    "quarantined_from",
+    "derived_from",
+    "first_seq",
+    "last_seq",
 )
 
 SCHEMA = [
@@ -79,6 +107,7 @@ _UPSERT = (
     + ", ".join(f'"{c}" = excluded."{c}"' for c in COLUMNS[1:])
 )
 _SELECT = f"SELECT {_QUOTED} FROM memories"
+_values = operator.itemgetter(*COLUMNS)
 
 TextSource = Callable[[sqlite3.Connection, str], str | None]
 
@@ -141,7 +170,7 @@ def fold_memory(
             "invalidated_by": None,
             "revoked_by": None,
             "quarantined_from": None,
-            "derived_from": canonical_json(p.get("derived_from") or []),
+            "derived_from": canonical_json(p["derived_from"]) if p.get("derived_from") else "[]",
             "first_seq": row["first_seq"] if row else event.seq,
             "last_seq": event.seq,
         }
@@ -163,9 +192,15 @@ def fold_memory(
         return out
     elif kind == "memory.verified":
         out.update(
-            status="usable", reason=None, fetched_at=p["fetched_at"], verified_at=p["verified_at"],
-            expires_at=p.get("expires_at"), revocation_version=p["revocation_version"],
-            checksum=p["content_checksum"], invalidation_reason=None, invalidated_by=None,
+            status="usable",
+            reason=None,
+            fetched_at=p["fetched_at"],
+            verified_at=p["verified_at"],
+            expires_at=p.get("expires_at"),
+            revocation_version=p["revocation_version"],
+            checksum=p["content_checksum"],
+            invalidation_reason=None,
+            invalidated_by=None,
         )
     elif kind == "memory.verification_failed":
         out.update(status="unknown", reason="unknown")
@@ -174,7 +209,9 @@ def fold_memory(
             out.update(status="expired", reason="expired")
     elif kind == "memory.invalidated":
         out.update(
-            status="invalidated", reason=p["reason"], invalidation_reason=p["reason"],
+            status="invalidated",
+            reason=p["reason"],
+            invalidation_reason=p["reason"],
             invalidated_by=event.seq,
         )
     elif kind == "memory.integrity_failed":
@@ -200,7 +237,13 @@ def revoke_row(row: dict[str, Any], revocation: dict[str, Any], seq: int) -> dic
         and revocation_blocks(revocation["effective_at"], row["fetched_at"])
         and selector_covers(revocation["selector"], row)
     ):
-        return {**row, "status": "revoked", "reason": "revoked", "revoked_by": revocation["revocation_id"], "last_seq": seq}
+        return {
+            **row,
+            "status": "revoked",
+            "reason": "revoked",
+            "revoked_by": revocation["revocation_id"],
+            "last_seq": seq,
+        }
     return None
 
 
@@ -270,8 +313,11 @@ class UsableProjection:
                     "UPDATE revocations SET readback_status=?, readback_seq=?, readback_latency_ms=?, "
                     "still_visible=?, leaked_ids=? WHERE revocation_id=?",
                     (
-                        "confirmed" if kind == "readback.confirmed" else "failed", event.seq,
-                        p["latency_ms"], p["still_visible"], canonical_json(p.get("leaked_ids") or []),
+                        "confirmed" if kind == "readback.confirmed" else "failed",
+                        event.seq,
+                        p["latency_ms"],
+                        p["still_visible"],
+                        canonical_json(p.get("leaked_ids") or []),
                         p["revocation_id"],
                     ),
                 )
@@ -289,8 +335,14 @@ class UsableProjection:
             "INSERT INTO revocations (revocation_id, seq, selector, reason, issued_by, effective_at, "
             "recorded_at, covered) VALUES (?,?,?,?,?,?,?,?)",
             (
-                p["revocation_id"], event.seq, canonical_json(p["selector"]), p["reason"], p["issued_by"],
-                p["effective_at"], event.recorded_at, cursor.rowcount,
+                p["revocation_id"],
+                event.seq,
+                canonical_json(p["selector"]),
+                p["reason"],
+                p["issued_by"],
+                p["effective_at"],
+                event.recorded_at,
+                cursor.rowcount,
             ),
         )
         return {"revocation_id": p["revocation_id"], "selector": p["selector"], "effective_at": p["effective_at"]}
@@ -305,7 +357,7 @@ class UsableProjection:
     ) -> None:
         if not changed:
             return
-        conn.executemany(_UPSERT, [tuple(pending[m][c] for c in COLUMNS) for m in changed if pending[m]])  # type: ignore[index]
+        conn.executemany(_UPSERT, [_values(pending[m]) for m in changed if pending[m]])
         if bulk:
             return
         for memory_id, action in fts:
@@ -332,7 +384,9 @@ class UsableProjection:
                 "LEFT JOIN blobs b ON b.checksum = m.checksum WHERE m.status != 'erased' ORDER BY m.mid"
             )
         else:
-            rows = conn.execute("SELECT mid, summary, checksum FROM memories WHERE status != 'erased' ORDER BY mid").fetchall()
+            rows = conn.execute(
+                "SELECT mid, summary, checksum FROM memories WHERE status != 'erased' ORDER BY mid"
+            ).fetchall()
             conn.executemany(
                 "INSERT INTO memories_fts (rowid, summary, content) VALUES (?,?,?)",
                 [

@@ -76,13 +76,25 @@ def saved(i: int, *, tenant: str = "acme", memory_id: str | None = None, version
     return MemorySaved(**data)
 
 
-def save_memory(w: Warden, memory_id: str, *, tenant: str = "acme", project: str = "p1", content: str | None = None,
-                ttl: str | timedelta | None = "6h", **extra: Any) -> Any:
+def save_memory(
+    w: Warden,
+    memory_id: str,
+    *,
+    tenant: str = "acme",
+    project: str = "p1",
+    content: str | None = None,
+    ttl: str | timedelta | None = "6h",
+    **extra: Any,
+) -> Any:
     return w.save(
-        memory_id=memory_id, kind=extra.pop("kind", "external_fact"), summary=extra.pop("summary", f"about {memory_id}"),
+        memory_id=memory_id,
+        kind=extra.pop("kind", "external_fact"),
+        summary=extra.pop("summary", f"about {memory_id}"),
         content=content if content is not None else f"text of {memory_id} 내용",
         source_url=extra.pop("source_url", f"https://example.org/{memory_id}"),
-        scope={"tenant": tenant, "project": project, **extra.pop("scope", {})}, ttl=ttl, **extra,
+        scope={"tenant": tenant, "project": project, **extra.pop("scope", {})},
+        ttl=ttl,
+        **extra,
     )
 
 
@@ -111,6 +123,11 @@ def memwarden_subprocess(db: Path, *args: str, env: dict[str, str] | None = None
     """The installed console script, as a user would run it."""
     exe = Path(sys.executable).with_name("memwarden")
     return subprocess.run(
-        [str(exe), "--db", str(db), *args], capture_output=True, text=True, encoding="utf-8",
-        env={**os.environ, **(env or {})}, timeout=120, check=False,
+        [str(exe), "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env={**os.environ, **(env or {})},
+        timeout=120,
+        check=False,
     )

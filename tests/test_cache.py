@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from memwarden.engine import Warden
 from memwarden.events import FrozenClock
 
@@ -11,16 +10,71 @@ KEY = ["--tool", "web_search", "--tool-version", "2.1", "--input-hash", "sha256:
 
 
 def test_hit_only_when_every_key_part_and_scope_match(run_cli: Cli, clock: FrozenClock) -> None:
-    put = run_cli.json("cache", "put", *KEY, "--project", "p1", "--content", "검색 결과 3건", "--source-url",
-                       "https://search.example/?q=x", "--ttl", "15m")
+    put = run_cli.json(
+        "cache",
+        "put",
+        *KEY,
+        "--project",
+        "p1",
+        "--content",
+        "검색 결과 3건",
+        "--source-url",
+        "https://search.example/?q=x",
+        "--ttl",
+        "15m",
+    )
     assert put["memory_id"].startswith("cache:") and put["seq"] == 1
     hit = run_cli.json("cache", "get", *KEY, "--project", "p1")
     assert hit == {"hit": True, "memory_id": put["memory_id"], "content": "검색 결과 3건", "reason": "hit"}
     for changed in (
-        ["--tool", "web_search", "--tool-version", "2.2", "--input-hash", "sha256:abc", "--tenant", "acme", "--project", "p1"],
-        ["--tool", "web_search", "--tool-version", "2.1", "--input-hash", "sha256:abd", "--tenant", "acme", "--project", "p1"],
-        ["--tool", "web_fetch", "--tool-version", "2.1", "--input-hash", "sha256:abc", "--tenant", "acme", "--project", "p1"],
-        ["--tool", "web_search", "--tool-version", "2.1", "--input-hash", "sha256:abc", "--tenant", "globex", "--project", "p1"],
+        [
+            "--tool",
+            "web_search",
+            "--tool-version",
+            "2.2",
+            "--input-hash",
+            "sha256:abc",
+            "--tenant",
+            "acme",
+            "--project",
+            "p1",
+        ],
+        [
+            "--tool",
+            "web_search",
+            "--tool-version",
+            "2.1",
+            "--input-hash",
+            "sha256:abd",
+            "--tenant",
+            "acme",
+            "--project",
+            "p1",
+        ],
+        [
+            "--tool",
+            "web_fetch",
+            "--tool-version",
+            "2.1",
+            "--input-hash",
+            "sha256:abc",
+            "--tenant",
+            "acme",
+            "--project",
+            "p1",
+        ],
+        [
+            "--tool",
+            "web_search",
+            "--tool-version",
+            "2.1",
+            "--input-hash",
+            "sha256:abc",
+            "--tenant",
+            "globex",
+            "--project",
+            "p1",
+        ],
         [*KEY, "--project", "p2"],
         [*KEY, "--project", "p1", "--user", "kim"],
     ):
@@ -31,7 +85,9 @@ def test_hit_only_when_every_key_part_and_scope_match(run_cli: Cli, clock: Froze
 
 def test_an_expired_entry_is_a_miss(warden: Warden, clock: FrozenClock) -> None:
     scope = {"tenant": "acme"}
-    warden.cache_put(tool="t", tool_version="1", input_hash="h", scope=scope, content="r", source_url="tool:t", ttl="15m")
+    warden.cache_put(
+        tool="t", tool_version="1", input_hash="h", scope=scope, content="r", source_url="tool:t", ttl="15m"
+    )
     clock.advance("16m")
     assert warden.cache_get(tool="t", tool_version="1", input_hash="h", scope=scope)[2] == "expired"
 

@@ -42,31 +42,53 @@ def test_any_unicode_text_round_trips_byte_exact(text: str) -> None:
 
 
 @given(
-    st.text(min_size=1), st.text(min_size=1), st.text(min_size=1), st.text(min_size=1),
-    st.integers(1, 10**9), st.integers(1, 10**6),
+    st.text(min_size=1),
+    st.text(min_size=1),
+    st.text(min_size=1),
+    st.text(min_size=1),
+    st.integers(1, 10**9),
+    st.integers(1, 10**6),
     st.dictionaries(st.text(), st.one_of(st.text(), st.integers(), st.none(), st.booleans()), max_size=5),
 )
-def test_envelope_preimage_is_canonical_json(event_id: str, type_: str, stream: str, actor: str, seq: int,
-                                             sv: int, payload: dict) -> None:
+def test_envelope_preimage_is_canonical_json(
+    event_id: str, type_: str, stream: str, actor: str, seq: int, sv: int, payload: dict
+) -> None:
     envelope = {
-        "seq": seq, "event_id": event_id, "type": type_, "stream": stream, "stream_version": sv,
-        "occurred_at": "2026-01-05T09:00:00.000000Z", "recorded_at": "2026-01-05T09:00:01.000000Z",
-        "actor": actor, "schema_version": 1, "payload": payload, "prev_hash": "0" * 64,
+        "seq": seq,
+        "event_id": event_id,
+        "type": type_,
+        "stream": stream,
+        "stream_version": sv,
+        "occurred_at": "2026-01-05T09:00:00.000000Z",
+        "recorded_at": "2026-01-05T09:00:01.000000Z",
+        "actor": actor,
+        "schema_version": 1,
+        "payload": payload,
+        "prev_hash": "0" * 64,
     }
     try:
         expected = canonical_json(envelope)
     except UnicodeEncodeError:
         return
     got = envelope_preimage(
-        seq=seq, event_id=event_id, type=type_, stream=stream, stream_version=sv,
-        occurred_at=envelope["occurred_at"], recorded_at=envelope["recorded_at"], actor=actor, schema_version=1,
-        payload_json=canonical_json(payload), prev_hash="0" * 64,
+        seq=seq,
+        event_id=event_id,
+        type=type_,
+        stream=stream,
+        stream_version=sv,
+        occurred_at=envelope["occurred_at"],
+        recorded_at=envelope["recorded_at"],
+        actor=actor,
+        schema_version=1,
+        payload_json=canonical_json(payload),
+        prev_hash="0" * 64,
     )
     assert got == expected
 
 
-@given(st.text(min_size=1), st.text(min_size=1), st.integers(1, 10**6),
-       st.dictionaries(st.text(), st.text(), max_size=4))
+@given(
+    st.text(min_size=1), st.text(min_size=1), st.integers(1, 10**6), st.dictionaries(st.text(), st.text(), max_size=4)
+)
 def test_the_verify_loop_hashes_exactly_like_append(event_id: str, stream: str, seq: int, payload: dict) -> None:
     from memwarden.events._canonical import chain_hash
     from memwarden.events._recorded import check_rows, row_hash
@@ -77,12 +99,36 @@ def test_the_verify_loop_hashes_exactly_like_append(event_id: str, stream: str, 
     except UnicodeEncodeError:
         return
     prev = "ab" * 32
-    row = (seq, event_id, "memory.saved", stream, 1, "2026-01-05T09:00:00.000000Z", "2026-01-05T09:00:00.000000Z",
-           "agent", 1, payload_json, prev, "")
-    expected = chain_hash(prev, envelope_preimage(
-        seq=seq, event_id=event_id, type="memory.saved", stream=stream, stream_version=1,
-        occurred_at=row[5], recorded_at=row[6], actor="agent", schema_version=1, payload_json=payload_json,
-        prev_hash=prev))
+    row = (
+        seq,
+        event_id,
+        "memory.saved",
+        stream,
+        1,
+        "2026-01-05T09:00:00.000000Z",
+        "2026-01-05T09:00:00.000000Z",
+        "agent",
+        1,
+        payload_json,
+        prev,
+        "",
+    )
+    expected = chain_hash(
+        prev,
+        envelope_preimage(
+            seq=seq,
+            event_id=event_id,
+            type="memory.saved",
+            stream=stream,
+            stream_version=1,
+            occurred_at=row[5],
+            recorded_at=row[6],
+            actor="agent",
+            schema_version=1,
+            payload_json=payload_json,
+            prev_hash=prev,
+        ),
+    )
     good = (*row[:11], expected)
     assert row_hash(good) == expected
     assert [p for _, p in check_rows([good], prev_seq=seq - 1, prev_hash=prev, prev_time=None)] == [None]

@@ -31,8 +31,9 @@ WRITER = textwrap.dedent(
 
 def _script(tmp_path: Path, db: Path) -> Path:
     helper = tmp_path / "conftest_writer.py"
-    helper.write_text(textwrap.dedent(
-        """
+    helper.write_text(
+        textwrap.dedent(
+            """
         from memwarden.events import MemorySaved, Scope, content_checksum
         def event(name, i):
             return MemorySaved(
@@ -40,7 +41,8 @@ def _script(tmp_path: Path, db: Path) -> Path:
                 content_checksum=content_checksum(str(i)), content_length=1, source_url="https://x",
                 fetched_at="2026-01-05T09:00:00Z", scope=Scope(tenant="t"))
         """
-    ))
+        )
+    )
     script = tmp_path / "writer.py"
     script.write_text(WRITER.format(tests=str(tmp_path), db=str(db)))
     return script
@@ -77,7 +79,8 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> 
         batch_of[f"r{round_}"] = rng.choice([1, 7, 50])
         proc = subprocess.Popen(
             [sys.executable, str(script), f"r{round_}", "100000", str(batch_of[f"r{round_}"])],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert proc.stdout is not None
         # wait until it is appending, then kill it at a random moment

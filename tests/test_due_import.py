@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from memwarden.engine import InvalidInput, Warden
 from memwarden.events import FrozenClock
 
@@ -18,10 +17,17 @@ NOW = "2026-01-05T09:00:00Z"
 
 def record(memory_id: str, *, expires: str | None, invalid: str | None = None, **extra: object) -> dict:
     return {
-        "memory_id": memory_id, "kind": "external_fact", "summary": f"{memory_id} 요약",
-        "source_url": f"https://src.example/{memory_id}", "fetched_at": "2026-01-04T09:00:00Z", "expires_at": expires,
-        "scope": {"tenant": "acme", "project": "p1", "permission": "read"}, "revocation_version": 1,
-        "invalidation_reason": invalid, "verified_at": "2026-01-04T09:00:00Z", **extra,
+        "memory_id": memory_id,
+        "kind": "external_fact",
+        "summary": f"{memory_id} 요약",
+        "source_url": f"https://src.example/{memory_id}",
+        "fetched_at": "2026-01-04T09:00:00Z",
+        "expires_at": expires,
+        "scope": {"tenant": "acme", "project": "p1", "permission": "read"},
+        "revocation_version": 1,
+        "invalidation_reason": invalid,
+        "verified_at": "2026-01-04T09:00:00Z",
+        **extra,
     }
 
 
@@ -101,8 +107,10 @@ def test_a_malformed_line_is_refused_with_its_number_and_nothing_imported(
 def test_records_at_a_higher_revocation_version_raise_the_policy(warden: Warden, tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text(
-        json.dumps({**record("a", expires=None), "revocation_version": 3}) + "\n"
-        + json.dumps({**record("b", expires=None), "revocation_version": 2}) + "\n",
+        json.dumps({**record("a", expires=None), "revocation_version": 3})
+        + "\n"
+        + json.dumps({**record("b", expires=None), "revocation_version": 2})
+        + "\n",
         encoding="utf-8",
     )
     warden.import_records(path)

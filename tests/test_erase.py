@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from memwarden.engine import MemoryErased, Warden
 
 from .conftest import Cli, save_memory
@@ -34,7 +33,7 @@ def test_erase_destroys_the_text_in_every_file(warden: Warden, run_cli: Cli) -> 
     warden.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     raw = raw_files(Path(warden.path))
     assert SECRET.encode() not in raw
-    assert "SECRETMARKER".encode() not in raw and "900101".encode() not in raw
+    assert b"SECRETMARKER" not in raw and b"900101" not in raw
     assert warden.query(tenant="acme", text="SECRETMARKER") == []
     assert warden.search_ids("SECRETMARKER") == []
 

@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from memwarden.engine import Warden
 from memwarden.events import FrozenClock
 
@@ -25,8 +24,14 @@ def corrupt(db: Path, checksum: str) -> None:
 def test_bit_flip_is_quarantined_and_resynced_from_a_file(warden: Warden, tmp_path: Path, run_cli: Cli) -> None:
     source = tmp_path / "rule.md"
     source.write_text("배포는 금요일에 하지 않는다", encoding="utf-8")
-    saved = warden.save(memory_id="rule", kind="project_rule", summary="배포 규칙", content=source.read_text("utf-8"),
-                        source_url=source.as_uri(), scope={"tenant": "acme"})
+    saved = warden.save(
+        memory_id="rule",
+        kind="project_rule",
+        summary="배포 규칙",
+        content=source.read_text("utf-8"),
+        source_url=source.as_uri(),
+        scope={"tenant": "acme"},
+    )
     corrupt(Path(warden.path), saved.checksum)
     view = warden.get("rule")
     # detected, recorded, restored from the source: usable with the right text
@@ -37,12 +42,19 @@ def test_bit_flip_is_quarantined_and_resynced_from_a_file(warden: Warden, tmp_pa
     assert run_cli.json("stats")["weeks"][0]["integrity_failures"] == 1
 
 
-def test_without_a_good_source_it_stays_quarantined_and_is_never_served(warden: Warden, tmp_path: Path,
-                                                                        run_cli: Cli) -> None:
+def test_without_a_good_source_it_stays_quarantined_and_is_never_served(
+    warden: Warden, tmp_path: Path, run_cli: Cli
+) -> None:
     source = tmp_path / "rule.md"
     source.write_text("original", encoding="utf-8")
-    saved = warden.save(memory_id="rule", kind="project_rule", summary="s", content="original",
-                        source_url=source.as_uri(), scope={"tenant": "acme"})
+    saved = warden.save(
+        memory_id="rule",
+        kind="project_rule",
+        summary="s",
+        content="original",
+        source_url=source.as_uri(),
+        scope={"tenant": "acme"},
+    )
     source.write_text("changed meanwhile", encoding="utf-8")
     corrupt(Path(warden.path), saved.checksum)
     for _ in range(2):
@@ -63,25 +75,44 @@ def test_without_a_good_source_it_stays_quarantined_and_is_never_served(warden: 
 def test_resync_from_git_show_branch_path(warden: Warden, tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
-           "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@e",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@e",
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+    }
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
     (repo / "docs").mkdir()
     (repo / "docs" / "MEMORY.md").write_text("규칙: 테스트 먼저", encoding="utf-8")
     subprocess.run(["git", "-C", str(repo), "add", "."], check=True, env=env)
     subprocess.run(["git", "-C", str(repo), "commit", "-qm", "m"], check=True, env=env)
     (repo / "docs" / "MEMORY.md").write_text("working tree differs", encoding="utf-8")  # git show reads the branch
-    saved = warden.save(memory_id="git-rule", kind="project_rule", summary="s", content="규칙: 테스트 먼저",
-                        source_url="https://git.example/repo", source="docs/MEMORY.md", repo=str(repo),
-                        branch="main", scope={"tenant": "acme"})
+    saved = warden.save(
+        memory_id="git-rule",
+        kind="project_rule",
+        summary="s",
+        content="규칙: 테스트 먼저",
+        source_url="https://git.example/repo",
+        source="docs/MEMORY.md",
+        repo=str(repo),
+        branch="main",
+        scope={"tenant": "acme"},
+    )
     corrupt(Path(warden.path), saved.checksum)
     view = warden.get("git-rule")
     assert view.usable and view.content == "규칙: 테스트 먼저"
 
 
 def test_a_missing_blob_counts_as_corruption(warden: Warden) -> None:
-    saved = warden.save(memory_id="m", kind="external_fact", summary="s", content="text", source_url="https://nowhere",
-                        scope={"tenant": "acme"})
+    saved = warden.save(
+        memory_id="m",
+        kind="external_fact",
+        summary="s",
+        content="text",
+        source_url="https://nowhere",
+        scope={"tenant": "acme"},
+    )
     conn = sqlite3.connect(warden.path, isolation_level=None)
     conn.execute("DELETE FROM blobs WHERE checksum = ?", (saved.checksum,))
     conn.close()
@@ -93,8 +124,16 @@ def test_a_missing_blob_counts_as_corruption(warden: Warden) -> None:
 def test_query_path_detects_flips_too(warden: Warden, clock: FrozenClock, flips: int) -> None:
     checksums = []
     for i in range(10):
-        checksums.append(warden.save(memory_id=f"m{i}", kind="external_fact", summary=f"s{i}", content=f"text {i}",
-                                     source_url="https://nowhere", scope={"tenant": "acme"}).checksum)
+        checksums.append(
+            warden.save(
+                memory_id=f"m{i}",
+                kind="external_fact",
+                summary=f"s{i}",
+                content=f"text {i}",
+                source_url="https://nowhere",
+                scope={"tenant": "acme"},
+            ).checksum
+        )
     for checksum in checksums[:flips]:
         corrupt(Path(warden.path), checksum)
     served = warden.query(tenant="acme")

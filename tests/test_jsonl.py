@@ -31,7 +31,9 @@ def exported(warden: Warden, tmp_path: Path, clock: FrozenClock) -> Path:
     return path
 
 
-def test_export_then_import_gives_identical_hashes(exported: Path, warden: Warden, tmp_path: Path, run_cli: Cli) -> None:
+def test_export_then_import_gives_identical_hashes(
+    exported: Path, warden: Warden, tmp_path: Path, run_cli: Cli
+) -> None:
     other = Warden(tmp_path / "other.db")
     assert other.import_log(exported) == 14
     assert [e.hash for e in other.log.read()] == [e.hash for e in warden.log.read()]
@@ -80,8 +82,12 @@ def test_damage_of_every_kind_names_the_line(exported: Path, tmp_path: Path) -> 
         "swapped": lines[:3] + [lines[4], lines[3]] + lines[5:],
         "torn": lines[:-1] + [lines[-1][:-20]],
     }
-    expected = {"not json": (4, "not valid JSON"), "dropped": (4, "gap"), "swapped": (4, "gap"),
-                "torn": (14, "incomplete last line")}
+    expected = {
+        "not json": (4, "not valid JSON"),
+        "dropped": (4, "gap"),
+        "swapped": (4, "gap"),
+        "torn": (14, "incomplete last line"),
+    }
     for name, content in cases.items():
         path = tmp_path / f"{name}.jsonl"
         path.write_text("".join(content), encoding="utf-8")
@@ -117,8 +123,20 @@ def test_an_event_invalid_for_its_model_is_refused(tmp_path: Path, clock: Frozen
 
     row[9] = canonical_json(payload)
     row[11] = row_hash(tuple(row))  # type: ignore[arg-type]
-    keys = ("seq", "event_id", "type", "stream", "stream_version", "occurred_at", "recorded_at", "actor",
-            "schema_version", "payload", "prev_hash", "hash")
+    keys = (
+        "seq",
+        "event_id",
+        "type",
+        "stream",
+        "stream_version",
+        "occurred_at",
+        "recorded_at",
+        "actor",
+        "schema_version",
+        "payload",
+        "prev_hash",
+        "hash",
+    )
     envelope = dict(zip(keys, row, strict=True))
     envelope["payload"] = payload
     (tmp_path / "y.jsonl").write_text(canonical_json(envelope) + "\n", encoding="utf-8")

@@ -11,7 +11,6 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-
 from memwarden.engine import Fetchers, MemoryErased, RevokedScope, Warden
 from memwarden.engine.testing import in_memory_warden
 from memwarden.events import MemoryExpired, format_ts
@@ -80,26 +79,49 @@ class GateMachine(RuleBasedStateMachine):
 
     def _covered(self, selector: dict[str, Any], ref: Ref, memory_id: str) -> bool:
         return all(
-            (k != "tenant" or v == ref.tenant) and (k != "project" or v == ref.project)
-            and (k != "user" or v == ref.user) and (k != "ids" or memory_id in v)
+            (k != "tenant" or v == ref.tenant)
+            and (k != "project" or v == ref.project)
+            and (k != "user" or v == ref.user)
+            and (k != "ids" or memory_id in v)
             for k, v in selector.items()
         )
 
-    @rule(memory_id=st.sampled_from(IDS), tenant=st.sampled_from(TENANTS), project=st.sampled_from(PROJECTS),
-          user=st.sampled_from(USERS), ttl=st.integers(10, 300), age=st.integers(0, 120))
+    @rule(
+        memory_id=st.sampled_from(IDS),
+        tenant=st.sampled_from(TENANTS),
+        project=st.sampled_from(PROJECTS),
+        user=st.sampled_from(USERS),
+        ttl=st.integers(10, 300),
+        age=st.integers(0, 120),
+    )
     def save(self, memory_id: str, tenant: str, project: str, user: str | None, ttl: int, age: int) -> None:
         self.counter += 1
         content = f"{memory_id} 내용 {self.counter}"
         fetched = self.now - timedelta(minutes=age)
-        ref = Ref(self.refs[memory_id].version + 1 if memory_id in self.refs else 1, tenant, project, user, fetched,
-                  fetched + timedelta(minutes=ttl), self.policy, content)
+        ref = Ref(
+            self.refs[memory_id].version + 1 if memory_id in self.refs else 1,
+            tenant,
+            project,
+            user,
+            fetched,
+            fetched + timedelta(minutes=ttl),
+            self.policy,
+            content,
+        )
         old = self.refs.get(memory_id)
         blocked = any(fetched <= eff and self._covered(sel, ref, memory_id) for sel, eff in self.revocations)
         scope = {"tenant": tenant, "project": project, **({"user": user} if user else {})}
         try:
-            self.w.save(memory_id=memory_id, kind="external_fact", summary=f"요약 {memory_id}", content=content,
-                        source_url="callable:src", scope=scope, fetched_at=fetched,
-                        ttl=timedelta(minutes=ttl))
+            self.w.save(
+                memory_id=memory_id,
+                kind="external_fact",
+                summary=f"요약 {memory_id}",
+                content=content,
+                source_url="callable:src",
+                scope=scope,
+                fetched_at=fetched,
+                ttl=timedelta(minutes=ttl),
+            )
         except MemoryErased:
             assert old is not None and old.status == "erased"
             return
@@ -130,8 +152,11 @@ class GateMachine(RuleBasedStateMachine):
     def verify(self, data: st.DataObject, outcome: str) -> None:
         memory_id = data.draw(st.sampled_from(sorted(self.refs)))
         ref = self.refs[memory_id]
-        self.sources[memory_id] = {"same": ref.content, "changed": ref.content + " (수정)",
-                                   "fail": OSError("source down")}[outcome]
+        self.sources[memory_id] = {
+            "same": ref.content,
+            "changed": ref.content + " (수정)",
+            "fail": OSError("source down"),
+        }[outcome]
         result = self.w.verify(memory_id)
         if ref.status in ("erased", "revoked"):
             assert result.outcome == ref.status
@@ -162,8 +187,11 @@ class GateMachine(RuleBasedStateMachine):
         result = self.w.revoke(selector, reason="test")
         covered = 0
         for memory_id, ref in self.refs.items():
-            if ref.status not in ("erased", "revoked") and ref.fetched <= effective \
-                    and self._covered(selector, ref, memory_id):
+            if (
+                ref.status not in ("erased", "revoked")
+                and ref.fetched <= effective
+                and self._covered(selector, ref, memory_id)
+            ):
                 ref.status = "revoked"
                 covered += 1
         assert result.covered == covered
@@ -190,8 +218,9 @@ class GateMachine(RuleBasedStateMachine):
             assert (view.content == ref.content) if view.usable else view.content is None
         for tenant in TENANTS:
             usable = {v.memory_id for v in self.w.query(tenant=tenant)}
-            expected = {m for m, r in self.refs.items()
-                        if r.tenant == tenant and reference_gate(r, self.now, self.policy)[0]}
+            expected = {
+                m for m, r in self.refs.items() if r.tenant == tenant and reference_gate(r, self.now, self.policy)[0]
+            }
             assert usable == expected
 
     @invariant()
@@ -201,8 +230,7 @@ class GateMachine(RuleBasedStateMachine):
         assert comparable(replay_rows(self.w, head)) == comparable(live_rows(self.w))
         at_head = {m["memory_id"] for m in self.w.replay(seq=head)["memories"]} if head else set()
         when = self.w.log.get(head).recorded_at if head else format_ts(self.now)
-        expected = {m for m, r in self.refs.items()
-                    if reference_gate(r, datetime.fromisoformat(when), self.policy)[0]}
+        expected = {m for m, r in self.refs.items() if reference_gate(r, datetime.fromisoformat(when), self.policy)[0]}
         assert at_head == expected
 
     def teardown(self) -> None:

@@ -17,9 +17,18 @@ from pydantic import ValidationError
 from .conftest import saved
 
 DESIGN_TYPES = {
-    "memory.saved", "memory.verified", "memory.verification_failed", "memory.expired", "memory.invalidated",
-    "memory.erased", "memory.integrity_failed", "memory.resynced", "policy.version_changed",
-    "revocation.issued", "readback.confirmed", "readback.failed",
+    "memory.saved",
+    "memory.verified",
+    "memory.verification_failed",
+    "memory.expired",
+    "memory.invalidated",
+    "memory.erased",
+    "memory.integrity_failed",
+    "memory.resynced",
+    "policy.version_changed",
+    "revocation.issued",
+    "readback.confirmed",
+    "readback.failed",
 }
 
 
@@ -78,8 +87,13 @@ def test_empty_selector_refused() -> None:
 
 
 def test_revocation_stream_is_its_id() -> None:
-    event = RevocationIssued(revocation_id="rev_1", selector=Selector(tenant="t"), reason="r", issued_by="sec",
-                             effective_at="2026-01-05T09:00:00Z")
+    event = RevocationIssued(
+        revocation_id="rev_1",
+        selector=Selector(tenant="t"),
+        reason="r",
+        issued_by="sec",
+        effective_at="2026-01-05T09:00:00Z",
+    )
     assert event.stream == "rev_1"
 
 
@@ -90,8 +104,20 @@ def test_old_schema_versions_are_upcast_on_read_never_rewritten() -> None:
     cls.SCHEMA_VERSION = 2  # type: ignore[misc]
     try:
         register_upcaster("memory.expired", 1, lambda p: {**p, "version": p.get("version", 1)})
-        row = (1, "e1", "memory.expired", "m1", 1, "t", "t", "a", 1,
-               '{"expires_at":"2026-01-05T09:00:00.000000Z","memory_id":"m1"}', "0" * 64, "h")
+        row = (
+            1,
+            "e1",
+            "memory.expired",
+            "m1",
+            1,
+            "t",
+            "t",
+            "a",
+            1,
+            '{"expires_at":"2026-01-05T09:00:00.000000Z","memory_id":"m1"}',
+            "0" * 64,
+            "h",
+        )
         record = event_from_row(row)
         assert record.payload["version"] == 1
         assert record.schema_version == 1  # the stored version is reported as written

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from memwarden.engine import Warden
 from memwarden.engine._history import build_view
 from memwarden.events import FrozenClock, MemoryExpired
@@ -38,8 +37,12 @@ def replay_rows(w: Warden, seq: int) -> dict[str, list[tuple[Any, ...]]]:
 
 def comparable(rows: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
     # the text index of a replay holds summaries only (it has no blobs)
-    return {"memories": rows["memories"], "revocations": rows["revocations"], "policies": rows["policies"],
-            "fts": [(r[0], r[1]) for r in rows["memories_fts"]]}
+    return {
+        "memories": rows["memories"],
+        "revocations": rows["revocations"],
+        "policies": rows["policies"],
+        "fts": [(r[0], r[1]) for r in rows["memories_fts"]],
+    }
 
 
 def history(w: Warden, clock: FrozenClock) -> None:
@@ -166,12 +169,20 @@ def test_projections_check_names_the_first_differing_memory(warden: Warden, cloc
     assert run_cli.json("projections", "check")["ok"] is True
 
 
-def test_explain_saved_expired_reverified_revoked(warden: Warden, clock: FrozenClock, tmp_path: Path,
-                                                   run_cli: Cli) -> None:
+def test_explain_saved_expired_reverified_revoked(
+    warden: Warden, clock: FrozenClock, tmp_path: Path, run_cli: Cli
+) -> None:
     source = tmp_path / "fact.txt"
     source.write_text("회의는 목요일 오후 3시", encoding="utf-8")
-    warden.save(memory_id="meeting", kind="external_fact", summary="회의 시간", content=source.read_text("utf-8"),
-                source_url=source.as_uri(), scope={"tenant": "acme"}, ttl="1h")
+    warden.save(
+        memory_id="meeting",
+        kind="external_fact",
+        summary="회의 시간",
+        content=source.read_text("utf-8"),
+        source_url=source.as_uri(),
+        scope={"tenant": "acme"},
+        ttl="1h",
+    )
     clock.advance("2h")
     warden.log.append([MemoryExpired(memory_id="meeting", version=1, expires_at="2026-01-05T10:00:00Z")])
     expired_at = warden.now()
@@ -183,7 +194,9 @@ def test_explain_saved_expired_reverified_revoked(warden: Warden, clock: FrozenC
 
     data = run_cli.json("explain", "meeting")
     assert [(h["event"], h["status_after"]) for h in data["history"]] == [
-        ("memory.saved", "usable"), ("memory.expired", "expired"), ("memory.verified", "usable"),
+        ("memory.saved", "usable"),
+        ("memory.expired", "expired"),
+        ("memory.verified", "usable"),
         ("revocation.issued", "revoked"),
     ]
     assert data["usable"] is False and data["reason"] == "revoked"

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from memwarden.engine import InvalidInput, StaleView, Warden, fts_query
 from memwarden.events import FrozenClock
 
@@ -10,14 +9,37 @@ from .conftest import Cli, save_memory
 
 @pytest.fixture
 def scoped(warden: Warden, clock: FrozenClock) -> Warden:
-    save_memory(warden, "a", tenant="acme", project="p1", summary="서울에서 열린 회의", kind="external_fact",
-                scope={"user": "kim", "agent": "planner", "permission": "calendar"})
+    save_memory(
+        warden,
+        "a",
+        tenant="acme",
+        project="p1",
+        summary="서울에서 열린 회의",
+        kind="external_fact",
+        scope={"user": "kim", "agent": "planner", "permission": "calendar"},
+    )
     clock.advance("1s")
-    save_memory(warden, "b", tenant="acme", project="p2", summary="부산 출장 계획", kind="research_result",
-                scope={"user": "lee", "agent": "travel"}, content="KTX 08:00 출발", ttl=None)
+    save_memory(
+        warden,
+        "b",
+        tenant="acme",
+        project="p2",
+        summary="부산 출장 계획",
+        kind="research_result",
+        scope={"user": "lee", "agent": "travel"},
+        content="KTX 08:00 출발",
+        ttl=None,
+    )
     clock.advance("1s")
-    save_memory(warden, "c", tenant="acme", project="p1", summary="Quarterly budget", kind="project_rule",
-                scope={"tool": "sheets"})
+    save_memory(
+        warden,
+        "c",
+        tenant="acme",
+        project="p1",
+        summary="Quarterly budget",
+        kind="project_rule",
+        scope={"tool": "sheets"},
+    )
     clock.advance("1s")
     save_memory(warden, "x", tenant="globex", project="p1", summary="서울 사무실 이전")
     return warden
@@ -52,8 +74,11 @@ def test_all_shows_every_memory_and_why(scoped: Warden, clock: FrozenClock) -> N
     clock.advance("2h")  # research results live 1h
     scoped.revoke({"ids": ["a"]}, reason="r")
     views = {v.memory_id: (v.usable, v.reason, v.action) for v in scoped.query(tenant="acme", include_unusable=True)}
-    assert views == {"a": (False, "revoked", "treat_as_unknown"), "b": (False, "expired", "reverify"),
-                     "c": (True, None, "none")}
+    assert views == {
+        "a": (False, "revoked", "treat_as_unknown"),
+        "b": (False, "expired", "reverify"),
+        "c": (True, None, "none"),
+    }
     assert [v.memory_id for v in scoped.query(tenant="acme")] == ["c"]
 
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from memwarden.engine import InvalidInput, RevokedScope, Warden
 from memwarden.events import FrozenClock
 
@@ -15,10 +14,14 @@ from .conftest import Cli, save_memory
 
 @pytest.fixture
 def populated(warden: Warden) -> Warden:
-    save_memory(warden, "a1", tenant="acme", project="p1", summary="서울 지사 예산", scope={"user": "kim", "agent": "bot"})
+    save_memory(
+        warden, "a1", tenant="acme", project="p1", summary="서울 지사 예산", scope={"user": "kim", "agent": "bot"}
+    )
     save_memory(warden, "a2", tenant="acme", project="p2", summary="부산 지사 예산", scope={"permission": "finance"})
     save_memory(warden, "a3", tenant="acme", project="p2", kind="project_rule", source_url="https://wiki.acme/rules/3")
-    save_memory(warden, "g1", tenant="globex", project="p1", summary="서울 사무실", scope={"user": "kim", "tool": "search"})
+    save_memory(
+        warden, "g1", tenant="globex", project="p1", summary="서울 사무실", scope={"user": "kim", "tool": "search"}
+    )
     return warden
 
 
@@ -72,8 +75,14 @@ def test_no_resurrection(populated: Warden, clock: FrozenClock, tmp_path: Path) 
     rev = populated.revoke({"tenant": "acme", "project": "p2"}, reason="leak")
     # the same content again, with its old fetch time: refused, naming the revocation
     with pytest.raises(RevokedScope, match=rev.revocation_id):
-        save_memory(populated, "a2", tenant="acme", project="p2", fetched_at="2026-01-05T09:00:00Z",
-                    scope={"permission": "finance"})
+        save_memory(
+            populated,
+            "a2",
+            tenant="acme",
+            project="p2",
+            fetched_at="2026-01-05T09:00:00Z",
+            scope={"permission": "finance"},
+        )
     # a fetch made at the very moment of the revocation does not escape it
     with pytest.raises(RevokedScope):
         save_memory(populated, "a9", tenant="acme", project="p2", fetched_at=populated.now())
@@ -81,11 +90,22 @@ def test_no_resurrection(populated: Warden, clock: FrozenClock, tmp_path: Path) 
     assert populated.import_log(old_export) == 0
     # importing an operator's records with old fetches: refused and reported
     records = tmp_path / "records.jsonl"
-    records.write_text(json.dumps({
-        "memory_id": "a3", "kind": "project_rule", "summary": "rule", "source_url": "https://wiki.acme/rules/3",
-        "fetched_at": "2026-01-05T08:00:00Z", "expires_at": "2026-02-05T08:00:00Z",
-        "scope": {"tenant": "acme", "project": "p2"}, "revocation_version": 1,
-    }) + "\n", encoding="utf-8")
+    records.write_text(
+        json.dumps(
+            {
+                "memory_id": "a3",
+                "kind": "project_rule",
+                "summary": "rule",
+                "source_url": "https://wiki.acme/rules/3",
+                "fetched_at": "2026-01-05T08:00:00Z",
+                "expires_at": "2026-02-05T08:00:00Z",
+                "scope": {"tenant": "acme", "project": "p2"},
+                "revocation_version": 1,
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     result = populated.import_records(records)
     assert result.imported == 0 and result.refused[0]["revocation_id"] == rev.revocation_id
     for memory_id in ("a2", "a3"):
@@ -101,16 +121,31 @@ def test_no_resurrection(populated: Warden, clock: FrozenClock, tmp_path: Path) 
 def test_policy_version_change(populated: Warden, clock: FrozenClock, tmp_path: Path, run_cli: Cli) -> None:
     source = tmp_path / "s.txt"
     source.write_text("content", encoding="utf-8")
-    populated.save(memory_id="p", kind="external_fact", summary="s", content="content", source_url=source.as_uri(),
-                   scope={"tenant": "acme"}, policy="finance")
+    populated.save(
+        memory_id="p",
+        kind="external_fact",
+        summary="s",
+        content="content",
+        source_url=source.as_uri(),
+        scope={"tenant": "acme"},
+        policy="finance",
+    )
     assert run_cli.json("policy", "set", "finance", "2") == {"policy": "finance", "version": 2, "seq": 6}
     view = populated.get("p")
     assert not view.usable and view.reason == "policy_changed" and view.action == "reverify"
     assert populated.get("a1").usable  # other policies untouched
     assert {d.memory_id: d.reason for d in populated.due()} == {"p": "policy_changed"}
     with pytest.raises(InvalidInput, match="revocation_version"):
-        populated.save(memory_id="q", kind="external_fact", summary="s", content="c", source_url="u",
-                       scope={"tenant": "acme"}, policy="finance", revocation_version=1)
+        populated.save(
+            memory_id="q",
+            kind="external_fact",
+            summary="s",
+            content="c",
+            source_url="u",
+            scope={"tenant": "acme"},
+            policy="finance",
+            revocation_version=1,
+        )
     assert populated.verify("p").outcome == "verified"
     assert populated.get("p").usable and populated.get("p").revocation_version == 2
     # versions only go up: lowering one would bring back what the raise took out

@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from memwarden.engine import ChecksumMismatch, InvalidInput, TtlPolicy, Warden
 from memwarden.events import FrozenClock, content_checksum
 
@@ -27,8 +26,21 @@ def test_save_stores_content_addressed_and_returns_its_checksum(warden: Warden) 
 def test_korean_content_end_to_end_through_the_cli(run_cli: Cli, tmp_path: Path) -> None:
     source = tmp_path / "note.md"
     source.write_bytes(KOREAN.encode("utf-8"))
-    saved = run_cli.json("save", "--id", "회의", "--kind", "project_rule", "--summary", "회의실 예약",
-                         "--content-file", str(source), "--source-url", source.as_uri(), "--tenant", "본사")
+    saved = run_cli.json(
+        "save",
+        "--id",
+        "회의",
+        "--kind",
+        "project_rule",
+        "--summary",
+        "회의실 예약",
+        "--content-file",
+        str(source),
+        "--source-url",
+        source.as_uri(),
+        "--tenant",
+        "본사",
+    )
     assert saved["checksum"] == content_checksum(KOREAN)
     got = run_cli.json("get", "회의")
     assert got["content"] == KOREAN and got["summary"] == "회의실 예약" and got["scope"]["tenant"] == "본사"
@@ -43,32 +55,54 @@ def test_a_checksum_that_does_not_match_is_refused(warden: Warden, run_cli: Cli)
     with pytest.raises(ChecksumMismatch, match=f"checksum: {wrong} does not match"):
         save_memory(warden, "m1", content="text", checksum=wrong)
     assert save_memory(warden, "m1", content="text", checksum=content_checksum("text")).version == 1
-    result = run_cli("save", "--id", "m2", "--kind", "external_fact", "--summary", "s", "--content", "x",
-                     "--source-url", "https://e", "--tenant", "t", "--checksum", wrong)
+    result = run_cli(
+        "save",
+        "--id",
+        "m2",
+        "--kind",
+        "external_fact",
+        "--summary",
+        "s",
+        "--content",
+        "x",
+        "--source-url",
+        "https://e",
+        "--tenant",
+        "t",
+        "--checksum",
+        wrong,
+    )
     assert result.exit_code == 2
     assert "checksum" in result.stderr and wrong in result.stderr and content_checksum("x") in result.stderr
     assert warden.log.head().seq == 1
 
 
-@pytest.mark.parametrize(("kind", "hours"), [("research_result", 1), ("external_fact", 6), ("project_rule", 720),
-                                             ("permission", None)])
+@pytest.mark.parametrize(
+    ("kind", "hours"), [("research_result", 1), ("external_fact", 6), ("project_rule", 720), ("permission", None)]
+)
 def test_shipped_ttl_defaults(warden: Warden, kind: str, hours: int | None) -> None:
     result = save_memory(warden, f"m-{kind}", kind=kind, ttl=None)
     if hours is None:
         assert result.expires_at is None
     else:
-        assert result.expires_at == FrozenClock("2026-01-05T09:00:00Z").advance(f"{hours}h").isoformat()[:-6] + ".000000Z"
+        assert (
+            result.expires_at == FrozenClock("2026-01-05T09:00:00Z").advance(f"{hours}h").isoformat()[:-6] + ".000000Z"
+        )
 
 
 def test_ttl_from_a_policy_file_flag_and_expires_at(tmp_path: Path, clock: FrozenClock) -> None:
     policy = tmp_path / "policy.toml"
-    policy.write_text('[kinds.weather]\nttl = "15m"\n[kinds.contract]\nreview = "30d"\n[kinds.grant]\nevents_only = true\n')
+    policy.write_text(
+        '[kinds.weather]\nttl = "15m"\n[kinds.contract]\nreview = "30d"\n[kinds.grant]\nevents_only = true\n'
+    )
     w = Warden(tmp_path / "p.db", clock=clock, policy=TtlPolicy.from_file(policy))
     assert save_memory(w, "a", kind="weather", ttl=None).expires_at == "2026-01-05T09:15:00.000000Z"
     assert save_memory(w, "b", kind="grant", ttl=None).expires_at is None
     assert save_memory(w, "c", kind="weather", ttl="90s").expires_at == "2026-01-05T09:01:30.000000Z"
-    assert save_memory(w, "d", kind="weather", ttl=None,
-                       expires_at="2026-01-05T20:00:00+09:00").expires_at == "2026-01-05T11:00:00.000000Z"
+    assert (
+        save_memory(w, "d", kind="weather", ttl=None, expires_at="2026-01-05T20:00:00+09:00").expires_at
+        == "2026-01-05T11:00:00.000000Z"
+    )
     with pytest.raises(InvalidInput, match="expires_at: kind 'unknown-kind' has no TTL"):
         save_memory(w, "e", kind="unknown-kind", ttl=None)
     with pytest.raises(InvalidInput, match="ttl: give either"):
@@ -77,8 +111,26 @@ def test_ttl_from_a_policy_file_flag_and_expires_at(tmp_path: Path, clock: Froze
     cli = Cli(tmp_path / "p2.db")
     result = cli.runner.invoke(
         __import__("memwarden.engine.faces.cli", fromlist=["cli"]).cli,
-        ["--db", str(tmp_path / "p2.db"), "--policy-file", str(policy), "save", "--id", "x", "--kind", "weather",
-         "--summary", "s", "--content", "c", "--source-url", "u", "--tenant", "t", "--json"],
+        [
+            "--db",
+            str(tmp_path / "p2.db"),
+            "--policy-file",
+            str(policy),
+            "save",
+            "--id",
+            "x",
+            "--kind",
+            "weather",
+            "--summary",
+            "s",
+            "--content",
+            "c",
+            "--source-url",
+            "u",
+            "--tenant",
+            "t",
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     bad = tmp_path / "bad.toml"
@@ -113,8 +165,21 @@ def test_saving_again_makes_a_new_version_and_keeps_history(warden: Warden, cloc
     ],
 )
 def test_bad_input_names_the_field_exits_2_and_changes_nothing(run_cli: Cli, args: list[str], field: str) -> None:
-    base = ["save", "--id", "m1", "--kind", "external_fact", "--summary", "s", "--content", "c",
-            "--source-url", "https://e", "--tenant", "t"]
+    base = [
+        "save",
+        "--id",
+        "m1",
+        "--kind",
+        "external_fact",
+        "--summary",
+        "s",
+        "--content",
+        "c",
+        "--source-url",
+        "https://e",
+        "--tenant",
+        "t",
+    ]
     result = run_cli(*base, *args)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"Error: {field}") or f"{field}:" in result.stderr, result.stderr
@@ -128,13 +193,33 @@ def test_bad_ids_and_scope_are_refused(warden: Warden) -> None:
     with pytest.raises(InvalidInput, match="scope.tenant"):
         save_memory(warden, "ok", tenant="")
     with pytest.raises(InvalidInput, match="content"):
-        warden.save(memory_id="x", kind="external_fact", summary="s", content=b"bytes", source_url="u",  # type: ignore[arg-type]
-                    scope={"tenant": "t"})
+        warden.save(
+            memory_id="x",
+            kind="external_fact",
+            summary="s",
+            content=b"bytes",
+            source_url="u",  # type: ignore[arg-type]
+            scope={"tenant": "t"},
+        )
     assert warden.log.head().seq == 0
 
 
 def test_json_output_is_one_document(run_cli: Cli) -> None:
-    result = run_cli("save", "--id", "m1", "--kind", "external_fact", "--summary", "s", "--content", "c",
-                     "--source-url", "https://e", "--tenant", "t", "--json")
+    result = run_cli(
+        "save",
+        "--id",
+        "m1",
+        "--kind",
+        "external_fact",
+        "--summary",
+        "s",
+        "--content",
+        "c",
+        "--source-url",
+        "https://e",
+        "--tenant",
+        "t",
+        "--json",
+    )
     data = json.loads(result.stdout)
     assert set(data) >= {"memory_id", "version", "checksum", "seq", "expires_at"}

@@ -78,12 +78,15 @@ def test_a_failing_subscriber_rolls_the_batch_back(db_path: Path, clock: FrozenC
     assert log.count() == 0 and log.head().seq == 0
 
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE events SET payload = '{}' WHERE seq = 1",
-    "UPDATE events SET seq = 99 WHERE seq = 1",
-    "DELETE FROM events WHERE seq = 1",
-    "DELETE FROM events",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE events SET payload = '{}' WHERE seq = 1",
+        "UPDATE events SET seq = 99 WHERE seq = 1",
+        "DELETE FROM events WHERE seq = 1",
+        "DELETE FROM events",
+    ],
+)
 def test_triggers_refuse_update_and_delete(fresh_log: SQLiteEventLog, db_path: Path, statement: str) -> None:
     fresh_log.append([saved(1)])
     raw = sqlite3.connect(db_path)

@@ -42,7 +42,10 @@ def delete_row(conn: sqlite3.Connection) -> None:
 
 
 def swap_rows(conn: sqlite3.Connection) -> None:
-    cols = "event_id, type, stream, stream_version, occurred_at, recorded_at, actor, schema_version, payload, prev_hash, hash"
+    cols = (
+        "event_id, type, stream, stream_version, occurred_at, recorded_at, actor, schema_version, payload, "
+        "prev_hash, hash"
+    )
     a = conn.execute(f"SELECT {cols} FROM events WHERE seq = 4").fetchone()
     b = conn.execute(f"SELECT {cols} FROM events WHERE seq = 5").fetchone()
     sets = ", ".join(f"{c.strip()} = ?" for c in cols.split(","))
@@ -56,7 +59,7 @@ def forge_row(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT INTO events (seq, event_id, type, stream, stream_version, occurred_at, recorded_at, actor, "
         "schema_version, payload, prev_hash, hash) VALUES (11, 'forged', 'memory.erased', 'm1', 2, ?, ?, 'mallory', 1, "
-        "'{\"memory_id\":\"m1\",\"reason\":\"x\"}', ?, ?)",
+        '\'{"memory_id":"m1","reason":"x"}\', ?, ?)',
         (last[1], last[1], last[0], "f" * 64),
     )
 
@@ -80,8 +83,9 @@ CASES: list[tuple[Callable[[sqlite3.Connection], None], int, str]] = [
 
 
 @pytest.mark.parametrize(("tamper", "bad_seq", "problem"), CASES, ids=[c[0].__name__ for c in CASES])
-def test_tampering_is_named_at_its_seq(filled: Path, run_cli: Cli, tamper: Callable[[sqlite3.Connection], None],
-                                       bad_seq: int, problem: str) -> None:
+def test_tampering_is_named_at_its_seq(
+    filled: Path, run_cli: Cli, tamper: Callable[[sqlite3.Connection], None], bad_seq: int, problem: str
+) -> None:
     conn = _raw(filled)
     tamper(conn)
     conn.close()
@@ -127,7 +131,9 @@ def test_a_consistent_rewrite_is_caught_by_a_kept_head(filled: Path, run_cli: Cl
         row[10] = prev
         row[11] = row_hash(tuple(row))  # type: ignore[arg-type]
         prev = row[11]
-        conn.execute("UPDATE events SET payload = ?, prev_hash = ?, hash = ? WHERE seq = ?", (row[9], row[10], row[11], row[0]))
+        conn.execute(
+            "UPDATE events SET payload = ?, prev_hash = ?, hash = ? WHERE seq = ?", (row[9], row[10], row[11], row[0])
+        )
     conn.close()
 
     assert run_cli.json("audit", "verify")["ok"] is True  # the chain alone is consistent

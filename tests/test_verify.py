@@ -7,19 +7,19 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
-
-from memwarden.engine import FetchFailed, Fetchers, Warden
+from memwarden.engine import Fetchers, FetchFailed, Warden
 from memwarden.events import FrozenClock
 
 from .conftest import Cli
 
 
 class Handler(BaseHTTPRequestHandler):
-    pages: dict[str, bytes] = {}
+    pages: ClassVar[dict[str, bytes]] = {}
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.path.startswith("/redirect/"):
             n = int(self.path.rsplit("/", 1)[1])
             self.send_response(302)
@@ -57,11 +57,19 @@ def server() -> Iterator[str]:
     httpd.server_close()
 
 
-def test_same_content_reverifies_with_new_times(warden: Warden, clock: FrozenClock, tmp_path: Path, run_cli: Cli) -> None:
+def test_same_content_reverifies_with_new_times(
+    warden: Warden, clock: FrozenClock, tmp_path: Path, run_cli: Cli
+) -> None:
     source = tmp_path / "fact.txt"
     source.write_text("환율 1달러 = 1,350원", encoding="utf-8")
-    warden.save(memory_id="fx", kind="research_result", summary="환율", content="환율 1달러 = 1,350원",
-                source_url=source.as_uri(), scope={"tenant": "acme"})
+    warden.save(
+        memory_id="fx",
+        kind="research_result",
+        summary="환율",
+        content="환율 1달러 = 1,350원",
+        source_url=source.as_uri(),
+        scope={"tenant": "acme"},
+    )
     clock.advance("3h")
     assert warden.get("fx").reason == "expired" and warden.get("fx").action == "reverify"
     result = warden.verify("fx")
@@ -74,12 +82,19 @@ def test_same_content_reverifies_with_new_times(warden: Warden, clock: FrozenClo
     assert data == {"results": [{"memory_id": "fx", "outcome": "verified", "detail": None, "seq": 3}]}
 
 
-def test_changed_content_invalidates_and_accept_saves_a_new_version(warden: Warden, tmp_path: Path,
-                                                                    run_cli: Cli) -> None:
+def test_changed_content_invalidates_and_accept_saves_a_new_version(
+    warden: Warden, tmp_path: Path, run_cli: Cli
+) -> None:
     source = tmp_path / "fact.txt"
     source.write_text("v1", encoding="utf-8")
-    warden.save(memory_id="f", kind="external_fact", summary="s", content="v1", source_url=source.as_uri(),
-                scope={"tenant": "acme"})
+    warden.save(
+        memory_id="f",
+        kind="external_fact",
+        summary="s",
+        content="v1",
+        source_url=source.as_uri(),
+        scope={"tenant": "acme"},
+    )
     source.write_text("v2", encoding="utf-8")
     result = run_cli("verify", "f", "--json")
     assert result.exit_code == 1 and '"outcome":"changed"' in result.stdout
@@ -94,8 +109,14 @@ def test_changed_content_invalidates_and_accept_saves_a_new_version(warden: Ward
 def test_fetch_failure_marks_unknown_until_a_later_success(warden: Warden, tmp_path: Path) -> None:
     source = tmp_path / "gone.txt"
     source.write_text("here", encoding="utf-8")
-    warden.save(memory_id="g", kind="external_fact", summary="s", content="here", source_url=source.as_uri(),
-                scope={"tenant": "acme"})
+    warden.save(
+        memory_id="g",
+        kind="external_fact",
+        summary="s",
+        content="here",
+        source_url=source.as_uri(),
+        scope={"tenant": "acme"},
+    )
     source.unlink()
     assert warden.verify("g").outcome == "failed"
     view = warden.get("g")
@@ -108,8 +129,14 @@ def test_fetch_failure_marks_unknown_until_a_later_success(warden: Warden, tmp_p
 def test_http_fetcher(warden: Warden, server: str) -> None:
     Handler.pages["/page"] = "서울 기온 12도".encode()
     warden.fetchers = Fetchers(timeout=0.5, max_bytes=100_000, max_redirects=3)
-    warden.save(memory_id="h", kind="external_fact", summary="s", content="서울 기온 12도", source_url=f"{server}/page",
-                scope={"tenant": "acme"})
+    warden.save(
+        memory_id="h",
+        kind="external_fact",
+        summary="s",
+        content="서울 기온 12도",
+        source_url=f"{server}/page",
+        scope={"tenant": "acme"},
+    )
     assert warden.verify("h").outcome == "verified"
     row = {"source_url": f"{server}/redirect/2"}
     assert warden.fetchers.fetch(row) == "서울 기온 12도"
@@ -127,8 +154,14 @@ def test_registered_callables_and_verify_due(warden: Warden, clock: FrozenClock,
     answers = {"a": "alpha", "b": "beta"}
     warden.fetchers.register("kv", lambda row: answers[row["memory_id"]])
     for key in ("a", "b"):
-        warden.save(memory_id=key, kind="research_result", summary=key, content=answers[key], source_url="callable:kv",
-                    scope={"tenant": "acme"})
+        warden.save(
+            memory_id=key,
+            kind="research_result",
+            summary=key,
+            content=answers[key],
+            source_url="callable:kv",
+            scope={"tenant": "acme"},
+        )
     answers["b"] = "changed"
     clock.advance("2h")
     results = {r.memory_id: r.outcome for r in warden.verify_due()}
@@ -144,8 +177,14 @@ def test_verify_cannot_bring_back_revoked_or_erased(warden: Warden, tmp_path: Pa
     source = tmp_path / "s.txt"
     source.write_text("x", encoding="utf-8")
     for key in ("r", "e"):
-        warden.save(memory_id=key, kind="external_fact", summary="s", content="x" if key == "r" else "e-text",
-                    source_url=source.as_uri(), scope={"tenant": "acme", "project": key})
+        warden.save(
+            memory_id=key,
+            kind="external_fact",
+            summary="s",
+            content="x" if key == "r" else "e-text",
+            source_url=source.as_uri(),
+            scope={"tenant": "acme", "project": key},
+        )
     warden.revoke({"tenant": "acme", "project": "r"}, reason="r")
     warden.erase(memory_id="e", reason="asked")
     assert warden.verify("r").outcome == "revoked" and not warden.get("r").usable

@@ -110,10 +110,21 @@ def scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _scope(tenant: str, project: str | None, permission: str | None, user: str | None,
-           agent: str | None, tool: str | None = None) -> dict[str, Any]:
-    return {k: v for k, v in dict(tenant=tenant, project=project, permission=permission, user=user,
-                                  agent=agent, tool=tool).items() if v is not None}
+def _scope(
+    tenant: str,
+    project: str | None,
+    permission: str | None,
+    user: str | None,
+    agent: str | None,
+    tool: str | None = None,
+) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in dict(
+            tenant=tenant, project=project, permission=permission, user=user, agent=agent, tool=tool
+        ).items()
+        if v is not None
+    }
 
 
 def _content(content: str | None, content_file: str | None) -> str:
@@ -130,10 +141,21 @@ def _content(content: str | None, content_file: str | None) -> str:
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", envvar="MEMWARDEN_DB", default="memwarden.db", show_default=True,
-              type=click.Path(dir_okay=False), help="Database file (env MEMWARDEN_DB); created on first use.")
-@click.option("--policy-file", envvar="MEMWARDEN_POLICY", default=None, type=click.Path(dir_okay=False),
-              help="TOML file of TTLs per kind (env MEMWARDEN_POLICY).")
+@click.option(
+    "--db",
+    envvar="MEMWARDEN_DB",
+    default="memwarden.db",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Database file (env MEMWARDEN_DB); created on first use.",
+)
+@click.option(
+    "--policy-file",
+    envvar="MEMWARDEN_POLICY",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="TOML file of TTLs per kind (env MEMWARDEN_POLICY).",
+)
 @click.version_option(package_name="memwarden")
 @click.pass_context
 def cli(ctx: click.Context, db: str, policy_file: str | None) -> None:
@@ -170,26 +192,63 @@ def cli(ctx: click.Context, db: str, policy_file: str | None) -> None:
 @click.option("--checksum", default=None, help="sha256:<hex> the content must match.")
 @json_option
 @with_warden
-def save(warden: Warden, memory_id: str, kind: str, summary: str, content: str | None, content_file: str | None,
-         source_url: str, tenant: str, project: str | None, permission: str | None, user: str | None,
-         agent: str | None, tool: str | None, tool_version: str | None, input_hash: str | None,
-         source: str | None, repo: str | None, branch: str | None, fetched_at: str | None,
-         expires_at: str | None, ttl: str | None, policy_key: str, revocation_version: int | None,
-         checksum: str | None, as_json: bool) -> None:
+def save(
+    warden: Warden,
+    memory_id: str,
+    kind: str,
+    summary: str,
+    content: str | None,
+    content_file: str | None,
+    source_url: str,
+    tenant: str,
+    project: str | None,
+    permission: str | None,
+    user: str | None,
+    agent: str | None,
+    tool: str | None,
+    tool_version: str | None,
+    input_hash: str | None,
+    source: str | None,
+    repo: str | None,
+    branch: str | None,
+    fetched_at: str | None,
+    expires_at: str | None,
+    ttl: str | None,
+    policy_key: str,
+    revocation_version: int | None,
+    checksum: str | None,
+    as_json: bool,
+) -> None:
     """Record a memory with its provenance."""
     parts = (tool_version, input_hash)
     if any(parts) and not all((tool, *parts)):
         raise InvalidInput("tool", "--tool, --tool-version and --input-hash go together")
     result = warden.save(
-        memory_id=memory_id, kind=kind, summary=summary, content=_content(content, content_file),
-        source_url=source_url, scope=_scope(tenant, project, permission, user, agent, tool),
-        fetched_at=fetched_at, expires_at=expires_at, ttl=ttl, source=source,
-        repo=str(Path(repo).resolve()) if repo else None, branch=branch, policy=policy_key,
-        revocation_version=revocation_version, checksum=checksum,
-        cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash} if all((tool, *parts)) else None,
+        memory_id=memory_id,
+        kind=kind,
+        summary=summary,
+        content=_content(content, content_file),
+        source_url=source_url,
+        scope=_scope(tenant, project, permission, user, agent, tool),
+        fetched_at=fetched_at,
+        expires_at=expires_at,
+        ttl=ttl,
+        source=source,
+        repo=str(Path(repo).resolve()) if repo else None,
+        branch=branch,
+        policy=policy_key,
+        revocation_version=revocation_version,
+        checksum=checksum,
+        cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash}
+        if all((tool, *parts))
+        else None,
     )
-    emit(result.as_dict(), as_json, f"saved {result.memory_id} v{result.version} at seq {result.seq} "
-         f"({result.checksum}, expires {result.expires_at or 'never'})")
+    emit(
+        result.as_dict(),
+        as_json,
+        f"saved {result.memory_id} v{result.version} at seq {result.seq} "
+        f"({result.checksum}, expires {result.expires_at or 'never'})",
+    )
 
 
 def _print_view(view: dict[str, Any]) -> None:
@@ -228,13 +287,36 @@ def get(warden: Warden, memory_id: str, min_seq: int | None, as_json: bool) -> N
 @click.option("--no-content", is_flag=True, help="Leave the texts out of the answer.")
 @json_option
 @with_warden
-def query(warden: Warden, tenant: str, project: str | None, permission: str | None, user: str | None,
-          agent: str | None, tool: str | None, kind: str | None, text: str | None, include_unusable: bool,
-          limit: int, min_seq: int | None, no_content: bool, as_json: bool) -> None:
+def query(
+    warden: Warden,
+    tenant: str,
+    project: str | None,
+    permission: str | None,
+    user: str | None,
+    agent: str | None,
+    tool: str | None,
+    kind: str | None,
+    text: str | None,
+    include_unusable: bool,
+    limit: int,
+    min_seq: int | None,
+    no_content: bool,
+    as_json: bool,
+) -> None:
     """Usable memories in a scope (with --all: every memory and why not)."""
     views = warden.query(
-        tenant=tenant, project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind,
-        text=text, include_unusable=include_unusable, limit=limit, min_seq=min_seq, with_content=not no_content,
+        tenant=tenant,
+        project=project,
+        permission=permission,
+        user=user,
+        agent=agent,
+        tool=tool,
+        kind=kind,
+        text=text,
+        include_unusable=include_unusable,
+        limit=limit,
+        min_seq=min_seq,
+        with_content=not no_content,
     )
     data = {"memories": [v.as_dict() for v in views]}
 
@@ -253,7 +335,9 @@ def query(warden: Warden, tenant: str, project: str | None, permission: str | No
 @click.option("--limit", type=click.IntRange(1), default=None)
 @json_option
 @with_warden
-def verify(warden: Warden, memory_id: str | None, all_due: bool, accept: bool, limit: int | None, as_json: bool) -> None:
+def verify(
+    warden: Warden, memory_id: str | None, all_due: bool, accept: bool, limit: int | None, as_json: bool
+) -> None:
     """Re-check memories against their source; exit 1 if any check failed or changed."""
     if (memory_id is None) == (not all_due):
         raise InvalidInput("memory_id", "give a memory id or --due, not both")
@@ -276,8 +360,11 @@ def verify(warden: Warden, memory_id: str | None, all_due: bool, accept: bool, l
 def due(warden: Warden, limit: int | None, as_json: bool) -> None:
     """What must be re-verified now: memory_id source_url reason, a line."""
     items = warden.due(limit=limit)
-    emit({"due": [i.as_dict() for i in items]}, as_json,
-         lambda: [click.echo(f"{i.memory_id} {i.source_url} {i.reason}") for i in items])
+    emit(
+        {"due": [i.as_dict() for i in items]},
+        as_json,
+        lambda: [click.echo(f"{i.memory_id} {i.source_url} {i.reason}") for i in items],
+    )
 
 
 @cli.command("import-records")
@@ -288,11 +375,18 @@ def import_records(warden: Warden, file: str, as_json: bool) -> None:
     """Import a JSONL file of memory records (all or nothing)."""
     result = warden.import_records(file)
     for refusal in result.refused:
-        click.echo(f"refused line {refusal['line']} ({refusal['memory_id']}): "
-                   f"{refusal.get('revocation_id') or refusal.get('reason')}", err=True)
-    emit(result.as_dict(), as_json, f"imported {result.imported} records"
-         + (f", {result.skipped} already present" if result.skipped else "")
-         + (f", {len(result.refused)} refused" if result.refused else ""))
+        click.echo(
+            f"refused line {refusal['line']} ({refusal['memory_id']}): "
+            f"{refusal.get('revocation_id') or refusal.get('reason')}",
+            err=True,
+        )
+    emit(
+        result.as_dict(),
+        as_json,
+        f"imported {result.imported} records"
+        + (f", {result.skipped} already present" if result.skipped else "")
+        + (f", {len(result.refused)} refused" if result.refused else ""),
+    )
 
 
 # -- security -----------------------------------------------------------------------------
@@ -310,20 +404,47 @@ def import_records(warden: Warden, file: str, as_json: bool) -> None:
 @click.option("--by", default="security", show_default=True, help="Who issues the revocation.")
 @json_option
 @with_warden
-def revoke(warden: Warden, tenant: str | None, project: str | None, permission: str | None, user: str | None,
-           agent: str | None, tool: str | None, kind: str | None, source_prefix: str | None, ids: tuple[str, ...],
-           everything: bool, reason: str, by: str, as_json: bool) -> None:
+def revoke(
+    warden: Warden,
+    tenant: str | None,
+    project: str | None,
+    permission: str | None,
+    user: str | None,
+    agent: str | None,
+    tool: str | None,
+    kind: str | None,
+    source_prefix: str | None,
+    ids: tuple[str, ...],
+    everything: bool,
+    reason: str,
+    by: str,
+    as_json: bool,
+) -> None:
     """Take a scope out of every read path, at commit."""
-    selector = {k: v for k, v in dict(
-        tenant=tenant, project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind,
-        source_prefix=source_prefix).items() if v is not None}
+    selector = {
+        k: v
+        for k, v in dict(
+            tenant=tenant,
+            project=project,
+            permission=permission,
+            user=user,
+            agent=agent,
+            tool=tool,
+            kind=kind,
+            source_prefix=source_prefix,
+        ).items()
+        if v is not None
+    }
     if ids:
         selector["ids"] = tuple(ids)
     if everything:
         selector["everything"] = True
     result = warden.revoke(selector, reason=reason, by=by)
-    emit(result.as_dict(), as_json,
-         f"{result.revocation_id} in force at seq {result.seq}: {result.covered} memories taken out")
+    emit(
+        result.as_dict(),
+        as_json,
+        f"{result.revocation_id} in force at seq {result.seq}: {result.covered} memories taken out",
+    )
 
 
 @cli.group("policy", cls=Group)
@@ -377,8 +498,10 @@ def explain(warden: Warden, memory_id: str, as_of: str | None, as_json: bool) ->
 
     def show() -> None:
         for h in data["history"]:
-            click.echo(f"{h['seq']:>8}  {h['recorded_at']}  {h['actor']:<12} {h['event']:<28} -> {h['status_after']}"
-                       + (f"  ({h['note']})" if h["note"] else ""))
+            click.echo(
+                f"{h['seq']:>8}  {h['recorded_at']}  {h['actor']:<12} {h['event']:<28} -> {h['status_after']}"
+                + (f"  ({h['note']})" if h["note"] else "")
+            )
         verdict = "usable" if data["usable"] else f"NOT usable: {data['reason']} (action: {data['action']})"
         click.echo(f"as of {data['as_of']} (seq {data['seq']}): {verdict}")
 
@@ -392,8 +515,9 @@ def explain(warden: Warden, memory_id: str, as_of: str | None, as_json: bool) ->
 @click.option("--all", "include_unusable", is_flag=True, help="Also the memories that were not usable then.")
 @json_option
 @with_warden
-def replay(warden: Warden, as_of: str | None, seq: int | None, tenant: str | None, include_unusable: bool,
-           as_json: bool) -> None:
+def replay(
+    warden: Warden, as_of: str | None, seq: int | None, tenant: str | None, include_unusable: bool, as_json: bool
+) -> None:
     """The usable view as it was then, rebuilt from the log."""
     data = warden.replay(as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable)
 
@@ -467,9 +591,13 @@ def rebuild(warden: Warden, as_json: bool) -> None:
 
     total = warden.log.head().seq
     with Progress(
-        TextColumn("rebuild"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("rebuild"),
+        BarColumn(),
+        MofNCompleteColumn(),
         TextColumn("[progress.data.speed]{task.fields[rate]}"),
-        TimeRemainingColumn(), console=Console(stderr=True), transient=as_json,
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=as_json,
     ) as progress:
         task = progress.add_task("rebuild", total=total, rate="")
 
@@ -493,8 +621,14 @@ def projections_group() -> None:
 def projections_check(warden: Warden, as_json: bool) -> None:
     """Compare the live view with a fresh rebuild; exit 1 naming the first difference."""
     result = warden.check_projections().as_dict()
-    text = "ok: live view equals a rebuild" if result["ok"] else (
-        f"DIFFERENT: {result['first_difference']}" + (f", memory {result['memory_id']}" if result["memory_id"] else ""))
+    text = (
+        "ok: live view equals a rebuild"
+        if result["ok"]
+        else (
+            f"DIFFERENT: {result['first_difference']}"
+            + (f", memory {result['memory_id']}" if result["memory_id"] else "")
+        )
+    )
     emit(result, as_json, text)
     if not result["ok"]:
         sys.exit(1)
@@ -537,32 +671,73 @@ def _cache_key_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--ttl", default=None)
 @json_option
 @with_warden
-def cache_put(warden: Warden, tool: str, tool_version: str, input_hash: str, tenant: str, project: str | None,
-              permission: str | None, user: str | None, agent: str | None, content: str | None,
-              content_file: str | None, source_url: str, ttl: str | None, as_json: bool) -> None:
+def cache_put(
+    warden: Warden,
+    tool: str,
+    tool_version: str,
+    input_hash: str,
+    tenant: str,
+    project: str | None,
+    permission: str | None,
+    user: str | None,
+    agent: str | None,
+    content: str | None,
+    content_file: str | None,
+    source_url: str,
+    ttl: str | None,
+    as_json: bool,
+) -> None:
     """Store a tool result."""
     result = warden.cache_put(
-        tool=tool, tool_version=tool_version, input_hash=input_hash,
-        scope=_scope(tenant, project, permission, user, agent, tool), content=_content(content, content_file),
-        source_url=source_url, ttl=ttl,
+        tool=tool,
+        tool_version=tool_version,
+        input_hash=input_hash,
+        scope=_scope(tenant, project, permission, user, agent, tool),
+        content=_content(content, content_file),
+        source_url=source_url,
+        ttl=ttl,
     )
-    emit({"memory_id": result.memory_id, "checksum": result.checksum, "seq": result.seq,
-          "expires_at": result.expires_at}, as_json, f"cached as {result.memory_id} (seq {result.seq})")
+    emit(
+        {
+            "memory_id": result.memory_id,
+            "checksum": result.checksum,
+            "seq": result.seq,
+            "expires_at": result.expires_at,
+        },
+        as_json,
+        f"cached as {result.memory_id} (seq {result.seq})",
+    )
 
 
 @cache_group.command("get")
 @_cache_key_options
 @json_option
 @with_warden
-def cache_get(warden: Warden, tool: str, tool_version: str, input_hash: str, tenant: str, project: str | None,
-              permission: str | None, user: str | None, agent: str | None, as_json: bool) -> None:
+def cache_get(
+    warden: Warden,
+    tool: str,
+    tool_version: str,
+    input_hash: str,
+    tenant: str,
+    project: str | None,
+    permission: str | None,
+    user: str | None,
+    agent: str | None,
+    as_json: bool,
+) -> None:
     """A hit only if every key part matches and the entry is usable; exit 1 on a miss."""
     hit, view, reason = warden.cache_get(
-        tool=tool, tool_version=tool_version, input_hash=input_hash,
+        tool=tool,
+        tool_version=tool_version,
+        input_hash=input_hash,
         scope=_scope(tenant, project, permission, user, agent, tool),
     )
-    data = {"hit": hit, "memory_id": view.memory_id if view else None,
-            "content": view.content if (hit and view) else None, "reason": reason}
+    data = {
+        "hit": hit,
+        "memory_id": view.memory_id if view else None,
+        "content": view.content if (hit and view) else None,
+        "reason": reason,
+    }
     emit(data, as_json, (view.content if hit and view else f"miss: {reason}"))
     if not hit:
         sys.exit(1)

@@ -26,6 +26,9 @@ class Metric:
 
 
 def arguments(description: str) -> argparse.Namespace:
+    from memwarden.engine import configure_logging
+
+    configure_logging(level="ERROR")
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="a small run, under a minute")
     parser.add_argument("--json", dest="json_path", type=Path, default=None, help="write results as JSON here")
@@ -57,8 +60,13 @@ def report(title: str, metrics: list[Metric], json_path: Path | None) -> None:
         table.add_column(column, justify="right" if column in ("value", "baseline", "ratio") else "left")
     for m in metrics:
         table.add_row(
-            m.metric, f"{m.value:,.2f}", m.unit, "-" if m.baseline is None else f"{m.baseline:,.2f}",
-            "-" if m.ratio is None else f"{m.ratio:.3f}", m.target, "yes" if m.met else "NO",
+            m.metric,
+            f"{m.value:,.2f}",
+            m.unit,
+            "-" if m.baseline is None else f"{m.baseline:,.2f}",
+            "-" if m.ratio is None else f"{m.ratio:.3f}",
+            m.target,
+            "yes" if m.met else "NO",
         )
     Console().print(table)
     if json_path is not None:

@@ -30,10 +30,16 @@ from memwarden.events._canonical import canonical_json
 def events(n: int, prefix: str) -> list[MemorySaved]:
     return [
         MemorySaved(
-            memory_id=f"{prefix}-{i}", version=1, kind="external_fact", summary=f"서울 지사 요약 {i} summary text",
-            content_checksum=content_checksum(str(i)), content_length=len(str(i)),
-            source_url=f"https://example.org/docs/{i}", fetched_at="2026-01-05T09:00:00Z",
-            expires_at="2026-01-05T15:00:00Z", scope=Scope(tenant=f"t{i % 1000}", project=f"p{i % 10}"),
+            memory_id=f"{prefix}-{i}",
+            version=1,
+            kind="external_fact",
+            summary=f"서울 지사 요약 {i} summary text",
+            content_checksum=content_checksum(str(i)),
+            content_length=len(str(i)),
+            source_url=f"https://example.org/docs/{i}",
+            fetched_at="2026-01-05T09:00:00Z",
+            expires_at="2026-01-05T15:00:00Z",
+            scope=Scope(tenant=f"t{i % 1000}", project=f"p{i % 10}"),
         )
         for i in range(n)
     ]
@@ -41,8 +47,20 @@ def events(n: int, prefix: str) -> list[MemorySaved]:
 
 def raw_rows(evs: list[MemorySaved]) -> list[tuple[object, ...]]:
     return [
-        (i + 1, e.event_id, e.type, e.stream, 1, "2026-01-05T09:00:00.000000Z", "2026-01-05T09:00:00.000000Z",
-         e.actor, 1, canonical_json(e.payload()), "0" * 64, "f" * 64)
+        (
+            i + 1,
+            e.event_id,
+            e.type,
+            e.stream,
+            1,
+            "2026-01-05T09:00:00.000000Z",
+            "2026-01-05T09:00:00.000000Z",
+            e.actor,
+            1,
+            canonical_json(e.payload()),
+            "0" * 64,
+            "f" * 64,
+        )
         for i, e in enumerate(evs)
     ]
 
@@ -147,8 +165,10 @@ def main() -> None:
         t = timed(lambda: [app.save(memory(payload=p)) for p in payloads[:singles]])
         return singles / t
 
-    print(f"batched: {n:,} events in batches of 1,000; singles: {singles:,}; verify: {verify_n:,}; "
-          f"median of {runs} runs", file=sys.stderr)
+    print(
+        f"batched: {n:,} events in batches of 1,000; singles: {singles:,}; verify: {verify_n:,}; median of {runs} runs",
+        file=sys.stderr,
+    )
     batched = median_of(runs, ours_batched)
     floor = median_of(runs, raw_batched)
     es = median_of(runs, es_batched)
@@ -160,20 +180,45 @@ def main() -> None:
     log = SQLiteEventLog(fresh("verify"), synchronous="OFF")
     chunk = events(10_000, "v")
     for start in range(0, verify_n, 10_000):
-        log.append([e.model_copy(update={"memory_id": f"v{start + k}", "event_id": f"v{start + k}"})
-                    for k, e in enumerate(chunk)])
+        log.append(
+            [
+                e.model_copy(update={"memory_id": f"v{start + k}", "event_id": f"v{start + k}"})
+                for k, e in enumerate(chunk)
+            ]
+        )
     verify_rate = median_of(runs, lambda: verify_n / timed(lambda: _check(log.verify_chain())))
     log.close()
 
     metrics = [
-        Metric("batched append vs raw executemany", batched, "events/s", floor, batched / floor, ">= 0.333",
-               batched / floor >= 1 / 3),
+        Metric(
+            "batched append vs raw executemany",
+            batched,
+            "events/s",
+            floor,
+            batched / floor,
+            ">= 0.333",
+            batched / floor >= 1 / 3,
+        ),
         Metric("batched append vs eventsourcing", batched, "events/s", es, batched / es, ">= 3.0", batched / es >= 3),
-        Metric("single durable append vs raw commit", single, "events/s", raw1, single / raw1, ">= 0.6",
-               single / raw1 >= 0.6),
+        Metric(
+            "single durable append vs raw commit",
+            single,
+            "events/s",
+            raw1,
+            single / raw1,
+            ">= 0.6",
+            single / raw1 >= 0.6,
+        ),
         Metric("single durable append vs eventsourcing", single, "events/s", es1, single / es1, "(info)", True),
-        Metric(f"audit verify over {verify_n:,} events", verify_rate, "events/s", None, None, ">= 300000",
-               verify_rate >= 300_000),
+        Metric(
+            f"audit verify over {verify_n:,} events",
+            verify_rate,
+            "events/s",
+            None,
+            None,
+            ">= 300000",
+            verify_rate >= 300_000,
+        ),
     ]
     report("memwarden append benchmark", metrics, args.json_path)
 

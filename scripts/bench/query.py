@@ -1,0 +1,184 @@
+"""Agent queries, revocation and `due` over a large usable view.
+
+    .venv/bin/python scripts/bench/query.py [--quick] [--json PATH]
+
+1M memories over 1,000 tenants x 10 projects (--quick: 100k). Measures:
+query p50/p99 for one tenant+project (limit 100) through the Python API vs
+the same SQL run raw; revoking a tenant of 1,000 memories (commit time, then
+zero of them returned by the next query); `due` with 2% due vs a plain Python
+scan of the same records as JSONL (json.loads, fromisoformat).
+Targets: query p99 <= 1 ms and <= 4x raw SQL; revoke commit <= 100 ms;
+due >= 20x faster than the scan.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import Metric, arguments, median_of, report, timed
+from memwarden.engine import Warden
+from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
+
+NOW = "2026-01-05T09:00:00Z"
+
+
+def fill(w: Warden, n: int) -> None:
+    """n memories, 2% of them already past expiry, written as batched appends
+    (the projections are applied inline, as for any append)."""
+    tenants = 1000
+    for start in range(0, n, 5000):
+        batch = []
+        texts = []
+        for i in range(start, min(start + 5000, n)):
+            text = f"memory {i} 서울 지사 기록 {i * 7919 % 1000}"
+            expired = (i // 1000) % 50 == 0  # 2%, spread over every tenant
+            texts.append(text)
+            batch.append(
+                MemorySaved(
+                    memory_id=f"m{i}",
+                    version=1,
+                    kind="external_fact",
+                    summary=f"요약 {i} summary",
+                    content_checksum=content_checksum(text),
+                    content_length=len(text.encode()),
+                    source_url=f"https://src.example/{i}",
+                    fetched_at="2026-01-04T09:00:00Z" if expired else "2026-01-05T08:00:00Z",
+                    expires_at="2026-01-04T15:00:00Z" if expired else "2026-01-06T08:00:00Z",
+                    scope=Scope(tenant=f"t{i % tenants}", project=f"p{(i // tenants) % 10}"),
+                )
+            )
+        with w.transaction() as tx:
+            for text in texts:
+                w.blobs.put(text)
+            tx.append(batch)
+
+
+RAW_QUERY = (
+    "SELECT * FROM memories WHERE tenant = ? AND project = ? AND status = 'usable' "
+    "AND (expires_at IS NULL OR expires_at > ?) ORDER BY last_seq DESC LIMIT 100"
+)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    args = arguments(__doc__ or "")
+    n = 100_000 if args.quick else 1_000_000
+    queries = 300 if args.quick else 2000
+    runs = args.repeat or 3
+    tmp = Path(tempfile.mkdtemp(prefix="memwarden-query-"))
+    clock = FrozenClock(NOW)
+    w = Warden(tmp / "q.db", clock=clock, synchronous="NORMAL")
+    print(f"filling {n:,} memories ...", file=sys.stderr)
+    started = time.perf_counter()
+    fill(w, n)
+    print(f"filled in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    rng = random.Random(7)
+    scopes = [(f"t{rng.randrange(1000)}", f"p{rng.randrange(10)}") for _ in range(queries)]
+    now = w.now()
+
+    def api_latencies() -> list[float]:
+        out = []
+        for tenant, project in scopes:
+            t = time.perf_counter()
+            views = w.query(tenant=tenant, project=project, limit=100)
+            out.append(time.perf_counter() - t)
+            assert len(views) >= 1
+        return out
+
+    def raw_latencies() -> list[float]:
+        out = []
+        for tenant, project in scopes:
+            t = time.perf_counter()
+            rows = w.conn.execute(RAW_QUERY, (tenant, project, now)).fetchall()
+            out.append(time.perf_counter() - t)
+            assert rows
+        return out
+
+    api_runs = [api_latencies() for _ in range(runs)]
+    raw_runs = [raw_latencies() for _ in range(runs)]
+    api_p50 = statistics.median(percentile(r, 0.5) for r in api_runs) * 1000
+    api_p99 = statistics.median(percentile(r, 0.99) for r in api_runs) * 1000
+    raw_p50 = statistics.median(percentile(r, 0.5) for r in raw_runs) * 1000
+    raw_p99 = statistics.median(percentile(r, 0.99) for r in raw_runs) * 1000
+
+    # revoke a tenant (1,000 memories at 1M; 100 at 100k), then the next query returns none of them
+    commit_ms = []
+    for k in range(runs):
+        tenant = f"t{900 + k}"
+        commit_ms.append(timed(lambda tenant=tenant: w.revoke({"tenant": tenant}, reason="bench")) * 1000)
+        for p in range(10):
+            assert w.query(tenant=tenant, project=f"p{p}") == []
+    revoke_ms = statistics.median(commit_ms)
+
+    # due: 2% past expiry, vs a plain scan of the same records exported as JSONL
+    records = tmp / "records.jsonl"
+    with open(records, "w", encoding="utf-8") as fh:
+        for row in w.conn.execute("SELECT memory_id, source_url, expires_at, status FROM memories"):
+            fh.write(
+                json.dumps({"memory_id": row[0], "source_url": row[1], "expires_at": row[2], "status": row[3]}) + "\n"
+            )
+    cutoff = datetime.fromisoformat(now)
+
+    def scan() -> int:
+        due = 0
+        with open(records, encoding="utf-8") as fh:
+            for line in fh:
+                rec = json.loads(line)
+                if rec["expires_at"] and datetime.fromisoformat(rec["expires_at"]) <= cutoff:
+                    due += 1
+        return due
+
+    due_count = len(w.due())
+    assert due_count >= n // 60, due_count  # 2% past expiry, less those in revoked tenants
+    ours_due = median_of(runs, lambda: timed(w.due))
+    scan_due = median_of(runs, lambda: timed(scan))
+    w.close()
+
+    metrics = [
+        Metric("query p50 (tenant+project, limit 100)", api_p50, "ms", raw_p50, api_p50 / raw_p50, "(info)", True),
+        Metric(
+            "query p99 (tenant+project, limit 100)",
+            api_p99,
+            "ms",
+            raw_p99,
+            api_p99 / raw_p99,
+            "<= 1 ms and <= 4x raw",
+            api_p99 <= 1 and api_p99 / raw_p99 <= 4,
+        ),
+        Metric(
+            f"revoke a tenant ({n // 1000:,} memories): commit",
+            revoke_ms,
+            "ms",
+            None,
+            None,
+            "<= 100 ms",
+            revoke_ms <= 100,
+        ),
+        Metric(
+            f"due over {n:,} ({due_count:,} due)",
+            ours_due * 1000,
+            "ms",
+            scan_due * 1000,
+            scan_due / ours_due,
+            ">= 20x faster than the scan",
+            scan_due / ours_due >= 20,
+        ),
+    ]
+    report("memwarden query benchmark", metrics, args.json_path)
+
+
+if __name__ == "__main__":
+    main()
