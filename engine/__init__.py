@@ -16,6 +16,8 @@ from ._fetchers import Fetchers
 from ._gate import ACTIONS, REASONS, Decision, decide
 from ._logging import configure_logging
 from ._policy import KindRule, TtlPolicy
+from ._readback import read_back, readback_records
+from ._scheduler import HostBackoff, Scheduler, expiry_event_id
 from ._views import DueItem, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
 from ._warden import Warden, fts_query
 
@@ -27,6 +29,7 @@ __all__ = [
     "DueItem",
     "FetchFailed",
     "Fetchers",
+    "HostBackoff",
     "ImportResult",
     "InvalidInput",
     "KindRule",
@@ -37,11 +40,15 @@ __all__ = [
     "RevocationResult",
     "RevokedScope",
     "SaveResult",
+    "Scheduler",
     "StaleView",
     "TtlPolicy",
     "VerifyResult",
     "Warden",
     "configure_logging",
     "decide",
+    "expiry_event_id",
     "fts_query",
+    "read_back",
+    "readback_records",
 ]

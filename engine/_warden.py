@@ -92,6 +92,9 @@ class Warden:
         self.policy = policy or TtlPolicy()
         self.fetchers = fetchers or Fetchers()
         self.projector = Projector()
+        # called with each revocation id after it commits (the scheduler's
+        # immediate read-back hooks in here)
+        self.revocation_listeners: list[Callable[[str], None]] = []
         self.log = SQLiteEventLog(
             path, clock=self.clock, synchronous=synchronous, subscribers=[self.projector.on_append]
         )
@@ -342,9 +345,12 @@ class Warden:
         limit: int = 100,
         min_seq: int | None = None,
         with_content: bool = True,
+        ids: Sequence[str] | None = None,
     ) -> list[MemoryView]:
         """Usable memories in a scope, newest first; with ``include_unusable``,
-        every memory in it and why it is not usable."""
+        every memory in it and why it is not usable. ``ids`` narrows the
+        scope to those memories (read-back uses it to ask about exactly the
+        memories a revocation covers, through this same path)."""
         if not isinstance(tenant, str) or not tenant:
             raise InvalidInput("tenant", "is required")
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -362,6 +368,12 @@ class Warden:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
+        if ids is not None:
+            ids = list(ids)
+            if not ids or len(ids) > MAX_LIMIT:
+                raise InvalidInput("ids", f"give between 1 and {MAX_LIMIT} ids")
+            clauses.append(f"memory_id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
         if text is not None:
             match = fts_query(text)
             clauses.append("mid IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)")
@@ -435,6 +447,11 @@ class Warden:
                 "SELECT covered FROM revocations WHERE revocation_id = ?", (event.revocation_id,)
             ).fetchone()[0]
         log.warning("revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, by=by)
+        for listener in list(self.revocation_listeners):
+            try:
+                listener(event.revocation_id)
+            except Exception:  # a listener must never undo or hide a committed revocation
+                log.exception("revocation_listener_failed", revocation_id=event.revocation_id)
         return RevocationResult(event.revocation_id, seq, covered, format_ts(effective))
 
     def revocation(self, revocation_id: str) -> dict[str, Any]:

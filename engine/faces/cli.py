@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,13 @@ from typing import Any
 import click
 from memwarden.engine import (
     FetchFailed,
+    Scheduler,
     InvalidInput,
     StaleView,
     TtlPolicy,
     Warden,
     configure_logging,
+    readback_records,
 )
 from memwarden.events import LogDamaged, LogDiverged, canonical_json
 
@@ -402,6 +406,7 @@ def import_records(warden: Warden, file: str, as_json: bool) -> None:
 @click.option("--everything", is_flag=True, help="The real emergency: every memory.")
 @click.option("--reason", required=True)
 @click.option("--by", default="security", show_default=True, help="Who issues the revocation.")
+@click.option("--wait", is_flag=True, help="Block until the read-back is recorded; print its latency.")
 @json_option
 @with_warden
 def revoke(
@@ -418,6 +423,7 @@ def revoke(
     everything: bool,
     reason: str,
     by: str,
+    wait: bool,
     as_json: bool,
 ) -> None:
     """Take a scope out of every read path, at commit."""
@@ -440,11 +446,68 @@ def revoke(
     if everything:
         selector["everything"] = True
     result = warden.revoke(selector, reason=reason, by=by)
-    emit(
-        result.as_dict(),
-        as_json,
-        f"{result.revocation_id} in force at seq {result.seq}: {result.covered} memories taken out",
-    )
+    data = result.as_dict()
+    text = f"{result.revocation_id} in force at seq {result.seq}: {result.covered} memories taken out"
+    if wait:
+        readback = Scheduler(warden).read_back(result.revocation_id)
+        data["readback"] = {
+            k: readback[k] for k in ("readback_status", "readback_latency_ms", "still_visible", "leaked_ids")
+        }
+        text += f"\nread-back {readback['readback_status']} after {readback['readback_latency_ms']:.1f} ms"
+        if readback["leaked_ids"]:
+            text += f"; still visible: {', '.join(readback['leaked_ids'])}"
+    emit(data, as_json, text)
+    if wait and data["readback"]["readback_status"] != "confirmed":
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("revocation_id")
+@json_option
+@with_warden
+def readback(warden: Warden, revocation_id: str, as_json: bool) -> None:
+    """The read-back confirmation records of a revocation; exit 1 if none confirms it."""
+    data = readback_records(warden, revocation_id)
+
+    def show() -> None:
+        if not data["records"]:
+            click.echo(f"{revocation_id}: no read-back recorded yet")
+        for r in data["records"]:
+            click.echo(
+                f"{r['seq']:>8}  {r['recorded_at']}  {r['type']}  covered {r['covered']}  "
+                f"still visible {r['still_visible']}  latency {r['latency_ms']:.1f} ms  "
+                f"paths {','.join(r['paths_checked'])}"
+            )
+
+    emit(data, as_json, show)
+    if not data["confirmed"]:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option(
+    "--interval", type=click.FloatRange(0.1), default=30.0, show_default=True, help="Seconds between runs of the jobs."
+)
+@click.option("--once", is_flag=True, help="Run every job once and exit (for tests and cron).")
+@json_option
+@with_warden
+def scheduler(warden: Warden, interval: float, once: bool, as_json: bool) -> None:
+    """Expiry events, re-verification and read-back confirmation."""
+    jobs = Scheduler(warden, interval=interval)
+    if once:
+        summary = jobs.run_once()
+        emit(
+            summary,
+            as_json,
+            f"expired {summary['expired']}, read-backs {len(summary['readbacks'])}, "
+            f"re-verified {len(summary['reverified'])}",
+        )
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    click.echo(f"scheduler running every {interval}s on {warden.path}; SIGTERM stops it", err=True)
+    jobs.run_forever(stop)
 
 
 @cli.group("policy", cls=Group)

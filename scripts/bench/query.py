@@ -31,10 +31,10 @@ from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 NOW = "2026-01-05T09:00:00Z"
 
 
-def fill(w: Warden, n: int) -> None:
+def fill(w: Warden, n: int, tenants: int = 1000, fetched: str = "2026-01-05T08:00:00Z",
+         expires: str = "2026-01-06T08:00:00Z") -> None:
     """n memories, 2% of them already past expiry, written as batched appends
     (the projections are applied inline, as for any append)."""
-    tenants = 1000
     for start in range(0, n, 5000):
         batch = []
         texts = []

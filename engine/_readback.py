@@ -1,0 +1,137 @@
+"""Read-back confirmation: after a revocation, ask every read path an agent
+uses whether any memory the revocation covers is still returned."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
+from memwarden.projections import selector_sql
+
+from ._errors import RevocationNotFound
+
+if TYPE_CHECKING:
+    from ._warden import Warden
+
+log = structlog.get_logger("memwarden.readback")
+
+# tenant, ids -> the ids among them that path still returns as usable
+ReadPath = Callable[[str, list[str]], list[str]]
+CHUNK = 500
+FTS_SAMPLE = 50
+
+
+def covered_ids(warden: Warden, revocation: dict[str, Any]) -> dict[str, list[str]]:
+    """Every memory the revocation covers, by tenant (whatever its status
+    now: an erased or earlier-revoked memory must stay invisible too)."""
+    where, params = selector_sql(revocation["selector"])
+    by_tenant: dict[str, list[str]] = defaultdict(list)
+    with warden.reading() as conn:
+        for memory_id, tenant in conn.execute(
+            f"SELECT memory_id, tenant FROM memories WHERE ({where}) AND fetched_at <= ? ORDER BY memory_id",
+            [*params, revocation["effective_at"]],
+        ):
+            by_tenant[tenant].append(memory_id)
+    return by_tenant
+
+
+def python_path(warden: Warden) -> ReadPath:
+    def visible(tenant: str, ids: list[str]) -> list[str]:
+        return [v.memory_id for v in warden.query(tenant=tenant, ids=ids, limit=len(ids), with_content=True)]
+
+    return visible
+
+
+def fts_path(warden: Warden) -> Callable[[str, str, str], bool]:
+    """Is ``memory_id`` returned by a text search for a word of its summary?"""
+
+    def visible(tenant: str, memory_id: str, summary: str) -> bool:
+        word = next((w for w in summary.split() if any(c.isalnum() for c in w)), None)
+        if word is None:
+            return False
+        return any(v.memory_id == memory_id for v in warden.query(tenant=tenant, text=word, limit=10_000,
+                                                                  with_content=False))
+
+    return visible
+
+
+def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = None) -> dict[str, Any]:
+    """Check every read path and record the outcome as an event.
+
+    Returns the record written (or the one already there): a confirmed
+    read-back is written once; a failed one again only when what leaks
+    changes, so a scheduler retrying it does not flood the log.
+    """
+    revocation = warden.revocation(revocation_id)
+    by_tenant = covered_ids(warden, revocation)
+    covered = sum(len(ids) for ids in by_tenant.values())
+    paths: dict[str, ReadPath] = {"python_query": python_path(warden)}
+    if http is not None:
+        paths["http_query"] = http
+    leaked: set[str] = set()
+    for tenant, ids in by_tenant.items():
+        for start in range(0, len(ids), CHUNK):
+            chunk = ids[start : start + CHUNK]
+            for visible in paths.values():
+                leaked.update(visible(tenant, chunk))
+    # the text index, through the same query agents run, for a sample of the covered
+    fts = fts_path(warden)
+    sampled = 0
+    with warden.reading() as conn:
+        sample = conn.execute(
+            f"SELECT memory_id, tenant, summary FROM memories WHERE memory_id IN "
+            f"({','.join('?' * min(covered, FTS_SAMPLE))}) AND summary IS NOT NULL",
+            [m for ids in by_tenant.values() for m in ids][:FTS_SAMPLE],
+        ).fetchall() if covered else []
+    for memory_id, tenant, summary in sample:
+        sampled += 1
+        if fts(tenant, memory_id, summary):
+            leaked.add(memory_id)
+    checked = [*paths, "fts_text_search"]
+    latency_ms = max((warden.clock.now() - parse_ts(revocation["recorded_at"])).total_seconds() * 1000, 0.0)
+    with warden.transaction() as tx:
+        current = tx.conn.execute(
+            "SELECT readback_status, leaked_ids FROM revocations WHERE revocation_id = ?", (revocation_id,)
+        ).fetchone()
+        if current is None:
+            raise RevocationNotFound(revocation_id)
+        status, previous = current
+        if status == "confirmed" or (status == "failed" and leaked and json.loads(previous or "[]") == sorted(leaked)):
+            return {**warden.revocation(revocation_id), "written": False}
+        if leaked:
+            event: Any = ReadbackFailed(
+                revocation_id=revocation_id, paths_checked=tuple(checked), covered=covered,
+                still_visible=len(leaked), leaked_ids=tuple(sorted(leaked)), latency_ms=latency_ms,
+                actor="memwarden",
+            )
+        else:
+            event = ReadbackConfirmed(
+                revocation_id=revocation_id, paths_checked=tuple(checked), covered=covered, latency_ms=latency_ms,
+                actor="memwarden",
+            )
+        tx.append([event])
+    if leaked:
+        log.error("readback_failed", revocation_id=revocation_id, leaked_ids=sorted(leaked)[:20], count=len(leaked))
+    else:
+        log.info("readback_confirmed", revocation_id=revocation_id, covered=covered, latency_ms=round(latency_ms, 1),
+                 fts_sampled=sampled)
+    return {**warden.revocation(revocation_id), "written": True}
+
+
+def readback_records(warden: Warden, revocation_id: str) -> dict[str, Any]:
+    """The read-back events recorded for a revocation, oldest first."""
+    warden.revocation(revocation_id)  # raises if unknown
+    records = [
+        {"seq": e.seq, "recorded_at": e.recorded_at, "type": e.type, **e.payload}
+        for e in warden.log.read(stream=revocation_id, types=("readback.confirmed", "readback.failed"))
+    ]
+    return {
+        "revocation_id": revocation_id,
+        "confirmed": any(r["type"] == "readback.confirmed" for r in records),
+        "records": records,
+    }

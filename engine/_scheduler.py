@@ -1,0 +1,222 @@
+"""The scheduler: writes the events that time and revocations imply.
+
+The gate never depends on it (expiry is judged at read time, revocations
+are in force at commit); it makes the log tell the whole story: expiries,
+read-back confirmations, and opt-in re-verification.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from memwarden.events import MemoryExpired, sha256_hex
+
+from ._readback import ReadPath, read_back
+from ._views import VerifyResult
+
+if TYPE_CHECKING:
+    from ._warden import Warden
+
+log = structlog.get_logger("memwarden.scheduler")
+
+SWEEP_BATCH = 1000
+
+
+def expiry_event_id(memory_id: str, version: int, expires_at: str) -> str:
+    """Deterministic, so a restart or a second scheduler never writes an
+    expiry twice: the log refuses nothing and stores one."""
+    return "exp_" + sha256_hex(f"{memory_id}\x00{version}\x00{expires_at}")[:40]
+
+
+@dataclass
+class HostBackoff:
+    """Per source host: after a failed fetch, wait before trying it again."""
+
+    base: float = 30.0
+    ceiling: float = 3600.0
+    failures: dict[str, int] = field(default_factory=dict)
+    until: dict[str, float] = field(default_factory=dict)
+
+    def ready(self, host: str, now: float) -> bool:
+        return self.until.get(host, 0.0) <= now
+
+    def record(self, host: str, ok: bool, now: float) -> None:
+        if ok:
+            self.failures.pop(host, None)
+            self.until.pop(host, None)
+            return
+        n = self.failures[host] = self.failures.get(host, 0) + 1
+        self.until[host] = now + min(self.base * 2 ** (n - 1), self.ceiling)
+
+
+class Scheduler:
+    """Runs the jobs against one Warden; ``run_once`` runs each job once."""
+
+    def __init__(
+        self,
+        warden: Warden,
+        *,
+        interval: float = 30.0,
+        http_path: ReadPath | None = None,
+        concurrency: int = 4,
+        backoff: HostBackoff | None = None,
+    ) -> None:
+        self.warden = warden
+        self.interval = interval
+        self.http_path = http_path
+        self.concurrency = concurrency
+        self.backoff = backoff or HostBackoff()
+        self._lock = threading.Lock()  # one run of the jobs at a time
+        self._scheduler: BackgroundScheduler | AsyncIOScheduler | None = None
+        warden.revocation_listeners.append(self._revoked)
+
+    # -- jobs ---------------------------------------------------------------------
+
+    def expire_due(self) -> int:
+        """A ``memory.expired`` for every usable memory whose expires_at has
+        passed, carrying that expires_at. Commits a batch at a time, so a
+        killed sweep leaves whole batches and the next run finishes it."""
+        written = 0
+        now = self.warden.now()
+        while True:
+            with self.warden.reading() as conn:
+                rows = conn.execute(
+                    "SELECT memory_id, version, expires_at FROM memories WHERE status = 'usable' "
+                    "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at, memory_id LIMIT ?",
+                    (now, SWEEP_BATCH),
+                ).fetchall()
+            if not rows:
+                return written
+            events = [
+                MemoryExpired(event_id=expiry_event_id(m, v, e), memory_id=m, version=v, expires_at=e,
+                              actor="scheduler")
+                for m, v, e in rows
+            ]
+            with self.warden.transaction() as tx:
+                before = tx.head.seq
+                tx.append(events)
+                written += tx.head.seq - before
+            if len(rows) < SWEEP_BATCH:
+                return written
+
+    def pending_readbacks(self) -> list[str]:
+        with self.warden.reading() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT revocation_id FROM revocations WHERE readback_status IS NULL OR readback_status = 'failed' "
+                "ORDER BY seq"
+            )]
+
+    def read_back(self, revocation_id: str) -> dict[str, Any]:
+        return read_back(self.warden, revocation_id, http=self.http_path)
+
+    def readback_pending(self) -> list[dict[str, Any]]:
+        return [self.read_back(r) for r in self.pending_readbacks()]
+
+    def reverify_due(self) -> list[VerifyResult]:
+        """Re-verify due memories of the kinds whose policy opts in, a few at a
+        time, skipping hosts that failed recently."""
+        kinds = {k for k, rule in self.warden.policy.rules.items() if rule.reverify}
+        if not kinds:
+            return []
+        with self.warden.reading() as conn:
+            kind_of = dict(conn.execute(
+                f"SELECT memory_id, kind FROM memories WHERE kind IN ({','.join('?' * len(kinds))})", sorted(kinds)
+            ).fetchall())
+        items = [d for d in self.warden.due() if d.memory_id in kind_of]
+        now = time.monotonic()
+        ready = [d for d in items if self.backoff.ready(_host(d.source_url), now)]
+
+        def one(memory_id: str, url: str) -> VerifyResult:
+            result = self.warden.verify(memory_id)
+            self.backoff.record(_host(url), result.outcome != "failed", time.monotonic())
+            return result
+
+        with ThreadPoolExecutor(max_workers=max(self.concurrency, 1)) as pool:
+            return list(pool.map(lambda d: one(d.memory_id, d.source_url), ready))
+
+    def run_once(self) -> dict[str, Any]:
+        """Every job once (catching up on whatever came due meanwhile)."""
+        with self._lock:
+            started = time.perf_counter()
+            expired = self.expire_due()
+            readbacks = self.readback_pending()
+            verified = self.reverify_due()
+            summary = {
+                "expired": expired,
+                "readbacks": [{"revocation_id": r["revocation_id"], "status": r["readback_status"]} for r in readbacks],
+                "reverified": [v.as_dict() for v in verified],
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+        if expired or readbacks or verified:
+            log.info("scheduler_ran", expired=expired, readbacks=len(readbacks), reverified=len(verified))
+        return summary
+
+    def _revoked(self, revocation_id: str) -> None:
+        # A revocation through this process: confirm it now, not at the next tick.
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.add_job(self.read_back, args=[revocation_id], id=f"readback-{revocation_id}",
+                                    replace_existing=True)
+
+    # -- running ----------------------------------------------------------------------
+
+    def start(self) -> BackgroundScheduler:
+        """Run the jobs every ``interval`` seconds in a background thread,
+        the first run at once (catching up after any downtime)."""
+        scheduler = BackgroundScheduler(timezone="UTC")
+        self._add(scheduler)
+        scheduler.start()
+        self._scheduler = scheduler
+        return scheduler
+
+    def start_async(self) -> AsyncIOScheduler:
+        """The same inside a running asyncio loop (the HTTP server)."""
+        scheduler = AsyncIOScheduler(timezone="UTC")
+        self._add(scheduler)
+        scheduler.start()
+        self._scheduler = scheduler
+        return scheduler
+
+    def _add(self, scheduler: BackgroundScheduler | AsyncIOScheduler) -> None:
+        from datetime import datetime, timezone
+
+        scheduler.add_job(
+            self._tick, "interval", seconds=self.interval, id="memwarden-jobs", max_instances=1, coalesce=True,
+            next_run_time=datetime.now(timezone.utc), misfire_grace_time=None,
+        )
+
+    def _tick(self) -> None:
+        try:
+            self.run_once()
+        except Exception:
+            log.exception("scheduler_job_failed")
+
+    def stop(self, wait: bool = True) -> None:
+        """Stop after the job that is running, if any."""
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=wait)
+        self._scheduler = None
+
+    def run_forever(self, stop: threading.Event) -> None:
+        self.start()
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            self.stop(wait=True)
+
+
+def _host(url: str) -> str:
+    return urlparse(url).netloc or url.split(":", 1)[0]
+
+
+SchedulerFactory = Callable[["Warden"], Scheduler]

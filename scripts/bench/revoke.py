@@ -1,0 +1,75 @@
+"""Revoking a scope: time to commit and time to a recorded read-back.
+
+    .venv/bin/python scripts/bench/revoke.py [--quick] [--json PATH]
+
+A scope of 10,000 memories among 1M (--quick: 1,000 among 100k), revoked
+several times (a different scope each run; medians reported). Commit is the
+revoke() call; confirmed is commit plus the read-back through every agent
+read path until `readback.confirmed` is written. Baseline: the raw SQL
+UPDATE of the same rows' status in one transaction, in the same run.
+Targets: commit <= 250 ms, confirmed <= 1 s.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import Metric, arguments, report  # noqa: E402
+from query import fill  # noqa: E402
+
+from memwarden.engine import Scheduler, Warden  # noqa: E402
+
+
+def main() -> None:
+    args = arguments(__doc__ or "")
+    n, scope = (100_000, 1_000) if args.quick else (1_000_000, 10_000)
+    runs = args.repeat or 5
+    tenants = n // scope
+    tmp = Path(tempfile.mkdtemp(prefix="memwarden-revoke-"))
+    w = Warden(tmp / "r.db", synchronous="FULL")
+    now = datetime.now(timezone.utc)
+    print(f"filling {n:,} memories in {tenants} tenants of {scope:,} ...", file=sys.stderr)
+    fill(w, n, tenants=tenants, fetched=(now - timedelta(hours=1)).isoformat(),
+         expires=(now + timedelta(days=1)).isoformat())
+    jobs = Scheduler(w)
+
+    commits, confirms, raws, covered = [], [], [], []
+    for k in range(runs):
+        tenant = f"t{k + 1}"
+        started = time.perf_counter()
+        result = w.revoke({"tenant": tenant}, reason="bench")
+        committed = time.perf_counter()
+        readback = jobs.read_back(result.revocation_id)
+        confirmed = time.perf_counter()
+        assert readback["readback_status"] == "confirmed", readback
+        assert w.query(tenant=tenant, limit=10_000) == []
+        commits.append((committed - started) * 1000)
+        confirms.append((confirmed - started) * 1000)
+        covered.append(result.covered)
+        # the floor: the same rows' status flipped by one raw UPDATE
+        raw_tenant = f"t{tenants - 1 - k}"
+        t = time.perf_counter()
+        w.conn.execute("BEGIN IMMEDIATE")
+        w.conn.execute("UPDATE memories SET status = 'revoked' WHERE tenant = ? AND status = 'usable'", (raw_tenant,))
+        w.conn.execute("COMMIT")
+        raws.append((time.perf_counter() - t) * 1000)
+    w.close()
+    commit_ms, confirm_ms, raw_ms = statistics.median(commits), statistics.median(confirms), statistics.median(raws)
+    metrics = [
+        Metric(f"revoke {statistics.median(covered):,.0f} of {n:,}: commit", commit_ms, "ms", raw_ms,
+               commit_ms / raw_ms, "<= 250 ms", commit_ms <= 250),
+        Metric(f"revoke {statistics.median(covered):,.0f} of {n:,}: read-back confirmed", confirm_ms, "ms", None, None,
+               "<= 1000 ms", confirm_ms <= 1000),
+    ]
+    report("memwarden revoke benchmark", metrics, args.json_path)
+
+
+if __name__ == "__main__":
+    main()
