@@ -32,3 +32,6 @@ def configure_logging(*, json: bool | None = None, level: str = "INFO") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+    # libraries that log through the standard library: only what matters
+    for name in ("apscheduler", "mcp", "httpx", "uvicorn.access"):
+        logging.getLogger(name).setLevel(logging.WARNING)

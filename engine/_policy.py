@@ -27,6 +27,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "project_rule": {"review": "30d"},
     "permission": {"events_only": True},
     "tool_result": {"ttl": "1h"},
+    "agent_memory": {"events_only": True},  # Memory API entries: until changed or revoked
 }
 
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
-
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
 from memwarden.projections import selector_sql
 
@@ -54,8 +53,9 @@ def fts_path(warden: Warden) -> Callable[[str, str, str], bool]:
         word = next((w for w in summary.split() if any(c.isalnum() for c in w)), None)
         if word is None:
             return False
-        return any(v.memory_id == memory_id for v in warden.query(tenant=tenant, text=word, limit=10_000,
-                                                                  with_content=False))
+        return any(
+            v.memory_id == memory_id for v in warden.query(tenant=tenant, text=word, limit=10_000, with_content=False)
+        )
 
     return visible
 
@@ -83,11 +83,15 @@ def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = Non
     fts = fts_path(warden)
     sampled = 0
     with warden.reading() as conn:
-        sample = conn.execute(
-            f"SELECT memory_id, tenant, summary FROM memories WHERE memory_id IN "
-            f"({','.join('?' * min(covered, FTS_SAMPLE))}) AND summary IS NOT NULL",
-            [m for ids in by_tenant.values() for m in ids][:FTS_SAMPLE],
-        ).fetchall() if covered else []
+        sample = (
+            conn.execute(
+                f"SELECT memory_id, tenant, summary FROM memories WHERE memory_id IN "
+                f"({','.join('?' * min(covered, FTS_SAMPLE))}) AND summary IS NOT NULL",
+                [m for ids in by_tenant.values() for m in ids][:FTS_SAMPLE],
+            ).fetchall()
+            if covered
+            else []
+        )
     for memory_id, tenant, summary in sample:
         sampled += 1
         if fts(tenant, memory_id, summary):
@@ -105,21 +109,33 @@ def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = Non
             return {**warden.revocation(revocation_id), "written": False}
         if leaked:
             event: Any = ReadbackFailed(
-                revocation_id=revocation_id, paths_checked=tuple(checked), covered=covered,
-                still_visible=len(leaked), leaked_ids=tuple(sorted(leaked)), latency_ms=latency_ms,
+                revocation_id=revocation_id,
+                paths_checked=tuple(checked),
+                covered=covered,
+                still_visible=len(leaked),
+                leaked_ids=tuple(sorted(leaked)),
+                latency_ms=latency_ms,
                 actor="memwarden",
             )
         else:
             event = ReadbackConfirmed(
-                revocation_id=revocation_id, paths_checked=tuple(checked), covered=covered, latency_ms=latency_ms,
+                revocation_id=revocation_id,
+                paths_checked=tuple(checked),
+                covered=covered,
+                latency_ms=latency_ms,
                 actor="memwarden",
             )
         tx.append([event])
     if leaked:
         log.error("readback_failed", revocation_id=revocation_id, leaked_ids=sorted(leaked)[:20], count=len(leaked))
     else:
-        log.info("readback_confirmed", revocation_id=revocation_id, covered=covered, latency_ms=round(latency_ms, 1),
-                 fts_sampled=sampled)
+        log.info(
+            "readback_confirmed",
+            revocation_id=revocation_id,
+            covered=covered,
+            latency_ms=round(latency_ms, 1),
+            fts_sampled=sampled,
+        )
     return {**warden.revocation(revocation_id), "written": True}
 
 

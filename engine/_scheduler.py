@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
-
 from memwarden.events import MemoryExpired, sha256_hex
 
 from ._readback import ReadPath, read_back
@@ -98,8 +98,9 @@ class Scheduler:
             if not rows:
                 return written
             events = [
-                MemoryExpired(event_id=expiry_event_id(m, v, e), memory_id=m, version=v, expires_at=e,
-                              actor="scheduler")
+                MemoryExpired(
+                    event_id=expiry_event_id(m, v, e), memory_id=m, version=v, expires_at=e, actor="scheduler"
+                )
                 for m, v, e in rows
             ]
             with self.warden.transaction() as tx:
@@ -111,10 +112,13 @@ class Scheduler:
 
     def pending_readbacks(self) -> list[str]:
         with self.warden.reading() as conn:
-            return [r[0] for r in conn.execute(
-                "SELECT revocation_id FROM revocations WHERE readback_status IS NULL OR readback_status = 'failed' "
-                "ORDER BY seq"
-            )]
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT revocation_id FROM revocations WHERE readback_status IS NULL OR readback_status = 'failed' "
+                    "ORDER BY seq"
+                )
+            ]
 
     def read_back(self, revocation_id: str) -> dict[str, Any]:
         return read_back(self.warden, revocation_id, http=self.http_path)
@@ -129,9 +133,11 @@ class Scheduler:
         if not kinds:
             return []
         with self.warden.reading() as conn:
-            kind_of = dict(conn.execute(
-                f"SELECT memory_id, kind FROM memories WHERE kind IN ({','.join('?' * len(kinds))})", sorted(kinds)
-            ).fetchall())
+            kind_of = dict(
+                conn.execute(
+                    f"SELECT memory_id, kind FROM memories WHERE kind IN ({','.join('?' * len(kinds))})", sorted(kinds)
+                ).fetchall()
+            )
         items = [d for d in self.warden.due() if d.memory_id in kind_of]
         now = time.monotonic()
         ready = [d for d in items if self.backoff.ready(_host(d.source_url), now)]
@@ -164,8 +170,9 @@ class Scheduler:
     def _revoked(self, revocation_id: str) -> None:
         # A revocation through this process: confirm it now, not at the next tick.
         if self._scheduler is not None and self._scheduler.running:
-            self._scheduler.add_job(self.read_back, args=[revocation_id], id=f"readback-{revocation_id}",
-                                    replace_existing=True)
+            self._scheduler.add_job(
+                self.read_back, args=[revocation_id], id=f"readback-{revocation_id}", replace_existing=True
+            )
 
     # -- running ----------------------------------------------------------------------
 
@@ -187,11 +194,17 @@ class Scheduler:
         return scheduler
 
     def _add(self, scheduler: BackgroundScheduler | AsyncIOScheduler) -> None:
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         scheduler.add_job(
-            self._tick, "interval", seconds=self.interval, id="memwarden-jobs", max_instances=1, coalesce=True,
-            next_run_time=datetime.now(timezone.utc), misfire_grace_time=None,
+            self._tick,
+            "interval",
+            seconds=self.interval,
+            id="memwarden-jobs",
+            max_instances=1,
+            coalesce=True,
+            next_run_time=datetime.now(UTC),
+            misfire_grace_time=None,
         )
 
     def _tick(self) -> None:

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from memwarden.engine import HostBackoff, Scheduler, TtlPolicy, Warden
 from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 
@@ -45,18 +44,30 @@ def test_restart_and_a_second_scheduler_never_duplicate(db_path: Path, clock: Fr
     with w.transaction() as tx:  # more than one sweep batch
         for i in range(2500):
             w.blobs.put(f"text {i}")
-        tx.append([
-            MemorySaved(memory_id=f"m{i}", version=1, kind="research_result", summary="s",
-                        content_checksum=content_checksum(f"text {i}"), content_length=6,
-                        source_url="https://e", fetched_at="2026-01-05T09:00:00Z",
-                        expires_at="2026-01-05T09:30:00Z", scope=Scope(tenant="t"))
-            for i in range(2500)
-        ])
+        tx.append(
+            [
+                MemorySaved(
+                    memory_id=f"m{i}",
+                    version=1,
+                    kind="research_result",
+                    summary="s",
+                    content_checksum=content_checksum(f"text {i}"),
+                    content_length=6,
+                    source_url="https://e",
+                    fetched_at="2026-01-05T09:00:00Z",
+                    expires_at="2026-01-05T09:30:00Z",
+                    scope=Scope(tenant="t"),
+                )
+                for i in range(2500)
+            ]
+        )
     clock.advance("1h")
     other = Warden(db_path, clock=clock)
     results: list[int] = []
-    threads = [threading.Thread(target=lambda s=s: results.append(s.expire_due()))
-               for s in (Scheduler(w), Scheduler(other), Scheduler(w))]
+    threads = [
+        threading.Thread(target=lambda s=s: results.append(s.expire_due()))
+        for s in (Scheduler(w), Scheduler(other), Scheduler(w))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -89,8 +100,10 @@ def test_a_stale_read_path_fails_the_readback_naming_the_leak(warden: Warden, ru
     warden.rebuild()
     assert Scheduler(warden).run_once()["readbacks"][0]["status"] == "confirmed"
     data = run_cli.json("readback", rev.revocation_id)
-    assert data["confirmed"] is True and [r["type"] for r in data["records"]] == ["readback.failed",
-                                                                                   "readback.confirmed"]
+    assert data["confirmed"] is True and [r["type"] for r in data["records"]] == [
+        "readback.failed",
+        "readback.confirmed",
+    ]
     assert data["records"][-1]["covered"] == 2 and data["records"][-1]["still_visible"] == 0
 
 
@@ -139,8 +152,15 @@ def test_reverification_is_opt_in_per_kind_with_backoff(tmp_path: Path, clock: F
 
     w.fetchers.register("src", source)
     for key, kind in (("r1", "research_result"), ("r2", "research_result"), ("f1", "external_fact")):
-        w.save(memory_id=key, kind=kind, summary=key, content=answers[key], source_url="callable:src",
-               scope={"tenant": "t"}, ttl="1h")
+        w.save(
+            memory_id=key,
+            kind=kind,
+            summary=key,
+            content=answers[key],
+            source_url="callable:src",
+            scope={"tenant": "t"},
+            ttl="1h",
+        )
     clock.advance("2h")
     jobs = Scheduler(w, concurrency=2)
     outcomes = {r["memory_id"]: r["outcome"] for r in jobs.run_once()["reverified"]}
@@ -169,13 +189,23 @@ def _fill_due(db: Path, n: int) -> None:
     w = Warden(db, synchronous="NORMAL")
     with w.transaction() as tx:
         w.blobs.put("x")
-        tx.append([
-            MemorySaved(memory_id=f"m{i}", version=1, kind="research_result", summary="s",
-                        content_checksum=content_checksum("x"), content_length=1, source_url="https://e",
-                        fetched_at="2026-01-01T00:00:00Z", expires_at="2026-01-01T01:00:00Z",
-                        scope=Scope(tenant="t"))
-            for i in range(n)
-        ])
+        tx.append(
+            [
+                MemorySaved(
+                    memory_id=f"m{i}",
+                    version=1,
+                    kind="research_result",
+                    summary="s",
+                    content_checksum=content_checksum("x"),
+                    content_length=1,
+                    source_url="https://e",
+                    fetched_at="2026-01-01T00:00:00Z",
+                    expires_at="2026-01-01T01:00:00Z",
+                    scope=Scope(tenant="t"),
+                )
+                for i in range(n)
+            ]
+        )
     w.close()
 
 
@@ -184,7 +214,8 @@ def test_sigkill_during_a_sweep_then_the_next_run_completes_it(tmp_path: Path) -
     _fill_due(db, 30_000)
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("memwarden")), "--db", str(db), "scheduler", "--once"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     reader = sqlite3.connect(db)
     deadline = time.monotonic() + 60
@@ -211,7 +242,9 @@ def test_sigterm_stops_cleanly(tmp_path: Path) -> None:
     Warden(db).close()
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("memwarden")), "--db", str(db), "scheduler", "--interval", "0.2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     time.sleep(1.5)
     proc.send_signal(signal.SIGTERM)
@@ -230,5 +263,9 @@ def test_revoke_wait_prints_the_readback_latency(run_cli: Cli, warden: Warden) -
 
 @pytest.mark.parametrize("once", [True])
 def test_scheduler_once_cli(run_cli: Cli, once: bool) -> None:
-    assert run_cli.json("scheduler", "--once") == {"expired": 0, "readbacks": [], "reverified": [],
-                                                   "seconds": pytest.approx(0, abs=1)}
+    assert run_cli.json("scheduler", "--once") == {
+        "expired": 0,
+        "readbacks": [],
+        "reverified": [],
+        "seconds": pytest.approx(0, abs=1),
+    }

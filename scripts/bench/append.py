@@ -82,8 +82,8 @@ def raw_conn(path: Path, sync: str = "FULL") -> sqlite3.Connection:
     return conn
 
 
-from eventsourcing.application import Application  # noqa: E402
-from eventsourcing.domain import Aggregate, event  # noqa: E402
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
 
 
 class EsMemory(Aggregate):

@@ -31,8 +31,9 @@ from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 NOW = "2026-01-05T09:00:00Z"
 
 
-def fill(w: Warden, n: int, tenants: int = 1000, fetched: str = "2026-01-05T08:00:00Z",
-         expires: str = "2026-01-06T08:00:00Z") -> None:
+def fill(
+    w: Warden, n: int, tenants: int = 1000, fetched: str = "2026-01-05T08:00:00Z", expires: str = "2026-01-06T08:00:00Z"
+) -> None:
     """n memories, 2% of them already past expiry, written as batched appends
     (the projections are applied inline, as for any append)."""
     for start in range(0, n, 5000):

@@ -16,15 +16,14 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import Metric, arguments, report  # noqa: E402
-from query import fill  # noqa: E402
-
-from memwarden.engine import Scheduler, Warden  # noqa: E402
+from _common import Metric, arguments, report
+from memwarden.engine import Scheduler, Warden
+from query import fill
 
 
 def main() -> None:
@@ -34,10 +33,15 @@ def main() -> None:
     tenants = n // scope
     tmp = Path(tempfile.mkdtemp(prefix="memwarden-revoke-"))
     w = Warden(tmp / "r.db", synchronous="FULL")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     print(f"filling {n:,} memories in {tenants} tenants of {scope:,} ...", file=sys.stderr)
-    fill(w, n, tenants=tenants, fetched=(now - timedelta(hours=1)).isoformat(),
-         expires=(now + timedelta(days=1)).isoformat())
+    fill(
+        w,
+        n,
+        tenants=tenants,
+        fetched=(now - timedelta(hours=1)).isoformat(),
+        expires=(now + timedelta(days=1)).isoformat(),
+    )
     jobs = Scheduler(w)
 
     commits, confirms, raws, covered = [], [], [], []
@@ -63,10 +67,24 @@ def main() -> None:
     w.close()
     commit_ms, confirm_ms, raw_ms = statistics.median(commits), statistics.median(confirms), statistics.median(raws)
     metrics = [
-        Metric(f"revoke {statistics.median(covered):,.0f} of {n:,}: commit", commit_ms, "ms", raw_ms,
-               commit_ms / raw_ms, "<= 250 ms", commit_ms <= 250),
-        Metric(f"revoke {statistics.median(covered):,.0f} of {n:,}: read-back confirmed", confirm_ms, "ms", None, None,
-               "<= 1000 ms", confirm_ms <= 1000),
+        Metric(
+            f"revoke {statistics.median(covered):,.0f} of {n:,}: commit",
+            commit_ms,
+            "ms",
+            raw_ms,
+            commit_ms / raw_ms,
+            "<= 250 ms",
+            commit_ms <= 250,
+        ),
+        Metric(
+            f"revoke {statistics.median(covered):,.0f} of {n:,}: read-back confirmed",
+            confirm_ms,
+            "ms",
+            None,
+            None,
+            "<= 1000 ms",
+            confirm_ms <= 1000,
+        ),
     ]
     report("memwarden revoke benchmark", metrics, args.json_path)
 

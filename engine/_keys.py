@@ -1,0 +1,116 @@
+"""API keys with roles. A key is shown once; only its hash is stored."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ._errors import InvalidInput
+
+if TYPE_CHECKING:
+    from ._warden import Warden
+
+log = structlog.get_logger("memwarden.keys")
+
+ROLES = ("agent", "security", "auditor")
+SCHEMA = """CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY, key_hash TEXT NOT NULL, role TEXT NOT NULL, tenants TEXT NOT NULL,
+    agent TEXT, created_at TEXT NOT NULL, revoked_at TEXT
+)"""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is asking. Agents are bound to their tenants (and agent name)."""
+
+    key_id: str
+    role: str
+    tenants: tuple[str, ...] = ()
+    agent: str | None = None
+    internal: bool = field(default=False, compare=False)
+
+    def reads_tenant(self, tenant: str | None) -> bool:
+        return self.role in ("security", "auditor") or (tenant is not None and tenant in self.tenants)
+
+    def reads_memory(self, tenant: str, agent: str | None) -> bool:
+        if self.role in ("security", "auditor"):
+            return True
+        return tenant in self.tenants and (self.agent is None or agent == self.agent)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key_id": self.key_id, "role": self.role, "tenants": list(self.tenants), "agent": self.agent}
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+class KeyStore:
+    def __init__(self, warden: Warden) -> None:
+        self.warden = warden
+        with warden.transaction() as tx:
+            tx.conn.execute(SCHEMA)
+
+    def create(
+        self, role: str, *, tenants: tuple[str, ...] | list[str] = (), agent: str | None = None
+    ) -> tuple[str, Principal]:
+        if role not in ROLES:
+            raise InvalidInput("role", f"must be one of {', '.join(ROLES)}")
+        tenants = tuple(dict.fromkeys(tenants))
+        if role == "agent" and not tenants:
+            raise InvalidInput("tenant", "an agent key is bound to at least one tenant")
+        if role != "agent" and (tenants or agent):
+            raise InvalidInput("tenant", f"a {role} key reads every tenant; --tenant and --agent are for agent keys")
+        for tenant in tenants:
+            if not tenant or any(c.isspace() for c in tenant):
+                raise InvalidInput("tenant", f"{tenant!r} is not a valid tenant")
+        key_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(24)
+        with self.warden.transaction() as tx:
+            tx.conn.execute(
+                "INSERT INTO api_keys (key_id, key_hash, role, tenants, agent, created_at) VALUES (?,?,?,?,?,?)",
+                (key_id, _hash(secret), role, json.dumps(list(tenants)), agent, self.warden.now()),
+            )
+        log.info("api_key_created", key_id=key_id, role=role, tenants=list(tenants), agent=agent)
+        return f"mw_{key_id}_{secret}", Principal(key_id, role, tenants, agent)
+
+    def authenticate(self, key: str | None) -> Principal | None:
+        if not key or not key.startswith("mw_") or key.count("_") < 2:
+            return None
+        key_id, _, secret = key[3:].partition("_")
+        with self.warden.reading() as conn:
+            try:
+                row = conn.execute(
+                    "SELECT key_hash, role, tenants, agent, revoked_at FROM api_keys WHERE key_id = ?", (key_id,)
+                ).fetchone()
+            except sqlite3.OperationalError:
+                return None
+        if row is None or row[4] is not None or not hmac.compare_digest(row[0], _hash(secret)):
+            return None
+        return Principal(key_id, row[1], tuple(json.loads(row[2])), row[3])
+
+    def list(self) -> list[dict[str, Any]]:
+        with self.warden.reading() as conn:
+            return [
+                {"key_id": k, "role": r, "tenants": json.loads(t), "agent": a, "created_at": c, "revoked_at": v}
+                for k, r, t, a, c, v in conn.execute(
+                    "SELECT key_id, role, tenants, agent, created_at, revoked_at FROM api_keys ORDER BY created_at"
+                )
+            ]
+
+    def revoke(self, key_id: str) -> bool:
+        with self.warden.transaction() as tx:
+            done = tx.conn.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
+                (self.warden.now(), key_id),
+            ).rowcount
+        if done:
+            log.warning("api_key_revoked", key_id=key_id)
+        return bool(done)

@@ -1,0 +1,578 @@
+"""The HTTP server: the Warden over FastAPI, with API keys and roles.
+
+Every endpoint checks the caller's key (``x-api-key``) and role, then calls
+the Warden; no rule is decided here that the Warden does not decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any
+
+import httpx
+import structlog
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from memwarden.engine import (
+    ChecksumMismatch,
+    InvalidInput,
+    MemoryErased,
+    MemoryNotFound,
+    RevocationNotFound,
+    RevokedScope,
+    Scheduler,
+    StaleView,
+    Warden,
+    readback_records,
+)
+from memwarden.engine import _memory_api as memory_api
+from memwarden.engine._keys import KeyStore, Principal
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody
+
+log = structlog.get_logger("memwarden.http")
+
+DEFAULT_MAX_CONTENT = 1024 * 1024
+
+
+class Denied(PermissionError):
+    def __init__(self, status: int, problem: str) -> None:
+        super().__init__(problem)
+        self.status = status
+        self.problem = problem
+
+
+class BodyLimit:
+    """Refuses request bodies over ``limit`` bytes before they are parsed,
+    whether or not a Content-Length was sent."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await _too_large(send, self.limit)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _BodyTooLarge:
+            await _too_large(send, self.limit)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = (
+        f'{{"error":"too_large","field":"body","problem":"the request body is larger than {limit} bytes"}}'
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def principal(request: Request) -> Principal:
+    """The caller, from its ``x-api-key``; 401 without a valid one."""
+    key = request.headers.get("x-api-key")
+    state = request.app.state
+    if key is not None and secrets.compare_digest(key, state.internal_key):
+        return state.internal
+    found = state.keys.authenticate(key)
+    if found is None:
+        # the key itself is never logged
+        log.warning("denied", status=401, path=request.url.path, reason="no key" if not key else "unknown key")
+        raise Denied(401, "a valid x-api-key header is required")
+    return found
+
+
+Caller = Annotated[Principal, Depends(principal)]
+
+
+def error(status: int, code: str, problem: str, field: str | None = None, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": code, "field": field, "problem": problem, **extra}, status_code=status)
+
+
+def create_app(
+    warden: Warden,
+    *,
+    max_content: int = DEFAULT_MAX_CONTENT,
+    scheduler: bool = True,
+    scheduler_interval: float = 30.0,
+    self_url: str | None = None,
+    allow_local_sources: bool = False,
+    mcp: bool = True,
+) -> FastAPI:
+    """The ASGI app. ``self_url`` lets the embedded scheduler read revocations
+    back through this server's own query endpoint."""
+    keys = KeyStore(warden)
+    internal_key = "mw_internal_" + secrets.token_urlsafe(24)
+    internal = Principal("internal", "security", internal=True)
+    jobs: Scheduler | None = None
+    mcp_server = None
+    if mcp:
+        from .mcp import build_server
+
+        mcp_server = build_server(warden, authenticate=keys.authenticate, allow_local_sources=allow_local_sources)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        nonlocal jobs
+        async with contextlib.AsyncExitStack() as stack:
+            if mcp_server is not None:
+                await stack.enter_async_context(mcp_server.session_manager.run())
+            if scheduler:
+                jobs = Scheduler(
+                    warden,
+                    interval=scheduler_interval,
+                    http_path=_http_read_path(self_url, internal_key) if self_url else None,
+                )
+                jobs.start_async()
+            try:
+                yield
+            finally:
+                if jobs is not None:
+                    jobs.stop(wait=True)
+
+    app = FastAPI(
+        title="memwarden",
+        version="0.1.0",
+        summary="Decides whether an AI agent may use a remembered fact now.",
+        lifespan=lifespan,
+    )
+    app.state.warden = warden
+    app.state.keys = keys
+
+    app.state.internal_key = internal_key
+    app.state.internal = internal
+
+    def require(who: Principal, *roles: str, request: Request | None = None) -> None:
+        if who.role not in roles:
+            log.warning(
+                "denied",
+                status=403,
+                key_id=who.key_id,
+                role=who.role,
+                path=request.url.path if request else None,
+                reason="role",
+            )
+            raise Denied(403, f"the {who.role} role may not do this (needs {' or '.join(roles)})")
+
+    def tenant_ok(who: Principal, tenant: str | None, request: Request | None = None) -> None:
+        if not who.reads_tenant(tenant):
+            log.warning(
+                "denied",
+                status=403,
+                key_id=who.key_id,
+                tenant=tenant,
+                reason="tenant",
+                path=request.url.path if request else None,
+            )
+            raise Denied(403, f"this key is not bound to tenant {tenant!r}")
+
+    def memory_ok(who: Principal, memory_id: str, request: Request) -> None:
+        view = warden.get(memory_id)  # 404 if unknown
+        if not who.reads_memory(view.scope["tenant"] or "", view.scope["agent"]):
+            log.warning(
+                "denied", status=403, key_id=who.key_id, memory_id=memory_id, reason="tenant", path=request.url.path
+            )
+            raise Denied(403, f"this key may not read memory {memory_id!r}")
+
+    # -- errors -------------------------------------------------------------------------
+
+    @app.exception_handler(Denied)
+    async def _denied(request: Request, exc: Denied) -> JSONResponse:
+        code = "unauthorized" if exc.status == 401 else "forbidden"
+        return error(exc.status, code, exc.problem, "x-api-key" if exc.status == 401 else None)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+        field = ".".join(str(p) for p in first["loc"])
+        return error(
+            422,
+            "invalid_input",
+            str(first["msg"]),
+            field,
+            errors=[{"field": ".".join(str(p) for p in e["loc"]), "problem": str(e["msg"])} for e in errors],
+        )
+
+    @app.exception_handler(ChecksumMismatch)
+    async def _checksum(request: Request, exc: ChecksumMismatch) -> JSONResponse:
+        return error(422, "checksum_mismatch", exc.problem, exc.field, given=exc.given, actual=exc.actual)
+
+    @app.exception_handler(InvalidInput)
+    async def _input(request: Request, exc: InvalidInput) -> JSONResponse:
+        return error(422, "invalid_input", exc.problem, exc.field)
+
+    @app.exception_handler(ValueError)
+    async def _value(request: Request, exc: ValueError) -> JSONResponse:
+        return error(422, "invalid_input", str(exc))
+
+    @app.exception_handler(RevokedScope)
+    async def _revoked(request: Request, exc: RevokedScope) -> JSONResponse:
+        return error(409, "revoked_scope", str(exc), "fetched_at", revocation_id=exc.revocation_id)
+
+    @app.exception_handler(MemoryErased)
+    async def _erased(request: Request, exc: MemoryErased) -> JSONResponse:
+        return error(409, "erased", str(exc), "memory_id")
+
+    @app.exception_handler(MemoryNotFound)
+    async def _missing(request: Request, exc: MemoryNotFound) -> JSONResponse:
+        return error(404, "not_found", str(exc), "memory_id")
+
+    @app.exception_handler(RevocationNotFound)
+    async def _missing_rev(request: Request, exc: RevocationNotFound) -> JSONResponse:
+        return error(404, "not_found", str(exc), "revocation_id")
+
+    @app.exception_handler(StaleView)
+    async def _stale(request: Request, exc: StaleView) -> JSONResponse:
+        response = error(503, "stale_view", str(exc), "min_seq")
+        response.headers["Retry-After"] = "1"
+        return response
+
+    @app.exception_handler(sqlite3.DatabaseError)
+    async def _database(request: Request, exc: sqlite3.DatabaseError) -> JSONResponse:
+        log.error("database_error", error=str(exc), path=request.url.path)
+        return error(503, "database", "the database could not answer; see the server log")
+
+    # -- memories -------------------------------------------------------------------------
+
+    @app.post("/v1/memories", status_code=201, tags=["memories"])
+    def save_memory(body: SaveBody, who: Caller, request: Request) -> dict[str, Any]:
+        """Record a memory (agents, in their own tenants)."""
+        require(who, "agent", request=request)
+        tenant_ok(who, body.scope.tenant, request)
+        scope = body.scope.model_dump(exclude_none=True)
+        if who.agent is not None:
+            if scope.get("agent", who.agent) != who.agent:
+                raise Denied(403, f"this key saves only as agent {who.agent!r}")
+            scope["agent"] = who.agent
+        if len(body.content.encode("utf-8")) > max_content:
+            raise InvalidInput("content", f"is larger than {max_content} bytes")
+        if not allow_local_sources and not body.source_url.startswith(("http://", "https://", "callable:")):
+            if body.source_url.startswith("file:") or body.source_url.startswith("/") or body.source:
+                raise InvalidInput("source_url", "local file and git sources are not accepted over HTTP")
+        if body.source is not None and not allow_local_sources:
+            raise InvalidInput("source", "local file and git sources are not accepted over HTTP")
+        result = warden.save(
+            memory_id=body.memory_id,
+            kind=body.kind,
+            summary=body.summary,
+            content=body.content,
+            source_url=body.source_url,
+            scope=scope,
+            fetched_at=body.fetched_at,
+            expires_at=body.expires_at,
+            ttl=body.ttl,
+            verified_at=body.verified_at,
+            source=body.source,
+            branch=body.branch,
+            policy=body.policy,
+            revocation_version=body.revocation_version,
+            checksum=body.checksum,
+            cache_key=body.cache_key.model_dump() if body.cache_key else None,
+            actor=f"key:{who.key_id}",
+            event_id=body.event_id,
+        )
+        return result.as_dict()
+
+    @app.get("/v1/memories/{memory_id}", tags=["memories"])
+    def get_memory(memory_id: str, who: Caller, request: Request, min_seq: int | None = None) -> dict[str, Any]:
+        """One memory, its text checked now; ``usable`` says whether to use it."""
+        view = warden.get(memory_id, min_seq=min_seq)
+        if not who.reads_memory(view.scope["tenant"] or "", view.scope["agent"]):
+            log.warning(
+                "denied", status=403, key_id=who.key_id, memory_id=memory_id, reason="tenant", path=request.url.path
+            )
+            raise Denied(403, f"this key may not read memory {memory_id!r}")
+        return view.as_dict()
+
+    @app.get("/v1/memories", tags=["memories"])
+    def query_memories(
+        who: Caller,
+        request: Request,
+        tenant: str,
+        project: str | None = None,
+        permission: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        tool: str | None = None,
+        kind: str | None = None,
+        text: str | None = None,
+        all: bool = False,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        min_seq: int | None = None,
+        content: bool = True,
+        ids: Annotated[list[str] | None, Query()] = None,
+    ) -> dict[str, Any]:
+        """Usable memories in a scope (``all=true``: every memory and why not)."""
+        tenant_ok(who, tenant, request)
+        if who.agent is not None:
+            if agent not in (None, who.agent):
+                raise Denied(403, f"this key reads only agent {who.agent!r}")
+            agent = who.agent
+        views = warden.query(
+            tenant=tenant,
+            project=project,
+            permission=permission,
+            user=user,
+            agent=agent,
+            tool=tool,
+            kind=kind,
+            text=text,
+            include_unusable=all,
+            limit=limit,
+            min_seq=min_seq,
+            with_content=content,
+            ids=ids,
+        )
+        return {"memories": [v.as_dict() for v in views]}
+
+    @app.post("/v1/memories/{memory_id}/verify", tags=["memories"])
+    def verify_memory(memory_id: str, who: Caller, request: Request, accept: bool = False) -> dict[str, Any]:
+        """Re-check a memory against its source."""
+        require(who, "agent", "security", request=request)
+        memory_ok(who, memory_id, request)
+        return {"results": [warden.verify(memory_id, accept=accept).as_dict()]}
+
+    @app.get("/v1/memories/{memory_id}/explain", tags=["auditors"])
+    def explain_memory(memory_id: str, who: Caller, request: Request, as_of: str | None = None) -> dict[str, Any]:
+        """The memory's history and why it is (not) usable."""
+        memory_ok(who, memory_id, request)
+        return warden.explain(memory_id, as_of=as_of)
+
+    @app.get("/v1/due", tags=["memories"])
+    def due(who: Caller, limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
+        """What must be re-verified now."""
+        items = warden.due()
+        if who.role == "agent":
+            allowed = {
+                v.memory_id
+                for t in who.tenants
+                for v in warden.query(
+                    tenant=t, include_unusable=True, limit=10_000, with_content=False, agent=who.agent
+                )
+            }
+            items = [i for i in items if i.memory_id in allowed]
+        return {"due": [i.as_dict() for i in (items if limit is None else items[:limit])]}
+
+    # -- security --------------------------------------------------------------------------
+
+    @app.post("/v1/revocations", status_code=201, tags=["security"])
+    def revoke(body: RevokeBody, who: Caller, request: Request) -> dict[str, Any]:
+        """Take a scope out of every read path, at commit."""
+        require(who, "security", request=request)
+        selector = body.selector.model_dump(exclude_none=True, exclude_defaults=True)
+        result = warden.revoke(selector, reason=body.reason, by=f"key:{who.key_id}")
+        data = result.as_dict()
+        if body.wait:
+            readback = Scheduler(warden, http_path=_http_read_path(self_url, internal_key) if self_url else None)
+            data["readback"] = readback.read_back(result.revocation_id)
+        return data
+
+    @app.get("/v1/revocations/{revocation_id}", tags=["security"])
+    def revocation(revocation_id: str, who: Caller, request: Request) -> dict[str, Any]:
+        require(who, "security", "auditor", request=request)
+        return warden.revocation(revocation_id)
+
+    @app.get("/v1/revocations/{revocation_id}/readback", tags=["security"])
+    def readback(revocation_id: str, who: Caller, request: Request) -> dict[str, Any]:
+        """The read-back confirmation records of a revocation."""
+        require(who, "security", "auditor", request=request)
+        return readback_records(warden, revocation_id)
+
+    @app.post("/v1/policies/{policy}", tags=["security"])
+    def set_policy(policy: str, body: PolicyBody, who: Caller, request: Request) -> dict[str, Any]:
+        require(who, "security", request=request)
+        seq = warden.set_policy(policy, body.version, actor=f"key:{who.key_id}")
+        return {"policy": policy, "version": body.version, "seq": seq}
+
+    @app.post("/v1/erasures", tags=["security"])
+    def erase(body: EraseBody, who: Caller, request: Request) -> dict[str, Any]:
+        """A deletion request: the text is destroyed, the history stays."""
+        require(who, "security", request=request)
+        return {
+            "erased": warden.erase(
+                memory_id=body.memory_id, user=body.user, reason=body.reason, actor=f"key:{who.key_id}"
+            )
+        }
+
+    # -- auditors ----------------------------------------------------------------------------
+
+    @app.get("/v1/replay", tags=["auditors"])
+    def replay(
+        who: Caller, request: Request, as_of: str | None = None, seq: int | None = None, tenant: str | None = None
+    ) -> dict[str, Any]:
+        """The usable view as it was then, rebuilt from the log."""
+        require(who, "security", "auditor", request=request)
+        return warden.replay(as_of=as_of, seq=seq, tenant=tenant)
+
+    @app.get("/v1/audit/verify", tags=["auditors"])
+    def audit_verify(who: Caller, request: Request, against: str | None = None) -> JSONResponse:
+        require(who, "security", "auditor", request=request)
+        data = warden.audit_verify(against)
+        return JSONResponse(data, status_code=200)
+
+    @app.get("/v1/audit/head", tags=["auditors"])
+    def audit_head(who: Caller, request: Request) -> dict[str, Any]:
+        require(who, "security", "auditor", request=request)
+        return warden.audit_head()
+
+    @app.get("/v1/stats", tags=["auditors"])
+    def stats(who: Caller, request: Request) -> dict[str, Any]:
+        require(who, "security", "auditor", request=request)
+        return {"weeks": warden.stats()}
+
+    @app.get("/v1/events", tags=["auditors"])
+    async def events(
+        who: Caller,
+        request: Request,
+        after: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
+        wait: Annotated[float, Query(ge=0, le=60)] = 0,
+    ) -> dict[str, Any]:
+        """Events after a seq, for downstream caches: long-polls up to ``wait``
+        seconds when there is nothing new yet."""
+        require(who, "security", "auditor", request=request)
+        deadline = time.monotonic() + wait
+        while True:
+            batch = await asyncio.to_thread(_events_after, warden, after, limit)
+            if batch or time.monotonic() >= deadline or await request.is_disconnected():
+                return {"events": batch, "head": warden.log.head().seq}
+            await asyncio.sleep(0.05)
+
+    # -- the Memory API pair --------------------------------------------------------------------
+
+    @app.post("/memory/save", tags=["memory api"])
+    def memory_save(body: MemoryApiSave, who: Caller, request: Request, tenant: str | None = None) -> dict[str, Any]:
+        """Save a key's content (a new version if the key exists)."""
+        require(who, "agent", request=request)
+        tenant = tenant or who.tenants[0]
+        tenant_ok(who, tenant, request)
+        if who.agent is not None and body.agent != who.agent:
+            raise Denied(403, f"this key saves only as agent {who.agent!r}")
+        if len(body.content.encode("utf-8")) > max_content:
+            raise InvalidInput("content", f"is larger than {max_content} bytes")
+        return memory_api.save(warden, tenant=tenant, agent=body.agent, key=body.key, content=body.content)
+
+    @app.get("/memory/load", tags=["memory api"])
+    def memory_load(
+        who: Caller, request: Request, agent: str, tenant: str | None = None, history: bool = False
+    ) -> dict[str, Any]:
+        """Every key of an agent; content only while it may be used."""
+        if who.role == "agent":
+            tenant = tenant or who.tenants[0]
+            if who.agent is not None and agent != who.agent:
+                raise Denied(403, f"this key reads only agent {who.agent!r}")
+        if tenant is None:
+            raise InvalidInput("tenant", "is required for security and auditor keys")
+        tenant_ok(who, tenant, request)
+        return memory_api.load(warden, tenant=tenant, agent=agent, history=history)
+
+    @app.get("/healthz", tags=["operations"])
+    def health() -> dict[str, Any]:
+        return {"ok": True, "head_seq": warden.log.head().seq}
+
+    if mcp_server is not None:
+        app.mount(
+            "/",
+            _McpAuth(
+                mcp_server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True),
+                keys,
+            ),
+        )
+    return BodyLimitApp(app, max_content * 6 + 64 * 1024)
+
+
+class _McpAuth:
+    """The MCP endpoint takes the same keys as the rest of the API."""
+
+    def __init__(self, app: ASGIApp, keys: KeyStore) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path") != "/mcp":
+            # everything the API does not route ends here: answer in JSON like the rest
+            body = b'{"error":"not_found","field":"path","problem":"no such endpoint"}'
+            await send(
+                {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]}
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        if scope["type"] == "http":
+            key = dict(scope.get("headers") or []).get(b"x-api-key")
+            if self.keys.authenticate(key.decode("latin-1") if key else None) is None:
+                log.warning("denied", status=401, path=scope.get("path"), reason="mcp without a valid key")
+                body = b'{"error":"unauthorized","field":"x-api-key","problem":"a valid x-api-key header is required"}'
+                await send(
+                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]}
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def BodyLimitApp(app: FastAPI, limit: int) -> FastAPI:
+    app.add_middleware(BodyLimit, limit=limit)
+    return app
+
+
+def _events_after(warden: Warden, after: int, limit: int) -> list[dict[str, Any]]:
+    out = []
+    for event in warden.log.read(after_seq=after, until_seq=after + limit):
+        out.append(event.envelope())
+    return out
+
+
+def _http_read_path(base_url: str, key: str) -> Callable[[str, list[str]], list[str]]:
+    """The scheduler's read-back through this server's own query endpoint."""
+
+    def visible(tenant: str, ids: list[str]) -> list[str]:
+        found: list[str] = []
+        for start in range(0, len(ids), 100):  # keep the request line short
+            chunk = ids[start : start + 100]
+            response = httpx.get(
+                f"{base_url}/v1/memories",
+                params={"tenant": tenant, "ids": chunk, "limit": len(chunk), "content": "false"},
+                headers={"x-api-key": key},
+                timeout=30,
+            )
+            response.raise_for_status()
+            found.extend(m["memory_id"] for m in response.json()["memories"])
+        return found
+
+    return visible
+
+
+Handler = Callable[..., Awaitable[Any]]

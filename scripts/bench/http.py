@@ -1,0 +1,195 @@
+"""HTTP throughput on loopback: memwarden's save and query against a bare
+FastAPI endpoint returning a constant, served the same way, in the same run.
+
+    .venv/bin/python scripts/bench/http.py [--quick] [--json PATH]
+
+16 concurrent clients (asyncio + httpx, one process) for a fixed time per
+endpoint; requests/s and p99 latency, median of several runs.
+Target: query >= 50% of the bare endpoint's rate.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is named http.py (as the issue asks), which would shadow the
+# standard library's http package: look in this folder last, not first.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
+
+import asyncio
+import itertools
+import socket
+import statistics
+import subprocess
+import tempfile
+import textwrap
+import time
+
+import httpx
+from _common import Metric, arguments, report
+from memwarden.engine import Warden
+from memwarden.engine._keys import KeyStore
+
+CLIENTS = 16
+BARE = textwrap.dedent(
+    """
+    from fastapi import FastAPI
+    app = FastAPI()
+
+    @app.get("/constant")
+    def constant() -> dict:
+        return {"memories": []}
+    """
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_up(url: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+async def load(url: str, seconds: float, make_request: object) -> tuple[float, float]:
+    """(requests/s, p99 ms) for CLIENTS concurrent loops."""
+    latencies: list[float] = []
+    counter = itertools.count()
+    deadline = time.monotonic() + seconds
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            response = await make_request(client, next(counter))  # type: ignore[operator]
+            latencies.append(time.perf_counter() - started)
+            assert response.status_code < 300, response.text
+
+    limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+        started = time.monotonic()
+        await asyncio.gather(*(worker(client) for _ in range(CLIENTS)))
+        elapsed = time.monotonic() - started
+    latencies.sort()
+    return len(latencies) / elapsed, latencies[int(0.99 * (len(latencies) - 1))] * 1000
+
+
+def main() -> None:
+    args = arguments(__doc__ or "")
+    seconds = 2.0 if args.quick else 8.0
+    runs = args.repeat or 3
+    tmp = Path(tempfile.mkdtemp(prefix="memwarden-http-"))
+    db = tmp / "http.db"
+    w = Warden(db)
+    key, _ = KeyStore(w).create("agent", tenants=["acme"])
+    for i in range(2000):
+        w.save(
+            memory_id=f"seed{i}",
+            kind="external_fact",
+            summary=f"요약 {i}",
+            content=f"내용 {i}",
+            source_url="https://e",
+            scope={"tenant": "acme", "project": f"p{i % 20}"},
+        )
+    w.close()
+    (tmp / "bare.py").write_text(BARE)
+    ours_port, bare_port = free_port(), free_port()
+    procs = [
+        subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("memwarden")),
+                "--db",
+                str(db),
+                "serve",
+                "--port",
+                str(ours_port),
+                "--no-scheduler",
+            ],
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "bare:app", "--port", str(bare_port), "--log-level", "warning"],
+            cwd=tmp,
+            stderr=subprocess.DEVNULL,
+        ),
+    ]
+    try:
+        ours, bare = f"http://127.0.0.1:{ours_port}", f"http://127.0.0.1:{bare_port}"
+        wait_up(f"{ours}/healthz")
+        wait_up(f"{bare}/constant")
+        headers = {"x-api-key": key}
+
+        def query(client: httpx.AsyncClient, i: int):  # type: ignore[no-untyped-def]
+            return client.get(
+                "/v1/memories", params={"tenant": "acme", "project": f"p{i % 20}", "limit": 20}, headers=headers
+            )
+
+        def save(client: httpx.AsyncClient, i: int):  # type: ignore[no-untyped-def]
+            return client.post(
+                "/v1/memories",
+                headers=headers,
+                json={
+                    "memory_id": f"bench-{time.time_ns()}-{i}",
+                    "kind": "external_fact",
+                    "summary": "요약",
+                    "content": f"내용 {i}",
+                    "source_url": "https://e",
+                    "scope": {"tenant": "acme"},
+                },
+            )
+
+        def constant(client: httpx.AsyncClient, i: int):  # type: ignore[no-untyped-def]
+            return client.get("/constant")
+
+        results: dict[str, list[tuple[float, float]]] = {"bare": [], "query": [], "save": []}
+        for _ in range(runs):
+            results["bare"].append(asyncio.run(load(bare, seconds, constant)))
+            results["query"].append(asyncio.run(load(ours, seconds, query)))
+            results["save"].append(asyncio.run(load(ours, seconds, save)))
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+    def med(name: str, k: int) -> float:
+        return statistics.median(r[k] for r in results[name])
+
+    bare_rate = med("bare", 0)
+    metrics = [
+        Metric("bare FastAPI endpoint", bare_rate, "req/s", None, None, "(baseline)", True),
+        Metric(
+            "query (tenant+project, limit 20)",
+            med("query", 0),
+            "req/s",
+            bare_rate,
+            med("query", 0) / bare_rate,
+            ">= 0.5 of bare",
+            med("query", 0) / bare_rate >= 0.5,
+        ),
+        Metric("query p99", med("query", 1), "ms", med("bare", 1), med("query", 1) / med("bare", 1), "(info)", True),
+        Metric(
+            "save (durable, synchronous=FULL)",
+            med("save", 0),
+            "req/s",
+            bare_rate,
+            med("save", 0) / bare_rate,
+            "(info)",
+            True,
+        ),
+        Metric("save p99", med("save", 1), "ms", med("bare", 1), med("save", 1) / med("bare", 1), "(info)", True),
+    ]
+    report(f"memwarden HTTP benchmark ({CLIENTS} concurrent clients on loopback)", metrics, args.json_path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""A real uvicorn server on 127.0.0.1, driven by httpx."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from memwarden.engine import Warden
+from memwarden.engine._keys import KeyStore
+from memwarden.events import content_checksum
+
+
+@dataclass
+class Server:
+    url: str
+    db: Path
+    keys: dict[str, str]
+    proc: subprocess.Popen
+
+    def client(self, who: str | None = None) -> httpx.Client:
+        headers = {"x-api-key": self.keys[who]} if who else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def head(self) -> int:
+        return self.client("auditor").get("/v1/audit/head").json()["seq"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("http") / "server.db", "--scheduler-interval", "0.5")
+    yield running
+    running.proc.terminate()
+    running.proc.wait(timeout=30)
+
+
+def start_server(db: Path, *extra: str) -> Server:
+    w = Warden(db)
+    store = KeyStore(w)
+    keys = {
+        "agent": store.create("agent", tenants=["acme"], agent="bot")[0],
+        "agent2": store.create("agent", tenants=["globex"])[0],
+        "multi": store.create("agent", tenants=["acme", "globex"])[0],
+        "security": store.create("security")[0],
+        "auditor": store.create("auditor")[0],
+    }
+    revoked, principal = store.create("agent", tenants=["acme"])
+    store.revoke(principal.key_id)
+    keys["revoked"] = revoked
+    keys["bogus"] = "mw_000000000000_notakey"
+    w.close()
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("memwarden")),
+            "--db",
+            str(db),
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--max-content",
+            "200000",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"server did not start: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.1)
+    return Server(url, db, keys, proc)
+
+
+def save_body(memory_id: str, tenant: str = "acme", **extra: object) -> dict:
+    return {
+        "memory_id": memory_id,
+        "kind": "external_fact",
+        "summary": f"{memory_id} 요약",
+        "content": f"{memory_id}의 내용",
+        "source_url": f"https://src.example/{memory_id}",
+        "scope": {"tenant": tenant, **extra.pop("scope", {})},
+        **extra,
+    }
+
+
+def test_openapi_and_docs(server: Server) -> None:
+    with server.client() as c:
+        spec = c.get("/openapi.json").json()
+        assert {"/v1/memories", "/memory/save", "/memory/load", "/v1/revocations", "/v1/events"} <= set(spec["paths"])
+        assert c.get("/docs").status_code == 200
+
+
+def test_memory_api_round_trip_byte_exact(server: Server) -> None:
+    text = "# 작업 규칙\n- 금요일 배포 금지 🚫\n- naïve café\r\n"
+    content = json.dumps(
+        {
+            "text": text,
+            "checksum": content_checksum(text),
+            "saved_at": "2026-01-05T09:00:00Z",
+            "source": "https://git.example/acme/MEMORY.md",
+            "branch": "main",
+        },
+        ensure_ascii=False,
+    )
+    with server.client("agent") as c:
+        saved = c.post("/memory/save", json={"agent": "bot", "key": "MEMORY.md", "content": content})
+        assert saved.status_code == 200, saved.text
+        assert saved.json()["status"] == "saved" and saved.json()["key"] == "MEMORY.md"
+        loaded = c.get("/memory/load", params={"agent": "bot"}).json()["memories"]
+        entry = next(m for m in loaded if m["key_name"] == "MEMORY.md")
+        assert entry["content"] == content and entry["status"] == "usable"
+        assert entry["checksum"] == content_checksum(content) and entry["saved_at"].startswith("2026-01-05T09:00:00")
+        # again: a new version, the older one kept
+        c.post("/memory/save", json={"agent": "bot", "key": "MEMORY.md", "content": "plain text v2"})
+        history = c.get("/memory/load", params={"agent": "bot", "history": 1}).json()["memories"]
+        entry = next(m for m in history if m["key_name"] == "MEMORY.md")
+        assert entry["content"] == "plain text v2" and [h["version"] for h in entry["history"]] == [1, 2]
+        assert entry["history"][0]["content"] == content
+
+
+def test_memory_api_checksum_mismatch_names_both_values(server: Server) -> None:
+    wrong = "sha256:" + "1" * 64
+    head = server.head()
+    with server.client("agent") as c:
+        response = c.post(
+            "/memory/save",
+            json={"agent": "bot", "key": "k", "content": json.dumps({"text": "hello", "checksum": wrong})},
+        )
+    assert response.status_code == 422
+    body = response.json()
+    assert (
+        body["field"] == "content.checksum" and body["given"] == wrong and body["actual"] == content_checksum("hello")
+    )
+    assert wrong in body["problem"] and content_checksum("hello") in body["problem"]
+    assert server.head() == head
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b"{not json", "body"),
+        (b'{"agent": 5, "key": "k", "content": "c"}', "body.agent"),
+        (b'{"agent": "bot", "key": "k", "content": "c", "extra": 1}', "body.extra"),
+        (b'{"agent": "bot", "key": "k"}', "body.content"),
+        (b'{"agent": "bot", "key": "two words", "content": "c"}', "key"),
+        (b"[]", "body"),
+    ],
+)
+def test_bad_bodies_are_4xx_naming_the_field_and_change_nothing(server: Server, body: bytes, field: str) -> None:
+    head = server.head()
+    with server.client("agent") as c:
+        response = c.post("/memory/save", content=body, headers={"content-type": "application/json"})
+    assert 400 <= response.status_code < 500
+    assert response.json()["field"].startswith(field), response.json()
+    assert server.head() == head
+
+
+def test_oversized_bodies_and_content(server: Server) -> None:
+    head = server.head()
+    with server.client("agent") as c:
+        too_big = c.post("/memory/save", json={"agent": "bot", "key": "big", "content": "x" * 1_300_000})
+        assert too_big.status_code == 413 and too_big.json()["field"] == "body"
+        just_over = c.post("/memory/save", json={"agent": "bot", "key": "big", "content": "가" * 70_000})
+        assert just_over.status_code == 422 and just_over.json()["field"] == "content"
+    assert server.head() == head
+
+
+MATRIX = [
+    # (method, path, body, {who: expected status})
+    ("POST", "/v1/memories", save_body("m-acme"), {"agent": 201, "agent2": 403, "security": 403, "auditor": 403}),
+    ("POST", "/v1/memories", save_body("m-globex", tenant="globex"), {"agent": 403, "agent2": 201, "auditor": 403}),
+    ("GET", "/v1/memories?tenant=acme", None, {"agent": 200, "agent2": 403, "security": 200, "auditor": 200}),
+    ("GET", "/v1/memories?tenant=globex", None, {"agent": 403, "agent2": 200, "multi": 200, "auditor": 200}),
+    ("GET", "/v1/memories/m-acme", None, {"agent": 200, "agent2": 403, "multi": 200, "security": 200, "auditor": 200}),
+    ("GET", "/v1/memories/m-globex", None, {"agent": 403, "agent2": 200, "multi": 200, "auditor": 200}),
+    ("GET", "/v1/memories/m-acme/explain", None, {"agent": 200, "agent2": 403, "auditor": 200}),
+    ("POST", "/v1/memories/m-acme/verify", None, {"agent2": 403, "auditor": 403}),
+    ("GET", "/v1/due", None, {"agent": 200, "security": 200, "auditor": 200}),
+    (
+        "POST",
+        "/v1/revocations",
+        {"selector": {"ids": ["nothing"]}, "reason": "r"},
+        {"agent": 403, "auditor": 403, "security": 201},
+    ),
+    ("POST", "/v1/policies/p-test", {"version": 2}, {"agent": 403, "auditor": 403, "security": 200}),
+    ("POST", "/v1/erasures", {"memory_id": "missing", "reason": "r"}, {"agent": 403, "auditor": 403, "security": 404}),
+    ("GET", "/v1/replay?seq=0", None, {"agent": 403, "security": 200, "auditor": 200}),
+    ("GET", "/v1/audit/verify", None, {"agent": 403, "security": 200, "auditor": 200}),
+    ("GET", "/v1/audit/head", None, {"agent": 403, "auditor": 200}),
+    ("GET", "/v1/stats", None, {"agent": 403, "auditor": 200}),
+    ("GET", "/v1/events?after=0&limit=5", None, {"agent": 403, "security": 200, "auditor": 200}),
+    (
+        "POST",
+        "/memory/save",
+        {"agent": "bot", "key": "mx", "content": "c"},
+        {"agent": 200, "security": 403, "auditor": 403},
+    ),
+    ("POST", "/memory/save", {"agent": "other-bot", "key": "mx", "content": "c"}, {"agent": 403, "agent2": 200}),
+    ("GET", "/memory/load?agent=bot", None, {"agent": 200, "agent2": 200, "auditor": 422}),
+    ("GET", "/memory/load?agent=bot&tenant=acme", None, {"auditor": 200, "agent2": 403}),
+]
+
+
+def test_role_endpoint_tenant_matrix(server: Server) -> None:
+    for method, path, body, expected in MATRIX:
+        for who, status in expected.items():
+            with server.client(who) as c:
+                response = c.request(method, path, json=body)
+            assert response.status_code == status, (method, path, who, response.status_code, response.text)
+            assert response.headers["content-type"].startswith("application/json")
+        for who in (None, "bogus", "revoked"):
+            with server.client(who) as c:
+                response = c.request(method, path, json=body)
+            assert response.status_code == 401, (method, path, who)
+            assert response.json()["field"] == "x-api-key"
+
+
+def test_agent_bound_to_its_name(server: Server) -> None:
+    with server.client("agent") as c:
+        other = c.post("/v1/memories", json=save_body("m-other-agent", scope={"agent": "someone-else"}))
+        assert other.status_code == 403
+        mine = c.post("/v1/memories", json=save_body("m-mine"))
+        assert mine.status_code == 201
+        got = c.get("/v1/memories/m-mine").json()
+        assert got["scope"]["agent"] == "bot"  # saved as the key's agent
+        local = c.post("/v1/memories", json=save_body("m-local", source_url="file:///etc/passwd"))
+        assert local.status_code == 422 and local.json()["field"] == "source_url"
+
+
+def test_revocation_over_http_is_read_back_through_http(server: Server) -> None:
+    with server.client("agent2") as c:
+        assert c.post("/v1/memories", json=save_body("g-1", tenant="globex")).status_code == 201
+    with server.client("security") as c:
+        rev = c.post("/v1/revocations", json={"selector": {"tenant": "globex"}, "reason": "test"}).json()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            data = c.get(f"/v1/revocations/{rev['revocation_id']}/readback").json()
+            if data["confirmed"]:
+                break
+            time.sleep(0.1)
+        assert data["confirmed"], data
+        assert "http_query" in data["records"][-1]["paths_checked"]
+    with server.client("agent2") as c:
+        assert all(
+            m["memory_id"] != "g-1" for m in c.get("/v1/memories", params={"tenant": "globex"}).json()["memories"]
+        )
+        assert c.get("/v1/memories/g-1").json()["reason"] == "revoked"
+
+
+def test_event_feed_long_polls(server: Server) -> None:
+    with server.client("auditor") as c:
+        head = c.get("/v1/audit/head").json()["seq"]
+
+        def later() -> None:
+            time.sleep(0.5)
+            with server.client("agent") as a:
+                a.post("/v1/memories", json=save_body("feed-1"))
+
+        threading.Thread(target=later).start()
+        started = time.monotonic()
+        data = c.get("/v1/events", params={"after": head, "wait": 10}).json()
+        assert time.monotonic() - started < 9
+        assert [e["stream"] for e in data["events"]] == ["feed-1"] and data["head"] == head + 1
+        empty = c.get("/v1/events", params={"after": data["head"], "wait": 0}).json()
+        assert empty["events"] == []
+
+
+def test_min_seq_answers_503_when_the_view_is_behind(server: Server) -> None:
+    with server.client("auditor") as c:
+        head = c.get("/v1/audit/head").json()["seq"]
+        response = c.get("/v1/memories", params={"tenant": "acme", "min_seq": head + 1000})
+    assert response.status_code == 503 and response.json()["field"] == "min_seq"

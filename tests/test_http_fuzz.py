@@ -1,0 +1,126 @@
+"""Property-based fuzzing of every operation in the OpenAPI schema: no
+answer is a 5xx, and a refused request leaves the log as it was."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .test_http import Server, start_server
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=12,
+)
+SCALAR = (
+    st.text(max_size=40)
+    | st.integers(-5, 10**6).map(str)
+    | st.sampled_from(
+        [
+            "true",
+            "false",
+            "",
+            "acme",
+            "globex",
+            "2026-01-05T09:00:00Z",
+            "2026-01-05T09:00:00",
+            "-1",
+            "0",
+            "서울",
+            "sha256:" + "a" * 64,
+            "1h",
+            "../../etc/passwd",
+            "%00",
+            "' OR 1=1 --",
+        ]
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("fuzz") / "fuzz.db", "--no-scheduler")
+    with running.client("agent") as c:  # something to find
+        c.post(
+            "/v1/memories",
+            json={
+                "memory_id": "seed",
+                "kind": "external_fact",
+                "summary": "s",
+                "content": "c",
+                "source_url": "https://e",
+                "scope": {"tenant": "acme"},
+            },
+        )
+    yield running
+    running.proc.terminate()
+    running.proc.wait(timeout=30)
+
+
+_SPECS: dict[str, dict[str, Any]] = {}
+
+
+def spec_of(server: Server) -> dict[str, Any]:
+    if server.url not in _SPECS:
+        _SPECS[server.url] = httpx.get(f"{server.url}/openapi.json").json()
+    return _SPECS[server.url]
+
+
+def operations(server: Server) -> list[tuple[str, str, dict[str, Any]]]:
+    spec = spec_of(server)
+    return [(method.upper(), path, op) for path, item in spec["paths"].items() for method, op in item.items()]
+
+
+def body_strategy(op: dict[str, Any], spec_components: dict[str, Any]) -> st.SearchStrategy[Any]:
+    content = (op.get("requestBody") or {}).get("content", {}).get("application/json")
+    if content is None:
+        return st.none()
+    ref = content["schema"].get("$ref", "")
+    schema = spec_components.get(ref.rsplit("/", 1)[-1], {})
+    names = list(schema.get("properties", {}))
+    shaped = st.fixed_dictionaries({}, optional={n: JSON | SCALAR for n in names}) if names else JSON
+    return shaped | JSON
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_no_5xx_and_refusals_change_nothing(quiet_server: Server, data: st.DataObject) -> None:
+    server = quiet_server
+    components = spec_of(server).get("components", {}).get("schemas", {})
+    method, path, op = data.draw(st.sampled_from(operations(server)))
+    for param in op.get("parameters", []):
+        if param["in"] == "path":
+            path = path.replace("{" + param["name"] + "}", quote(data.draw(SCALAR) or "x", safe=""))
+    params = {
+        p["name"]: data.draw(SCALAR)
+        for p in op.get("parameters", [])
+        if p["in"] == "query" and data.draw(st.booleans())
+    }
+    who = data.draw(st.sampled_from(["agent", "agent2", "security", "auditor", None, "bogus"]))
+    body = data.draw(body_strategy(op, components))
+    raw = data.draw(st.none() | st.binary(max_size=50))
+    before = server.head()
+    with server.client(who) as c:
+        if raw is not None and method == "POST":
+            response = c.request(method, path, params=params, content=raw, headers={"content-type": "application/json"})
+        else:
+            response = c.request(method, path, params=params, json=body if method == "POST" else None)
+    assert response.status_code < 500, (method, path, params, body, response.text)
+    if response.status_code >= 400:
+        assert server.head() == before, (method, path, response.status_code, response.text)
+        if path.startswith(("/v1", "/memory")):
+            assert "problem" in response.json() or "detail" in response.json(), response.text
+
+
+def test_the_fuzzer_reaches_every_operation(quiet_server: Server) -> None:
+    paths = {path for _, path, _ in operations(quiet_server)}
+    assert len(paths) >= 15
+    assert Path(__file__).exists()
