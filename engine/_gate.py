@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # reason -> what the agent should do about it
 ACTIONS = {
@@ -16,6 +17,8 @@ ACTIONS = {
     "integrity_failed": "treat_as_unknown",
     "erased": "none",
     "not_found": "none",
+    "derived_from_unusable": "treat_as_unknown",
+    "expired_evidence": "reverify",
 }
 REASONS = tuple(ACTIONS)
 
@@ -34,14 +37,32 @@ class Decision:
 USABLE = Decision(True)
 
 
+class ParentState(NamedTuple):
+    """A memory's evidence as the gate sees it."""
+
+    memory_id: str
+    wanted: int  # the version the memory was drawn from
+    current: int | None  # the parent's version now (None: it does not exist)
+    decision: Decision | None  # the gate's answer for the parent
+
+
 def _no(reason: str, detail: str | None = None) -> Decision:
     return Decision(False, reason, ACTIONS[reason], detail)
 
 
-def decide(row: dict[str, Any], *, now: str, policy_version: int, content_ok: bool | None = None) -> Decision:
+def decide(
+    row: dict[str, Any],
+    *,
+    now: str,
+    policy_version: int,
+    content_ok: bool | None = None,
+    parents: Sequence[ParentState] = (),
+) -> Decision:
     """Usable iff the projection holds it usable, it is checked under the
-    current version of its policy, ``now < expires_at``, and (when the
-    content was read) its bytes hash to its checksum.
+    current version of its policy, ``now < expires_at``, (when the content
+    was read) its bytes hash to its checksum, and every memory it was
+    derived from is itself usable at the version it was drawn from: a
+    summary never outlives its evidence.
 
     ``now`` is canonical timestamp text. Expiry is judged here, at read
     time, so it holds whether or not a scheduler has written the expiry.
@@ -55,8 +76,11 @@ def decide(row: dict[str, Any], *, now: str, policy_version: int, content_ok: bo
         return _no("revoked", f"revoked by {row.get('revoked_by')}")
     if status == "quarantined" or content_ok is False:
         return _no("integrity_failed", "the stored text does not match its checksum")
+    evidence = _evidence(parents)
     if status == "invalidated":
         why = row.get("invalidation_reason") or "invalidated"
+        if why == "derived_from_unusable":
+            return _no(why, evidence.detail if evidence is not None else "evidence was taken away (see explain)")
         return _no(why, None) if why in ACTIONS else _no("invalidated", why)
     if status == "unknown":
         return _no("unknown", "the last re-verification against the source failed")
@@ -65,7 +89,29 @@ def decide(row: dict[str, Any], *, now: str, policy_version: int, content_ok: bo
             "policy_changed",
             f"checked under {row['policy']} version {row['revocation_version']}, current is {policy_version}",
         )
+    if evidence is not None:
+        return evidence
     expires_at = row.get("expires_at")
     if status == "expired" or (expires_at is not None and now >= expires_at):
         return _no("expired", f"expired at {expires_at}")
     return USABLE
+
+
+def _evidence(parents: Sequence[ParentState]) -> Decision | None:
+    """Why the evidence does not hold, naming the first parent at fault; a
+    parent that merely expired makes the memory wait (``expired_evidence``)."""
+    waiting: Decision | None = None
+    for p in parents:
+        if p.current is None or p.decision is None:
+            return _no("derived_from_unusable", f"parent {p.memory_id} does not exist")
+        if p.current != p.wanted:
+            return _no(
+                "derived_from_unusable",
+                f"parent {p.memory_id} is at version {p.current}, this was drawn from version {p.wanted}",
+            )
+        if not p.decision.usable:
+            if p.decision.reason in ("expired", "expired_evidence"):
+                waiting = waiting or _no("expired_evidence", f"parent {p.memory_id}: {p.decision.reason}")
+            else:
+                return _no("derived_from_unusable", f"parent {p.memory_id}: {p.decision.reason}")
+    return waiting

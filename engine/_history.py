@@ -3,10 +3,11 @@ check the projections, verify the chain, export and import the log."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from memwarden.projections import (
     select_rows,
 )
 
+from ._derivation import Judge
 from ._errors import InvalidInput, MemoryNotFound
 from ._gate import decide
 from ._views import MemoryView
@@ -80,11 +82,11 @@ def replay(
     point, when = resolve_point(warden, as_of=as_of, seq=seq)
     conn = build_view(warden, point)
     try:
-        policies = current_policies(conn)
+        judge = Judge(conn, when, current_policies(conn))
         where, params = ("tenant = ?", [tenant]) if tenant is not None else ("1", [])
         memories = []
         for row in select_rows(conn, where, params, "ORDER BY memory_id"):
-            decision = decide(row, now=when, policy_version=policies.get(row["policy"], 1))
+            decision = judge.decide(row)
             if decision.usable or include_unusable:
                 view = MemoryView.of(row, decision, None).as_dict()
                 view.pop("content")
@@ -147,10 +149,28 @@ def explain(warden: Warden, memory_id: str, *, as_of: str | None = None) -> dict
         )
     if row is None:
         raise MemoryNotFound(memory_id, as_of)
-    answer: Any = decide(row, now=when, policy_version=policies.get(row["policy"], 1))
+    # the evidence (and its own evidence) as the view stood at that point
+    view = build_view(warden, point) if as_of is not None else None
+    try:
+        with warden.reading() if view is None else _as_context(view) as conn:
+            judge = Judge(conn, when, current_policies(conn))
+            answer: Any = decide(
+                row, now=when, policy_version=policies.get(row["policy"], 1), parents=judge.parents(row)
+            )
+            tree = judge.tree(row) if row["derived_from"] != "[]" else None
+    finally:
+        if view is not None:
+            view.close()
     if as_of is None and answer.usable:
         answer = warden.get(memory_id)  # the live answer also checks the text
-    return _explained(memory_id, when, point, history, row, answer.usable, answer.reason, answer.action, answer.detail)
+    out = _explained(memory_id, when, point, history, row, answer.usable, answer.reason, answer.action, answer.detail)
+    out["derivation"] = tree
+    return out
+
+
+@contextlib.contextmanager
+def _as_context(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    yield conn
 
 
 def _explained(

@@ -12,6 +12,7 @@ import structlog
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
 from memwarden.projections import selector_sql
 
+from ._derivation import descendants, rows_for
 from ._errors import RevocationNotFound
 
 if TYPE_CHECKING:
@@ -26,15 +27,18 @@ FTS_SAMPLE = 50
 
 
 def covered_ids(warden: Warden, revocation: dict[str, Any]) -> dict[str, list[str]]:
-    """Every memory the revocation covers, by tenant (whatever its status
-    now: an erased or earlier-revoked memory must stay invisible too)."""
+    """Every memory the revocation covers, and every memory drawn from
+    those, by tenant (whatever its status now: an erased or earlier-revoked
+    memory must stay invisible too)."""
     where, params = selector_sql(revocation["selector"])
     by_tenant: dict[str, list[str]] = defaultdict(list)
     with warden.reading() as conn:
-        for memory_id, tenant in conn.execute(
+        direct = conn.execute(
             f"SELECT memory_id, tenant FROM memories WHERE ({where}) AND fetched_at <= ? ORDER BY memory_id",
             [*params, revocation["effective_at"]],
-        ):
+        ).fetchall()
+        below = descendants(conn, [m for m, _ in direct]) - {m for m, _ in direct}
+        for memory_id, tenant in direct + [(r["memory_id"], r["tenant"]) for r in rows_for(conn, sorted(below))]:
             by_tenant[tenant].append(memory_id)
     return by_tenant
 

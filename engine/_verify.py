@@ -21,9 +21,10 @@ from memwarden.events import (
     sha256_hex,
 )
 from memwarden.events._models import Identifier, NonEmptyStr, UTCDateTime
-from memwarden.projections import fetch_row, load_revocations, revocation_blocks, selector_covers
+from memwarden.projections import current_policies, fetch_row, load_revocations, revocation_blocks, selector_covers
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._derivation import Judge
 from ._errors import FetchFailed, InvalidInput, MemoryNotFound
 from ._validation import build, field_error
 from ._views import DueItem, ImportResult, VerifyResult
@@ -42,6 +43,8 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
         raise MemoryNotFound(memory_id)
     if row["status"] in ("erased", "revoked"):
         return VerifyResult(memory_id, row["status"], "refused: only a fresh save can follow a revocation or erasure")
+    if row["derived_from"] not in (None, "[]"):
+        return _verify_derived(warden, row, accept=accept)
     try:
         text: str | None = warden.fetchers.fetch(row)
         problem = None
@@ -130,6 +133,50 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
         seqs = tx.append(events)
         log.warning("source_changed", memory_id=memory_id, accepted=accept)
         return VerifyResult(memory_id, "updated" if accept else "changed", f"source now hashes to {checksum}", seqs[-1])
+
+
+def _verify_derived(warden: Warden, row: dict[str, Any], *, accept: bool) -> VerifyResult:
+    """A derived memory is re-checked from its evidence: each parent is
+    verified against its own source first, and only if every one comes back
+    usable and unchanged is this memory re-issued with new times. A parent
+    whose content changed is invalidated, and the cascade takes this memory
+    with it: it is never silently kept."""
+    memory_id = row["memory_id"]
+    outcomes = []
+    for ref in json.loads(row["derived_from"]):
+        outcomes.append((ref["memory_id"], verify(warden, ref["memory_id"], accept=False).outcome))
+    now = warden.clock.now()
+    with warden.log.transaction() as tx:
+        current = fetch_row(tx.conn, memory_id)
+        if current is None or current["version"] != row["version"] or current["status"] in ("erased", "revoked"):
+            return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified")
+        judge = Judge(tx.conn, format_ts(now), current_policies(tx.conn))
+        parents = judge.parents(current)
+        broken = next((p for p in parents if p.current != p.wanted or not (p.decision and p.decision.usable)), None)
+        if broken is not None:
+            why = (
+                "changed"
+                if broken.current != broken.wanted
+                else (broken.decision.reason if broken.decision else "missing")
+            )
+            return VerifyResult(memory_id, "evidence_unusable", f"parent {broken.memory_id}: {why}", tx.head.seq)
+        seq = tx.append(
+            [
+                MemoryVerified(
+                    memory_id=memory_id,
+                    version=row["version"],
+                    content_checksum=row["checksum"],
+                    fetched_at=now,
+                    verified_at=now,
+                    expires_at=_renewed_expiry(row, now),
+                    revocation_version=warden._policy_version(tx.conn, row["policy"]),
+                    after_expiry=row["expires_at"] is not None and row["expires_at"] <= format_ts(now),
+                    actor="memwarden",
+                )
+            ]
+        )[0]
+    detail = ", ".join(f"{m}: {o}" for m, o in outcomes)
+    return VerifyResult(memory_id, "verified", f"re-issued from its evidence ({detail})", seq)
 
 
 def _renewed_expiry(row: dict[str, Any], now: datetime) -> datetime | None:

@@ -79,8 +79,9 @@ class SaveResult:
 class RevocationResult:
     revocation_id: str
     seq: int
-    covered: int
+    covered: int  # taken out directly
     effective_at: str
+    cascaded: int = 0  # memories drawn from those, invalidated with them
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -47,6 +47,7 @@ from memwarden.projections import (
 )
 
 from . import _history, _verify
+from ._derivation import Judge, ancestors, cascade
 from ._errors import (
     ChecksumMismatch,
     FetchFailed,
@@ -58,7 +59,7 @@ from ._errors import (
 )
 from ._errors import MemoryErased as MemoryErasedError
 from ._fetchers import Fetchers
-from ._gate import Decision, decide
+from ._gate import Decision, ParentState, decide
 from ._policy import TtlPolicy
 from ._validation import build
 from ._views import DueItem, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
@@ -99,6 +100,7 @@ class Warden:
             path, clock=self.clock, synchronous=synchronous, subscribers=[self.projector.on_append]
         )
         self.conn = self.log.conn
+        self.log.reactors.append(cascade)
         with self.log.transaction() as tx:
             self.projector.install(tx.conn)
             self.blobs = BlobStore(tx.conn)
@@ -159,7 +161,7 @@ class Warden:
         policy: str = "default",
         revocation_version: int | None = None,
         checksum: str | None = None,
-        derived_from: Sequence[ParentRef | dict[str, Any]] = (),
+        derived_from: Sequence[str | ParentRef | dict[str, Any]] = (),
         cache_key: dict[str, Any] | None = None,
         actor: str = "agent",
         event_id: str | None = None,
@@ -191,6 +193,7 @@ class Warden:
                     f"policy {policy!r} is at version {current}; a memory is saved under the current version "
                     f"(got {revocation_version})",
                 )
+            parents = self._evidence(conn, memory_id, derived_from) if derived_from else ()
             event = build(
                 MemorySaved,
                 memory_id=memory_id,
@@ -209,7 +212,7 @@ class Warden:
                 scope=scope_model,
                 policy=policy,
                 revocation_version=revocation_version,
-                derived_from=tuple(derived_from),
+                derived_from=parents,
                 cache_key=cache_key,
                 actor=actor,
                 **({"event_id": event_id} if event_id else {}),
@@ -219,6 +222,43 @@ class Warden:
             seq = tx.append([event])[0]
         log.info("memory_saved", memory_id=memory_id, version=event.version, seq=seq, kind=kind)
         return SaveResult(memory_id, event.version, actual, seq, format_ts(expires) if expires else None)
+
+    def _evidence(
+        self, conn: sqlite3.Connection, memory_id: str, derived_from: Sequence[str | ParentRef | dict[str, Any]]
+    ) -> tuple[ParentRef, ...]:
+        """The parents of a new memory: each must exist and be usable now (a
+        conclusion cannot be drawn from evidence that may not be used), and
+        none may descend from the memory itself."""
+        if isinstance(derived_from, str):
+            derived_from = [derived_from]
+        judge = Judge(conn, self.now(), current_policies(conn))
+        refs: list[ParentRef] = []
+        for item in derived_from:
+            parent_id = (
+                item
+                if isinstance(item, str)
+                else (item.memory_id if isinstance(item, ParentRef) else item.get("memory_id"))
+            )
+            if not isinstance(parent_id, str) or not parent_id:
+                raise InvalidInput("derived_from", "each parent must be a memory id")
+            if parent_id == memory_id:
+                raise InvalidInput("derived_from", f"memory {memory_id!r} cannot be derived from itself")
+            parent = judge.row(parent_id)
+            if parent is None:
+                raise InvalidInput("derived_from", f"parent {parent_id!r} does not exist")
+            decision = judge.decide(parent)
+            if not decision.usable:
+                raise InvalidInput(
+                    "derived_from",
+                    f"parent {parent_id!r} is not usable ({decision.reason}): nothing may be drawn from it",
+                )
+            if parent_id not in {r.memory_id for r in refs}:
+                refs.append(ParentRef(memory_id=parent_id, version=parent["version"]))
+        if memory_id in ancestors(conn, [r.memory_id for r in refs]):
+            raise InvalidInput(
+                "derived_from", f"a cycle: memory {memory_id!r} is already evidence for one of its parents"
+            )
+        return tuple(refs)
 
     def _expiry(
         self, kind: str, fetched: datetime, expires_at: datetime | str | None, ttl: timedelta | str | None
@@ -255,29 +295,38 @@ class Warden:
 
     def get(self, memory_id: str, *, min_seq: int | None = None) -> MemoryView:
         """One memory with its content checked against its checksum now."""
+        now = self.now()
         with self.reading(min_seq) as conn:
             row = fetch_row(conn, memory_id)
             if row is None:
                 raise MemoryNotFound(memory_id)
             data = self.blobs.get_bytes(row["checksum"])
             policy_version = self._policy_version(conn, row["policy"])
-        view, _ = self._judge(row, data, policy_version)
+            parents = Judge(conn, now, current_policies(conn)).parents(row)
+        view, _ = self._judge(row, data, policy_version, now, parents)
         return view
 
     def _judge(
-        self, row: dict[str, Any], data: bytes | None, policy_version: int, now: str | None = None
+        self,
+        row: dict[str, Any],
+        data: bytes | None,
+        policy_version: int,
+        now: str | None = None,
+        parents: Sequence[ParentState] = (),
     ) -> tuple[MemoryView, bool]:
-        """Apply the gate to one row whose blob bytes were read; on a
-        checksum mismatch, record it, quarantine, and try a resync."""
+        """Apply the gate to one row whose blob bytes were read (and whose
+        evidence was judged); on a checksum mismatch, record it, quarantine,
+        and try a resync."""
         now = now or self.now()
         if row["status"] in ("erased", "revoked"):
-            return MemoryView.of(row, decide(row, now=now, policy_version=policy_version), None), True
+            decision = decide(row, now=now, policy_version=policy_version, parents=parents)
+            return MemoryView.of(row, decision, None), True
         ok = actual_checksum(data) == row["checksum"]
         if not ok or row["status"] == "quarantined":
             row, ok, text = self._integrity(row, data, ok)
-            decision = decide(row, now=now, policy_version=policy_version, content_ok=ok)
+            decision = decide(row, now=now, policy_version=policy_version, content_ok=ok, parents=parents)
             return MemoryView.of(row, decision, text if ok else None), ok
-        decision = decide(row, now=now, policy_version=policy_version, content_ok=True)
+        decision = decide(row, now=now, policy_version=policy_version, content_ok=True, parents=parents)
         return MemoryView.of(row, decision, data.decode("utf-8") if data is not None else None), True
 
     def _integrity(self, row: dict[str, Any], data: bytes | None, ok: bool) -> tuple[dict[str, Any], bool, str | None]:
@@ -392,8 +441,16 @@ class Warden:
                 rows = select_rows(conn, where, [*params, page, offset], "ORDER BY last_seq DESC LIMIT ? OFFSET ?")
                 policies = current_policies(conn)
                 blobs = self.blobs.get_many([r["checksum"] for r in rows])
+                judge = Judge(conn, now, policies)
+                evidence = {r["memory_id"]: judge.parents(r) for r in rows if r["derived_from"] != "[]"}
             for row in rows:
-                view, _ = self._judge(row, blobs.get(row["checksum"]), policies.get(row["policy"], 1), now)
+                view, _ = self._judge(
+                    row,
+                    blobs.get(row["checksum"]),
+                    policies.get(row["policy"], 1),
+                    now,
+                    evidence.get(row["memory_id"], ()),
+                )
                 if not with_content:
                     view = _without_content(view)
                 if include_unusable or view.usable:
@@ -446,13 +503,16 @@ class Warden:
             covered = tx.conn.execute(
                 "SELECT covered FROM revocations WHERE revocation_id = ?", (event.revocation_id,)
             ).fetchone()[0]
-        log.warning("revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, by=by)
+            cascaded = sum(1 for r in tx.recorded if r.type == "memory.invalidated")
+        log.warning(
+            "revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, cascaded=cascaded, by=by
+        )
         for listener in list(self.revocation_listeners):
             try:
                 listener(event.revocation_id)
             except Exception:  # a listener must never undo or hide a committed revocation
                 log.exception("revocation_listener_failed", revocation_id=event.revocation_id)
-        return RevocationResult(event.revocation_id, seq, covered, format_ts(effective))
+        return RevocationResult(event.revocation_id, seq, covered, format_ts(effective), cascaded)
 
     def revocation(self, revocation_id: str) -> dict[str, Any]:
         with self.reading() as conn:

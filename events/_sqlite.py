@@ -185,9 +185,9 @@ class WriteTransaction:
                     for r in batch.records
                 ],
             )
-            self._publish(batch.records)
             assert batch.head is not None
-            self._head = batch.head
+            self._head = batch.head  # before publishing: reactors append after it
+            self._publish(batch.records)
         return batch.positions, batch.records
 
     def append_recorded(self, records: Sequence[RecordedEvent]) -> int:
@@ -229,14 +229,19 @@ class WriteTransaction:
                     for r in new
                 ],
             )
-            self._publish(new)
+            self._publish(new, react=False)
             self._head = Head(new[-1].seq, new[-1].hash, new[-1].recorded_at)
         return len(new)
 
-    def _publish(self, records: list[RecordedEvent]) -> None:
+    def _publish(self, records: list[RecordedEvent], *, react: bool = True) -> None:
         self.recorded.extend(records)
         for subscriber in self.log.subscribers:
             subscriber(self.conn, records)
+        # reactors may append what these events imply, in this same transaction;
+        # an import brings those consequences with it, so it does not react
+        if react:
+            for reactor in self.log.reactors:
+                reactor(self, records)
 
     def _find_existing(self, event_ids: list[str]) -> dict[str, Existing]:
         found: dict[str, Existing] = {}
@@ -284,6 +289,8 @@ class SQLiteEventLog:
         self.path = str(path)
         self.clock: Clock = clock or SystemClock()
         self.subscribers: list[Subscriber] = list(subscribers)
+        # called after the subscribers with (transaction, new events); may append
+        self.reactors: list[Callable[[WriteTransaction, Sequence[RecordedEvent]], None]] = []
         self.conn = connect(path, synchronous=synchronous, busy_timeout=busy_timeout)
         self._lock = threading.RLock()
         with self._lock:

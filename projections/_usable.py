@@ -84,6 +84,11 @@ SCHEMA = [
         policy TEXT PRIMARY KEY, version INTEGER NOT NULL, previous_version INTEGER NOT NULL,
         changed_at TEXT NOT NULL, seq INTEGER NOT NULL
     )""",
+    # which memories each memory was drawn from (its current version's evidence)
+    """CREATE TABLE IF NOT EXISTS derivations (
+        child_id TEXT NOT NULL, parent_id TEXT NOT NULL, parent_version INTEGER NOT NULL,
+        PRIMARY KEY (child_id, parent_id)
+    ) WITHOUT ROWID""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
         summary, content, tokenize = 'unicode61 remove_diacritics 2'
     )""",
@@ -96,9 +101,11 @@ INDEXES = [
     "CREATE INDEX IF NOT EXISTS memories_by_agent ON memories (agent) WHERE agent IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS memories_by_checksum ON memories (checksum)",
     "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (status, expires_at)",
+    "CREATE INDEX IF NOT EXISTS memories_by_policy ON memories (policy, revocation_version)",
+    "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (parent_id)",
 ]
 
-TABLES = ("memories", "revocations", "policies", "memories_fts")
+TABLES = ("memories", "revocations", "policies", "derivations", "memories_fts")
 
 _QUOTED = ", ".join(f'"{c}"' for c in COLUMNS)
 _UPSERT = (
@@ -279,13 +286,23 @@ class UsableProjection:
         revocations = load_revocations(conn)
         ids = list({e.payload["memory_id"] for e in events if e.type.startswith("memory.")})
         pending: dict[str, dict[str, Any] | None] = fetch_rows(conn, ids)
+        stored = dict(pending)  # the rows as the table holds them (fold never mutates a row)
         changed: set[str] = set()
         fts: list[tuple[str, str]] = []  # (memory_id, "index" | "drop")
+        links: dict[str, list[dict[str, Any]]] = {}  # child -> its parents, when they change
         for event in events:
             kind = event.type
             if kind.startswith("memory."):
                 memory_id = event.payload["memory_id"]
-                new = fold_memory(pending.get(memory_id), event, revocations)
+                old = pending.get(memory_id)
+                new = fold_memory(old, event, revocations)
+                if (
+                    kind == "memory.saved"
+                    and new is not None
+                    and new["status"] != "erased"
+                    and (event.payload.get("derived_from") or (old is not None and old["derived_from"] != "[]"))
+                ):
+                    links[memory_id] = list(event.payload.get("derived_from") or [])
                 if new is not None:
                     pending[memory_id] = new
                     changed.add(memory_id)
@@ -294,11 +311,12 @@ class UsableProjection:
                     elif kind == "memory.erased":
                         fts.append((memory_id, "drop"))
             elif kind == "revocation.issued":
-                self._flush(conn, pending, changed, fts, bulk)
+                self._flush(conn, pending, stored, changed, fts, links, bulk)
                 revocations.append(self._revoke(conn, event))
                 # the revocation may have changed rows held here: re-read them
                 pending = dict(fetch_rows(conn, list(pending)))
-                changed, fts = set(), []
+                stored = dict(pending)
+                changed, fts, links = set(), [], {}
             elif kind == "policy.version_changed":
                 p = event.payload
                 conn.execute(
@@ -321,7 +339,7 @@ class UsableProjection:
                         p["revocation_id"],
                     ),
                 )
-        self._flush(conn, pending, changed, fts, bulk)
+        self._flush(conn, pending, stored, changed, fts, links, bulk)
 
     def _revoke(self, conn: sqlite3.Connection, event: RecordedEvent) -> dict[str, Any]:
         p = event.payload
@@ -351,13 +369,39 @@ class UsableProjection:
         self,
         conn: sqlite3.Connection,
         pending: dict[str, dict[str, Any] | None],
+        stored: dict[str, dict[str, Any] | None],
         changed: set[str],
         fts: list[tuple[str, str]],
+        links: dict[str, list[dict[str, Any]]],
         bulk: bool,
     ) -> None:
         if not changed:
             return
-        conn.executemany(_UPSERT, [_values(pending[m]) for m in changed if pending[m]])
+        # new rows are inserted whole; a stored row gets only its changed
+        # columns, so SQLite rewrites only the indexes over those columns
+        inserts: list[tuple[Any, ...]] = []
+        updates: dict[tuple[str, ...], list[list[Any]]] = {}
+        for memory_id in changed:
+            row, before = pending[memory_id], stored.get(memory_id)
+            if row is None:
+                continue
+            if before is None:
+                inserts.append(_values(row))
+                continue
+            columns = tuple(c for c in COLUMNS if row[c] != before[c])
+            if columns:
+                updates.setdefault(columns, []).append([*(row[c] for c in columns), memory_id])
+        if inserts:
+            conn.executemany(_UPSERT, inserts)
+        for columns, values in updates.items():
+            assignments = ", ".join(f'"{c}" = ?' for c in columns)
+            conn.executemany(f"UPDATE memories SET {assignments} WHERE memory_id = ?", values)
+        if links:
+            conn.executemany("DELETE FROM derivations WHERE child_id = ?", [(c,) for c in links])
+            conn.executemany(
+                "INSERT INTO derivations (child_id, parent_id, parent_version) VALUES (?,?,?)",
+                [(c, p["memory_id"], p["version"]) for c, parents in links.items() for p in parents],
+            )
         if bulk:
             return
         for memory_id, action in fts:
@@ -405,8 +449,13 @@ class UsableProjection:
                 "FROM revocations ORDER BY revocation_id"
             ).fetchall(),
             "policies": conn.execute("SELECT * FROM policies ORDER BY policy").fetchall(),
+            "derivations": conn.execute(
+                "SELECT child_id, parent_id, parent_version FROM derivations ORDER BY child_id, parent_id"
+            ).fetchall(),
+            # the indexed text comes from the blob store, not the log: the rows
+            # and their summaries are what the log decides
             "memories_fts": conn.execute(
-                "SELECT m.memory_id, f.summary, f.content FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
+                "SELECT m.memory_id, f.summary FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
                 "ORDER BY m.memory_id"
             ).fetchall(),
         }

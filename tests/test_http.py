@@ -290,8 +290,9 @@ def test_event_feed_long_polls(server: Server) -> None:
         assert empty["events"] == []
 
 
-def test_min_seq_answers_503_when_the_view_is_behind(server: Server) -> None:
+def test_min_seq_answers_409_when_the_view_is_behind(server: Server) -> None:
     with server.client("auditor") as c:
         head = c.get("/v1/audit/head").json()["seq"]
         response = c.get("/v1/memories", params={"tenant": "acme", "min_seq": head + 1000})
-    assert response.status_code == 503 and response.json()["field"] == "min_seq"
+    assert response.status_code == 409 and response.json()["field"] == "min_seq"
+    assert response.headers["retry-after"] == "1"

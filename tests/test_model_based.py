@@ -35,21 +35,40 @@ class Ref:
     expires: datetime
     policy_version: int
     content: str
-    status: str = "ok"  # ok | expired | unknown | invalidated | revoked | erased
+    status: str = "ok"  # ok | expired | unknown | invalidated | derived_invalid | revoked | erased
+    parents: tuple[tuple[str, int], ...] = ()
 
 
-def reference_gate(ref: Ref, now: datetime, policy_version: int) -> tuple[bool, str | None]:
-    """The rule as DESIGN.md states it, written without the engine's code."""
+def reference_gate(
+    ref: Ref, now: datetime, policy_version: int, refs: dict[str, Ref] | None = None
+) -> tuple[bool, str | None]:
+    """The rule as DESIGN.md and the derivation issue state it, written
+    without the engine's code."""
     if ref.status == "erased":
         return False, "erased"
     if ref.status == "revoked":
         return False, "revoked"
     if ref.status == "invalidated":
         return False, "source_changed"
+    if ref.status == "derived_invalid":
+        return False, "derived_from_unusable"
     if ref.status == "unknown":
         return False, "unknown"
     if ref.policy_version != policy_version:
         return False, "policy_changed"
+    waiting = False
+    for parent_id, version in ref.parents:
+        parent = (refs or {}).get(parent_id)
+        if parent is None or parent.version != version:
+            return False, "derived_from_unusable"
+        usable, reason = reference_gate(parent, now, policy_version, refs)
+        if not usable:
+            if reason in ("expired", "expired_evidence"):
+                waiting = True
+            else:
+                return False, "derived_from_unusable"
+    if waiting:
+        return False, "expired_evidence"
     if ref.status == "expired" or now >= ref.expires:
         return False, "expired"
     return True, None
@@ -147,10 +166,10 @@ class GateMachine(RuleBasedStateMachine):
         if ref.status == "ok":
             ref.status = "expired"
 
-    @precondition(lambda self: self.refs)
+    @precondition(lambda self: any(not r.parents for r in self.refs.values()))
     @rule(data=st.data(), outcome=st.sampled_from(["same", "changed", "fail"]))
     def verify(self, data: st.DataObject, outcome: str) -> None:
-        memory_id = data.draw(st.sampled_from(sorted(self.refs)))
+        memory_id = data.draw(st.sampled_from(sorted(m for m, r in self.refs.items() if not r.parents)))
         ref = self.refs[memory_id]
         self.sources[memory_id] = {
             "same": ref.content,
@@ -169,6 +188,7 @@ class GateMachine(RuleBasedStateMachine):
         elif outcome == "changed":
             assert result.outcome == "changed"
             ref.status = "invalidated"
+            self._cascade({memory_id})
         else:
             assert result.outcome == "failed"
             ref.status = "unknown"
@@ -185,7 +205,7 @@ class GateMachine(RuleBasedStateMachine):
             selector = {"ids": data.draw(st.lists(st.sampled_from(IDS), min_size=1, max_size=3, unique=True))}
         effective = self.now
         result = self.w.revoke(selector, reason="test")
-        covered = 0
+        covered: set[str] = set()
         for memory_id, ref in self.refs.items():
             if (
                 ref.status not in ("erased", "revoked")
@@ -193,9 +213,25 @@ class GateMachine(RuleBasedStateMachine):
                 and self._covered(selector, ref, memory_id)
             ):
                 ref.status = "revoked"
-                covered += 1
-        assert result.covered == covered
+                covered.add(memory_id)
+        assert result.covered == len(covered)
+        assert result.cascaded == self._cascade(covered)
         self.revocations.append((selector, effective))
+
+    def _cascade(self, roots: set[str]) -> int:
+        """Everything drawn from ``roots`` that is not already out is invalidated."""
+        count = 0
+        while roots:
+            nxt: set[str] = set()
+            for memory_id, ref in sorted(self.refs.items()):
+                if ref.status in ("erased", "revoked", "invalidated", "derived_invalid"):
+                    continue
+                if any(p in roots for p, _ in ref.parents):
+                    ref.status = "derived_invalid"
+                    nxt.add(memory_id)
+                    count += 1
+            roots = nxt
+        return count
 
     @rule()
     def raise_policy(self) -> None:
@@ -209,12 +245,14 @@ class GateMachine(RuleBasedStateMachine):
         already = self.refs[memory_id].status == "erased"
         assert self.w.erase(memory_id=memory_id, reason="request") == (0 if already else 1)
         self.refs[memory_id].status = "erased"
+        if not already:
+            self._cascade({memory_id})
 
     @invariant()
     def every_answer_matches_the_model(self) -> None:
         for memory_id, ref in self.refs.items():
             view = self.w.get(memory_id)
-            assert (view.usable, view.reason) == reference_gate(ref, self.now, self.policy), memory_id
+            assert (view.usable, view.reason) == reference_gate(ref, self.now, self.policy, self.refs), memory_id
             assert (view.content == ref.content) if view.usable else view.content is None
         for tenant in TENANTS:
             usable = {v.memory_id for v in self.w.query(tenant=tenant)}
@@ -239,6 +277,6 @@ class GateMachine(RuleBasedStateMachine):
 
 
 GateMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=100, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestGateMachine = GateMachine.TestCase

@@ -42,6 +42,7 @@ class SaveBody(Body):
     checksum: str | None = None
     cache_key: CacheKeyBody | None = None
     event_id: str | None = None
+    derived_from: list[str] = Field(default_factory=list, max_length=1000)
 
 
 class SelectorBody(Body):

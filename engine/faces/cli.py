@@ -194,6 +194,12 @@ def cli(ctx: click.Context, db: str, policy_file: str | None) -> None:
 @click.option("--policy", "policy_key", default="default", show_default=True)
 @click.option("--revocation-version", type=int, default=None, help="Policy version (default: the current one).")
 @click.option("--checksum", default=None, help="sha256:<hex> the content must match.")
+@click.option(
+    "--derived-from",
+    "derived_from",
+    multiple=True,
+    help="A memory this one was drawn from (repeatable); each must be usable now.",
+)
 @json_option
 @with_warden
 def save(
@@ -221,6 +227,7 @@ def save(
     policy_key: str,
     revocation_version: int | None,
     checksum: str | None,
+    derived_from: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Record a memory with its provenance."""
@@ -243,6 +250,7 @@ def save(
         policy=policy_key,
         revocation_version=revocation_version,
         checksum=checksum,
+        derived_from=derived_from,
         cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash}
         if all((tool, *parts))
         else None,
@@ -447,7 +455,10 @@ def revoke(
         selector["everything"] = True
     result = warden.revoke(selector, reason=reason, by=by)
     data = result.as_dict()
-    text = f"{result.revocation_id} in force at seq {result.seq}: {result.covered} memories taken out"
+    text = (
+        f"{result.revocation_id} in force at seq {result.seq}: {result.covered} memories taken out"
+        f" directly, {result.cascaded} drawn from them invalidated"
+    )
     if wait:
         readback = Scheduler(warden).read_back(result.revocation_id)
         data["readback"] = {

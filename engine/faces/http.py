@@ -256,7 +256,9 @@ def create_app(
 
     @app.exception_handler(StaleView)
     async def _stale(request: Request, exc: StaleView) -> JSONResponse:
-        response = error(503, "stale_view", str(exc), "min_seq")
+        # the caller knows of a seq this view has not applied: not a fault of
+        # the server, and worth retrying shortly
+        response = error(409, "stale_view", str(exc), "min_seq")
         response.headers["Retry-After"] = "1"
         return response
 
@@ -303,6 +305,7 @@ def create_app(
             cache_key=body.cache_key.model_dump() if body.cache_key else None,
             actor=f"key:{who.key_id}",
             event_id=body.event_id,
+            derived_from=body.derived_from,
         )
         return result.as_dict()
 

@@ -104,8 +104,10 @@ def build_server(
         fetched_at: str | None = None,
         ttl: str | None = None,
         checksum: str | None = None,
+        derived_from: list[str] | None = None,
     ) -> dict[str, Any]:
         """Record a memory with its provenance (a new version if the id exists).
+        derived_from names the memories a summary or conclusion was drawn from.
         fetched_at is when the content was read from source_url (default now);
         ttl like 90s, 15m, 6h, 30d (default: the kind's policy)."""
         who = caller(ctx)
@@ -135,6 +137,7 @@ def build_server(
             fetched_at=fetched_at,
             ttl=ttl,
             checksum=checksum,
+            derived_from=derived_from or (),
             actor=f"mcp:{who.key_id}",
         )
         return result.as_dict()

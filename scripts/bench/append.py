@@ -9,13 +9,19 @@ synchronous=FULL; audit verify >= 300k events/s over 1M events.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# scripts/bench/http.py would shadow the standard library's http package:
+# look in this folder last, not first
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
+
 import os
 import sqlite3
 import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import Metric, arguments, median_of, report, timed
 from memwarden.events import (

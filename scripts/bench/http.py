@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# This file is named http.py (as the issue asks), which would shadow the
-# standard library's http package: look in this folder last, not first.
+# this file, named http.py, would shadow the standard library's http
+# package: look in this folder last, not first
 _HERE = str(Path(__file__).resolve().parent)
 sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
 

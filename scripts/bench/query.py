@@ -13,6 +13,14 @@ due >= 20x faster than the scan.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# scripts/bench/http.py would shadow the standard library's http package:
+# look in this folder last, not first
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
+
 import json
 import random
 import statistics
@@ -21,8 +29,6 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import Metric, arguments, median_of, report, timed
 from memwarden.engine import Warden

@@ -12,6 +12,14 @@ large size and <= 1.2x its value at the small one.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# scripts/bench/http.py would shadow the standard library's http package:
+# look in this folder last, not first
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
+
 import json
 import os
 import sqlite3
@@ -20,8 +28,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import Metric, arguments, median_of, report, timed
 from memwarden.events import BlobStore, SQLiteEventLog

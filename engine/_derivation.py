@@ -1,0 +1,203 @@
+"""Derived memories: summaries that point to their evidence.
+
+Three things live here: judging a memory together with its evidence (the
+gate's inputs), the cascade that invalidates descendants in the same
+transaction as what took their evidence away, and the graph walks (cycles,
+descendants) both need.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction, sha256_hex
+from memwarden.projections import fetch_row, row_dict
+from memwarden.projections._usable import _SELECT
+
+from ._gate import Decision, ParentState, decide
+
+CASCADE_TRIGGERS = frozenset({"memory.erased", "memory.invalidated", "memory.integrity_failed"})
+
+
+class Judge:
+    """Decides rows with their evidence, memoised for one read."""
+
+    def __init__(self, conn: sqlite3.Connection, now: str, policies: dict[str, int]) -> None:
+        self.conn = conn
+        self.now = now
+        self.policies = policies
+        self._rows: dict[str, dict[str, Any] | None] = {}
+        self._decisions: dict[str, Decision] = {}
+
+    def row(self, memory_id: str) -> dict[str, Any] | None:
+        if memory_id not in self._rows:
+            self._rows[memory_id] = fetch_row(self.conn, memory_id)
+        return self._rows[memory_id]
+
+    def parents(self, row: dict[str, Any], visiting: frozenset[str] = frozenset()) -> list[ParentState]:
+        refs = json.loads(row["derived_from"]) if row["derived_from"] not in (None, "[]") else []
+        states: list[ParentState] = []
+        for ref in refs:
+            parent = self.row(ref["memory_id"])
+            if parent is None:
+                states.append(ParentState(ref["memory_id"], ref["version"], None, None))
+            elif ref["memory_id"] in visiting:  # only a crafted log could hold a cycle
+                states.append(
+                    ParentState(
+                        ref["memory_id"],
+                        ref["version"],
+                        parent["version"],
+                        Decision(False, "derived_from_unusable", "treat_as_unknown", "cycle"),
+                    )
+                )
+            else:
+                states.append(
+                    ParentState(
+                        ref["memory_id"],
+                        ref["version"],
+                        parent["version"],
+                        self.decide(parent, visiting=visiting | {row["memory_id"]}),
+                    )
+                )
+        return states
+
+    def decide(
+        self, row: dict[str, Any], *, content_ok: bool | None = None, visiting: frozenset[str] = frozenset()
+    ) -> Decision:
+        memory_id = row["memory_id"]
+        if content_ok is None and memory_id in self._decisions:
+            return self._decisions[memory_id]
+        decision = decide(
+            row,
+            now=self.now,
+            policy_version=self.policies.get(row["policy"], 1),
+            content_ok=content_ok,
+            parents=self.parents(row, visiting),
+        )
+        if content_ok is None:
+            self._decisions[memory_id] = decision
+        return decision
+
+    def tree(self, row: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+        """The derivation tree under ``row``, each node with its status."""
+        decision = self.decide(row)
+        node: dict[str, Any] = {
+            "memory_id": row["memory_id"],
+            "version": row["version"],
+            "status": row["status"],
+            "usable": decision.usable,
+            "reason": decision.reason,
+            "parents": [],
+        }
+        if depth < 32:
+            for state in self.parents(row):
+                parent = self.row(state.memory_id)
+                if parent is None:
+                    node["parents"].append(
+                        {
+                            "memory_id": state.memory_id,
+                            "version": state.wanted,
+                            "status": "missing",
+                            "usable": False,
+                            "reason": "not_found",
+                            "parents": [],
+                        }
+                    )
+                else:
+                    node["parents"].append(self.tree(parent, depth + 1))
+        return node
+
+
+def ancestors(conn: sqlite3.Connection, memory_ids: Sequence[str]) -> set[str]:
+    if not memory_ids:
+        return set()
+    marks = ",".join("?" * len(memory_ids))
+    return {
+        r[0]
+        for r in conn.execute(
+            f"WITH RECURSIVE up(id) AS (SELECT parent_id FROM derivations WHERE child_id IN ({marks}) "
+            "UNION SELECT d.parent_id FROM derivations d JOIN up ON d.child_id = up.id) SELECT id FROM up",
+            list(memory_ids),
+        )
+    }
+
+
+def descendants(conn: sqlite3.Connection, memory_ids: Iterable[str]) -> set[str]:
+    ids = list(memory_ids)
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            r[0]
+            for r in conn.execute(
+                f"WITH RECURSIVE down(id) AS (SELECT child_id FROM derivations WHERE parent_id IN ({marks}) "
+                "UNION SELECT d.child_id FROM derivations d JOIN down ON d.parent_id = down.id) SELECT id FROM down",
+                chunk,
+            )
+        )
+    return found
+
+
+def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
+    """A reactor: when evidence is revoked, erased, invalidated or
+    quarantined, invalidate what was drawn from it, in this transaction.
+    The invalidations it appends come back here, so it walks every depth."""
+    roots: dict[str, tuple[int, str]] = {}  # parent -> (the seq that took it out, why)
+    conn = tx.conn
+    for record in records:
+        if record.type == "revocation.issued":
+            for (memory_id,) in conn.execute(
+                "SELECT memory_id FROM memories WHERE revoked_by = ? AND last_seq = ?",
+                (record.payload["revocation_id"], record.seq),
+            ):
+                roots[memory_id] = (record.seq, "revoked")
+        elif record.type in CASCADE_TRIGGERS:
+            why = {"memory.erased": "erased", "memory.integrity_failed": "integrity_failed"}.get(
+                record.type, record.payload.get("reason", "invalidated")
+            )
+            roots[record.payload["memory_id"]] = (record.seq, why)
+    if not roots:
+        return
+    events: list[MemoryInvalidated] = []
+    parents = list(roots)
+    for start in range(0, len(parents), 500):
+        chunk = parents[start : start + 500]
+        for child_id, version, parent_id in conn.execute(
+            f"SELECT d.child_id, m.version, d.parent_id FROM derivations d JOIN memories m ON m.memory_id = d.child_id "
+            f"WHERE d.parent_id IN ({','.join('?' * len(chunk))}) "
+            "AND m.status NOT IN ('erased', 'revoked', 'invalidated') ORDER BY d.child_id",
+            chunk,
+        ):
+            seq, why = roots[parent_id]
+            events.append(
+                MemoryInvalidated.model_construct(
+                    type="memory.invalidated",
+                    event_id="inv_" + sha256_hex(f"{child_id}\x00{version}\x00{seq}")[:40],
+                    occurred_at=None,
+                    actor="memwarden",
+                    memory_id=child_id,
+                    version=version,
+                    reason="derived_from_unusable",
+                    detail=f"parent {parent_id}: {why}",
+                    new_checksum=None,
+                    caused_by=seq,
+                )
+            )
+    seen: set[str] = set()
+    unique = [e for e in events if not (e.memory_id in seen or seen.add(e.memory_id))]  # type: ignore[func-returns-value]
+    if unique:
+        tx.append(unique)
+
+
+def rows_for(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        out.extend(
+            row_dict(v) for v in conn.execute(f"{_SELECT} WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk)
+        )
+    return out
