@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memwarden.events import (
     LogDamaged,
+    actual_checksum,
     read_verified,
     verify_file,
     write_export,
@@ -261,8 +262,31 @@ def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
         if not seq_text.isdigit() or len(hash_text) != 64 or any(c not in "0123456789abcdef" for c in hash_text):
             raise InvalidInput("against", "must be SEQ:HASH, as printed by 'audit head' (64 lowercase hex)")
         anchor = (int(seq_text), hash_text)
-    report = warden.log.verify_chain()
-    out = {**report.as_dict(), "against": against, "extends_anchor": None}
+    damage = warden.file_problems()
+    try:
+        report = warden.log.verify_chain()
+    except sqlite3.DatabaseError as exc:
+        return {
+            "ok": False,
+            "head_seq": None,
+            "head_hash": None,
+            "checked": 0,
+            "first_bad_seq": None,
+            "problem": f"database file damaged: {exc}",
+            "against": against,
+            "extends_anchor": None,
+            "file_problems": damage or [str(exc)],
+        }
+    out = {
+        **report.as_dict(),
+        "against": against,
+        "extends_anchor": None,
+        "file_problems": damage,
+        "texts_damaged": texts_damaged(warden),
+    }
+    if damage:
+        out["ok"] = False
+        out["problem"] = out["problem"] or f"database file damaged: {damage[0]}"
     if anchor is not None:
         seq, expected = anchor
         event = warden.log.get(seq) if seq > 0 else None
@@ -281,6 +305,18 @@ def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
         else:
             out["extends_anchor"] = report.ok or (report.first_bad_seq or 0) > seq
     return out
+
+
+def texts_damaged(warden: Warden) -> int:
+    """How many stored texts no longer hash to their checksum. Not chain
+    damage: each is quarantined and resynced when read, so it is reported,
+    not failed on."""
+    bad = 0
+    with warden.reading() as conn:
+        for checksum, content in conn.execute("SELECT checksum, content FROM blobs"):
+            if actual_checksum(bytes(content)) != checksum:
+                bad += 1
+    return bad
 
 
 def audit_head(warden: Warden) -> dict[str, Any]:

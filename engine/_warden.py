@@ -111,6 +111,19 @@ class Warden:
     def close(self) -> None:
         self.log.close()
 
+    def file_problems(self) -> list[str]:
+        """What SQLite's own check finds wrong with the database file (the
+        hash chain cannot see damage to the projections or the blobs)."""
+        try:
+            with self.log.lock:
+                rows = self.conn.execute("PRAGMA quick_check").fetchall()
+        except sqlite3.DatabaseError as exc:
+            return [str(exc)]
+        problems = [r[0] for r in rows if r[0] != "ok"]
+        if problems:
+            log.error("database_damaged", path=self.path, problems=problems[:10])
+        return problems
+
     def __enter__(self) -> Warden:
         return self
 
@@ -166,7 +179,48 @@ class Warden:
         actor: str = "agent",
         event_id: str | None = None,
     ) -> SaveResult:
-        """Record a memory (a new version if the id exists) with its provenance."""
+        """Record a memory (a new version if the id exists) with its provenance.
+
+        A refused save (bad input, a revoked scope, an erased memory) raises
+        and is recorded as a ``save_refused`` log line; the log is unchanged.
+        """
+        args = {k: v for k, v in locals().items() if k != "self"}
+        try:
+            return self._save_checked(**args)
+        except (ValueError, PermissionError) as exc:
+            log.warning(
+                "save_refused",
+                memory_id=memory_id if isinstance(memory_id, str) else None,
+                error=type(exc).__name__,
+                problem=str(exc),
+                revocation_id=getattr(exc, "revocation_id", None),
+            )
+            raise
+
+    def _save_checked(
+        self,
+        *,
+        memory_id: str,
+        kind: str,
+        summary: str,
+        content: str,
+        source_url: str,
+        scope: Scope | dict[str, Any],
+        fetched_at: datetime | str | None,
+        expires_at: datetime | str | None,
+        ttl: timedelta | str | None,
+        verified_at: datetime | str | None,
+        source: str | None,
+        repo: str | None,
+        branch: str | None,
+        policy: str,
+        revocation_version: int | None,
+        checksum: str | None,
+        derived_from: Sequence[str | ParentRef | dict[str, Any]],
+        cache_key: dict[str, Any] | None,
+        actor: str,
+        event_id: str | None,
+    ) -> SaveResult:
         if not isinstance(content, str):
             raise InvalidInput("content", "must be text")
         actual = content_checksum(content)
@@ -288,7 +342,6 @@ class Warden:
             candidate["tool"] = event.cache_key.tool
         for rev in load_revocations(conn):
             if revocation_blocks(rev["effective_at"], fetched) and selector_covers(rev["selector"], candidate):
-                log.warning("resurrection_refused", memory_id=event.memory_id, revocation_id=rev["revocation_id"])
                 raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)
 
     # -- reading ------------------------------------------------------------------

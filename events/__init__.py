@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._blobs import BlobStore, actual_checksum
 from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
-from ._errors import EventIdReused, LogDamaged, LogDiverged, VersionConflict
+from ._errors import EventIdReused, LogDamaged, LogDiverged, StorageError, VersionConflict
 from ._jsonl import JsonlEventLog, read_verified, verify_file, write_export
 from ._models import (
     EVENT_ADAPTER,
@@ -84,6 +84,7 @@ __all__ = [
     "SQLiteEventLog",
     "Scope",
     "Selector",
+    "StorageError",
     "SystemClock",
     "VersionConflict",
     "WriteTransaction",

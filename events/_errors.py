@@ -42,3 +42,12 @@ class LogDiverged(ValueError):
     def __init__(self, seq: int, problem: str) -> None:
         super().__init__(f"seq {seq}: {problem}")
         self.seq = seq
+
+
+class StorageError(OSError):
+    """The log could not be written (disk full, I/O error): the batch was
+    rolled back whole and nothing of it was acknowledged."""
+
+    def __init__(self, path: str, cause: BaseException) -> None:
+        super().__init__(f"could not write to {path}: {cause}; nothing was appended")
+        self.path = path

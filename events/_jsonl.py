@@ -163,11 +163,21 @@ class JsonlEventLog:
     which suits inspection and moderate logs; the SQLite log is the default.
     """
 
-    def __init__(self, path: str | Path, *, clock: Clock | None = None, fsync: bool = True, opener: Any = open) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock | None = None,
+        fsync: bool = True,
+        opener: Any = open,
+        syncer: Any = os.fsync,
+    ) -> None:
+        # opener and syncer are seams for fault injection (tests/reliability)
         self.path = Path(path)
         self.clock: Clock = clock or SystemClock()
         self.fsync = fsync
         self._open = opener
+        self._sync = syncer
         self._lock = threading.RLock()
         self._ids: dict[str, Existing] = {}
         self._versions: dict[str, int] = {}
@@ -219,7 +229,7 @@ class JsonlEventLog:
                     fh.write(data)
                     fh.flush()
                     if self.fsync:
-                        os.fsync(fh.fileno())
+                        self._sync(fh.fileno())
             except BaseException:
                 self._cut_back(size)
                 raise

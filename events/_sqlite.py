@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from ._append import Existing, prepare_batch
-from ._errors import LogDiverged
+from ._errors import LogDiverged, StorageError
 from ._models import Event
 from ._recorded import (
     EMPTY_HEAD,
@@ -124,6 +124,11 @@ def verify_range(path: str, after: int, until: int) -> RangeResult:
         return check_range(rows(), after, None)
     finally:
         conn.close()
+
+
+def _storage_failure(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "disk" in text or "full" in text or "i/o" in text
 
 
 class WriteTransaction:
@@ -314,10 +319,16 @@ class SQLiteEventLog:
             try:
                 tx = WriteTransaction(self, self.conn)
                 yield tx
-            except BaseException:
-                self.conn.execute("ROLLBACK")
+                self.conn.execute("COMMIT")
+            except BaseException as exc:
+                if self.conn.in_transaction:
+                    try:
+                        self.conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass  # SQLite already rolled back on the I/O error
+                if isinstance(exc, sqlite3.OperationalError) and _storage_failure(exc):
+                    raise StorageError(self.path, exc) from exc
                 raise
-            self.conn.execute("COMMIT")
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -456,7 +467,10 @@ class SQLiteEventLog:
         are checked here.
         """
         from_seq = max(from_seq, 1)
-        head = self.head()
+        with self.snapshot() as conn:  # the head and the issued count, seen together
+            head = self._read_head(conn)
+            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+            issued = row[0] if row else 0
         end = head.seq if to_seq is None else min(to_seq, head.seq)
         with self._lock:
             if from_seq == 1:
@@ -538,18 +552,15 @@ class SQLiteEventLog:
                 last = part.last
         if last.seq != end:
             return ChainReport(False, head.seq, last.hash, checked, last.seq + 1, f"gap: seq {last.seq + 1} is missing")
-        if to_seq is None:
-            with self._lock:
-                issued = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
-            if issued is not None and issued[0] > last.seq:
-                return ChainReport(
-                    False,
-                    last.seq,
-                    last.hash,
-                    checked,
-                    last.seq + 1,
-                    f"truncated: {issued[0]} events were appended but the log ends at seq {last.seq}",
-                )
+        if to_seq is None and issued > last.seq:
+            return ChainReport(
+                False,
+                last.seq,
+                last.hash,
+                checked,
+                last.seq + 1,
+                f"truncated: {issued} events were appended but the log ends at seq {last.seq}",
+            )
         return ChainReport(True, last.seq, last.hash, checked)
 
     def _verify_range(self, after: int, until: int, prev: Head | None) -> RangeResult:

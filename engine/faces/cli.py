@@ -28,7 +28,7 @@ from memwarden.engine import (
     configure_logging,
     readback_records,
 )
-from memwarden.events import LogDamaged, LogDiverged, canonical_json
+from memwarden.events import LogDamaged, LogDiverged, StorageError, canonical_json
 
 
 class Answer(Exception):
@@ -51,6 +51,9 @@ class Group(click.Group):
             ctx.exit(1)
         except (InvalidInput, LogDamaged, LogDiverged, ValueError, PermissionError) as exc:
             click.echo(f"Error: {_message(exc)}", err=True)
+            ctx.exit(2)
+        except StorageError as exc:
+            click.echo(f"Error: storage: {exc}", err=True)
             ctx.exit(2)
         except sqlite3.DatabaseError as exc:
             click.echo(f"Error: database: {exc} (is the file damaged? run 'memwarden audit verify')", err=True)
@@ -129,6 +132,18 @@ def _scope(
         ).items()
         if v is not None
     }
+
+
+def _refuse_damaged(warden: Warden) -> None:
+    """Long-running faces check the file and the chain before they serve."""
+    report = warden.audit_verify()
+    if not report["ok"]:
+        where = f" at seq {report['first_bad_seq']}" if report.get("first_bad_seq") else ""
+        click.echo(
+            f"Error: database: {warden.path} is damaged{where}: {report['problem']} (see 'memwarden audit verify')",
+            err=True,
+        )
+        sys.exit(2)
 
 
 def _content(content: str | None, content_file: str | None) -> str:
@@ -504,6 +519,7 @@ def readback(warden: Warden, revocation_id: str, as_json: bool) -> None:
 @with_warden
 def scheduler(warden: Warden, interval: float, once: bool, as_json: bool) -> None:
     """Expiry events, re-verification and read-back confirmation."""
+    _refuse_damaged(warden)
     jobs = Scheduler(warden, interval=interval)
     if once:
         summary = jobs.run_once()
@@ -868,6 +884,7 @@ def serve(
 
     from .http import create_app
 
+    _refuse_damaged(warden)
     app = create_app(
         warden,
         max_content=max_content,

@@ -33,6 +33,7 @@ from memwarden.engine import (
 )
 from memwarden.engine import _memory_api as memory_api
 from memwarden.engine._keys import KeyStore, Principal
+from memwarden.events import StorageError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody
@@ -261,6 +262,11 @@ def create_app(
         response = error(409, "stale_view", str(exc), "min_seq")
         response.headers["Retry-After"] = "1"
         return response
+
+    @app.exception_handler(StorageError)
+    async def _storage(request: Request, exc: StorageError) -> JSONResponse:
+        log.error("storage_error", error=str(exc), path=request.url.path)
+        return error(507, "storage", str(exc))
 
     @app.exception_handler(sqlite3.DatabaseError)
     async def _database(request: Request, exc: sqlite3.DatabaseError) -> JSONResponse:

@@ -1,0 +1,149 @@
+"""At least 10,000 adversarial attempts to bring back revoked memories:
+none succeeds, and every refusal is recorded."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import structlog
+from memwarden.engine import InvalidInput, RevokedScope, Warden
+from memwarden.events import FrozenClock, MemorySaved
+from structlog.testing import capture_logs
+
+TENANTS = [f"t{i}" for i in range(5)]
+
+
+def test_ten_thousand_attempts(tmp_path: Path) -> None:
+    clock = FrozenClock("2026-01-05T09:00:00Z")
+    db = tmp_path / "live.db"
+    w = Warden(db, clock=clock)
+    contents: dict[str, tuple[str, str]] = {}
+    for i in range(400):
+        tenant = TENANTS[i % 5]
+        content = f"비밀 {i}"
+        w.save(
+            memory_id=f"m{i}",
+            kind="permission",
+            summary=f"권한 {i}",
+            content=content,
+            source_url=f"https://src.example/{i}",
+            scope={"tenant": tenant, "project": f"p{i % 3}"},
+        )
+        contents[f"m{i}"] = (tenant, content)
+    backup = tmp_path / "backup.db"
+    w.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copy(db, backup)
+    old_export = tmp_path / "before.jsonl"
+    w.export(old_export)
+    records = tmp_path / "records.jsonl"
+    with open(records, "w", encoding="utf-8") as fh:
+        for memory_id, (tenant, content) in contents.items():
+            if tenant not in TENANTS[:3]:
+                continue  # the record file of the tenants about to be revoked
+            fh.write(
+                json.dumps(
+                    {
+                        "memory_id": memory_id,
+                        "kind": "permission",
+                        "summary": f"권한 {memory_id}",
+                        "source_url": "https://src.example/x",
+                        "fetched_at": "2026-01-05T09:00:00Z",
+                        "expires_at": None,
+                        "scope": {"tenant": tenant},
+                        "revocation_version": 1,
+                        "content": content,
+                    }
+                )
+                + "\n"
+            )
+    old_events = [e.to_model() for e in w.log.read(types=("memory.saved",))]
+    clock.advance("1h")
+    for tenant in TENANTS[:3]:
+        w.revoke({"tenant": tenant}, reason="breach")
+    w.set_policy("default", 2)
+    revoked = {m for m, (t, _) in contents.items() if t in TENANTS[:3]}
+    assert len(revoked) == 240
+
+    rng = random.Random(10_000)
+    attempts = refused = 0
+    with capture_logs() as logs:
+        for _ in range(9_000):  # re-save the same content, claiming every plausible old fetch time
+            memory_id = rng.choice(sorted(revoked))
+            tenant, content = contents[memory_id]
+            fetched = rng.choice(
+                ["2026-01-05T09:00:00Z", "2026-01-05T09:30:00Z", "2026-01-05T10:00:00Z", "2026-01-05T08:00:00+09:00"]
+            )
+            attempts += 1
+            try:
+                w.save(
+                    memory_id=memory_id,
+                    kind="permission",
+                    summary="again",
+                    content=content,
+                    source_url="https://src.example/x",
+                    scope={"tenant": tenant},
+                    fetched_at=fetched,
+                    revocation_version=rng.choice([1, 2]),
+                )
+            except (RevokedScope, InvalidInput):
+                refused += 1
+        for _ in range(300):  # re-import the old export: a prefix of this log, so nothing happens
+            attempts += 1
+            assert w.import_log(old_export) == 0
+            refused += 1
+        for _ in range(100):  # re-import the operator's record file
+            attempts += 1
+            result = w.import_records(records)
+            assert result.imported == 0 and len(result.refused) == 240
+            refused += 1
+        for event in old_events[:300]:  # replay old events: the same event is a no-op
+            attempts += 1
+            assert w.log.append([event]) == [w.log.read(stream=event.memory_id).__next__().seq]
+            refused += 1
+        for event in old_events[:300]:  # ...and under a new id it lands, but the view keeps it revoked
+            attempts += 1
+            forged = MemorySaved(**{**event.model_dump(), "event_id": f"forged-{event.event_id}"})
+            w.log.append([forged])
+            refused += 1
+        for _ in range(50):  # lower the policy back: refused
+            attempts += 1
+            try:
+                w.set_policy("default", 1)
+            except InvalidInput:
+                refused += 1
+        # restore the pre-revocation backup as a new database, export it, import it here
+        restored = tmp_path / "restored.db"
+        shutil.copy(backup, restored)
+        other = Warden(restored, clock=clock)
+        restored_export = tmp_path / "restored.jsonl"
+        other.export(restored_export)
+        other.close()
+        for _ in range(250):
+            attempts += 1
+            assert w.import_log(restored_export) == 0
+            refused += 1
+    assert attempts >= 10_000 and refused == attempts
+    refusals_logged = [entry for entry in logs if entry["event"] == "save_refused"]
+    assert len(refusals_logged) == 9_000  # every refused save is recorded, naming why
+    assert sum(1 for entry in refusals_logged if entry["revocation_id"]) >= 4_000
+    for memory_id in revoked:
+        assert not w.get(memory_id).usable
+    for tenant in TENANTS[:3]:
+        assert w.query(tenant=tenant, limit=10_000) == []
+    # the untouched tenants are usable again once re-verified under policy 2 (no fetcher: re-save fresh)
+    assert w.audit_verify()["ok"] and w.check_projections().ok
+    # a rebuild from the log reaches the same verdicts
+    w.rebuild()
+    assert all(not w.get(m).usable for m in revoked)
+    # and so does a brand-new database importing today's log
+    fresh = Warden(tmp_path / "fresh.db", clock=clock)
+    today = tmp_path / "today.jsonl"
+    w.export(today)
+    fresh.import_log(today)
+    assert all(not fresh.get(m).usable for m in revoked)
+    fresh.close()
+    w.close()
+    structlog.reset_defaults()
