@@ -62,7 +62,8 @@ def test_a_thousand_bit_flips(tmp_path: Path) -> None:
     assert served_wrong == 0
     counts = dict(
         w.conn.execute(
-            "SELECT type, count(*) FROM events WHERE type IN ('memory.integrity_failed', 'memory.resynced') GROUP BY type"
+            "SELECT type, count(*) FROM events "
+            "WHERE type IN ('memory.integrity_failed', 'memory.resynced') GROUP BY type"
         ).fetchall()
     )
     assert counts == {"memory.integrity_failed": 1000, "memory.resynced": 500}
