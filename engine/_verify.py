@@ -14,6 +14,7 @@ from memwarden.events import (
     MemoryVerificationFailed,
     MemoryVerified,
     PolicyVersionChanged,
+    Scope,
     canonical_json,
     content_checksum,
     format_ts,
@@ -222,16 +223,6 @@ def verify_due(warden: Warden, *, accept: bool = False, limit: int | None = None
 # -- importing an operator's memory records ------------------------------------------
 
 
-class _RecordScope(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    tenant: Identifier
-    project: Identifier | None = None
-    permission: Identifier | None = None
-    user: Identifier | None = None
-    agent: Identifier | None = None
-    tool: Identifier | None = None
-
-
 class MemoryRecord(BaseModel):
     """One line of a memory-record file (as operators keep them)."""
 
@@ -242,7 +233,7 @@ class MemoryRecord(BaseModel):
     source_url: NonEmptyStr
     fetched_at: UTCDateTime
     expires_at: UTCDateTime | None = None
-    scope: _RecordScope
+    scope: Scope
     revocation_version: int = 1
     invalidation_reason: str | None = None
     verified_at: UTCDateTime | None = None

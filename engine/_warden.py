@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
@@ -69,6 +70,27 @@ log = structlog.get_logger("memwarden")
 # A fetch claimed to be this far in the future is a clock problem or a lie.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
 MAX_LIMIT = 10_000
+
+
+def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResult]:
+    """Every refused save leaves a ``save_refused`` log line naming why."""
+
+    @functools.wraps(save)
+    def wrapper(self: Warden, **kwargs: Any) -> SaveResult:
+        try:
+            return save(self, **kwargs)
+        except (ValueError, PermissionError) as exc:
+            memory_id = kwargs.get("memory_id")
+            log.warning(
+                "save_refused",
+                memory_id=memory_id if isinstance(memory_id, str) else None,
+                error=type(exc).__name__,
+                problem=str(exc),
+                revocation_id=getattr(exc, "revocation_id", None),
+            )
+            raise
+
+    return wrapper
 
 
 class Warden:
@@ -155,6 +177,7 @@ class Warden:
 
     # -- save -------------------------------------------------------------------
 
+    @_records_refusal
     def save(
         self,
         *,
@@ -184,43 +207,6 @@ class Warden:
         A refused save (bad input, a revoked scope, an erased memory) raises
         and is recorded as a ``save_refused`` log line; the log is unchanged.
         """
-        args = {k: v for k, v in locals().items() if k != "self"}
-        try:
-            return self._save_checked(**args)
-        except (ValueError, PermissionError) as exc:
-            log.warning(
-                "save_refused",
-                memory_id=memory_id if isinstance(memory_id, str) else None,
-                error=type(exc).__name__,
-                problem=str(exc),
-                revocation_id=getattr(exc, "revocation_id", None),
-            )
-            raise
-
-    def _save_checked(
-        self,
-        *,
-        memory_id: str,
-        kind: str,
-        summary: str,
-        content: str,
-        source_url: str,
-        scope: Scope | dict[str, Any],
-        fetched_at: datetime | str | None,
-        expires_at: datetime | str | None,
-        ttl: timedelta | str | None,
-        verified_at: datetime | str | None,
-        source: str | None,
-        repo: str | None,
-        branch: str | None,
-        policy: str,
-        revocation_version: int | None,
-        checksum: str | None,
-        derived_from: Sequence[str | ParentRef | dict[str, Any]],
-        cache_key: dict[str, Any] | None,
-        actor: str,
-        event_id: str | None,
-    ) -> SaveResult:
         if not isinstance(content, str):
             raise InvalidInput("content", "must be text")
         actual = content_checksum(content)

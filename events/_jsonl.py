@@ -234,22 +234,7 @@ class JsonlEventLog:
                 self._cut_back(size)
                 raise
             for r in batch.records:
-                self._remember(
-                    (
-                        r.seq,
-                        r.event_id,
-                        r.type,
-                        r.stream,
-                        r.stream_version,
-                        r.occurred_at,
-                        r.recorded_at,
-                        r.actor,
-                        r.schema_version,
-                        r.payload_json,
-                        r.prev_hash,
-                        r.hash,
-                    )
-                )
+                self._remember(r.row())
             return batch.positions
 
     def _cut_back(self, size: int) -> None:

@@ -69,6 +69,23 @@ class RecordedEvent:
             actor=self.actor,
         )
 
+    def row(self) -> Row:
+        """The stored columns, in ``ROW_COLUMNS`` order."""
+        return (
+            self.seq,
+            self.event_id,
+            self.type,
+            self.stream,
+            self.stream_version,
+            self.occurred_at,
+            self.recorded_at,
+            self.actor,
+            self.schema_version,
+            self.payload_json,
+            self.prev_hash,
+            self.hash,
+        )
+
     def envelope(self) -> dict[str, Any]:
         """Everything the hash covers, plus the hash (the export form)."""
         return {

@@ -172,23 +172,7 @@ class WriteTransaction:
         if batch.records:
             self.conn.executemany(
                 _INSERT,
-                [
-                    (
-                        r.seq,
-                        r.event_id,
-                        r.type,
-                        r.stream,
-                        r.stream_version,
-                        r.occurred_at,
-                        r.recorded_at,
-                        r.actor,
-                        r.schema_version,
-                        r.payload_json,
-                        r.prev_hash,
-                        r.hash,
-                    )
-                    for r in batch.records
-                ],
+                [r.row() for r in batch.records],
             )
             assert batch.head is not None
             self._head = batch.head  # before publishing: reactors append after it
@@ -216,23 +200,7 @@ class WriteTransaction:
         if new:
             self.conn.executemany(
                 _INSERT,
-                [
-                    (
-                        r.seq,
-                        r.event_id,
-                        r.type,
-                        r.stream,
-                        r.stream_version,
-                        r.occurred_at,
-                        r.recorded_at,
-                        r.actor,
-                        r.schema_version,
-                        r.payload_json,
-                        r.prev_hash,
-                        r.hash,
-                    )
-                    for r in new
-                ],
+                [r.row() for r in new],
             )
             self._publish(new, react=False)
             self._head = Head(new[-1].seq, new[-1].hash, new[-1].recorded_at)
