@@ -35,15 +35,17 @@ from memwarden.events._recorded import ROW_COLUMNS
 from memwarden.projections import COLUMNS, Projector
 
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
 from memwarden.events import SQLiteEventLog
 from memwarden.projections import Projector
 log = SQLiteEventLog(sys.argv[1], synchronous="OFF")
 started = time.perf_counter()
 count = Projector().rebuild(log.conn, log.read())
 seconds = time.perf_counter() - started
-print(json.dumps({"events": count, "seconds": seconds,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM is this process image's own peak: ru_maxrss would also count the
+# parent's pages inherited through fork before exec
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"events": count, "seconds": seconds, "rss_mb": hwm / 1024}))
 """
 
 

@@ -8,7 +8,6 @@ import random
 import shutil
 from pathlib import Path
 
-import structlog
 from memwarden.engine import InvalidInput, RevokedScope, Warden
 from memwarden.events import FrozenClock, MemorySaved
 from structlog.testing import capture_logs
@@ -146,4 +145,3 @@ def test_ten_thousand_attempts(tmp_path: Path) -> None:
     assert all(not fresh.get(m).usable for m in revoked)
     fresh.close()
     w.close()
-    structlog.reset_defaults()
