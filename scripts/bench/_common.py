@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import sys
 import time
@@ -45,10 +44,6 @@ def timed(fn: Callable[[], Any]) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def report(title: str, metrics: list[Metric], json_path: Path | None) -> None:
