@@ -150,8 +150,11 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
     conn = tx.conn
     for record in records:
         if record.type == "revocation.issued":
+            # only memories that are someone's evidence matter: start from the
+            # (usually small) derivations table, not a scan of every memory
             for (memory_id,) in conn.execute(
-                "SELECT memory_id FROM memories WHERE revoked_by = ? AND last_seq = ?",
+                "SELECT DISTINCT d.parent_id FROM derivations d JOIN memories m ON m.memory_id = d.parent_id "
+                "WHERE m.revoked_by = ? AND m.last_seq = ?",
                 (record.payload["revocation_id"], record.seq),
             ):
                 roots[memory_id] = (record.seq, "revoked")

@@ -11,7 +11,7 @@ from ._gate import Decision
 SCOPE_FIELDS = ("tenant", "project", "permission", "user", "agent", "tool")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemoryView:
     memory_id: str
     version: int

@@ -43,6 +43,7 @@ from memwarden.projections import (
     load_revocations,
     revocation_blocks,
     select_rows,
+    select_rows_with_text,
     selector_covers,
     weekly,
 )
@@ -477,15 +478,17 @@ class Warden:
         while len(views) < limit:
             page = max(limit - len(views), 16)
             with self.reading(min_seq) as conn:
-                rows = select_rows(conn, where, [*params, page, offset], "ORDER BY last_seq DESC LIMIT ? OFFSET ?")
+                pairs = select_rows_with_text(
+                    conn, where, [*params, page, offset], "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?"
+                )
                 policies = current_policies(conn)
-                blobs = self.blobs.get_many([r["checksum"] for r in rows])
                 judge = Judge(conn, now, policies)
-                evidence = {r["memory_id"]: judge.parents(r) for r in rows if r["derived_from"] != "[]"}
-            for row in rows:
+                evidence = {r["memory_id"]: judge.parents(r) for r, _ in pairs if r["derived_from"] != "[]"}
+            rows = [r for r, _ in pairs]
+            for row, data in pairs:
                 view, _ = self._judge(
                     row,
-                    blobs.get(row["checksum"]),
+                    data,
                     policies.get(row["policy"], 1),
                     now,
                     evidence.get(row["memory_id"], ()),

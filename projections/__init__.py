@@ -17,6 +17,7 @@ from ._usable import (
     revoke_row,
     row_dict,
     select_rows,
+    select_rows_with_text,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "revoke_row",
     "row_dict",
     "select_rows",
+    "select_rows_with_text",
     "selector_covers",
     "selector_sql",
     "weekly",

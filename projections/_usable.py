@@ -483,6 +483,23 @@ def fetch_row(conn: sqlite3.Connection, memory_id: str) -> dict[str, Any] | None
     return row_dict(values) if values else None
 
 
+_SELECT_WITH_TEXT = (
+    f"SELECT {', '.join(f'm.{chr(34)}{c}{chr(34)}' for c in COLUMNS)}, b.content "
+    "FROM memories m LEFT JOIN blobs b ON b.checksum = m.checksum"
+)
+
+
+def select_rows_with_text(
+    conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = ""
+) -> list[tuple[dict[str, Any], bytes | None]]:
+    """Rows and their stored text in one statement (the agent query path)."""
+    width = len(COLUMNS)
+    return [
+        (dict(zip(COLUMNS, v[:width], strict=True)), None if v[width] is None else bytes(v[width]))
+        for v in conn.execute(f"{_SELECT_WITH_TEXT} WHERE {where} {tail}", params)
+    ]
+
+
 def select_rows(conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = "") -> list[dict[str, Any]]:
     return [row_dict(v) for v in conn.execute(f"{_SELECT} WHERE {where} {tail}", params)]
 

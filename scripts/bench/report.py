@@ -1,6 +1,6 @@
 """Turn benchmark JSON files into the Markdown table of BENCHMARKS.md.
 
-    .venv/bin/python scripts/bench/report.py bench-results/*.json > BENCHMARKS.md
+.venv/bin/python scripts/bench/report.py bench-results/*.json > BENCHMARKS.md
 """
 
 from __future__ import annotations
