@@ -61,7 +61,9 @@ _INSERT = (
 )
 
 
-def connect(path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout: float = 60.0) -> sqlite3.Connection:
+def connect(
+    path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout: float = 60.0, cache_mb: int = 64
+) -> sqlite3.Connection:
     """Open a connection the way every memwarden connection is opened."""
     if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         raise ValueError(f"synchronous: {synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
@@ -70,6 +72,9 @@ def connect(path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout
     conn.execute(f"PRAGMA synchronous={synchronous}")
     # Freed pages are zeroed, so erased content does not linger in the file.
     conn.execute("PRAGMA secure_delete=ON")
+    # SQLite's default page cache is 2 MB: far too small once the view holds
+    # a million memories (a revocation rewrites index pages all over it)
+    conn.execute(f"PRAGMA cache_size=-{cache_mb * 1024}")
     return conn
 
 
