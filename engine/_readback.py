@@ -50,18 +50,17 @@ def python_path(warden: Warden) -> ReadPath:
     return visible
 
 
-def fts_path(warden: Warden) -> Callable[[str, str, str], bool]:
-    """Is ``memory_id`` returned by a text search for a word of its summary?"""
+def fts_path(warden: Warden) -> Callable[[str, str], set[str]]:
+    """The ids a text search for ``word`` returns in ``tenant`` (the query agents run)."""
 
-    def visible(tenant: str, memory_id: str, summary: str) -> bool:
-        word = next((w for w in summary.split() if any(c.isalnum() for c in w)), None)
-        if word is None:
-            return False
-        return any(
-            v.memory_id == memory_id for v in warden.query(tenant=tenant, text=word, limit=10_000, with_content=False)
-        )
+    def visible(tenant: str, word: str) -> set[str]:
+        return {v.memory_id for v in warden.query(tenant=tenant, text=word, limit=10_000, with_content=False)}
 
     return visible
+
+
+def _first_word(summary: str) -> str | None:
+    return next((w for w in summary.split() if any(c.isalnum() for c in w)), None)
 
 
 def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = None) -> dict[str, Any]:
@@ -96,10 +95,12 @@ def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = Non
             if covered
             else []
         )
-    for memory_id, tenant, summary in sample:
+    # one search per distinct (tenant, word): whatever it returns of the covered leaks
+    covered_by_tenant = {tenant: set(ids) for tenant, ids in by_tenant.items()}
+    searches = {(tenant, word) for _, tenant, summary in sample if (word := _first_word(summary))}
+    for tenant, word in sorted(searches):
         sampled += 1
-        if fts(tenant, memory_id, summary):
-            leaked.add(memory_id)
+        leaked.update(fts(tenant, word) & covered_by_tenant.get(tenant, set()))
     checked = [*paths, "fts_text_search"]
     latency_ms = max((warden.clock.now() - parse_ts(revocation["recorded_at"])).total_seconds() * 1000, 0.0)
     with warden.transaction() as tx:
