@@ -164,6 +164,7 @@ def test_mixed_long_run(tmp_path: Path, seconds: float) -> None:
     scheduler.send_signal(signal.SIGTERM)
     _, err = scheduler.communicate(timeout=60)
     assert scheduler.returncode == 0, err[-3000:]
+    print("mixed run operations:", totals)
     assert sum(totals.values()) > 200 and totals.get("revoke", 0) > 0, totals
 
     # one last scheduler pass (as after any restart), then everything must agree
