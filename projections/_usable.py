@@ -57,8 +57,11 @@ COLUMNS = (
 )
 
 SCHEMA = [
+    # Clustered by tenant: a revocation of a tenant (or a project in it)
+    # rewrites a run of neighbouring pages, not one page per memory. ``mid``
+    # is the stable integer the text index is keyed by.
     f"""CREATE TABLE IF NOT EXISTS memories (
-        mid INTEGER PRIMARY KEY,
+        mid INTEGER NOT NULL UNIQUE,
         memory_id TEXT NOT NULL UNIQUE,
         version INTEGER NOT NULL, kind TEXT NOT NULL, summary TEXT,
         status TEXT NOT NULL CHECK (status IN ({",".join(repr(s) for s in STATUSES)})),
@@ -71,8 +74,9 @@ SCHEMA = [
         checksum TEXT NOT NULL, content_length INTEGER NOT NULL,
         invalidation_reason TEXT, invalidated_by INTEGER, revoked_by TEXT, quarantined_from TEXT,
         derived_from TEXT NOT NULL DEFAULT '[]',
-        first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL
-    )""",
+        first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+        PRIMARY KEY (tenant, memory_id)
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS revocations (
         revocation_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, selector TEXT NOT NULL,
         reason TEXT NOT NULL, issued_by TEXT NOT NULL, effective_at TEXT NOT NULL,
@@ -100,7 +104,8 @@ INDEXES = [
     'CREATE INDEX IF NOT EXISTS memories_by_user ON memories ("user") WHERE "user" IS NOT NULL',
     "CREATE INDEX IF NOT EXISTS memories_by_agent ON memories (agent) WHERE agent IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS memories_by_checksum ON memories (checksum)",
-    "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (status, expires_at)",
+    # not on status: a revocation need not move every entry of this index
+    "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS memories_by_policy ON memories (policy, revocation_version)",
     "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (parent_id)",
 ]
@@ -109,8 +114,8 @@ TABLES = ("memories", "revocations", "policies", "derivations", "memories_fts")
 
 _QUOTED = ", ".join(f'"{c}"' for c in COLUMNS)
 _UPSERT = (
-    f"INSERT INTO memories ({_QUOTED}) "
-    f"VALUES ({', '.join('?' * len(COLUMNS))}) ON CONFLICT(memory_id) DO UPDATE SET "
+    f"INSERT INTO memories (mid, {_QUOTED}) "
+    f"VALUES (?, {', '.join('?' * len(COLUMNS))}) ON CONFLICT(memory_id) DO UPDATE SET "
     + ", ".join(f'"{c}" = excluded."{c}"' for c in COLUMNS[1:])
 )
 _SELECT = f"SELECT {_QUOTED} FROM memories"
@@ -392,7 +397,8 @@ class UsableProjection:
             if columns:
                 updates.setdefault(columns, []).append([*(row[c] for c in columns), memory_id])
         if inserts:
-            conn.executemany(_UPSERT, inserts)
+            base = conn.execute("SELECT coalesce(max(mid), 0) FROM memories").fetchone()[0]
+            conn.executemany(_UPSERT, [(base + n, *values) for n, values in enumerate(inserts, start=1)])
         for columns, values in updates.items():
             assignments = ", ".join(f'"{c}" = ?' for c in columns)
             conn.executemany(f"UPDATE memories SET {assignments} WHERE memory_id = ?", values)

@@ -68,8 +68,9 @@ def test_python_and_sql_selectors_agree(rows: list[dict[str, Any]], selector: di
         )
         full.append(row)
         conn.execute(
-            f"INSERT INTO memories ({', '.join(f'{c!r}' for c in COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-            [row[c] for c in COLUMNS],
+            f"INSERT INTO memories (mid, {', '.join(f'{c!r}' for c in COLUMNS)}) "
+            f"VALUES (?, {', '.join('?' * len(COLUMNS))})",
+            [i + 1, *[row[c] for c in COLUMNS]],
         )
     where, params = selector_sql(selector)
     by_sql = {r[0] for r in conn.execute(f"SELECT memory_id FROM memories WHERE {where}", params)}
