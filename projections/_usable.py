@@ -104,8 +104,11 @@ INDEXES = [
     'CREATE INDEX IF NOT EXISTS memories_by_user ON memories ("user") WHERE "user" IS NOT NULL',
     "CREATE INDEX IF NOT EXISTS memories_by_agent ON memories (agent) WHERE agent IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS memories_by_checksum ON memories (checksum)",
-    # not on status: a revocation need not move every entry of this index
+    # Not (status, expires_at): a revocation would move entries scattered by
+    # time. On (status) alone the entries follow the table's (tenant,
+    # memory_id) order, so one tenant's memories move as a block.
     "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS memories_by_status ON memories (status)",
     "CREATE INDEX IF NOT EXISTS memories_by_policy ON memories (policy, revocation_version)",
     "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (parent_id)",
 ]
