@@ -91,7 +91,8 @@ class Scheduler:
         while True:
             with self.warden.reading() as conn:
                 rows = conn.execute(
-                    "SELECT memory_id, version, expires_at FROM memories WHERE status = 'usable' "
+                    # "+status": the expiry index, not the status index, drives this
+                    "SELECT memory_id, version, expires_at FROM memories WHERE +status = 'usable' "
                     "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at, memory_id LIMIT ?",
                     (now, SWEEP_BATCH),
                 ).fetchall()

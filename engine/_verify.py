@@ -198,8 +198,11 @@ def due(warden: Warden, *, limit: int | None = None) -> list[DueItem]:
         for memory_id, url in conn.execute("SELECT memory_id, source_url FROM memories WHERE status = 'invalidated'"):
             items[memory_id] = DueItem(memory_id, url, "revoked")
         for memory_id, url in conn.execute(
-            "SELECT memory_id, source_url FROM memories WHERE status IN ('usable', 'expired', 'unknown') "
-            "AND expires_at <= ? UNION SELECT memory_id, source_url FROM memories WHERE status = 'expired'",
+            # "+status": walk the expiry index (the few past due), not the
+            # status index (where "usable" is nearly every memory)
+            "SELECT memory_id, source_url FROM memories WHERE expires_at <= ? "
+            "AND +status IN ('usable', 'expired', 'unknown') "
+            "UNION SELECT memory_id, source_url FROM memories WHERE status = 'expired'",
             (now,),
         ):
             items.setdefault(memory_id, DueItem(memory_id, url, "expired"))
@@ -208,7 +211,7 @@ def due(warden: Warden, *, limit: int | None = None) -> list[DueItem]:
         for policy, version in conn.execute("SELECT policy, version FROM policies").fetchall():
             for memory_id, url in conn.execute(
                 "SELECT memory_id, source_url FROM memories WHERE policy = ? AND revocation_version < ? "
-                "AND status IN ('usable', 'expired', 'unknown')",
+                "AND +status IN ('usable', 'expired', 'unknown')",
                 (policy, version),
             ):
                 items.setdefault(memory_id, DueItem(memory_id, url, "policy_changed"))
