@@ -9,6 +9,7 @@ so an event cannot name one memory in its stream and another in its body.
 from __future__ import annotations
 
 import uuid
+from abc import abstractmethod
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -116,8 +117,9 @@ class Event(Model):
     actor: NonEmptyStr = "system"
 
     @property
+    @abstractmethod
     def stream(self) -> str:
-        raise NotImplementedError
+        """The stream this event belongs to, derived from its payload."""
 
     def payload(self) -> dict[str, Any]:
         """The payload as JSON-ready data (what is hashed and stored).

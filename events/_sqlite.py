@@ -8,7 +8,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -295,10 +295,9 @@ class SQLiteEventLog:
                 self.conn.execute("COMMIT")
             except BaseException as exc:
                 if self.conn.in_transaction:
-                    try:
+                    # after an I/O error SQLite may already have rolled back
+                    with suppress(sqlite3.Error):
                         self.conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass  # SQLite already rolled back on the I/O error
                 if isinstance(exc, sqlite3.OperationalError) and _storage_failure(exc):
                     raise StorageError(self.path, exc) from exc
                 raise
@@ -491,9 +490,9 @@ class SQLiteEventLog:
                         last.seq + 1,
                         f"gap: seq {last.seq + 1} is missing (seq {first_seq} follows seq {last.seq})",
                     )
-                if first_seq != bounds[k] + 1 or (part.problem is not None and part.first_bad == first_seq):
-                    pass  # the part's own finding at its first row comes first, as in one pass
-                elif first_prev != last.hash:
+                # the part's own finding at its first row comes first, as in one pass
+                own_first = first_seq != bounds[k] + 1 or (part.problem is not None and part.first_bad == first_seq)
+                if not own_first and first_prev != last.hash:
                     return ChainReport(
                         False,
                         head.seq,
