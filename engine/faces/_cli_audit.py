@@ -1,0 +1,292 @@
+"""Commands for auditors: explain, replay, audit, export/import, rebuild, stats, cache, log."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+from memwarden.engine import (
+    Warden,
+)
+
+from ._cli_common import Group, _content, _scope, cli, emit, json_option, scope_options, with_warden
+
+# -- auditors -------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("--as-of", default=None, help="Explain as of this time.")
+@json_option
+@with_warden
+def explain(warden: Warden, memory_id: str, as_of: str | None, as_json: bool) -> None:
+    """The memory's history and why it is (not) usable."""
+    data = warden.explain(memory_id, as_of=as_of)
+
+    def show() -> None:
+        for h in data["history"]:
+            click.echo(
+                f"{h['seq']:>8}  {h['recorded_at']}  {h['actor']:<12} {h['event']:<28} -> {h['status_after']}"
+                + (f"  ({h['note']})" if h["note"] else "")
+            )
+        verdict = "usable" if data["usable"] else f"NOT usable: {data['reason']} (action: {data['action']})"
+        click.echo(f"as of {data['as_of']} (seq {data['seq']}): {verdict}")
+
+    emit(data, as_json, show)
+
+
+@cli.command()
+@click.option("--as-of", default=None)
+@click.option("--seq", type=int, default=None)
+@click.option("--tenant", default=None)
+@click.option("--all", "include_unusable", is_flag=True, help="Also the memories that were not usable then.")
+@json_option
+@with_warden
+def replay(
+    warden: Warden, as_of: str | None, seq: int | None, tenant: str | None, include_unusable: bool, as_json: bool
+) -> None:
+    """The usable view as it was then, rebuilt from the log."""
+    data = warden.replay(as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable)
+
+    def show() -> None:
+        click.echo(f"as of {data['as_of']} (seq {data['seq']}): {len(data['memories'])} memories")
+        for m in data["memories"]:
+            click.echo(f"{m['memory_id']}\t{m['status']}\t{m['reason'] or 'usable'}\t{m['summary'] or ''}")
+
+    emit(data, as_json, show)
+
+
+@cli.group("audit", cls=Group)
+def audit_group() -> None:
+    """Prove the log was not altered."""
+
+
+@audit_group.command("verify")
+@click.option("--against", default=None, help="SEQ:HASH from an earlier 'audit head'.")
+@json_option
+@with_warden
+def audit_verify(warden: Warden, against: str | None, as_json: bool) -> None:
+    """Check the hash chain; exit 1 on damage."""
+    data = warden.audit_verify(against)
+    if data["ok"]:
+        text = f"ok: {data['checked']} events, head seq {data['head_seq']}"
+        if against:
+            text += f", extends {against.split(':')[0]}"
+    else:
+        text = f"DAMAGED at seq {data['first_bad_seq']}: {data['problem']}"
+    emit(data, as_json, text)
+    if not data["ok"]:
+        sys.exit(1)
+
+
+@audit_group.command("head")
+@json_option
+@with_warden
+def audit_head(warden: Warden, as_json: bool) -> None:
+    """The current head, to keep elsewhere."""
+    data = warden.audit_head()
+    emit(data, as_json, f"{data['seq']}:{data['hash']}")
+
+
+@cli.command("export")
+@click.argument("file", type=click.Path(dir_okay=False))
+@json_option
+@with_warden
+def export_cmd(warden: Warden, file: str, as_json: bool) -> None:
+    """Write the log as JSONL."""
+    count = warden.export(file)
+    emit({"events": count}, as_json, f"exported {count} events to {file}")
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@json_option
+@with_warden
+def import_cmd(warden: Warden, file: str, as_json: bool) -> None:
+    """Import a JSONL log; the whole chain is checked first."""
+    count = warden.import_log(file)
+    emit({"events": count}, as_json, f"imported {count} events")
+
+
+@cli.command()
+@json_option
+@with_warden
+def rebuild(warden: Warden, as_json: bool) -> None:
+    """Replay every projection from seq 1."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    total = warden.log.head().seq
+    with Progress(
+        TextColumn("rebuild"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("[progress.data.speed]{task.fields[rate]}"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=as_json,
+    ) as progress:
+        task = progress.add_task("rebuild", total=total, rate="")
+
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+            speed = progress.tasks[0].speed
+            progress.update(task, rate=f"{speed:,.0f} events/s" if speed else "")
+
+        data = warden.rebuild(progress=advance)
+    emit(data, as_json, f"rebuilt from {data['events']} events in {data['seconds']}s")
+
+
+@cli.group("projections", cls=Group)
+def projections_group() -> None:
+    """The read models."""
+
+
+@projections_group.command("check")
+@json_option
+@with_warden
+def projections_check(warden: Warden, as_json: bool) -> None:
+    """Compare the live view with a fresh rebuild; exit 1 naming the first difference."""
+    result = warden.check_projections().as_dict()
+    text = (
+        "ok: live view equals a rebuild"
+        if result["ok"]
+        else (
+            f"DIFFERENT: {result['first_difference']}"
+            + (f", memory {result['memory_id']}" if result["memory_id"] else "")
+        )
+    )
+    emit(result, as_json, text)
+    if not result["ok"]:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--weekly", is_flag=True, help="Counters per ISO week (the default).")
+@json_option
+@with_warden
+def stats(warden: Warden, weekly: bool, as_json: bool) -> None:
+    """Counters per ISO week."""
+    weeks = warden.stats()
+
+    def show() -> None:
+        for w in weeks:
+            counts = ", ".join(f"{k} {v}" for k, v in w.items() if k != "week" and v)
+            click.echo(f"{w['week']}: {counts or 'nothing'}")
+
+    emit({"weeks": weeks}, as_json, show)
+
+
+@cli.group("cache", cls=Group)
+def cache_group() -> None:
+    """Tool results under their full cache key."""
+
+
+def _cache_key_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = scope_options(fn)
+    fn = click.option("--tenant", required=True)(fn)
+    fn = click.option("--input-hash", required=True)(fn)
+    fn = click.option("--tool-version", required=True)(fn)
+    return click.option("--tool", required=True)(fn)
+
+
+@cache_group.command("put")
+@_cache_key_options
+@click.option("--content", default=None)
+@click.option("--content-file", default=None, type=click.Path(dir_okay=False))
+@click.option("--source-url", required=True)
+@click.option("--ttl", default=None)
+@json_option
+@with_warden
+def cache_put(
+    warden: Warden,
+    tool: str,
+    tool_version: str,
+    input_hash: str,
+    tenant: str,
+    project: str | None,
+    permission: str | None,
+    user: str | None,
+    agent: str | None,
+    content: str | None,
+    content_file: str | None,
+    source_url: str,
+    ttl: str | None,
+    as_json: bool,
+) -> None:
+    """Store a tool result."""
+    result = warden.cache_put(
+        tool=tool,
+        tool_version=tool_version,
+        input_hash=input_hash,
+        scope=_scope(tenant, project, permission, user, agent, tool),
+        content=_content(content, content_file),
+        source_url=source_url,
+        ttl=ttl,
+    )
+    emit(
+        {
+            "memory_id": result.memory_id,
+            "checksum": result.checksum,
+            "seq": result.seq,
+            "expires_at": result.expires_at,
+        },
+        as_json,
+        f"cached as {result.memory_id} (seq {result.seq})",
+    )
+
+
+@cache_group.command("get")
+@_cache_key_options
+@json_option
+@with_warden
+def cache_get(
+    warden: Warden,
+    tool: str,
+    tool_version: str,
+    input_hash: str,
+    tenant: str,
+    project: str | None,
+    permission: str | None,
+    user: str | None,
+    agent: str | None,
+    as_json: bool,
+) -> None:
+    """A hit only if every key part matches and the entry is usable; exit 1 on a miss."""
+    hit, view, reason = warden.cache_get(
+        tool=tool,
+        tool_version=tool_version,
+        input_hash=input_hash,
+        scope=_scope(tenant, project, permission, user, agent, tool),
+    )
+    data = {
+        "hit": hit,
+        "memory_id": view.memory_id if view else None,
+        "content": view.content if (hit and view) else None,
+        "reason": reason,
+    }
+    emit(data, as_json, (view.content if hit and view else f"miss: {reason}"))
+    if not hit:
+        sys.exit(1)
+
+
+@cli.group("log", cls=Group)
+def log_group() -> None:
+    """The event log itself."""
+
+
+@log_group.command("tail")
+@click.option("-n", "count", type=click.IntRange(0, 100_000), default=20, show_default=True)
+@json_option
+@with_warden
+def log_tail(warden: Warden, count: int, as_json: bool) -> None:
+    """The last events."""
+    events = warden.tail(count)
+
+    def show() -> None:
+        for e in events:
+            click.echo(f"{e['seq']:>8}  {e['recorded_at']}  {e['actor']:<12} {e['type']:<28} {e['stream']}")
+
+    emit({"events": events}, as_json, show)

@@ -1,0 +1,113 @@
+"""Commands for operators: the HTTP and MCP servers and API keys."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from memwarden.engine import (
+    Warden,
+)
+
+from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_warden
+
+# -- serving ------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8077, show_default=True)
+@click.option("--scheduler-interval", type=click.FloatRange(0.1), default=30.0, show_default=True)
+@click.option("--no-scheduler", is_flag=True, help="Do not embed the scheduler.")
+@click.option(
+    "--max-content",
+    type=click.IntRange(1),
+    default=1024 * 1024,
+    show_default=True,
+    help="Largest accepted content, in bytes.",
+)
+@click.option("--allow-local-sources", is_flag=True, help="Accept file:// and git sources from HTTP clients.")
+@with_warden
+def serve(
+    warden: Warden,
+    host: str,
+    port: int,
+    scheduler_interval: float,
+    no_scheduler: bool,
+    max_content: int,
+    allow_local_sources: bool,
+) -> None:
+    """HTTP server (OpenAPI at /docs, MCP at /mcp) with the scheduler embedded."""
+    import uvicorn
+
+    from .http import create_app
+
+    _refuse_damaged(warden)
+    app = create_app(
+        warden,
+        max_content=max_content,
+        scheduler=not no_scheduler,
+        scheduler_interval=scheduler_interval,
+        self_url=f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}",
+        allow_local_sources=allow_local_sources,
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@cli.command("mcp")
+@with_warden
+def mcp_cmd(warden: Warden) -> None:
+    """MCP server on stdio (MEMWARDEN_API_KEY binds it to a key's rights)."""
+    from .mcp import run_stdio
+
+    run_stdio(warden)
+
+
+@cli.group("keys", cls=Group)
+def keys_group() -> None:
+    """API keys for the HTTP and MCP servers."""
+
+
+@keys_group.command("create")
+@click.option("--role", type=click.Choice(["agent", "security", "auditor"]), required=True)
+@click.option("--tenant", "tenants", multiple=True, help="A tenant an agent key may use (repeatable).")
+@click.option("--agent", default=None, help="Bind an agent key to this agent name.")
+@json_option
+@with_warden
+def keys_create(warden: Warden, role: str, tenants: tuple[str, ...], agent: str | None, as_json: bool) -> None:
+    """Create a key; it is printed once and only its hash is kept."""
+    from memwarden.engine._keys import KeyStore
+
+    key, principal = KeyStore(warden).create(role, tenants=tenants, agent=agent)
+    emit({"key": key, **principal.as_dict()}, as_json, key)
+
+
+@keys_group.command("list")
+@json_option
+@with_warden
+def keys_list(warden: Warden, as_json: bool) -> None:
+    """Every key (never the secret)."""
+    from memwarden.engine._keys import KeyStore
+
+    keys = KeyStore(warden).list()
+
+    def show() -> None:
+        for k in keys:
+            state = f"revoked {k['revoked_at']}" if k["revoked_at"] else "active"
+            click.echo(f"{k['key_id']}\t{k['role']}\t{','.join(k['tenants']) or '*'}\t{k['agent'] or ''}\t{state}")
+
+    emit({"keys": keys}, as_json, show)
+
+
+@keys_group.command("revoke")
+@click.argument("key_id")
+@json_option
+@with_warden
+def keys_revoke(warden: Warden, key_id: str, as_json: bool) -> None:
+    """Disable a key at once; exit 1 if no active key has that id."""
+    from memwarden.engine._keys import KeyStore
+
+    done = KeyStore(warden).revoke(key_id)
+    emit({"key_id": key_id, "revoked": done}, as_json, f"{key_id} revoked" if done else f"{key_id}: no active key")
+    if not done:
+        sys.exit(1)
