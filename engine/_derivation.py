@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction, sha256_hex
-from memwarden.projections import fetch_row, row_dict
+from memwarden.projections import fetch_row, row_dict, selector_sql
 from memwarden.projections._usable import _SELECT
 
 from ._gate import Decision, ParentState, decide
@@ -150,12 +150,14 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
     conn = tx.conn
     for record in records:
         if record.type == "revocation.issued":
-            # only memories that are someone's evidence matter: start from the
-            # (usually small) derivations table, not a scan of every memory
+            # what this revocation took out, found the way its UPDATE found
+            # it (so the cost follows its size, not every derivation ever
+            # recorded), and of that only what is someone's evidence
+            where, params = selector_sql(record.payload["selector"])
             for (memory_id,) in conn.execute(
-                "SELECT DISTINCT d.parent_id FROM derivations d JOIN memories m ON m.memory_id = d.parent_id "
-                "WHERE m.revoked_by = ? AND m.last_seq = ?",
-                (record.payload["revocation_id"], record.seq),
+                f"SELECT m.memory_id FROM memories m WHERE ({where}) AND m.revoked_by = ? AND m.last_seq = ? "
+                "AND EXISTS (SELECT 1 FROM derivations d WHERE d.parent_id = m.memory_id)",
+                [*params, record.payload["revocation_id"], record.seq],
             ):
                 roots[memory_id] = (record.seq, "revoked")
         elif record.type in CASCADE_TRIGGERS:
@@ -177,16 +179,18 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
         ):
             seq, why = roots[parent_id]
             events.append(
-                MemoryInvalidated.model_construct(
-                    type="memory.invalidated",
-                    event_id="inv_" + sha256_hex(f"{child_id}\x00{version}\x00{seq}")[:40],
-                    occurred_at=None,
+                # validated (engine-made events get no shortcut), which is
+                # also faster than model_construct in pydantic 2
+                MemoryInvalidated(
+                    # deterministic (a retried cascade is the same event) and
+                    # ordered by the seq that caused it, so a cascade's ids go
+                    # to the end of the event_id index, not to random pages
+                    event_id=f"inv_{seq:012d}_" + sha256_hex(f"{child_id}\x00{version}")[:32],
                     actor="memwarden",
                     memory_id=child_id,
                     version=version,
                     reason="derived_from_unusable",
                     detail=f"parent {parent_id}: {why}",
-                    new_checksum=None,
                     caused_by=seq,
                 )
             )

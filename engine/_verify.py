@@ -22,7 +22,14 @@ from memwarden.events import (
     sha256_hex,
 )
 from memwarden.events._models import Identifier, NonEmptyStr, UTCDateTime
-from memwarden.projections import current_policies, fetch_row, load_revocations, revocation_blocks, selector_covers
+from memwarden.projections import (
+    RECHECK,
+    current_policies,
+    fetch_row,
+    load_revocations,
+    revocation_blocks,
+    selector_covers,
+)
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._derivation import Judge
@@ -195,18 +202,22 @@ def due(warden: Warden, *, limit: int | None = None) -> list[DueItem]:
     now = warden.now()
     items: dict[str, DueItem] = {}
     with warden.reading() as conn:
-        for memory_id, url in conn.execute("SELECT memory_id, source_url FROM memories WHERE status = 'invalidated'"):
+        for memory_id, url in conn.execute(
+            f"SELECT memory_id, source_url FROM memories WHERE status = 'invalidated' AND {RECHECK}"
+        ):
             items[memory_id] = DueItem(memory_id, url, "revoked")
         for memory_id, url in conn.execute(
             # "+status": walk the expiry index (the few past due), not the
             # status index (where "usable" is nearly every memory)
             "SELECT memory_id, source_url FROM memories WHERE expires_at <= ? "
             "AND +status IN ('usable', 'expired', 'unknown') "
-            "UNION SELECT memory_id, source_url FROM memories WHERE status = 'expired'",
+            f"UNION SELECT memory_id, source_url FROM memories WHERE status = 'expired' AND {RECHECK}",
             (now,),
         ):
             items.setdefault(memory_id, DueItem(memory_id, url, "expired"))
-        for memory_id, url in conn.execute("SELECT memory_id, source_url FROM memories WHERE status = 'unknown'"):
+        for memory_id, url in conn.execute(
+            f"SELECT memory_id, source_url FROM memories WHERE status = 'unknown' AND {RECHECK}"
+        ):
             items.setdefault(memory_id, DueItem(memory_id, url, "unknown"))
         for policy, version in conn.execute("SELECT policy, version FROM policies").fetchall():
             for memory_id, url in conn.execute(

@@ -7,6 +7,7 @@ from ._selector import revocation_blocks, selector_covers, selector_sql
 from ._stats import COUNTERS, StatsProjection, weekly
 from ._usable import (
     COLUMNS,
+    RECHECK,
     STATUSES,
     UsableProjection,
     blob_text,
@@ -23,6 +24,7 @@ from ._usable import (
 __all__ = [
     "COLUMNS",
     "COUNTERS",
+    "RECHECK",
     "STATUSES",
     "CheckResult",
     "Projection",

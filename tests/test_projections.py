@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from memwarden.engine import Warden
 from memwarden.engine._history import build_view
-from memwarden.events import FrozenClock, MemoryExpired
+from memwarden.events import FrozenClock, MemoryExpired, RecordedEvent
 from memwarden.projections import Projector, UsableProjection
+from memwarden.projections._usable import COLUMNS, fold_memory, select_rows
 
 from .conftest import Cli, save_memory
 
@@ -251,3 +254,70 @@ def test_an_empty_log_has_an_empty_view(tmp_path: Path, n: int) -> None:
     assert w.check_projections().ok
     assert w.replay(seq=0)["memories"] == []
     w.close()
+
+
+STATUSES_FOR_FOLD = ["usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.sampled_from(STATUSES_FOR_FOLD), st.integers(1, 3)), min_size=1, max_size=6),
+    hits=st.lists(st.tuples(st.integers(0, 7), st.integers(1, 3), st.sampled_from(["source_changed", "x"]))),
+)
+def test_a_batch_of_invalidations_equals_the_fold(
+    rows: list[tuple[str, int]], hits: list[tuple[int, int, str]]
+) -> None:
+    """The set form of the cascade's writes (one UPDATE per batch) leaves
+    every row as ``fold_memory`` would, one event at a time."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    view = UsableProjection(text_source=None)
+    view.create(conn)
+    stored = {}
+    for n, (status, version) in enumerate(rows):
+        row = {c: None for c in COLUMNS} | {
+            "memory_id": f"m{n}",
+            "version": version,
+            "kind": "k",
+            "status": status,
+            "tenant": "t",
+            "source_url": "s",
+            "fetched_at": "2026-01-05T09:00:00.000000Z",
+            "policy": "default",
+            "revocation_version": 1,
+            "checksum": "sha256:" + "0" * 64,
+            "content_length": 0,
+            "derived_from": "[]",
+            "first_seq": n + 1,
+            "last_seq": n + 1,
+        }
+        conn.execute(
+            f"INSERT INTO memories (mid, {', '.join(COLUMNS)}) VALUES (?{', ?' * len(COLUMNS)})",
+            [n + 1, *(row[c] for c in COLUMNS)],
+        )
+        stored[row["memory_id"]] = row
+    events = [
+        RecordedEvent(
+            100 + k,
+            f"e{k}",
+            "memory.invalidated",
+            f"m{target}",
+            1,
+            "t",
+            "t",
+            "a",
+            1,
+            {"memory_id": f"m{target}", "version": version, "reason": reason},
+            "0",
+            "0",
+        )
+        for k, (target, version, reason) in enumerate(hits)
+    ]
+    expected = dict(stored)
+    for event in events:
+        folded = fold_memory(expected.get(event.payload["memory_id"]), event, [])
+        if folded is not None:
+            expected[event.payload["memory_id"]] = folded
+    view.apply(conn, events)
+    got = {r["memory_id"]: r for r in select_rows(conn, "1", [])}
+    for memory_id, row in expected.items():
+        assert {c: v for c, v in got[memory_id].items() if v != row[c]} == {}, (memory_id, row)
