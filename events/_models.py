@@ -8,7 +8,8 @@ so an event cannot name one memory in its stream and another in its body.
 
 from __future__ import annotations
 
-import uuid
+import secrets
+import time
 from abc import abstractmethod
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
@@ -50,7 +51,14 @@ ENVELOPE_FIELDS = frozenset({"type", "event_id", "occurred_at", "actor"})
 
 
 def new_id(prefix: str = "") -> str:
-    return prefix + uuid.uuid4().hex
+    """A unique id that sorts by creation time, like a UUIDv7: 14 hex digits
+    of microseconds since the epoch, then 72 random bits.
+
+    The log's event_id index takes each new id near its right edge, so a
+    batch dirties a handful of index pages; random ids (uuid4) scattered
+    each batch over a page apiece, and the commit wrote them all.
+    """
+    return f"{prefix}{time.time_ns() // 1000:014x}{secrets.token_hex(9)}"
 
 
 class Model(BaseModel):

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -23,9 +19,9 @@ from ._recorded import (
     Head,
     RecordedEvent,
     Row,
-    check_rows,
     event_from_row,
 )
+from ._sqlite_chain import verify_chain
 from ._time import Clock, SystemClock
 
 Subscriber = Callable[[sqlite3.Connection, Sequence[RecordedEvent]], None]
@@ -76,59 +72,6 @@ def connect(
     # a million memories (a revocation rewrites index pages all over it)
     conn.execute(f"PRAGMA cache_size=-{cache_mb * 1024}")
     return conn
-
-
-_PARALLEL_FROM = 200_000
-
-
-@dataclass(frozen=True)
-class RangeResult:
-    checked: int
-    last: Head
-    first: tuple[int, str, str] | None  # (seq, prev_hash, recorded_at) of the range's first row
-    first_bad: int | None = None
-    problem: str | None = None
-
-
-def check_range(rows: Iterable[Row], after: int, prev: Head | None) -> RangeResult:
-    """Check rows ``after < seq``; with ``prev`` None the first link is left
-    to the caller, who knows the hash of the range before."""
-    checked = 0
-    last = prev or Head(after, "", None)
-    first: tuple[int, str, str] | None = None
-    for row, problem in check_rows(
-        rows, prev_seq=after, prev_hash=prev.hash if prev else None, prev_time=prev.recorded_at if prev else None
-    ):
-        if first is None:
-            first = (row[0], row[10], row[6])
-        if problem is not None:
-            first_bad = last.seq + 1 if problem.startswith("gap") else row[0]
-            return RangeResult(checked, last, first, first_bad, problem)
-        checked += 1
-        last = Head(row[0], row[11], row[6])
-    return RangeResult(checked, last, first)
-
-
-def verify_range(path: str, after: int, until: int) -> RangeResult:
-    """A worker process's share of ``verify_chain``."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-    try:
-
-        def rows() -> Iterator[Row]:
-            last = after
-            while last < until:
-                page = conn.execute(
-                    f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT {_PAGE}",
-                    (last, until),
-                ).fetchall()
-                if not page:
-                    return
-                yield from page
-                last = page[-1][0]
-
-        return check_range(rows(), after, None)
-    finally:
-        conn.close()
 
 
 def _storage_failure(exc: sqlite3.OperationalError) -> bool:
@@ -435,108 +378,9 @@ class SQLiteEventLog:
         Reports the first bad seq and what is wrong with it: a hash that
         does not match the content, a prev_hash that does not link, a gap,
         a reordering, or rows missing from the end. A long range is split
-        across processes (hashing is the cost); the links between the parts
-        are checked here.
+        across processes (hashing is the cost).
         """
-        from_seq = max(from_seq, 1)
-        with self.snapshot() as conn:  # the head and the issued count, seen together
-            head = self._read_head(conn)
-            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
-            issued = row[0] if row else 0
-        end = head.seq if to_seq is None else min(to_seq, head.seq)
-        with self._lock:
-            if from_seq == 1:
-                prev = EMPTY_HEAD
-            else:
-                row = self.conn.execute(
-                    "SELECT seq, hash, recorded_at FROM events WHERE seq = ?", (from_seq - 1,)
-                ).fetchone()
-                if row is None:
-                    return ChainReport(
-                        False, head.seq, EMPTY_HEAD.hash, 0, from_seq - 1, f"gap: seq {from_seq - 1} is missing"
-                    )
-                prev = Head(*row)
-        span = max(end - from_seq + 1, 0)
-        if workers is None:
-            workers = min(os.cpu_count() or 1, 8) if span >= _PARALLEL_FROM and self.path != ":memory:" else 1
-        if threading.active_count() > 1 or self.path == ":memory:":
-            # workers are forked (spawn would re-run the caller's __main__);
-            # forking a threaded process is not safe, so verify in-process
-            workers = 1
-        bounds = [from_seq - 1 + span * k // workers for k in range(workers + 1)]
-        parts: list[RangeResult] = []
-        futures = []
-        pool = None
-        if workers > 1:
-            pool = ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork"))
-            futures = [pool.submit(verify_range, self.path, bounds[k], bounds[k + 1]) for k in range(1, workers)]
-        try:
-            parts.append(self._verify_range(bounds[0], bounds[1], prev))
-            parts.extend(f.result() for f in futures)
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
-        checked = 0
-        last = prev
-        for k, part in enumerate(parts):
-            if k > 0 and part.first is not None:
-                first_seq, first_prev, first_time = part.first
-                if last.seq != bounds[k]:
-                    return ChainReport(
-                        False,
-                        head.seq,
-                        last.hash,
-                        checked,
-                        last.seq + 1,
-                        f"gap: seq {last.seq + 1} is missing (seq {first_seq} follows seq {last.seq})",
-                    )
-                # the part's own finding at its first row comes first, as in one pass
-                own_first = first_seq != bounds[k] + 1 or (part.problem is not None and part.first_bad == first_seq)
-                if not own_first and first_prev != last.hash:
-                    return ChainReport(
-                        False,
-                        head.seq,
-                        last.hash,
-                        checked,
-                        first_seq,
-                        f"broken link: prev_hash does not match the hash of seq {last.seq}",
-                    )
-                if last.recorded_at is not None and first_time < last.recorded_at:
-                    return ChainReport(
-                        False,
-                        head.seq,
-                        last.hash,
-                        checked,
-                        first_seq,
-                        f"reordering: recorded_at {first_time} is earlier than seq {last.seq}'s",
-                    )
-            if part.problem is not None:
-                return ChainReport(
-                    False,
-                    head.seq,
-                    part.last.hash if part.checked else last.hash,
-                    checked + part.checked,
-                    part.first_bad,
-                    part.problem,
-                )
-            checked += part.checked
-            if part.checked:
-                last = part.last
-        if last.seq != end:
-            return ChainReport(False, head.seq, last.hash, checked, last.seq + 1, f"gap: seq {last.seq + 1} is missing")
-        if to_seq is None and issued > last.seq:
-            return ChainReport(
-                False,
-                last.seq,
-                last.hash,
-                checked,
-                last.seq + 1,
-                f"truncated: {issued} events were appended but the log ends at seq {last.seq}",
-            )
-        return ChainReport(True, last.seq, last.hash, checked)
-
-    def _verify_range(self, after: int, until: int, prev: Head | None) -> RangeResult:
-        return check_range(self.rows(after, until), after, prev)
+        return verify_chain(self, from_seq, to_seq, workers=workers)
 
     def close(self) -> None:
         with self._lock:

@@ -72,6 +72,19 @@ def change_link(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE events SET prev_hash = ? WHERE seq = 7", ("a" * 64,))
 
 
+def retype_payload(conn: sqlite3.Connection) -> None:
+    # the same bytes, stored as a BLOB: SQLite's concatenation would hide it
+    conn.execute("UPDATE events SET payload = CAST(payload AS BLOB) WHERE seq = 6")
+
+
+def retype_version(conn: sqlite3.Connection) -> None:
+    conn.execute("UPDATE events SET stream_version = 1.5 WHERE seq = 8")
+
+
+def retype_actor(conn: sqlite3.Connection) -> None:
+    conn.execute("UPDATE events SET actor = 42 WHERE seq = 3")
+
+
 CASES: list[tuple[Callable[[sqlite3.Connection], None], int, str]] = [
     (flip_payload_byte, 4, "hash mismatch"),
     (delete_row, 4, "gap"),
@@ -79,6 +92,9 @@ CASES: list[tuple[Callable[[sqlite3.Connection], None], int, str]] = [
     (forge_row, 11, "hash mismatch"),
     (truncate_tail, 9, "truncated"),
     (change_link, 7, "hash mismatch"),
+    (retype_payload, 6, "hash mismatch"),
+    (retype_version, 8, "hash mismatch"),
+    (retype_actor, 3, "hash mismatch"),
 ]
 
 

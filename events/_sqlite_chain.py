@@ -1,0 +1,247 @@
+"""``verify_chain`` for the SQLite log: split across processes, with the
+envelope text built by SQLite itself.
+
+Hashing is the cost of an audit, and in Python most of it is handing twelve
+columns to the interpreter and formatting them. Here SQLite concatenates
+each row's hash preimage (``json_quote`` escapes text exactly as the
+canonical encoder does; tests hold the two equal) and Python only hashes
+it. Any row that does not check out this way, or whose column types are
+not the ones the log writes, is handed to ``check_rows``, the one
+definition of damage, which names what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._recorded import EMPTY_HEAD, ROW_COLUMNS, ChainReport, Head, Row, check_rows
+
+if TYPE_CHECKING:
+    from ._sqlite import SQLiteEventLog
+
+PARALLEL_FROM = 200_000  # below this a second process costs more than it saves
+PAGE = 5000
+
+# envelope_preimage() as SQL, prefixed with prev_hash (the chain hash input);
+# NULL for a row with a column of an unexpected type, left to check_rows.
+# Read as a BLOB: its UTF-8 bytes go to sha256 without a round trip via str.
+PREIMAGE_SQL = (
+    "CASE WHEN typeof(event_id) = 'text' AND typeof(type) = 'text' AND typeof(stream) = 'text' "
+    "AND typeof(stream_version) = 'integer' AND typeof(occurred_at) = 'text' AND typeof(recorded_at) = 'text' "
+    "AND typeof(actor) = 'text' AND typeof(schema_version) = 'integer' AND typeof(payload) = 'text' "
+    "AND typeof(prev_hash) = 'text' THEN "
+    "prev_hash || '{\"actor\":' || json_quote(actor) || ',\"event_id\":' || json_quote(event_id) "
+    "|| ',\"occurred_at\":' || json_quote(occurred_at) || ',\"payload\":' || payload "
+    "|| ',\"prev_hash\":' || json_quote(prev_hash) || ',\"recorded_at\":' || json_quote(recorded_at) "
+    "|| ',\"schema_version\":' || schema_version || ',\"seq\":' || seq || ',\"stream\":' || json_quote(stream) "
+    "|| ',\"stream_version\":' || stream_version || ',\"type\":' || json_quote(type) || '}' END"
+)
+
+Fetch = Callable[[str, tuple[Any, ...]], list[Any]]
+
+
+@dataclass(frozen=True)
+class RangeResult:
+    checked: int
+    last: Head
+    first: tuple[int, str, str] | None  # (seq, prev_hash, recorded_at) of the range's first row
+    first_bad: int | None = None
+    problem: str | None = None
+
+
+def check_range(rows: Iterator[Row], after: int, prev: Head | None) -> RangeResult:
+    """Check rows ``after < seq`` with ``check_rows``; with ``prev`` None the
+    first link is left to the caller, who knows the hash of the range before."""
+    checked = 0
+    last = prev or Head(after, "", None)
+    first: tuple[int, str, str] | None = None
+    for row, problem in check_rows(
+        rows, prev_seq=after, prev_hash=prev.hash if prev else None, prev_time=prev.recorded_at if prev else None
+    ):
+        if first is None:
+            first = (row[0], row[10], row[6])
+        if problem is not None:
+            first_bad = last.seq + 1 if problem.startswith("gap") else row[0]
+            return RangeResult(checked, last, first, first_bad, problem)
+        checked += 1
+        last = Head(row[0], row[11], row[6])
+    return RangeResult(checked, last, first)
+
+
+def _full_rows(fetch: Fetch, after: int, until: int) -> Iterator[Row]:
+    last = after
+    while last < until:
+        page = fetch(
+            f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT {PAGE}", (last, until)
+        )
+        if not page:
+            return
+        yield from page
+        last = page[-1][0]
+
+
+def scan_range(fetch: Fetch, after: int, until: int, prev: Head | None) -> RangeResult:
+    """Check rows ``after < seq <= until``: hash SQLite-built preimages while
+    all is well; from the first doubt on, ``check_range`` decides."""
+    sha = hashlib.sha256
+    prev_seq, prev_hash = after, prev.hash if prev else None
+    prev_time = prev.recorded_at if prev else None
+    checked = 0
+    first: tuple[int, str, str] | None = None
+    last = prev or Head(after, "", None)
+    while prev_seq < until:
+        page = fetch(
+            f"SELECT seq, prev_hash, hash, recorded_at, CAST({PREIMAGE_SQL} AS BLOB) FROM events "
+            f"WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT {PAGE}",
+            (prev_seq, until),
+        )
+        if not page:
+            break
+        for seq, link, stored, recorded, preimage in page:
+            if (
+                preimage is None
+                or seq != prev_seq + 1
+                or (prev_hash is not None and link != prev_hash)
+                or (prev_time is not None and recorded < prev_time)
+                or sha(preimage).hexdigest() != stored
+            ):
+                held = Head(prev_seq, prev_hash, prev_time) if prev_hash is not None else None
+                rest = check_range(_full_rows(fetch, prev_seq, until), prev_seq, held)
+                return RangeResult(
+                    checked + rest.checked,
+                    rest.last,
+                    first or rest.first,
+                    rest.first_bad,
+                    rest.problem,
+                )
+            if first is None:
+                first = (seq, link, recorded)
+            checked += 1
+            prev_seq, prev_hash, prev_time = seq, stored, recorded
+        last = Head(prev_seq, prev_hash or "", prev_time)
+    return RangeResult(checked, last, first)
+
+
+def verify_range(path: str, after: int, until: int) -> RangeResult:
+    """A worker process's share of ``verify_chain``."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    try:
+        return scan_range(lambda sql, params: conn.execute(sql, params).fetchall(), after, until, None)
+    finally:
+        conn.close()
+
+
+def verify_chain(
+    log: SQLiteEventLog, from_seq: int = 1, to_seq: int | None = None, *, workers: int | None = None
+) -> ChainReport:
+    """``SQLiteEventLog.verify_chain``: the ranges are checked in parallel;
+    the links between them are checked here."""
+
+    def locked(sql: str, params: tuple[Any, ...]) -> list[Any]:
+        with log.lock:
+            return log.conn.execute(sql, params).fetchall()
+
+    from_seq = max(from_seq, 1)
+    with log.snapshot() as conn:  # the head and the issued count, seen together
+        head = log._read_head(conn)
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+        issued = row[0] if row else 0
+    end = head.seq if to_seq is None else min(to_seq, head.seq)
+    with log.lock:
+        if from_seq == 1:
+            prev = EMPTY_HEAD
+        else:
+            row = log.conn.execute(
+                "SELECT seq, hash, recorded_at FROM events WHERE seq = ?", (from_seq - 1,)
+            ).fetchone()
+            if row is None:
+                return ChainReport(
+                    False, head.seq, EMPTY_HEAD.hash, 0, from_seq - 1, f"gap: seq {from_seq - 1} is missing"
+                )
+            prev = Head(*row)
+    span = max(end - from_seq + 1, 0)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8) if span >= PARALLEL_FROM and log.path != ":memory:" else 1
+    if threading.active_count() > 1 or log.path == ":memory:":
+        # workers are forked (spawn would re-run the caller's __main__);
+        # forking a threaded process is not safe, so verify in-process
+        workers = 1
+    bounds = [from_seq - 1 + span * k // workers for k in range(workers + 1)]
+    parts: list[RangeResult] = []
+    futures = []
+    pool = None
+    if workers > 1:
+        pool = ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork"))
+        futures = [pool.submit(verify_range, log.path, bounds[k], bounds[k + 1]) for k in range(1, workers)]
+    try:
+        parts.append(scan_range(locked, bounds[0], bounds[1], prev))
+        parts.extend(f.result() for f in futures)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    checked = 0
+    last = prev
+    for k, part in enumerate(parts):
+        if k > 0 and part.first is not None:
+            first_seq, first_prev, first_time = part.first
+            if last.seq != bounds[k]:
+                return ChainReport(
+                    False,
+                    head.seq,
+                    last.hash,
+                    checked,
+                    last.seq + 1,
+                    f"gap: seq {last.seq + 1} is missing (seq {first_seq} follows seq {last.seq})",
+                )
+            # the part's own finding at its first row comes first, as in one pass
+            own_first = first_seq != bounds[k] + 1 or (part.problem is not None and part.first_bad == first_seq)
+            if not own_first and first_prev != last.hash:
+                return ChainReport(
+                    False,
+                    head.seq,
+                    last.hash,
+                    checked,
+                    first_seq,
+                    f"broken link: prev_hash does not match the hash of seq {last.seq}",
+                )
+            if last.recorded_at is not None and first_time < last.recorded_at:
+                return ChainReport(
+                    False,
+                    head.seq,
+                    last.hash,
+                    checked,
+                    first_seq,
+                    f"reordering: recorded_at {first_time} is earlier than seq {last.seq}'s",
+                )
+        if part.problem is not None:
+            return ChainReport(
+                False,
+                head.seq,
+                part.last.hash if part.checked else last.hash,
+                checked + part.checked,
+                part.first_bad,
+                part.problem,
+            )
+        checked += part.checked
+        if part.checked:
+            last = part.last
+    if last.seq != end:
+        return ChainReport(False, head.seq, last.hash, checked, last.seq + 1, f"gap: seq {last.seq + 1} is missing")
+    if to_seq is None and issued > last.seq:
+        return ChainReport(
+            False,
+            last.seq,
+            last.hash,
+            checked,
+            last.seq + 1,
+            f"truncated: {issued} events were appended but the log ends at seq {last.seq}",
+        )
+    return ChainReport(True, last.seq, last.hash, checked)
