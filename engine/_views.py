@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._gate import Decision
 
 SCOPE_FIELDS = ("tenant", "project", "permission", "user", "agent", "tool")
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryView:
+class MemoryView(NamedTuple):
+    """One memory as an agent sees it, with the gate's answer.
+
+    A named tuple rather than a frozen dataclass: a query builds a hundred
+    of these per call, and a tuple is made in a fifth of the time.
+    """
+
     memory_id: str
     version: int
     status: str
@@ -37,30 +42,30 @@ class MemoryView:
     @classmethod
     def of(cls, row: dict[str, Any], decision: Decision, content: str | None) -> MemoryView:
         return cls(
-            memory_id=row["memory_id"],
-            version=row["version"],
-            status=row["status"],
-            usable=decision.usable,
-            reason=decision.reason,
-            action=decision.action,
-            detail=decision.detail,
-            kind=row["kind"],
-            summary=row["summary"],
-            checksum=row["checksum"],
-            content=content if decision.usable else None,
-            scope={k: row[k] for k in SCOPE_FIELDS},
-            source_url=row["source_url"],
-            fetched_at=row["fetched_at"],
-            expires_at=row["expires_at"],
-            verified_at=row["verified_at"],
-            policy=row["policy"],
-            revocation_version=row["revocation_version"],
-            derived_from=json.loads(row["derived_from"]) if row["derived_from"] not in (None, "[]") else [],
-            last_seq=row["last_seq"],
+            row["memory_id"],
+            row["version"],
+            row["status"],
+            decision.usable,
+            decision.reason,
+            decision.action,
+            decision.detail,
+            row["kind"],
+            row["summary"],
+            row["checksum"],
+            content if decision.usable else None,
+            {k: row[k] for k in SCOPE_FIELDS},
+            row["source_url"],
+            row["fetched_at"],
+            row["expires_at"],
+            row["verified_at"],
+            row["policy"],
+            row["revocation_version"],
+            json.loads(row["derived_from"]) if row["derived_from"] not in (None, "[]") else [],
+            row["last_seq"],
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
 
 @dataclass(frozen=True)

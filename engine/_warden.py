@@ -788,9 +788,8 @@ def _cache_id(tool: str, tool_version: str, input_hash: str, scope: Scope) -> st
 
 
 def _without_content(view: MemoryView) -> MemoryView:
-    from dataclasses import replace
 
-    return replace(view, content=None)
+    return view._replace(content=None)
 
 
 def fts_query(text: str) -> str:

@@ -535,8 +535,9 @@ def select_rows_with_text(
 ) -> list[tuple[dict[str, Any], bytes | None]]:
     """Rows and their stored text in one statement (the agent query path)."""
     width = len(COLUMNS)
+    # zip stops at the last column: the text (one past it) is left out
     return [
-        (dict(zip(COLUMNS, v[:width], strict=True)), None if v[width] is None else bytes(v[width]))
+        (dict(zip(COLUMNS, v, strict=False)), None if v[width] is None else bytes(v[width]))
         for v in conn.execute(f"{_SELECT_WITH_TEXT} WHERE {where} {tail}", params)
     ]
 
