@@ -17,9 +17,10 @@ from ._gate import ACTIONS, REASONS, Decision, decide
 from ._logging import configure_logging
 from ._policy import KindRule, TtlPolicy
 from ._readback import read_back, readback_records
+from ._reading import fts_query
 from ._scheduler import HostBackoff, Scheduler, expiry_event_id
 from ._views import DueItem, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
-from ._warden import Warden, fts_query
+from ._warden import Warden
 
 __all__ = [
     "ACTIONS",

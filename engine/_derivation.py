@@ -14,8 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction, sha256_hex
-from memwarden.projections import fetch_row, row_dict, selector_sql
-from memwarden.projections._usable import _SELECT
+from memwarden.projections import SELECT_MEMORIES, fetch_row, row_dict, selector_sql
 
 from ._gate import Decision, ParentState, decide
 
@@ -205,6 +204,7 @@ def rows_for(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, Any
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
         out.extend(
-            row_dict(v) for v in conn.execute(f"{_SELECT} WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk)
+            row_dict(v)
+            for v in conn.execute(f"{SELECT_MEMORIES} WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk)
         )
     return out

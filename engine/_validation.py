@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, TypeVar
 
+from memwarden.events import parse_ts
 from pydantic import BaseModel, ValidationError
 
 from ._errors import InvalidInput
@@ -28,3 +30,19 @@ def build(cls: type[M], prefix: str = "", **data: Any) -> M:
         return cls(**data)
     except ValidationError as exc:
         raise field_error(exc, prefix) from None
+
+
+def when(field: str, value: datetime | str | None) -> datetime | None:
+    """A caller's timestamp (ISO text or an aware datetime), or an error naming ``field``."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            return parse_ts(value)
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise ValueError("naive datetime refused: give a timezone")
+            return value
+    except ValueError as exc:
+        raise InvalidInput(field, str(exc)) from None
+    raise InvalidInput(field, f"must be a timestamp, not {type(value).__name__}")

@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-from ._runner import CheckResult, Projection, Projector, default_projections
-from ._selector import revocation_blocks, selector_covers, selector_sql
-from ._stats import COUNTERS, StatsProjection, weekly
-from ._usable import (
-    COLUMNS,
-    RECHECK,
-    STATUSES,
-    UsableProjection,
-    blob_text,
+from ._fold import COLUMNS, STATUSES, fold_memory, revoke_row
+from ._rows import (
+    SELECT_MEMORIES,
     current_policies,
     fetch_row,
-    fold_memory,
     load_revocations,
-    revoke_row,
     row_dict,
     select_rows,
     select_rows_with_text,
 )
+from ._runner import CheckResult, Projection, Projector, default_projections
+from ._selector import revocation_blocks, selector_covers, selector_sql
+from ._stats import COUNTERS, StatsProjection, weekly
+from ._usable import RECHECK, UsableProjection, blob_text
 
 __all__ = [
     "COLUMNS",
     "COUNTERS",
     "RECHECK",
+    "SELECT_MEMORIES",
     "STATUSES",
     "CheckResult",
     "Projection",

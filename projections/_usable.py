@@ -2,13 +2,14 @@
 
 One projection, because a memory's status depends on the revocations and
 policies that came before it in the log: folding them together keeps the
-order of the log. Its state changes only through ``fold_memory`` (one
-memory, one event) and ``apply_revocation`` (a set of memories at once).
+order of the log. Its rows change only through ``fold_memory`` (one
+memory, one event, in ``_fold``) and its set forms here: ``_revoke`` (a
+revocation's selector as one UPDATE) and ``_invalidate`` (a batch of
+invalidations as one statement), which tests hold equal to the fold.
 """
 
 from __future__ import annotations
 
-import json
 import operator
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -16,45 +17,9 @@ from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json
 
-from ._selector import revocation_blocks, selector_covers, selector_sql
-
-TERMINAL = frozenset({"erased", "revoked"})
-STATUSES = ("usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined")
-
-COLUMNS = (
-    "memory_id",
-    "version",
-    "kind",
-    "summary",
-    "status",
-    "reason",
-    "tenant",
-    "project",
-    "permission",
-    "user",
-    "agent",
-    "tool",
-    "tool_version",
-    "input_hash",
-    "source_url",
-    "source",
-    "repo",
-    "branch",
-    "fetched_at",
-    "expires_at",
-    "verified_at",
-    "policy",
-    "revocation_version",
-    "checksum",
-    "content_length",
-    "invalidation_reason",
-    "invalidated_by",
-    "revoked_by",
-    "quarantined_from",
-    "derived_from",
-    "first_seq",
-    "last_seq",
-)
+from ._fold import COLUMNS, STATUSES, fold_memory
+from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, fetch_rows, load_revocations
+from ._selector import selector_sql
 
 SCHEMA = [
     # Clustered by tenant: a revocation of a tenant (or a project in it)
@@ -98,6 +63,14 @@ SCHEMA = [
     )""",
 ]
 
+# The same columns for a bulk build: a rowid table keyed by mid, so rows are
+# appended in the order the log first names them.
+STAGED = (
+    SCHEMA[0]
+    .replace("mid INTEGER NOT NULL UNIQUE", "mid INTEGER PRIMARY KEY")
+    .replace(",\n        PRIMARY KEY (tenant, memory_id)\n    ) WITHOUT ROWID", "\n    )")
+)
+
 # memories that wait for a re-verification (a partial index's condition)
 RECHECK = "status IN ('expired', 'unknown', 'invalidated')"
 
@@ -127,13 +100,11 @@ INDEXES = [
 
 TABLES = ("memories", "revocations", "policies", "derivations", "memories_fts")
 
-_QUOTED = ", ".join(f'"{c}"' for c in COLUMNS)
 _UPSERT = (
-    f"INSERT INTO memories (mid, {_QUOTED}) "
+    f"INSERT INTO memories (mid, {QUOTED_COLUMNS}) "
     f"VALUES (?, {', '.join('?' * len(COLUMNS))}) ON CONFLICT(memory_id) DO UPDATE SET "
     + ", ".join(f'"{c}" = excluded."{c}"' for c in COLUMNS[1:])
 )
-_SELECT = f"SELECT {_QUOTED} FROM memories"
 _values = operator.itemgetter(*COLUMNS)
 
 TextSource = Callable[[sqlite3.Connection, str], str | None]
@@ -153,127 +124,6 @@ def blob_text(conn: sqlite3.Connection, checksum: str) -> str | None:
         return None
 
 
-# -- the fold ---------------------------------------------------------------
-
-
-def fold_memory(
-    row: dict[str, Any] | None, event: RecordedEvent, revocations: Sequence[dict[str, Any]]
-) -> dict[str, Any] | None:
-    """The memory row after ``event``: a pure function of its inputs."""
-    p = event.payload
-    kind = event.type
-    if kind == "memory.saved":
-        if row is not None and row["status"] == "erased":
-            return {**row, "last_seq": event.seq}
-        scope = p["scope"]
-        cache = p.get("cache_key") or {}
-        new = {
-            "memory_id": p["memory_id"],
-            "version": p["version"],
-            "kind": p["kind"],
-            "summary": p["summary"],
-            "status": "usable",
-            "reason": None,
-            "tenant": scope["tenant"],
-            "project": scope.get("project"),
-            "permission": scope.get("permission"),
-            "user": scope.get("user"),
-            "agent": scope.get("agent"),
-            "tool": scope.get("tool") or cache.get("tool"),
-            "tool_version": cache.get("tool_version"),
-            "input_hash": cache.get("input_hash"),
-            "source_url": p["source_url"],
-            "source": p.get("source"),
-            "repo": p.get("repo"),
-            "branch": p.get("branch"),
-            "fetched_at": p["fetched_at"],
-            "expires_at": p.get("expires_at"),
-            "verified_at": p.get("verified_at"),
-            "policy": p.get("policy", "default"),
-            "revocation_version": p.get("revocation_version", 1),
-            "checksum": p["content_checksum"],
-            "content_length": p.get("content_length", 0),
-            "invalidation_reason": None,
-            "invalidated_by": None,
-            "revoked_by": None,
-            "quarantined_from": None,
-            "derived_from": canonical_json(p["derived_from"]) if p.get("derived_from") else "[]",
-            "first_seq": row["first_seq"] if row else event.seq,
-            "last_seq": event.seq,
-        }
-        # A save can never undo a revocation that came before it: only a
-        # fetch made after the revocation took effect escapes it.
-        for rev in revocations:
-            if revocation_blocks(rev["effective_at"], new["fetched_at"]) and selector_covers(rev["selector"], new):
-                new.update(status="revoked", reason="revoked", revoked_by=rev["revocation_id"])
-                break
-        return new
-    if row is None:
-        return None  # an event about a memory never saved: nothing to show
-    status = row["status"]
-    out = {**row, "last_seq": event.seq}
-    same_version = p.get("version", row["version"]) == row["version"]
-    if kind == "memory.erased":
-        out.update(status="erased", reason="erased", summary=None)
-    elif status in TERMINAL or not same_version:
-        return out
-    elif kind == "memory.verified":
-        out.update(
-            status="usable",
-            reason=None,
-            fetched_at=p["fetched_at"],
-            verified_at=p["verified_at"],
-            expires_at=p.get("expires_at"),
-            revocation_version=p["revocation_version"],
-            checksum=p["content_checksum"],
-            invalidation_reason=None,
-            invalidated_by=None,
-        )
-    elif kind == "memory.verification_failed":
-        out.update(status="unknown", reason="unknown")
-    elif kind == "memory.expired":
-        if status == "usable" and row["expires_at"] == p["expires_at"]:
-            out.update(status="expired", reason="expired")
-    elif kind == "memory.invalidated":
-        out.update(
-            status="invalidated",
-            reason=p["reason"],
-            invalidation_reason=p["reason"],
-            invalidated_by=event.seq,
-        )
-    elif kind == "memory.integrity_failed":
-        if status != "quarantined":
-            out.update(status="quarantined", reason="integrity_failed", quarantined_from=status)
-    elif kind == "memory.resynced":
-        if status == "quarantined":
-            previous = row["quarantined_from"] or "usable"
-            out.update(status=previous, reason=_reason_of(previous, row), quarantined_from=None)
-    return out
-
-
-def _reason_of(status: str, row: dict[str, Any]) -> str | None:
-    if status == "invalidated":
-        return row["invalidation_reason"]
-    return None if status == "usable" else status
-
-
-def revoke_row(row: dict[str, Any], revocation: dict[str, Any], seq: int) -> dict[str, Any] | None:
-    """The row after a revocation, or None if the revocation does not touch it."""
-    if (
-        row["status"] not in TERMINAL
-        and revocation_blocks(revocation["effective_at"], row["fetched_at"])
-        and selector_covers(revocation["selector"], row)
-    ):
-        return {
-            **row,
-            "status": "revoked",
-            "reason": "revoked",
-            "revoked_by": revocation["revocation_id"],
-            "last_seq": seq,
-        }
-    return None
-
-
 # -- applying to tables -----------------------------------------------------
 
 
@@ -287,10 +137,19 @@ class UsableProjection:
         self.text_source = text_source
 
     def create(self, conn: sqlite3.Connection, *, indexes: bool = True) -> None:
+        """The tables; ``indexes=False`` prepares a bulk build instead: the
+        memories land in a staging table in the order the log makes them
+        (each insert an append, not a page somewhere in a tenant's run),
+        and ``finish_bulk`` sorts them into the clustered table once."""
         for statement in SCHEMA:
             conn.execute(statement)
         if indexes:
             self.create_indexes(conn)
+            return
+        conn.execute("DROP TABLE memories")
+        conn.execute(STAGED)
+        # a tenant's revocation during the build finds its memories here
+        conn.execute("CREATE INDEX memories_staged_by_tenant ON memories (tenant)")
 
     def create_indexes(self, conn: sqlite3.Connection) -> None:
         for statement in INDEXES:
@@ -460,6 +319,14 @@ class UsableProjection:
                 )
 
     def finish_bulk(self, conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE memories RENAME TO memories_staged")
+        conn.execute("DROP INDEX memories_staged_by_tenant")
+        conn.execute(SCHEMA[0])
+        conn.execute(
+            f"INSERT INTO memories (mid, {QUOTED_COLUMNS}) SELECT mid, {QUOTED_COLUMNS} FROM memories_staged "
+            "ORDER BY tenant, memory_id"
+        )
+        conn.execute("DROP TABLE memories_staged")
         self.create_indexes(conn)
         conn.execute("DELETE FROM memories_fts")
         if self.text_source is blob_text and _has_table(conn, "blobs"):
@@ -483,7 +350,7 @@ class UsableProjection:
     def digest_rows(self, conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
         """Comparable content of every table, in key order (no rowids)."""
         return {
-            "memories": conn.execute(f"{_SELECT} ORDER BY memory_id").fetchall(),
+            "memories": conn.execute(f"{SELECT_MEMORIES} ORDER BY memory_id").fetchall(),
             "revocations": conn.execute(
                 "SELECT revocation_id, seq, selector, reason, issued_by, effective_at, recorded_at, covered, "
                 "readback_status, readback_seq, readback_latency_ms, still_visible, leaked_ids "
@@ -504,56 +371,3 @@ class UsableProjection:
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
-
-
-def row_dict(values: Sequence[Any]) -> dict[str, Any]:
-    return dict(zip(COLUMNS, values, strict=True))
-
-
-def fetch_rows(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, Any] | None]:
-    found: dict[str, dict[str, Any] | None] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        for values in conn.execute(f"{_SELECT} WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk):
-            found[values[0]] = row_dict(values)
-    return found
-
-
-def fetch_row(conn: sqlite3.Connection, memory_id: str) -> dict[str, Any] | None:
-    values = conn.execute(f"{_SELECT} WHERE memory_id = ?", (memory_id,)).fetchone()
-    return row_dict(values) if values else None
-
-
-_SELECT_WITH_TEXT = (
-    f"SELECT {', '.join(f'm.{chr(34)}{c}{chr(34)}' for c in COLUMNS)}, b.content "
-    "FROM memories m LEFT JOIN blobs b ON b.checksum = m.checksum"
-)
-
-
-def select_rows_with_text(
-    conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = ""
-) -> list[tuple[dict[str, Any], bytes | None]]:
-    """Rows and their stored text in one statement (the agent query path)."""
-    width = len(COLUMNS)
-    # zip stops at the last column: the text (one past it) is left out
-    return [
-        (dict(zip(COLUMNS, v, strict=False)), None if v[width] is None else bytes(v[width]))
-        for v in conn.execute(f"{_SELECT_WITH_TEXT} WHERE {where} {tail}", params)
-    ]
-
-
-def select_rows(conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = "") -> list[dict[str, Any]]:
-    return [row_dict(v) for v in conn.execute(f"{_SELECT} WHERE {where} {tail}", params)]
-
-
-def load_revocations(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [
-        {"revocation_id": rid, "selector": json.loads(selector), "effective_at": effective_at}
-        for rid, selector, effective_at in conn.execute(
-            "SELECT revocation_id, selector, effective_at FROM revocations ORDER BY seq"
-        )
-    ]
-
-
-def current_policies(conn: sqlite3.Connection) -> dict[str, int]:
-    return dict(conn.execute("SELECT policy, version FROM policies").fetchall())

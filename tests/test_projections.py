@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 from memwarden.engine import Warden
 from memwarden.engine._history import build_view
 from memwarden.events import FrozenClock, MemoryExpired, RecordedEvent
-from memwarden.projections import Projector, UsableProjection
-from memwarden.projections._usable import COLUMNS, fold_memory, select_rows
+from memwarden.projections import COLUMNS, Projector, UsableProjection, fold_memory, select_rows
 
 from .conftest import Cli, save_memory
 

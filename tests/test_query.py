@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import pytest
 from memwarden.engine import InvalidInput, StaleView, Warden, fts_query
 from memwarden.events import FrozenClock
@@ -107,3 +110,33 @@ def test_text_queries_are_quoted(scoped: Warden, run_cli: Cli) -> None:
         scoped.query(tenant="acme", text="   ")
     assert run_cli("query", "--tenant", "acme", "--text", " ").exit_code == 2
     assert run_cli("query", "--tenant", "acme", "--limit", "0").exit_code == 2
+
+
+def test_the_agent_query_walks_a_usable_only_index(scoped: Warden) -> None:
+    """Revoked or invalidated memories leave the agent query's indexes (one
+    delete each), which is what keeps a 10,000-memory revocation cheap."""
+    plan = " ".join(
+        str(r[3])
+        for r in scoped.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT * FROM memories m WHERE tenant = ? AND project = ? AND status = 'usable' "
+            "AND (expires_at IS NULL OR expires_at > ?) ORDER BY m.last_seq DESC LIMIT 100",
+            ("acme", "p1", "2026-01-05T09:00:00.000000Z"),
+        )
+    )
+    assert "memories_usable_by_scope" in plan and "TEMP B-TREE" not in plan
+
+
+def test_indexes_of_an_older_database_are_replaced(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    Warden(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute("DROP INDEX memories_usable_by_scope")
+    conn.execute("CREATE INDEX memories_by_scope ON memories (tenant, project, status, last_seq)")
+    conn.execute("CREATE INDEX memories_by_status ON memories (status)")
+    conn.commit()
+    conn.close()
+    w = Warden(db)
+    names = {r[0] for r in w.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    w.close()
+    assert {"memories_usable_by_scope", "memories_usable_by_tenant", "memories_to_recheck"} <= names
+    assert not names & {"memories_by_scope", "memories_by_tenant", "memories_by_status"}

@@ -5,8 +5,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memwarden.projections import UsableProjection, row_dict, selector_covers, selector_sql
-from memwarden.projections._usable import COLUMNS
+from memwarden.projections import COLUMNS, UsableProjection, row_dict, selector_covers, selector_sql
 
 VALUES = st.sampled_from(["a", "b", "서울"])
 ROWS = st.lists(

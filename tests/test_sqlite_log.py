@@ -137,3 +137,13 @@ def test_synchronous_is_configurable_and_refuses_nonsense(tmp_path: Path) -> Non
         SQLiteEventLog(tmp_path / "b.db", synchronous="SOMETIMES")  # type: ignore[arg-type]
     default = SQLiteEventLog(tmp_path / "c.db")
     assert default.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+def test_default_event_ids_sort_by_creation() -> None:
+    """Time-ordered ids keep the event_id index's inserts at its right edge."""
+    from memwarden.events import new_id
+
+    ids = [new_id("ev_") for _ in range(2000)]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == len(ids[0]) for i in ids)

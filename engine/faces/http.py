@@ -9,117 +9,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 import httpx
 import structlog
-from fastapi import Depends, FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
-from memwarden.engine import (
-    ChecksumMismatch,
-    InvalidInput,
-    MemoryErased,
-    MemoryNotFound,
-    RevocationNotFound,
-    RevokedScope,
-    Scheduler,
-    StaleView,
-    Warden,
-    readback_records,
-)
+from memwarden.engine import InvalidInput, Scheduler, Warden, readback_records
 from memwarden.engine import _memory_api as memory_api
 from memwarden.engine._keys import KeyStore, Principal
-from memwarden.events import StorageError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ._http_guard import Caller, Denied, McpAuth, install_error_handlers, with_body_limit
 from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody
 
 log = structlog.get_logger("memwarden.http")
 
 DEFAULT_MAX_CONTENT = 1024 * 1024
-
-
-class Denied(PermissionError):
-    def __init__(self, status: int, problem: str) -> None:
-        super().__init__(problem)
-        self.status = status
-        self.problem = problem
-
-
-class BodyLimit:
-    """Refuses request bodies over ``limit`` bytes before they are parsed,
-    whether or not a Content-Length was sent."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await _too_large(send, self.limit)
-            return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _BodyTooLarge
-            return message
-
-        try:
-            await self.app(scope, limited, send)
-        except _BodyTooLarge:
-            await _too_large(send, self.limit)
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _too_large(send: Send, limit: int) -> None:
-    body = (
-        f'{{"error":"too_large","field":"body","problem":"the request body is larger than {limit} bytes"}}'
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-def principal(request: Request) -> Principal:
-    """The caller, from its ``x-api-key``; 401 without a valid one."""
-    key = request.headers.get("x-api-key")
-    state = request.app.state
-    if key is not None and secrets.compare_digest(key, state.internal_key):
-        return state.internal
-    found = state.keys.authenticate(key)
-    if found is None:
-        # the key itself is never logged
-        log.warning("denied", status=401, path=request.url.path, reason="no key" if not key else "unknown key")
-        raise Denied(401, "a valid x-api-key header is required")
-    return found
-
-
-Caller = Annotated[Principal, Depends(principal)]
-
-
-def error(status: int, code: str, problem: str, field: str | None = None, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": code, "field": field, "problem": problem, **extra}, status_code=status)
 
 
 def create_app(
@@ -174,6 +81,7 @@ def create_app(
 
     app.state.internal_key = internal_key
     app.state.internal = internal
+    install_error_handlers(app)
 
     def require(who: Principal, *roles: str, request: Request | None = None) -> None:
         if who.role not in roles:
@@ -206,72 +114,6 @@ def create_app(
                 "denied", status=403, key_id=who.key_id, memory_id=memory_id, reason="tenant", path=request.url.path
             )
             raise Denied(403, f"this key may not read memory {memory_id!r}")
-
-    # -- errors -------------------------------------------------------------------------
-
-    @app.exception_handler(Denied)
-    async def _denied(request: Request, exc: Denied) -> JSONResponse:
-        code = "unauthorized" if exc.status == 401 else "forbidden"
-        return error(exc.status, code, exc.problem, "x-api-key" if exc.status == 401 else None)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-        field = ".".join(str(p) for p in first["loc"])
-        return error(
-            422,
-            "invalid_input",
-            str(first["msg"]),
-            field,
-            errors=[{"field": ".".join(str(p) for p in e["loc"]), "problem": str(e["msg"])} for e in errors],
-        )
-
-    @app.exception_handler(ChecksumMismatch)
-    async def _checksum(request: Request, exc: ChecksumMismatch) -> JSONResponse:
-        return error(422, "checksum_mismatch", exc.problem, exc.field, given=exc.given, actual=exc.actual)
-
-    @app.exception_handler(InvalidInput)
-    async def _input(request: Request, exc: InvalidInput) -> JSONResponse:
-        return error(422, "invalid_input", exc.problem, exc.field)
-
-    @app.exception_handler(ValueError)
-    async def _value(request: Request, exc: ValueError) -> JSONResponse:
-        return error(422, "invalid_input", str(exc))
-
-    @app.exception_handler(RevokedScope)
-    async def _revoked(request: Request, exc: RevokedScope) -> JSONResponse:
-        return error(409, "revoked_scope", str(exc), "fetched_at", revocation_id=exc.revocation_id)
-
-    @app.exception_handler(MemoryErased)
-    async def _erased(request: Request, exc: MemoryErased) -> JSONResponse:
-        return error(409, "erased", str(exc), "memory_id")
-
-    @app.exception_handler(MemoryNotFound)
-    async def _missing(request: Request, exc: MemoryNotFound) -> JSONResponse:
-        return error(404, "not_found", str(exc), "memory_id")
-
-    @app.exception_handler(RevocationNotFound)
-    async def _missing_rev(request: Request, exc: RevocationNotFound) -> JSONResponse:
-        return error(404, "not_found", str(exc), "revocation_id")
-
-    @app.exception_handler(StaleView)
-    async def _stale(request: Request, exc: StaleView) -> JSONResponse:
-        # the caller knows of a seq this view has not applied: not a fault of
-        # the server, and worth retrying shortly
-        response = error(409, "stale_view", str(exc), "min_seq")
-        response.headers["Retry-After"] = "1"
-        return response
-
-    @app.exception_handler(StorageError)
-    async def _storage(request: Request, exc: StorageError) -> JSONResponse:
-        log.error("storage_error", error=str(exc), path=request.url.path)
-        return error(507, "storage", str(exc))
-
-    @app.exception_handler(sqlite3.DatabaseError)
-    async def _database(request: Request, exc: sqlite3.DatabaseError) -> JSONResponse:
-        log.error("database_error", error=str(exc), path=request.url.path)
-        return error(503, "database", "the database could not answer; see the server log")
 
     # -- memories -------------------------------------------------------------------------
 
@@ -515,46 +357,12 @@ def create_app(
     if mcp_server is not None:
         app.mount(
             "/",
-            _McpAuth(
+            McpAuth(
                 mcp_server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True),
                 keys,
             ),
         )
-    return BodyLimitApp(app, max_content * 6 + 64 * 1024)
-
-
-class _McpAuth:
-    """The MCP endpoint takes the same keys as the rest of the API."""
-
-    def __init__(self, app: ASGIApp, keys: KeyStore) -> None:
-        self.app = app
-        self.keys = keys
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get("path") != "/mcp":
-            # everything the API does not route ends here: answer in JSON like the rest
-            body = b'{"error":"not_found","field":"path","problem":"no such endpoint"}'
-            await send(
-                {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]}
-            )
-            await send({"type": "http.response.body", "body": body})
-            return
-        if scope["type"] == "http":
-            key = dict(scope.get("headers") or []).get(b"x-api-key")
-            if self.keys.authenticate(key.decode("latin-1") if key else None) is None:
-                log.warning("denied", status=401, path=scope.get("path"), reason="mcp without a valid key")
-                body = b'{"error":"unauthorized","field":"x-api-key","problem":"a valid x-api-key header is required"}'
-                await send(
-                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]}
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
-def BodyLimitApp(app: FastAPI, limit: int) -> FastAPI:
-    app.add_middleware(BodyLimit, limit=limit)
-    return app
+    return with_body_limit(app, max_content * 6 + 64 * 1024)
 
 
 def _events_after(warden: Warden, after: int, limit: int) -> list[dict[str, Any]]:
@@ -582,6 +390,3 @@ def _http_read_path(base_url: str, key: str) -> Callable[[str, list[str]], list[
         return found
 
     return visible
-
-
-Handler = Callable[..., Awaitable[Any]]

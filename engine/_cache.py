@@ -1,0 +1,81 @@
+"""The tool-result cache: a hit only when tool, version, input and scope all match."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from memwarden.events import Scope
+from memwarden.projections import fetch_row
+
+from ._errors import InvalidInput, MemoryNotFound
+from ._reading import Reading
+from ._saving import Saving
+from ._validation import build
+from ._views import MemoryView, SaveResult
+
+
+class Caching(Saving, Reading):
+    """``cache_put`` and ``cache_get`` over saved memories."""
+
+    def cache_put(
+        self,
+        *,
+        tool: str,
+        tool_version: str,
+        input_hash: str,
+        scope: Scope | dict[str, Any],
+        content: str,
+        source_url: str,
+        ttl: timedelta | str | None = None,
+        kind: str = "tool_result",
+        actor: str = "agent",
+    ) -> SaveResult:
+        """Store a tool result under its full cache key (tool, version, input, scope)."""
+        scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+        key = _cache_id(tool, tool_version, input_hash, scope_model)
+        return self.save(
+            memory_id=key,
+            kind=kind,
+            summary=f"{tool} {tool_version} result for {input_hash}",
+            content=content,
+            source_url=source_url,
+            scope=scope_model,
+            ttl=ttl,
+            cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash},
+            actor=actor,
+        )
+
+    def cache_get(
+        self, *, tool: str, tool_version: str, input_hash: str, scope: Scope | dict[str, Any]
+    ) -> tuple[bool, MemoryView | None, str]:
+        """(hit, view, reason): a hit only if every key part matches and it is usable."""
+        scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+        key = _cache_id(tool, tool_version, input_hash, scope_model)
+        try:
+            view = self.get(key)
+        except MemoryNotFound:
+            return False, None, "miss"
+        with self.reading() as conn:
+            row = fetch_row(conn, key)
+        expected = {
+            **scope_model.model_dump(),
+            "tool": scope_model.tool or tool,
+            "tool_version": tool_version,
+            "input_hash": input_hash,
+        }
+        if row is None or any(row[k] != v for k, v in expected.items()):
+            return False, view, "key_mismatch"
+        if not view.usable:
+            return False, view, view.reason or "not_usable"
+        return True, view, "hit"
+
+
+def _cache_id(tool: str, tool_version: str, input_hash: str, scope: Scope) -> str:
+    from memwarden.events import canonical_json, sha256_hex
+
+    for field, value in (("tool", tool), ("tool_version", tool_version), ("input_hash", input_hash)):
+        if not isinstance(value, str) or not value:
+            raise InvalidInput(field, "is required")
+    digest = sha256_hex(canonical_json([tool, tool_version, input_hash, scope.model_dump()]))
+    return f"cache:{digest[:40]}"

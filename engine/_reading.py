@@ -1,0 +1,218 @@
+"""Reading memories: every read checks the text against its checksum and asks the gate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
+from memwarden.projections import current_policies, fetch_row, select_rows_with_text
+
+from ._core import WardenCore, log
+from ._derivation import Judge
+from ._errors import FetchFailed, InvalidInput, MemoryNotFound
+from ._gate import ParentState, decide
+from ._views import MemoryView
+
+MAX_LIMIT = 10_000
+
+
+class Reading(WardenCore):
+    """``get``, ``query`` and the integrity resync a failed checksum starts."""
+
+    def get(self, memory_id: str, *, min_seq: int | None = None) -> MemoryView:
+        """One memory with its content checked against its checksum now."""
+        now = self.now()
+        with self.reading(min_seq) as conn:
+            row = fetch_row(conn, memory_id)
+            if row is None:
+                raise MemoryNotFound(memory_id)
+            data = self.blobs.get_bytes(row["checksum"])
+            policy_version = self._policy_version(conn, row["policy"])
+            parents = Judge(conn, now, current_policies(conn)).parents(row)
+        view, _ = self._judge(row, data, policy_version, now, parents)
+        return view
+
+    def _judge(
+        self,
+        row: dict[str, Any],
+        data: bytes | None,
+        policy_version: int,
+        now: str | None = None,
+        parents: Sequence[ParentState] = (),
+    ) -> tuple[MemoryView, bool]:
+        """Apply the gate to one row whose blob bytes were read (and whose
+        evidence was judged); on a checksum mismatch, record it, quarantine,
+        and try a resync."""
+        now = now or self.now()
+        if row["status"] in ("erased", "revoked"):
+            decision = decide(row, now=now, policy_version=policy_version, parents=parents)
+            return MemoryView.of(row, decision, None), True
+        ok = actual_checksum(data) == row["checksum"]
+        if not ok or row["status"] == "quarantined":
+            row, ok, text = self._integrity(row, data, ok)
+            decision = decide(row, now=now, policy_version=policy_version, content_ok=ok, parents=parents)
+            return MemoryView.of(row, decision, text if ok else None), ok
+        decision = decide(row, now=now, policy_version=policy_version, content_ok=True, parents=parents)
+        return MemoryView.of(row, decision, data.decode("utf-8") if data is not None else None), True
+
+    def _integrity(self, row: dict[str, Any], data: bytes | None, ok: bool) -> tuple[dict[str, Any], bool, str | None]:
+        memory_id = row["memory_id"]
+        if not ok and row["status"] != "quarantined":
+            log.error("integrity_failed", memory_id=memory_id, expected=row["checksum"], actual=actual_checksum(data))
+            with self.log.transaction() as tx:
+                current = fetch_row(tx.conn, memory_id)
+                if current is not None and current["status"] not in ("quarantined", "erased", "revoked"):
+                    tx.append(
+                        [
+                            MemoryIntegrityFailed(
+                                memory_id=memory_id,
+                                version=current["version"],
+                                expected_checksum=current["checksum"],
+                                actual_checksum=actual_checksum(data),
+                                actor="memwarden",
+                            )
+                        ]
+                    )
+        # Resync: the memory's own source may still hold the recorded text.
+        try:
+            text = self.fetchers.fetch(row)
+        except FetchFailed as exc:
+            log.warning("resync_failed", memory_id=memory_id, problem=str(exc))
+            text = None
+        if text is None and ok:
+            text = data.decode("utf-8") if data is not None else None  # the blob was restored meanwhile
+        with self.log.transaction() as tx:
+            current = fetch_row(tx.conn, memory_id)
+            if (
+                text is not None
+                and current is not None
+                and content_checksum(text) == current["checksum"]
+                and current["status"] == "quarantined"
+            ):
+                self.blobs.replace(current["checksum"], text)
+                tx.append(
+                    [
+                        MemoryResynced(
+                            memory_id=memory_id,
+                            version=current["version"],
+                            content_checksum=current["checksum"],
+                            resynced_from=self.fetchers.describe(current),
+                            actor="memwarden",
+                        )
+                    ]
+                )
+                log.info("memory_resynced", memory_id=memory_id)
+                return fetch_row(tx.conn, memory_id) or current, True, text
+        return current or row, False, None
+
+    def query(
+        self,
+        *,
+        tenant: str,
+        project: str | None = None,
+        permission: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        tool: str | None = None,
+        kind: str | None = None,
+        text: str | None = None,
+        include_unusable: bool = False,
+        limit: int = 100,
+        min_seq: int | None = None,
+        with_content: bool = True,
+        ids: Sequence[str] | None = None,
+    ) -> list[MemoryView]:
+        """Usable memories in a scope, newest first; with ``include_unusable``,
+        every memory in it and why it is not usable. ``ids`` narrows the
+        scope to those memories (read-back uses it to ask about exactly the
+        memories a revocation covers, through this same path)."""
+        if not isinstance(tenant, str) or not tenant:
+            raise InvalidInput("tenant", "is required")
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}")
+        clauses = ["tenant = ?"]
+        params: list[Any] = [tenant]
+        for column, value in (
+            ("project", project),
+            ("permission", permission),
+            ('"user"', user),
+            ("agent", agent),
+            ("tool", tool),
+            ("kind", kind),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if ids is not None:
+            ids = list(ids)
+            if not ids or len(ids) > MAX_LIMIT:
+                raise InvalidInput("ids", f"give between 1 and {MAX_LIMIT} ids")
+            clauses.append(f"memory_id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
+        if text is not None:
+            match = fts_query(text)
+            clauses.append("mid IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)")
+            params.append(match)
+        now = self.now()
+        if not include_unusable:
+            # an index-friendly prefilter; the gate below still decides
+            clauses.append("status = 'usable' AND (expires_at IS NULL OR expires_at > ?)")
+            params.append(now)
+        where = " AND ".join(clauses)
+        views: list[MemoryView] = []
+        offset = 0
+        while len(views) < limit:
+            page = max(limit - len(views), 16)
+            with self.reading(min_seq) as conn:
+                pairs = select_rows_with_text(
+                    conn, where, [*params, page, offset], "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?"
+                )
+                policies = current_policies(conn)
+                judge = Judge(conn, now, policies)
+                evidence = {r["memory_id"]: judge.parents(r) for r, _ in pairs if r["derived_from"] != "[]"}
+            rows = [r for r, _ in pairs]
+            for row, data in pairs:
+                view, _ = self._judge(
+                    row, data, policies.get(row["policy"], 1), now, evidence.get(row["memory_id"], ())
+                )
+                if not with_content:
+                    view = _without_content(view)
+                if include_unusable or view.usable:
+                    views.append(view)
+                    if len(views) >= limit:
+                        break
+            if len(rows) < page:
+                break
+            offset += page
+        return views
+
+    def search_ids(self, text: str, *, tenant: str | None = None) -> list[str]:
+        """Ids of memories whose summary or text match (any status): the raw
+        text-index path, used by read-back to prove nothing leaks there."""
+        with self.reading() as conn:
+            sql = (
+                "SELECT m.memory_id, m.status FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
+                "WHERE memories_fts MATCH ?"
+            )
+            params: list[Any] = [fts_query(text)]
+            if tenant is not None:
+                sql += " AND m.tenant = ?"
+                params.append(tenant)
+            return [r[0] for r in conn.execute(sql, params)]
+
+
+def _without_content(view: MemoryView) -> MemoryView:
+
+    return view._replace(content=None)
+
+
+def fts_query(text: str) -> str:
+    """User text as an FTS5 query: every word must match as a prefix, so a
+    Korean stem finds its inflected forms (서울 finds 서울에서)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("text", "must be non-empty")
+    words = [w for w in text.split() if w.strip('"')]
+    if not words:
+        raise InvalidInput("text", "has no searchable words")
+    return " ".join('"' + w.replace('"', '""') + '"*' for w in words)

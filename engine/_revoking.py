@@ -1,0 +1,146 @@
+"""Taking memories out: revocations, policy versions, erasure."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from memwarden.events import MemoryErased, PolicyVersionChanged, RevocationIssued, Selector, format_ts, new_id
+from memwarden.projections import current_policies, select_rows
+
+from ._core import WardenCore, log
+from ._errors import InvalidInput, MemoryNotFound, RevocationNotFound
+from ._validation import build
+from ._validation import when as _when
+from ._views import RevocationResult
+
+
+class Revoking(WardenCore):
+    """What security staff do: revoke a scope, raise a policy version, erase."""
+
+    def revoke(
+        self,
+        selector: Selector | dict[str, Any],
+        *,
+        reason: str,
+        by: str = "security",
+        effective_at: datetime | str | None = None,
+    ) -> RevocationResult:
+        """Take everything ``selector`` covers out of every read path, at commit."""
+        sel = selector if isinstance(selector, Selector) else build(Selector, "selector", **selector)
+        effective = _when("effective_at", effective_at) or self.clock.now()
+        event = build(
+            RevocationIssued,
+            revocation_id=new_id("rev_"),
+            selector=sel,
+            reason=reason,
+            issued_by=by,
+            effective_at=effective,
+            actor=by,
+        )
+        with self.log.transaction() as tx:
+            seq = tx.append([event])[0]
+            covered = tx.conn.execute(
+                "SELECT covered FROM revocations WHERE revocation_id = ?", (event.revocation_id,)
+            ).fetchone()[0]
+            cascaded = sum(1 for r in tx.recorded if r.type == "memory.invalidated")
+        log.warning(
+            "revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, cascaded=cascaded, by=by
+        )
+        for listener in list(self.revocation_listeners):
+            try:
+                listener(event.revocation_id)
+            except Exception:  # a listener must never undo or hide a committed revocation
+                log.exception("revocation_listener_failed", revocation_id=event.revocation_id)
+        return RevocationResult(event.revocation_id, seq, covered, format_ts(effective), cascaded)
+
+    def revocation(self, revocation_id: str) -> dict[str, Any]:
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT revocation_id, seq, selector, reason, issued_by, effective_at, recorded_at, covered, "
+                "readback_status, readback_seq, readback_latency_ms, still_visible, leaked_ids "
+                "FROM revocations WHERE revocation_id = ?",
+                (revocation_id,),
+            ).fetchone()
+        if row is None:
+            raise RevocationNotFound(revocation_id)
+        keys = (
+            "revocation_id",
+            "seq",
+            "selector",
+            "reason",
+            "issued_by",
+            "effective_at",
+            "recorded_at",
+            "covered",
+            "readback_status",
+            "readback_seq",
+            "readback_latency_ms",
+            "still_visible",
+            "leaked_ids",
+        )
+        out = dict(zip(keys, row, strict=True))
+        out["selector"] = json.loads(out["selector"])
+        out["leaked_ids"] = json.loads(out["leaked_ids"]) if out["leaked_ids"] else []
+        return out
+
+    def set_policy(self, policy: str, version: int, *, actor: str = "security") -> int:
+        """Make ``version`` current; memories under older versions stop being
+        usable until re-verified. Versions only go up: lowering one would
+        bring back what the raise took out."""
+        with self.log.transaction() as tx:
+            current = self._policy_version(tx.conn, policy)
+            if not isinstance(version, int) or version <= current:
+                raise InvalidInput(
+                    "version", f"policy {policy!r} is at version {current}; the new version must be greater"
+                )
+            event = build(PolicyVersionChanged, policy=policy, version=version, previous_version=current, actor=actor)
+            seq = tx.append([event])[0]
+        log.warning("policy_version_changed", policy=policy, version=version, seq=seq)
+        return seq
+
+    def policies(self) -> dict[str, int]:
+        with self.reading() as conn:
+            return current_policies(conn)
+
+    # -- erasure ------------------------------------------------------------------------
+
+    def erase(
+        self, *, memory_id: str | None = None, user: str | None = None, reason: str, actor: str = "security"
+    ) -> int:
+        """Destroy the text of a memory (or of all of a user's memories).
+
+        The events stay (the chain still verifies, and explain shows that the
+        memory existed and was erased); the text leaves the blob table, the
+        text index, free pages (secure_delete) and the WAL (checkpoint).
+        Memories holding the very same text are erased with it: it is one text.
+        """
+        if (memory_id is None) == (user is None):
+            raise InvalidInput("memory_id", "give exactly one of memory_id or user")
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidInput("reason", "is required")
+        with self.log.transaction() as tx:
+            conn = tx.conn
+            if memory_id is not None:
+                rows = select_rows(conn, "memory_id = ?", [memory_id])
+                if not rows:
+                    raise MemoryNotFound(memory_id)
+            else:
+                rows = select_rows(conn, '"user" = ?', [user])
+            checksums = {r["checksum"] for r in rows}
+            for checksum in sorted(checksums):
+                rows += select_rows(conn, "checksum = ?", [checksum])
+            targets = {r["memory_id"]: r for r in rows if r["status"] != "erased"}
+            events = [
+                MemoryErased(memory_id=m, reason=reason, content_checksum=r["checksum"], actor=actor)
+                for m, r in sorted(targets.items())
+            ]
+            tx.append(events)
+            for checksum in checksums:
+                self.blobs.delete(checksum)
+            # deleted rows leave their terms in FTS segments until a merge
+            conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        log.warning("memories_erased", count=len(events), memory_id=memory_id, user=user)
+        return len(events)

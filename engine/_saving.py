@@ -1,0 +1,201 @@
+"""Saving memories: checksums, expiry, evidence, and no resurrection."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from memwarden.events import MemorySaved, ParentRef, Scope, content_checksum, format_ts, parse_duration
+from memwarden.projections import current_policies, fetch_row, load_revocations, revocation_blocks, selector_covers
+
+from ._core import WardenCore, log
+from ._derivation import Judge, ancestors
+from ._errors import ChecksumMismatch, InvalidInput, RevokedScope
+from ._errors import MemoryErased as MemoryErasedError
+from ._validation import build
+from ._validation import when as _when
+from ._views import SaveResult
+
+# A fetch claimed to be this far in the future is a clock problem or a lie.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+
+
+def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResult]:
+    """Every refused save leaves a ``save_refused`` log line naming why."""
+
+    @functools.wraps(save)
+    def wrapper(self: Saving, **kwargs: Any) -> SaveResult:
+        try:
+            return save(self, **kwargs)
+        except (ValueError, PermissionError) as exc:
+            memory_id = kwargs.get("memory_id")
+            log.warning(
+                "save_refused",
+                memory_id=memory_id if isinstance(memory_id, str) else None,
+                error=type(exc).__name__,
+                problem=str(exc),
+                revocation_id=getattr(exc, "revocation_id", None),
+            )
+            raise
+
+    return wrapper
+
+
+class Saving(WardenCore):
+    """``save`` and what it checks before anything is written."""
+
+    @_records_refusal
+    def save(
+        self,
+        *,
+        memory_id: str,
+        kind: str,
+        summary: str,
+        content: str,
+        source_url: str,
+        scope: Scope | dict[str, Any],
+        fetched_at: datetime | str | None = None,
+        expires_at: datetime | str | None = None,
+        ttl: timedelta | str | None = None,
+        verified_at: datetime | str | None = None,
+        source: str | None = None,
+        repo: str | None = None,
+        branch: str | None = None,
+        policy: str = "default",
+        revocation_version: int | None = None,
+        checksum: str | None = None,
+        derived_from: Sequence[str | ParentRef | dict[str, Any]] = (),
+        cache_key: dict[str, Any] | None = None,
+        actor: str = "agent",
+        event_id: str | None = None,
+    ) -> SaveResult:
+        """Record a memory (a new version if the id exists) with its provenance.
+
+        A refused save (bad input, a revoked scope, an erased memory) raises
+        and is recorded as a ``save_refused`` log line; the log is unchanged.
+        """
+        if not isinstance(content, str):
+            raise InvalidInput("content", "must be text")
+        actual = content_checksum(content)
+        if checksum is not None and checksum != actual:
+            raise ChecksumMismatch("checksum", checksum, actual)
+        now = self.clock.now()
+        fetched = _when("fetched_at", fetched_at) or now
+        if fetched > now + MAX_CLOCK_SKEW:
+            raise InvalidInput("fetched_at", f"{format_ts(fetched)} is in the future (now is {format_ts(now)})")
+        expires = self._expiry(kind, fetched, expires_at, ttl)
+        scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+
+        with self.log.transaction() as tx:
+            conn = tx.conn
+            row = fetch_row(conn, memory_id) if isinstance(memory_id, str) else None
+            if row is not None and row["status"] == "erased":
+                raise MemoryErasedError(memory_id)
+            current = self._policy_version(conn, policy) if isinstance(policy, str) else 1
+            if revocation_version is None:
+                revocation_version = current
+            elif revocation_version != current:
+                raise InvalidInput(
+                    "revocation_version",
+                    f"policy {policy!r} is at version {current}; a memory is saved under the current version "
+                    f"(got {revocation_version})",
+                )
+            parents = self._evidence(conn, memory_id, derived_from) if derived_from else ()
+            event = build(
+                MemorySaved,
+                memory_id=memory_id,
+                version=(row["version"] + 1) if row else 1,
+                kind=kind,
+                summary=summary,
+                content_checksum=actual,
+                content_length=len(content.encode("utf-8")),
+                source_url=source_url,
+                source=source,
+                repo=repo,
+                branch=branch,
+                fetched_at=fetched,
+                expires_at=expires,
+                verified_at=_when("verified_at", verified_at),
+                scope=scope_model,
+                policy=policy,
+                revocation_version=revocation_version,
+                derived_from=parents,
+                cache_key=cache_key,
+                actor=actor,
+                **({"event_id": event_id} if event_id else {}),
+            )
+            self._refuse_if_revoked(conn, event)
+            self.blobs.put(content)
+            seq = tx.append([event])[0]
+        log.info("memory_saved", memory_id=memory_id, version=event.version, seq=seq, kind=kind)
+        return SaveResult(memory_id, event.version, actual, seq, format_ts(expires) if expires else None)
+
+    def _evidence(
+        self, conn: sqlite3.Connection, memory_id: str, derived_from: Sequence[str | ParentRef | dict[str, Any]]
+    ) -> tuple[ParentRef, ...]:
+        """The parents of a new memory: each must exist and be usable now (a
+        conclusion cannot be drawn from evidence that may not be used), and
+        none may descend from the memory itself."""
+        if isinstance(derived_from, str):
+            derived_from = [derived_from]
+        judge = Judge(conn, self.now(), current_policies(conn))
+        refs: list[ParentRef] = []
+        for item in derived_from:
+            parent_id = (
+                item
+                if isinstance(item, str)
+                else (item.memory_id if isinstance(item, ParentRef) else item.get("memory_id"))
+            )
+            if not isinstance(parent_id, str) or not parent_id:
+                raise InvalidInput("derived_from", "each parent must be a memory id")
+            if parent_id == memory_id:
+                raise InvalidInput("derived_from", f"memory {memory_id!r} cannot be derived from itself")
+            parent = judge.row(parent_id)
+            if parent is None:
+                raise InvalidInput("derived_from", f"parent {parent_id!r} does not exist")
+            decision = judge.decide(parent)
+            if not decision.usable:
+                raise InvalidInput(
+                    "derived_from",
+                    f"parent {parent_id!r} is not usable ({decision.reason}): nothing may be drawn from it",
+                )
+            if parent_id not in {r.memory_id for r in refs}:
+                refs.append(ParentRef(memory_id=parent_id, version=parent["version"]))
+        if memory_id in ancestors(conn, [r.memory_id for r in refs]):
+            raise InvalidInput(
+                "derived_from", f"a cycle: memory {memory_id!r} is already evidence for one of its parents"
+            )
+        return tuple(refs)
+
+    def _expiry(
+        self, kind: str, fetched: datetime, expires_at: datetime | str | None, ttl: timedelta | str | None
+    ) -> datetime | None:
+        if expires_at is not None and ttl is not None:
+            raise InvalidInput("ttl", "give either expires_at or ttl, not both")
+        if expires_at is not None:
+            return _when("expires_at", expires_at)
+        if ttl is not None:
+            try:
+                return fetched + (parse_duration(ttl) if isinstance(ttl, str) else ttl)
+            except ValueError as exc:
+                raise InvalidInput("ttl", str(exc)) from None
+        rule_ttl = self.policy.ttl_for(kind) if isinstance(kind, str) else None
+        return None if rule_ttl is None else fetched + rule_ttl
+
+    def _refuse_if_revoked(self, conn: sqlite3.Connection, event: MemorySaved) -> None:
+        """No resurrection: a fetch older than a revocation covering it is refused."""
+        fetched = format_ts(event.fetched_at)
+        candidate = {
+            "memory_id": event.memory_id,
+            "kind": event.kind,
+            "source_url": event.source_url,
+            **event.scope.model_dump(),
+        }
+        if event.cache_key and not candidate.get("tool"):
+            candidate["tool"] = event.cache_key.tool
+        for rev in load_revocations(conn):
+            if revocation_blocks(rev["effective_at"], fetched) and selector_covers(rev["selector"], candidate):
+                raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)

@@ -1,0 +1,171 @@
+"""The fold: what one event does to one memory's row, as pure functions.
+
+The usable view changes only through these (and their set forms in
+``_usable``, which tests hold equal to them), so replaying the log always
+gives the same view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memwarden.events import RecordedEvent, canonical_json
+
+from ._selector import revocation_blocks, selector_covers
+
+TERMINAL = frozenset({"erased", "revoked"})
+STATUSES = ("usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined")
+
+COLUMNS = (
+    "memory_id",
+    "version",
+    "kind",
+    "summary",
+    "status",
+    "reason",
+    "tenant",
+    "project",
+    "permission",
+    "user",
+    "agent",
+    "tool",
+    "tool_version",
+    "input_hash",
+    "source_url",
+    "source",
+    "repo",
+    "branch",
+    "fetched_at",
+    "expires_at",
+    "verified_at",
+    "policy",
+    "revocation_version",
+    "checksum",
+    "content_length",
+    "invalidation_reason",
+    "invalidated_by",
+    "revoked_by",
+    "quarantined_from",
+    "derived_from",
+    "first_seq",
+    "last_seq",
+)
+
+
+def fold_memory(
+    row: dict[str, Any] | None, event: RecordedEvent, revocations: Sequence[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The memory row after ``event``: a pure function of its inputs."""
+    p = event.payload
+    kind = event.type
+    if kind == "memory.saved":
+        if row is not None and row["status"] == "erased":
+            return {**row, "last_seq": event.seq}
+        scope = p["scope"]
+        cache = p.get("cache_key") or {}
+        new = {
+            "memory_id": p["memory_id"],
+            "version": p["version"],
+            "kind": p["kind"],
+            "summary": p["summary"],
+            "status": "usable",
+            "reason": None,
+            "tenant": scope["tenant"],
+            "project": scope.get("project"),
+            "permission": scope.get("permission"),
+            "user": scope.get("user"),
+            "agent": scope.get("agent"),
+            "tool": scope.get("tool") or cache.get("tool"),
+            "tool_version": cache.get("tool_version"),
+            "input_hash": cache.get("input_hash"),
+            "source_url": p["source_url"],
+            "source": p.get("source"),
+            "repo": p.get("repo"),
+            "branch": p.get("branch"),
+            "fetched_at": p["fetched_at"],
+            "expires_at": p.get("expires_at"),
+            "verified_at": p.get("verified_at"),
+            "policy": p.get("policy", "default"),
+            "revocation_version": p.get("revocation_version", 1),
+            "checksum": p["content_checksum"],
+            "content_length": p.get("content_length", 0),
+            "invalidation_reason": None,
+            "invalidated_by": None,
+            "revoked_by": None,
+            "quarantined_from": None,
+            "derived_from": canonical_json(p["derived_from"]) if p.get("derived_from") else "[]",
+            "first_seq": row["first_seq"] if row else event.seq,
+            "last_seq": event.seq,
+        }
+        # A save can never undo a revocation that came before it: only a
+        # fetch made after the revocation took effect escapes it.
+        for rev in revocations:
+            if revocation_blocks(rev["effective_at"], new["fetched_at"]) and selector_covers(rev["selector"], new):
+                new.update(status="revoked", reason="revoked", revoked_by=rev["revocation_id"])
+                break
+        return new
+    if row is None:
+        return None  # an event about a memory never saved: nothing to show
+    status = row["status"]
+    out = {**row, "last_seq": event.seq}
+    same_version = p.get("version", row["version"]) == row["version"]
+    if kind == "memory.erased":
+        out.update(status="erased", reason="erased", summary=None)
+    elif status in TERMINAL or not same_version:
+        return out
+    elif kind == "memory.verified":
+        out.update(
+            status="usable",
+            reason=None,
+            fetched_at=p["fetched_at"],
+            verified_at=p["verified_at"],
+            expires_at=p.get("expires_at"),
+            revocation_version=p["revocation_version"],
+            checksum=p["content_checksum"],
+            invalidation_reason=None,
+            invalidated_by=None,
+        )
+    elif kind == "memory.verification_failed":
+        out.update(status="unknown", reason="unknown")
+    elif kind == "memory.expired":
+        if status == "usable" and row["expires_at"] == p["expires_at"]:
+            out.update(status="expired", reason="expired")
+    elif kind == "memory.invalidated":
+        out.update(
+            status="invalidated",
+            reason=p["reason"],
+            invalidation_reason=p["reason"],
+            invalidated_by=event.seq,
+        )
+    elif kind == "memory.integrity_failed":
+        if status != "quarantined":
+            out.update(status="quarantined", reason="integrity_failed", quarantined_from=status)
+    elif kind == "memory.resynced":
+        if status == "quarantined":
+            previous = row["quarantined_from"] or "usable"
+            out.update(status=previous, reason=_reason_of(previous, row), quarantined_from=None)
+    return out
+
+
+def _reason_of(status: str, row: dict[str, Any]) -> str | None:
+    if status == "invalidated":
+        return row["invalidation_reason"]
+    return None if status == "usable" else status
+
+
+def revoke_row(row: dict[str, Any], revocation: dict[str, Any], seq: int) -> dict[str, Any] | None:
+    """The row after a revocation, or None if the revocation does not touch it."""
+    if (
+        row["status"] not in TERMINAL
+        and revocation_blocks(revocation["effective_at"], row["fetched_at"])
+        and selector_covers(revocation["selector"], row)
+    ):
+        return {
+            **row,
+            "status": "revoked",
+            "reason": "revoked",
+            "revoked_by": revocation["revocation_id"],
+            "last_seq": seq,
+        }
+    return None

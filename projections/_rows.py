@@ -1,0 +1,66 @@
+"""Reading the usable view: memory rows as dicts, revocations, policies."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from ._fold import COLUMNS
+
+QUOTED_COLUMNS = ", ".join(f'"{c}"' for c in COLUMNS)
+SELECT_MEMORIES = f"SELECT {QUOTED_COLUMNS} FROM memories"
+
+
+def row_dict(values: Sequence[Any]) -> dict[str, Any]:
+    return dict(zip(COLUMNS, values, strict=True))
+
+
+def fetch_rows(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, Any] | None]:
+    found: dict[str, dict[str, Any] | None] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        for values in conn.execute(f"{SELECT_MEMORIES} WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk):
+            found[values[0]] = row_dict(values)
+    return found
+
+
+def fetch_row(conn: sqlite3.Connection, memory_id: str) -> dict[str, Any] | None:
+    values = conn.execute(f"{SELECT_MEMORIES} WHERE memory_id = ?", (memory_id,)).fetchone()
+    return row_dict(values) if values else None
+
+
+_SELECT_WITH_TEXT = (
+    f"SELECT {', '.join(f'm.{chr(34)}{c}{chr(34)}' for c in COLUMNS)}, b.content "
+    "FROM memories m LEFT JOIN blobs b ON b.checksum = m.checksum"
+)
+
+
+def select_rows_with_text(
+    conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = ""
+) -> list[tuple[dict[str, Any], bytes | None]]:
+    """Rows and their stored text in one statement (the agent query path)."""
+    width = len(COLUMNS)
+    # zip stops at the last column: the text (one past it) is left out
+    return [
+        (dict(zip(COLUMNS, v, strict=False)), None if v[width] is None else bytes(v[width]))
+        for v in conn.execute(f"{_SELECT_WITH_TEXT} WHERE {where} {tail}", params)
+    ]
+
+
+def select_rows(conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = "") -> list[dict[str, Any]]:
+    return [row_dict(v) for v in conn.execute(f"{SELECT_MEMORIES} WHERE {where} {tail}", params)]
+
+
+def load_revocations(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [
+        {"revocation_id": rid, "selector": json.loads(selector), "effective_at": effective_at}
+        for rid, selector, effective_at in conn.execute(
+            "SELECT revocation_id, selector, effective_at FROM revocations ORDER BY seq"
+        )
+    ]
+
+
+def current_policies(conn: sqlite3.Connection) -> dict[str, int]:
+    return dict(conn.execute("SELECT policy, version FROM policies").fetchall())
