@@ -63,14 +63,6 @@ SCHEMA = [
     )""",
 ]
 
-# The same columns for a bulk build: a rowid table keyed by mid, so rows are
-# appended in the order the log first names them.
-STAGED = (
-    SCHEMA[0]
-    .replace("mid INTEGER NOT NULL UNIQUE", "mid INTEGER PRIMARY KEY")
-    .replace(",\n        PRIMARY KEY (tenant, memory_id)\n    ) WITHOUT ROWID", "\n    )")
-)
-
 # memories that wait for a re-verification (a partial index's condition)
 RECHECK = "status IN ('expired', 'unknown', 'invalidated')"
 
@@ -137,19 +129,10 @@ class UsableProjection:
         self.text_source = text_source
 
     def create(self, conn: sqlite3.Connection, *, indexes: bool = True) -> None:
-        """The tables; ``indexes=False`` prepares a bulk build instead: the
-        memories land in a staging table in the order the log makes them
-        (each insert an append, not a page somewhere in a tenant's run),
-        and ``finish_bulk`` sorts them into the clustered table once."""
         for statement in SCHEMA:
             conn.execute(statement)
         if indexes:
             self.create_indexes(conn)
-            return
-        conn.execute("DROP TABLE memories")
-        conn.execute(STAGED)
-        # a tenant's revocation during the build finds its memories here
-        conn.execute("CREATE INDEX memories_staged_by_tenant ON memories (tenant)")
 
     def create_indexes(self, conn: sqlite3.Connection) -> None:
         for statement in INDEXES:
@@ -319,14 +302,6 @@ class UsableProjection:
                 )
 
     def finish_bulk(self, conn: sqlite3.Connection) -> None:
-        conn.execute("ALTER TABLE memories RENAME TO memories_staged")
-        conn.execute("DROP INDEX memories_staged_by_tenant")
-        conn.execute(SCHEMA[0])
-        conn.execute(
-            f"INSERT INTO memories (mid, {QUOTED_COLUMNS}) SELECT mid, {QUOTED_COLUMNS} FROM memories_staged "
-            "ORDER BY tenant, memory_id"
-        )
-        conn.execute("DROP TABLE memories_staged")
         self.create_indexes(conn)
         conn.execute("DELETE FROM memories_fts")
         if self.text_source is blob_text and _has_table(conn, "blobs"):
