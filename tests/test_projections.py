@@ -320,3 +320,14 @@ def test_a_batch_of_invalidations_equals_the_fold(
     got = {r["memory_id"]: r for r in select_rows(conn, "1", [])}
     for memory_id, row in expected.items():
         assert {c: v for c, v in got[memory_id].items() if v != row[c]} == {}, (memory_id, row)
+
+
+def test_a_rebuild_streams_with_a_bounded_cache_and_gives_it_back(warden: Warden, clock: FrozenClock) -> None:
+    from memwarden.projections._runner import BUILD_CACHE_MB
+
+    history(warden, clock)
+    before = warden.conn.execute("PRAGMA cache_size").fetchone()[0]
+    seen: list[int] = []
+    warden.rebuild(progress=lambda n: seen.append(warden.conn.execute("PRAGMA cache_size").fetchone()[0]))
+    assert seen and set(seen) == {-BUILD_CACHE_MB * 1024}
+    assert warden.conn.execute("PRAGMA cache_size").fetchone()[0] == before
