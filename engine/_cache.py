@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from memwarden.events import Scope
+from memwarden.events import Scope, canonical_json, sha256_hex
 from memwarden.projections import fetch_row
 
 from ._errors import InvalidInput, MemoryNotFound
@@ -72,8 +72,6 @@ class Caching(Saving, Reading):
 
 
 def _cache_id(tool: str, tool_version: str, input_hash: str, scope: Scope) -> str:
-    from memwarden.events import canonical_json, sha256_hex
-
     for field, value in (("tool", tool), ("tool_version", tool_version), ("input_hash", input_hash)):
         if not isinstance(value, str) or not value:
             raise InvalidInput(field, "is required")

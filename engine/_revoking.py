@@ -11,8 +11,7 @@ from memwarden.projections import current_policies, select_rows
 
 from ._core import WardenCore, log
 from ._errors import InvalidInput, MemoryNotFound, RevocationNotFound
-from ._validation import build
-from ._validation import when as _when
+from ._validation import build, when
 from ._views import RevocationResult
 
 
@@ -29,7 +28,7 @@ class Revoking(WardenCore):
     ) -> RevocationResult:
         """Take everything ``selector`` covers out of every read path, at commit."""
         sel = selector if isinstance(selector, Selector) else build(Selector, "selector", **selector)
-        effective = _when("effective_at", effective_at) or self.clock.now()
+        effective = when("effective_at", effective_at) or self.clock.now()
         event = build(
             RevocationIssued,
             revocation_id=new_id("rev_"),

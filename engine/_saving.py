@@ -15,8 +15,7 @@ from ._core import WardenCore, log
 from ._derivation import Judge, ancestors
 from ._errors import ChecksumMismatch, InvalidInput, RevokedScope
 from ._errors import MemoryErased as MemoryErasedError
-from ._validation import build
-from ._validation import when as _when
+from ._validation import build, when
 from ._views import SaveResult
 
 # A fetch claimed to be this far in the future is a clock problem or a lie.
@@ -83,7 +82,7 @@ class Saving(WardenCore):
         if checksum is not None and checksum != actual:
             raise ChecksumMismatch("checksum", checksum, actual)
         now = self.clock.now()
-        fetched = _when("fetched_at", fetched_at) or now
+        fetched = when("fetched_at", fetched_at) or now
         if fetched > now + MAX_CLOCK_SKEW:
             raise InvalidInput("fetched_at", f"{format_ts(fetched)} is in the future (now is {format_ts(now)})")
         expires = self._expiry(kind, fetched, expires_at, ttl)
@@ -118,7 +117,7 @@ class Saving(WardenCore):
                 branch=branch,
                 fetched_at=fetched,
                 expires_at=expires,
-                verified_at=_when("verified_at", verified_at),
+                verified_at=when("verified_at", verified_at),
                 scope=scope_model,
                 policy=policy,
                 revocation_version=revocation_version,
@@ -176,7 +175,7 @@ class Saving(WardenCore):
         if expires_at is not None and ttl is not None:
             raise InvalidInput("ttl", "give either expires_at or ttl, not both")
         if expires_at is not None:
-            return _when("expires_at", expires_at)
+            return when("expires_at", expires_at)
         if ttl is not None:
             try:
                 return fetched + (parse_duration(ttl) if isinstance(ttl, str) else ttl)

@@ -206,13 +206,17 @@ def due(warden: Warden, *, limit: int | None = None) -> list[DueItem]:
             f"SELECT memory_id, source_url FROM memories WHERE status = 'invalidated' AND {RECHECK}"
         ):
             items[memory_id] = DueItem(memory_id, url, "revoked")
+        # "+status": walk the expiry index (the few past due), not a status
+        # index; memories marked expired come from the recheck index. Two
+        # statements, not a UNION: the dict below drops the overlap for free.
         for memory_id, url in conn.execute(
-            # "+status": walk the expiry index (the few past due), not the
-            # status index (where "usable" is nearly every memory)
             "SELECT memory_id, source_url FROM memories WHERE expires_at <= ? "
-            "AND +status IN ('usable', 'expired', 'unknown') "
-            f"UNION SELECT memory_id, source_url FROM memories WHERE status = 'expired' AND {RECHECK}",
+            "AND +status IN ('usable', 'expired', 'unknown')",
             (now,),
+        ):
+            items.setdefault(memory_id, DueItem(memory_id, url, "expired"))
+        for memory_id, url in conn.execute(
+            f"SELECT memory_id, source_url FROM memories WHERE status = 'expired' AND {RECHECK}"
         ):
             items.setdefault(memory_id, DueItem(memory_id, url, "expired"))
         for memory_id, url in conn.execute(
@@ -226,8 +230,8 @@ def due(warden: Warden, *, limit: int | None = None) -> list[DueItem]:
                 (policy, version),
             ):
                 items.setdefault(memory_id, DueItem(memory_id, url, "policy_changed"))
-    ordered = sorted(items.values(), key=lambda d: d.memory_id)
-    return ordered[:limit] if limit is not None else ordered
+    ordered = sorted(items)  # the keys are the memory ids
+    return [items[k] for k in (ordered[:limit] if limit is not None else ordered)]
 
 
 def verify_due(warden: Warden, *, accept: bool = False, limit: int | None = None) -> list[VerifyResult]:

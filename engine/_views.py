@@ -103,14 +103,15 @@ class VerifyResult:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class DueItem:
+class DueItem(NamedTuple):
+    """One memory to re-verify and why (a tuple: ``due`` lists thousands)."""
+
     memory_id: str
     source_url: str
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
 
 @dataclass(frozen=True)

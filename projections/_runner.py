@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -158,9 +159,7 @@ class Projector:
             projection.create(conn, indexes=False)
         last = 0
         count = 0
-        (cache,) = conn.execute("PRAGMA cache_size").fetchone()
-        conn.execute(f"PRAGMA cache_size=-{BUILD_CACHE_MB * 1024}")
-        try:
+        with bounded_cache(conn):
             for batch in _batches(events):
                 for projection in self.projections:
                     projection.apply(conn, batch, bulk=True)
@@ -172,8 +171,6 @@ class Projector:
                 projection.finish_bulk(conn)
                 if last:
                     self.track(conn, projection.name, last)
-        finally:
-            conn.execute(f"PRAGMA cache_size={int(cache)}")
         return count
 
     def rebuild(
@@ -183,11 +180,14 @@ class Projector:
         the old view until the new one commits whole."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(TRACKING)
-            for projection in self.projections:
-                projection.drop(conn)
-                conn.execute("DELETE FROM projection_tracking WHERE name = ?", (projection.name,))
-            count = self.build(conn, events, progress=progress)
+            # dropping the old view reads (and zeroes) every page it held:
+            # under the same bound as the build
+            with bounded_cache(conn):
+                conn.execute(TRACKING)
+                for projection in self.projections:
+                    projection.drop(conn)
+                    conn.execute("DELETE FROM projection_tracking WHERE name = ?", (projection.name,))
+                count = self.build(conn, events, progress=progress)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -224,6 +224,17 @@ class Projector:
             digests,
             None if live_seq == rebuilt_seq else "projection_tracking",
         )
+
+
+@contextmanager
+def bounded_cache(conn: sqlite3.Connection, mb: int = BUILD_CACHE_MB) -> Iterator[None]:
+    """The connection's page cache held to ``mb`` for a while, then given back."""
+    (previous,) = conn.execute("PRAGMA cache_size").fetchone()
+    conn.execute(f"PRAGMA cache_size=-{mb * 1024}")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA cache_size={int(previous)}")
 
 
 def _first_difference(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str | None:
