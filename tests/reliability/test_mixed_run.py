@@ -36,7 +36,7 @@ WORKER = textwrap.dedent(
     ops, refused = Counter(), Counter()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        op = rng.choices(["save", "query", "get", "verify", "revoke", "erase"], weights=[40, 25, 15, 12, 5, 3])[0]
+        op = rng.choices(["save", "query", "get", "verify", "revoke", "erase"], weights=[40, 25, 15, 12, 2, 3])[0]
         memory_id = rng.choice(ids)
         try:
             if op == "save":
@@ -54,7 +54,9 @@ WORKER = textwrap.dedent(
             elif op == "revoke":
                 w.revoke({"tenant": rng.choice(tenants), "project": rng.choice(projects)}, reason=f"worker {wid}")
             elif op == "erase":
-                w.erase(memory_id=memory_id, reason="asked")
+                # erasure is for good: requests hit a few memories, or a faster
+                # machine (more operations in the same seconds) would erase all
+                w.erase(memory_id=rng.choice(ids[:5]), reason="asked")
             elif op == "get":
                 view = w.get(memory_id)
                 assert (not view.usable) or content_checksum(view.content) == view.checksum
@@ -181,6 +183,7 @@ def test_mixed_long_run(tmp_path: Path, seconds: float) -> None:
     expected = reference_usable(list(w.log.read()), w.now())
     actual = {memory_id: w.get(memory_id).usable for memory_id in expected}
     mismatched = {m: (expected[m], actual[m]) for m in expected if expected[m] != actual[m]}
+    print(f"usable at the end: {sum(expected.values())} of {len(expected)}")
     assert not mismatched, mismatched
     assert any(expected.values()) and not all(expected.values())
     w.close()
