@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
+from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
 from ._canonical import GENESIS_HASH, canonical_json, chain_hash, envelope_preimage
@@ -136,9 +137,27 @@ def row_hash(row: Row) -> str:
     )
 
 
+# The C scanner behind json.loads, called directly: a rebuild decodes every
+# payload, and loads() spends a third of its time on wrappers around this.
+_scan = c_make_scanner(json.JSONDecoder()) if c_make_scanner is not None else None
+
+
+def decode_payload(text: str) -> Any:
+    """``json.loads(text)`` for a stored payload (an object), faster."""
+    if _scan is not None and text.startswith("{"):
+        try:
+            value, end = _scan(text, 0)
+        except StopIteration:
+            pass
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text)  # anything unusual gets loads() and its errors
+
+
 def event_from_row(row: Row) -> RecordedEvent:
     seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, payload, prev, hash_ = row
-    data = json.loads(payload)
+    data = decode_payload(payload)
     if schema != current_schema_version(type_):
         data = upcast(type_, schema, data)
     return RecordedEvent(
