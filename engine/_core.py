@@ -34,6 +34,7 @@ class WardenCore:
         policy: TtlPolicy | None = None,
         fetchers: Fetchers | None = None,
         synchronous: Synchronous = "FULL",
+        mmap_mb: int = 1024,
     ) -> None:
         self.path = str(path)
         self.clock: Clock = clock or SystemClock()
@@ -44,7 +45,7 @@ class WardenCore:
         # immediate read-back hooks in here)
         self.revocation_listeners: list[Callable[[str], None]] = []
         self.log = SQLiteEventLog(
-            path, clock=self.clock, synchronous=synchronous, subscribers=[self.projector.on_append]
+            path, clock=self.clock, synchronous=synchronous, subscribers=[self.projector.on_append], mmap_mb=mmap_mb
         )
         self.conn = self.log.conn
         self.log.reactors.append(cascade)

