@@ -49,32 +49,33 @@ def prepare_batch(
     recorded_at = max(now, head.recorded_at) if head.recorded_at else now
 
     batch = PreparedBatch()
+    records, positions = batch.records, batch.positions
     in_batch: dict[str, Existing] = {}
     seq, prev_hash = head.seq, head.hash
     for event in events:
-        stream = event.stream
+        event_id, type_, stream = event.event_id, event.type, event.stream
         payload = event.payload()
         payload_json = canonical_json(payload)
-        known = existing.get(event.event_id) or in_batch.get(event.event_id)
+        known = existing.get(event_id) or in_batch.get(event_id)
         if known is not None:
-            if (known[1], known[2], known[3]) != (event.type, stream, payload_json):
-                raise EventIdReused(event.event_id, known[0])
-            batch.positions.append(known[0])
+            if (known[1], known[2], known[3]) != (type_, stream, payload_json):
+                raise EventIdReused(event_id, known[0])
+            positions.append(known[0])
             continue
         if stream in expected:
             if expected.pop(stream) != versions.get(stream, 0):
                 raise VersionConflict(stream, expected_version_of(expected_version, stream), versions.get(stream, 0))
-        versions[stream] = versions.get(stream, 0) + 1
+        version = versions[stream] = versions.get(stream, 0) + 1
         seq += 1
         occurred_at = format_ts(event.occurred_at) if event.occurred_at else recorded_at
         hash_ = chain_hash(
             prev_hash,
             envelope_preimage(
                 seq=seq,
-                event_id=event.event_id,
-                type=event.type,
+                event_id=event_id,
+                type=type_,
                 stream=stream,
-                stream_version=versions[stream],
+                stream_version=version,
                 occurred_at=occurred_at,
                 recorded_at=recorded_at,
                 actor=event.actor,
@@ -83,13 +84,13 @@ def prepare_batch(
                 prev_hash=prev_hash,
             ),
         )
-        batch.records.append(
+        records.append(
             RecordedEvent(
                 seq,
-                event.event_id,
-                event.type,
+                event_id,
+                type_,
                 stream,
-                versions[stream],
+                version,
                 occurred_at,
                 recorded_at,
                 event.actor,
@@ -100,8 +101,8 @@ def prepare_batch(
                 payload_json,
             )
         )
-        in_batch[event.event_id] = (seq, event.type, stream, payload_json)
-        batch.positions.append(seq)
+        in_batch[event_id] = (seq, type_, stream, payload_json)
+        positions.append(seq)
         prev_hash = hash_
     batch.head = Head(seq, prev_hash, recorded_at if batch.records else head.recorded_at)
     return batch
