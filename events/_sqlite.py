@@ -78,13 +78,10 @@ def connect(
     conn.execute(f"PRAGMA cache_size=-{cache_mb * 1024}")
     # Reads through a memory map skip a copy per page: a quarter off a
     # query or a due list over a million memories. Writes still go through
-    # the WAL. The price is SQLite's: a failing disk read is a signal, not
-    # an error; mmap_mb=0 turns it off.
+    # the WAL. The prices: a failing disk read is a signal, not an error,
+    # and the mapped pages a process has read count in its RSS (they are
+    # the OS's page cache, shared). mmap_mb=0 turns it off.
     conn.execute(f"PRAGMA mmap_size={int(mmap_mb) * 1024 * 1024}")
-    # Checkpoint every 16 MB of WAL rather than 4 MB: the pages every append
-    # rewrites (the end of the log and its indexes) are copied back to the
-    # database a quarter as often (measured: +10% batched appends).
-    conn.execute("PRAGMA wal_autocheckpoint=4000")
     return conn
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -232,17 +232,22 @@ class Projector:
 @contextmanager
 def pragma(conn: sqlite3.Connection, name: str, value: str | int) -> Iterator[None]:
     """A connection setting changed for a while, then given back."""
-    (previous,) = conn.execute(f"PRAGMA {name}").fetchone()
+    row = conn.execute(f"PRAGMA {name}").fetchone()  # None where it does not apply (mmap of :memory:)
     conn.execute(f"PRAGMA {name}={value}")
     try:
         yield
     finally:
-        conn.execute(f"PRAGMA {name}={previous}")
+        if row is not None:
+            conn.execute(f"PRAGMA {name}={row[0]}")
 
 
-def bounded_cache(conn: sqlite3.Connection, mb: int = BUILD_CACHE_MB) -> AbstractContextManager[None]:
-    """The connection's page cache held to ``mb`` for a while."""
-    return pragma(conn, "cache_size", -mb * 1024)
+@contextmanager
+def bounded_cache(conn: sqlite3.Connection, mb: int = BUILD_CACHE_MB) -> Iterator[None]:
+    """The connection's page cache held to ``mb`` for a while, and no memory
+    map: a build reads every page once, and a map would keep each one it
+    touched resident (in the process's RSS) for no gain."""
+    with pragma(conn, "cache_size", -mb * 1024), pragma(conn, "mmap_size", 0):
+        yield
 
 
 def _first_difference(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str | None:

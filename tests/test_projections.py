@@ -327,7 +327,16 @@ def test_a_rebuild_streams_with_a_bounded_cache_and_gives_it_back(warden: Warden
 
     history(warden, clock)
     before = warden.conn.execute("PRAGMA cache_size").fetchone()[0]
-    seen: list[int] = []
-    warden.rebuild(progress=lambda n: seen.append(warden.conn.execute("PRAGMA cache_size").fetchone()[0]))
-    assert seen and set(seen) == {-BUILD_CACHE_MB * 1024}
+    mapped = warden.conn.execute("PRAGMA mmap_size").fetchone()[0]
+    seen: list[tuple[int, int]] = []
+    warden.rebuild(
+        progress=lambda n: seen.append(
+            (
+                warden.conn.execute("PRAGMA cache_size").fetchone()[0],
+                warden.conn.execute("PRAGMA mmap_size").fetchone()[0],
+            )
+        )
+    )
+    assert seen and set(seen) == {(-BUILD_CACHE_MB * 1024, 0)}
     assert warden.conn.execute("PRAGMA cache_size").fetchone()[0] == before
+    assert warden.conn.execute("PRAGMA mmap_size").fetchone()[0] == mapped > 0
