@@ -52,7 +52,7 @@ _C_ENCODER = (
 
 def canonical_json(value: Any) -> str:
     """Encode ``value`` canonically (a ``str``; its bytes are its UTF-8)."""
-    if _C_ENCODER is None or isinstance(value, str):
+    if _C_ENCODER is None:
         return _ENCODER.encode(value)
     return "".join(_C_ENCODER(value, 0))
 

@@ -180,17 +180,17 @@ class Projector:
         the old view until the new one commits whole."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            with bounded_cache(conn):
-                conn.execute(TRACKING)
-                # The old view's pages are not zeroed as they are freed
-                # (secure_delete=ON would write every one: 5 s of a 1M-event
-                # rebuild). They hold only what the new view holds again:
-                # erased text was zeroed when it was erased.
-                with pragma(conn, "secure_delete", "FAST"):
-                    for projection in self.projections:
-                        projection.drop(conn)
-                        conn.execute("DELETE FROM projection_tracking WHERE name = ?", (projection.name,))
-                count = self.build(conn, events, progress=progress)
+            conn.execute(TRACKING)
+            # The old view's pages are not zeroed as they are freed
+            # (secure_delete=ON would write every one: 5 s of a 1M-event
+            # rebuild). They hold only what the new view holds again: erased
+            # text was zeroed when it was erased. Dropping reads every page
+            # it frees, so it runs under the build's bounded cache too.
+            with bounded_cache(conn), pragma(conn, "secure_delete", "FAST"):
+                for projection in self.projections:
+                    projection.drop(conn)
+                    conn.execute("DELETE FROM projection_tracking WHERE name = ?", (projection.name,))
+            count = self.build(conn, events, progress=progress)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
