@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemoryErased, PolicyVersionChanged, RevocationIssued, Selector, format_ts, new_id
-from memwarden.projections import current_policies, select_rows
+from memwarden.projections import current_policies, purge_text_index, select_rows
 
 from ._core import WardenCore, log
 from ._errors import InvalidInput, MemoryNotFound, RevocationNotFound
@@ -138,8 +138,7 @@ class Revoking(WardenCore):
             tx.append(events)
             for checksum in checksums:
                 self.blobs.delete(checksum)
-            # deleted rows leave their terms in FTS segments until a merge
-            conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+            purge_text_index(conn)
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         log.warning("memories_erased", count=len(events), memory_id=memory_id, user=user)
         return len(events)

@@ -15,6 +15,7 @@ from ._rows import (
 from ._runner import CheckResult, Projection, Projector, default_projections
 from ._selector import revocation_blocks, selector_covers, selector_sql
 from ._stats import COUNTERS, StatsProjection, weekly
+from ._text_index import purge_text_index, text_index_levels
 from ._usable import RECHECK, UsableProjection, blob_text
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "fetch_row",
     "fold_memory",
     "load_revocations",
+    "purge_text_index",
     "revocation_blocks",
     "revoke_row",
     "row_dict",
@@ -41,5 +43,6 @@ __all__ = [
     "select_rows_with_text",
     "selector_covers",
     "selector_sql",
+    "text_index_levels",
     "weekly",
 ]
