@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["MAX_LEVELS", "purge_text_index", "text_index_levels"]
+__all__ = ["MAX_LEVELS", "drop_text_index", "purge_text_index", "text_index_levels"]
 
 # about what newer SQLite allows itself (FTS5_MAX_LEVEL)
 MAX_LEVELS = 64
 
 # the structure record of an FTS5 index is the row with id 10 of its %_data
 _STRUCTURE_ROWID = 10
+# a structure of no levels, no segments, no writes: what FTS5 writes at creation
+_EMPTY_STRUCTURE = bytes(7)
 # newer FTS5 may mark the structure record's version after the cookie
 _STRUCTURE_V2 = b"\xff\x00\x00\x01"
 
@@ -58,3 +60,20 @@ def purge_text_index(conn: sqlite3.Connection, table: str = "memories_fts") -> b
         return False
     conn.execute(f'INSERT INTO "{table}" ("{table}") VALUES (\'rebuild\')')
     return True
+
+
+def drop_text_index(conn: sqlite3.Connection, table: str = "memories_fts") -> None:
+    """Drop an FTS5 table, even one whose structure no longer decodes.
+
+    SQLite must open a virtual table to drop it, and an index broken by the
+    level growth above cannot be opened; a rebuild of the projection is how
+    an operator recovers from it. An empty structure record (and no segments)
+    makes it open again, and then it drops.
+    """
+    try:
+        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+    except sqlite3.DatabaseError:
+        conn.execute(f'DELETE FROM "{table}_data"')
+        conn.execute(f'DELETE FROM "{table}_idx"')
+        conn.execute(f'INSERT INTO "{table}_data" (id, block) VALUES (?, ?)', (_STRUCTURE_ROWID, _EMPTY_STRUCTURE))
+        conn.execute(f'DROP TABLE "{table}"')

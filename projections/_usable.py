@@ -20,6 +20,7 @@ from memwarden.events import RecordedEvent, canonical_json
 from ._fold import COLUMNS, STATUSES, fold_memory
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, fetch_rows, load_revocations
 from ._selector import selector_sql
+from ._text_index import drop_text_index
 
 SCHEMA = [
     # Clustered by tenant: a revocation of a tenant (or a project in it)
@@ -140,7 +141,10 @@ class UsableProjection:
 
     def drop(self, conn: sqlite3.Connection) -> None:
         for table in TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
+            if table == "memories_fts":
+                drop_text_index(conn, table)
+            else:
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     def apply(self, conn: sqlite3.Connection, events: Sequence[RecordedEvent], *, bulk: bool = False) -> None:
         """Fold ``events`` into the tables. With ``bulk``, the text index is

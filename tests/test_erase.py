@@ -113,3 +113,16 @@ def test_erasures_past_the_level_bound_leave_search_working(warden: Warden) -> N
     assert warden.query(tenant="acme", text="marker5") == []
     assert len(warden.query(tenant="acme", text="새", limit=100)) == 70
     assert warden.check_projections().ok
+
+
+def test_a_rebuild_recovers_a_text_index_that_no_longer_opens(warden: Warden, run_cli: Cli) -> None:
+    for i in range(5):
+        save_memory(warden, f"m{i}", content=f"복구 recoverable {i}")
+    # what 2,000 levels of growth left behind: a structure that does not decode
+    warden.conn.execute("UPDATE memories_fts_data SET block = ? WHERE id = 10", (bytes(4) + b"\x90\x00\x00",))
+    with pytest.raises(sqlite3.DatabaseError):
+        warden.query(tenant="acme", text="recoverable")
+    assert run_cli("rebuild").exit_code == 0
+    assert len(warden.query(tenant="acme", text="recoverable")) == 5
+    warden.conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    assert run_cli.json("audit", "verify")["ok"] is True
