@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction, sha256_hex
+from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction
 from memwarden.projections import SELECT_MEMORIES, fetch_row, row_dict, selector_sql
 
 from ._gate import Decision, ParentState, decide
@@ -166,37 +166,42 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
             roots[record.payload["memory_id"]] = (record.seq, why)
     if not roots:
         return
-    events: list[MemoryInvalidated] = []
+    children: list[tuple[str, int, str]] = []
     parents = list(roots)
     for start in range(0, len(parents), 500):
         chunk = parents[start : start + 500]
-        for child_id, version, parent_id in conn.execute(
+        children += conn.execute(
             f"SELECT d.child_id, m.version, d.parent_id FROM derivations d JOIN memories m ON m.memory_id = d.child_id "
             f"WHERE d.parent_id IN ({','.join('?' * len(chunk))}) "
-            "AND m.status NOT IN ('erased', 'revoked', 'invalidated') ORDER BY d.child_id",
+            "AND m.status NOT IN ('erased', 'revoked', 'invalidated')",
             chunk,
-        ):
-            seq, why = roots[parent_id]
-            events.append(
-                # validated (engine-made events get no shortcut), which is
-                # also faster than model_construct in pydantic 2
-                MemoryInvalidated(
-                    # deterministic (a retried cascade is the same event) and
-                    # ordered by the seq that caused it, so a cascade's ids go
-                    # to the end of the event_id index, not to random pages
-                    event_id=f"inv_{seq:012d}_" + sha256_hex(f"{child_id}\x00{version}")[:32],
-                    actor="memwarden",
-                    memory_id=child_id,
-                    version=version,
-                    reason="derived_from_unusable",
-                    detail=f"parent {parent_id}: {why}",
-                    caused_by=seq,
-                )
-            )
+        ).fetchall()
+    children.sort()  # by child: the log's order does not depend on SQLite's plan
+    events: list[MemoryInvalidated] = []
     seen: set[str] = set()
-    unique = [e for e in events if not (e.memory_id in seen or seen.add(e.memory_id))]  # type: ignore[func-returns-value]
-    if unique:
-        tx.append(unique)
+    for n, (child_id, version, parent_id) in enumerate(children):
+        if child_id in seen:  # drawn from two parents that went in this transaction
+            continue
+        seen.add(child_id)
+        seq, why = roots[parent_id]
+        events.append(
+            # validated (engine-made events get no shortcut), which is
+            # also faster than model_construct in pydantic 2
+            MemoryInvalidated(
+                # deterministic (the same log state gives the same cascade)
+                # and ordered by the seq that caused it, so a cascade's ids
+                # go to the end of the event_id index, not to random pages
+                event_id=f"inv_{seq:012d}_{n:06d}",
+                actor="memwarden",
+                memory_id=child_id,
+                version=version,
+                reason="derived_from_unusable",
+                detail=f"parent {parent_id}: {why}",
+                caused_by=seq,
+            )
+        )
+    if events:
+        tx.append(events)
 
 
 def rows_for(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, Any]]:

@@ -24,6 +24,17 @@ def test_timestamps_are_fixed_width_utc_z() -> None:
     assert canonical_ts("2026-01-05T18:00:00+09:00") == "2026-01-05T09:00:00.000000Z"
 
 
+@given(
+    st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.timezones()).filter(
+        lambda d: d.utcoffset() is not None
+    )
+)
+def test_timestamp_text_is_isoformat_in_utc(value: datetime) -> None:
+    utc = value.astimezone(UTC)
+    assert format_ts(value) == utc.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    assert parse_ts(format_ts(value)) == utc
+
+
 def test_naive_timestamps_refused() -> None:
     import pytest
 

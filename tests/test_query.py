@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from memwarden.engine import InvalidInput, StaleView, Warden, fts_query
 from memwarden.events import FrozenClock
+from memwarden.projections import RECHECK
 
 from .conftest import Cli, save_memory
 
@@ -126,6 +127,17 @@ def test_the_agent_query_walks_a_usable_only_index(scoped: Warden) -> None:
     assert "memories_usable_by_scope" in plan and "TEMP B-TREE" not in plan
 
 
+@pytest.mark.parametrize("status", ["invalidated", "expired", "unknown"])
+def test_due_reads_the_reverify_index(scoped: Warden, status: str) -> None:
+    plan = " ".join(
+        r[3]
+        for r in scoped.conn.execute(
+            f"EXPLAIN QUERY PLAN SELECT memory_id, source_url FROM memories WHERE status = ? AND {RECHECK}", (status,)
+        )
+    )
+    assert "USING INDEX memories_to_reverify (status=?)" in plan
+
+
 def test_indexes_of_an_older_database_are_replaced(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     Warden(db).close()
@@ -133,10 +145,12 @@ def test_indexes_of_an_older_database_are_replaced(tmp_path: Path) -> None:
     conn.execute("DROP INDEX memories_usable_by_scope")
     conn.execute("CREATE INDEX memories_by_scope ON memories (tenant, project, status, last_seq)")
     conn.execute("CREATE INDEX memories_by_status ON memories (status)")
+    conn.execute("DROP INDEX memories_to_reverify")
+    conn.execute("CREATE INDEX memories_to_recheck ON memories (status) WHERE status IN ('expired', 'unknown')")
     conn.commit()
     conn.close()
     w = Warden(db)
     names = {r[0] for r in w.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     w.close()
-    assert {"memories_usable_by_scope", "memories_usable_by_tenant", "memories_to_recheck"} <= names
-    assert not names & {"memories_by_scope", "memories_by_tenant", "memories_by_status"}
+    assert {"memories_usable_by_scope", "memories_usable_by_tenant", "memories_to_reverify"} <= names
+    assert not names & {"memories_by_scope", "memories_by_tenant", "memories_by_status", "memories_to_recheck"}
