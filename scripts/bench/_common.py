@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -33,6 +36,14 @@ def arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--json", dest="json_path", type=Path, default=None, help="write results as JSON here")
     parser.add_argument("--repeat", type=int, default=None, help="runs per measurement (median is reported)")
     return parser.parse_args()
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A temporary folder removed when the benchmark exits (the full runs
+    leave gigabytes of databases behind otherwise)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def median_of(runs: int, fn: Callable[[], float]) -> float:

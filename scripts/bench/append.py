@@ -20,10 +20,9 @@ sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + 
 import os
 import sqlite3
 import sys
-import tempfile
 from pathlib import Path
 
-from _common import Metric, arguments, median_of, report, timed
+from _common import Metric, arguments, median_of, report, scratch_dir, timed
 from memwarden.events import (
     MemorySaved,
     Scope,
@@ -111,7 +110,7 @@ def main() -> None:
     singles = 300 if args.quick else 2_000
     verify_n = 100_000 if args.quick else 1_000_000
     runs = args.repeat or 3
-    tmp = Path(tempfile.mkdtemp(prefix="memwarden-bench-"))
+    tmp = scratch_dir("memwarden-bench-")
     counter = iter(range(10_000))
 
     def fresh(name: str) -> Path:

@@ -23,12 +23,11 @@ import itertools
 import socket
 import statistics
 import subprocess
-import tempfile
 import textwrap
 import time
 
 import httpx
-from _common import Metric, arguments, report
+from _common import Metric, arguments, report, scratch_dir
 from memwarden.engine import Warden
 from memwarden.engine._keys import KeyStore
 
@@ -88,7 +87,7 @@ def main() -> None:
     args = arguments(__doc__ or "")
     seconds = 2.0 if args.quick else 8.0
     runs = args.repeat or 3
-    tmp = Path(tempfile.mkdtemp(prefix="memwarden-http-"))
+    tmp = scratch_dir("memwarden-http-")
     db = tmp / "http.db"
     w = Warden(db)
     key, _ = KeyStore(w).create("agent", tenants=["acme"])

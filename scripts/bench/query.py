@@ -25,12 +25,11 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
-from _common import Metric, arguments, median_of, report, timed
+from _common import Metric, arguments, median_of, report, scratch_dir, timed
 from memwarden.engine import Warden
 from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 
@@ -85,7 +84,7 @@ def main() -> None:
     n = 100_000 if args.quick else 1_000_000
     queries = 300 if args.quick else 2000
     runs = args.repeat or 3
-    tmp = Path(tempfile.mkdtemp(prefix="memwarden-query-"))
+    tmp = scratch_dir("memwarden-query-")
     clock = FrozenClock(NOW)
     w = Warden(tmp / "q.db", clock=clock, synchronous="NORMAL")
     print(f"filling {n:,} memories ...", file=sys.stderr)

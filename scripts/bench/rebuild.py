@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import Metric, arguments, median_of, report, timed
+from _common import Metric, arguments, median_of, report, scratch_dir, timed
 from memwarden.events import BlobStore, SQLiteEventLog
 from memwarden.events._recorded import ROW_COLUMNS
 from memwarden.projections import COLUMNS, Projector
@@ -182,7 +182,7 @@ def main() -> None:
     small, large = (20_000, 100_000) if args.quick else (100_000, 1_000_000)
     es_n = 20_000 if args.quick else 100_000
     runs = args.repeat or 3
-    tmp = Path(tempfile.mkdtemp(prefix="memwarden-rebuild-"))
+    tmp = scratch_dir("memwarden-rebuild-")
     small_db, large_db = tmp / "small.db", tmp / "large.db"
     print(f"filling logs of {small:,} and {large:,} events ...", file=sys.stderr)
     fill(small_db, small)

@@ -24,12 +24,11 @@ sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + 
 
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _common import Metric, arguments, report
+from _common import Metric, arguments, report, scratch_dir
 from memwarden.engine import Scheduler, Warden
 from memwarden.events import MemorySaved, ParentRef, Scope, content_checksum
 from query import fill
@@ -40,7 +39,7 @@ def main() -> None:
     n, scope = (100_000, 1_000) if args.quick else (1_000_000, 10_000)
     runs = args.repeat or 5
     tenants = n // scope
-    tmp = Path(tempfile.mkdtemp(prefix="memwarden-revoke-"))
+    tmp = scratch_dir("memwarden-revoke-")
     w = Warden(tmp / "r.db", synchronous="FULL")
     now = datetime.now(UTC)
     print(f"filling {n:,} memories in {tenants} tenants of {scope:,} ...", file=sys.stderr)
