@@ -126,3 +126,19 @@ def test_a_rebuild_recovers_a_text_index_that_no_longer_opens(warden: Warden, ru
     assert len(warden.query(tenant="acme", text="recoverable")) == 5
     warden.conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
     assert run_cli.json("audit", "verify")["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("block", "levels"),
+    [
+        (bytes(4) + b"\x05\x01\x02", 5),  # the structure as SQLite 3.40 writes it
+        (bytes(4) + b"\xff\x00\x00\x01" + b"\x81\x00\x01", 128),  # newer: a version mark after the cookie
+        (bytes(4) + b"\x81", None),  # cut short: unreadable, so purge rebuilds
+        (b"", None),
+    ],
+)
+def test_the_level_count_is_read_from_either_structure_format(block: bytes, levels: int | None) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t_data (id INTEGER PRIMARY KEY, block BLOB)")
+    conn.execute("INSERT INTO t_data VALUES (10, ?)", (block,))
+    assert text_index_levels(conn, "t") == levels
