@@ -189,38 +189,24 @@ def verify_chain(
             pool.shutdown(cancel_futures=True)
     checked = 0
     last = prev
+
+    def broken(seq: int, problem: str) -> ChainReport:
+        # reads ``last`` and ``checked`` as they are when a seam fails
+        return ChainReport(False, head.seq, last.hash, checked, seq, problem)
+
     for k, part in enumerate(parts):
         if k > 0 and part.first is not None:
             first_seq, first_prev, first_time = part.first
             if last.seq != bounds[k]:
-                return ChainReport(
-                    False,
-                    head.seq,
-                    last.hash,
-                    checked,
-                    last.seq + 1,
-                    f"gap: seq {last.seq + 1} is missing (seq {first_seq} follows seq {last.seq})",
+                return broken(
+                    last.seq + 1, f"gap: seq {last.seq + 1} is missing (seq {first_seq} follows seq {last.seq})"
                 )
             # the part's own finding at its first row comes first, as in one pass
             own_first = first_seq != bounds[k] + 1 or (part.problem is not None and part.first_bad == first_seq)
             if not own_first and first_prev != last.hash:
-                return ChainReport(
-                    False,
-                    head.seq,
-                    last.hash,
-                    checked,
-                    first_seq,
-                    f"broken link: prev_hash does not match the hash of seq {last.seq}",
-                )
+                return broken(first_seq, f"broken link: prev_hash does not match the hash of seq {last.seq}")
             if last.recorded_at is not None and first_time < last.recorded_at:
-                return ChainReport(
-                    False,
-                    head.seq,
-                    last.hash,
-                    checked,
-                    first_seq,
-                    f"reordering: recorded_at {first_time} is earlier than seq {last.seq}'s",
-                )
+                return broken(first_seq, f"reordering: recorded_at {first_time} is earlier than seq {last.seq}'s")
         if part.problem is not None:
             return ChainReport(
                 False,
@@ -234,7 +220,7 @@ def verify_chain(
         if part.checked:
             last = part.last
     if last.seq != end:
-        return ChainReport(False, head.seq, last.hash, checked, last.seq + 1, f"gap: seq {last.seq + 1} is missing")
+        return broken(last.seq + 1, f"gap: seq {last.seq + 1} is missing")
     if to_seq is None and issued > last.seq:
         return ChainReport(
             False,
