@@ -76,7 +76,7 @@ def decide(
         return _no("revoked", f"revoked by {row.get('revoked_by')}")
     if status == "quarantined" or content_ok is False:
         return _no("integrity_failed", "the stored text does not match its checksum")
-    evidence = _evidence(parents)
+    evidence = _evidence(parents) if parents else None
     if status == "invalidated":
         why = row.get("invalidation_reason") or "invalidated"
         if why == "derived_from_unusable":

@@ -12,7 +12,7 @@ from ._core import WardenCore, log
 from ._derivation import Judge
 from ._errors import FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
-from ._views import MemoryView
+from ._views import VIEW_COLUMNS, MemoryView, gate_row
 
 MAX_LIMIT = 10_000
 
@@ -24,40 +24,41 @@ class Reading(WardenCore):
         """One memory with its content checked against its checksum now."""
         now = self.now()
         with self.reading(min_seq) as conn:
-            row = fetch_row(conn, memory_id)
-            if row is None:
+            found = select_rows_with_text(conn, VIEW_COLUMNS, "m.memory_id = ?", (memory_id,))
+            if not found:
                 raise MemoryNotFound(memory_id)
-            data = self.blobs.get_bytes(row["checksum"])
-            policy_version = self._policy_version(conn, row["policy"])
-            parents = Judge(conn, now, current_policies(conn)).parents(row)
-        view, _ = self._judge(row, data, policy_version, now, parents)
-        return view
+            values = found[0]
+            policy_version = self._policy_version(conn, values[POLICY])
+            parents = Judge(conn, now, current_policies(conn)).parents(_derivation_row(values))
+        return self._judge(values, policy_version, now, parents)
 
     def _judge(
-        self,
-        row: dict[str, Any],
-        data: bytes | None,
-        policy_version: int,
-        now: str | None = None,
-        parents: Sequence[ParentState] = (),
-    ) -> tuple[MemoryView, bool]:
-        """Apply the gate to one row whose blob bytes were read (and whose
-        evidence was judged); on a checksum mismatch, record it, quarantine,
-        and try a resync."""
-        now = now or self.now()
-        if row["status"] in ("erased", "revoked"):
-            decision = decide(row, now=now, policy_version=policy_version, parents=parents)
-            return MemoryView.of(row, decision, None), True
-        ok = actual_checksum(data) == row["checksum"]
-        if not ok or row["status"] == "quarantined":
-            row, ok, text = self._integrity(row, data, ok)
+        self, values: Sequence[Any], policy_version: int, now: str, parents: Sequence[ParentState]
+    ) -> MemoryView:
+        """Apply the gate to one row selected as ``VIEW_COLUMNS`` and its
+        stored text (the last value), its evidence already judged; on a
+        checksum mismatch, record it, quarantine, and try a resync."""
+        status, data = values[STATUS], values[-1]
+        if status == "erased" or status == "revoked":
+            decision = decide(gate_row(values), now=now, policy_version=policy_version, parents=parents)
+            return MemoryView.of_values(values, decision, None)
+        ok = actual_checksum(data) == values[CHECKSUM]
+        if not ok or status == "quarantined":
+            row, ok, text = self._integrity(values[0], data, ok)
+            if row is None:
+                raise MemoryNotFound(values[0])
             decision = decide(row, now=now, policy_version=policy_version, content_ok=ok, parents=parents)
-            return MemoryView.of(row, decision, text if ok else None), ok
-        decision = decide(row, now=now, policy_version=policy_version, content_ok=True, parents=parents)
-        return MemoryView.of(row, decision, data.decode("utf-8") if data is not None else None), True
+            return MemoryView.of(row, decision, text if ok else None)
+        decision = decide(gate_row(values), now=now, policy_version=policy_version, content_ok=True, parents=parents)
+        return MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None)
 
-    def _integrity(self, row: dict[str, Any], data: bytes | None, ok: bool) -> tuple[dict[str, Any], bool, str | None]:
-        memory_id = row["memory_id"]
+    def _integrity(
+        self, memory_id: str, data: bytes | None, ok: bool
+    ) -> tuple[dict[str, Any] | None, bool, str | None]:
+        with self.reading() as conn:
+            row = fetch_row(conn, memory_id)  # every column: the fetchers need the source's
+        if row is None:
+            return None, False, None
         if not ok and row["status"] != "quarantined":
             log.error("integrity_failed", memory_id=memory_id, expected=row["checksum"], actual=actual_checksum(data))
             with self.log.transaction() as tx:
@@ -165,17 +166,14 @@ class Reading(WardenCore):
         while len(views) < limit:
             page = max(limit - len(views), 16)
             with self.reading(min_seq) as conn:
-                pairs = select_rows_with_text(
-                    conn, where, [*params, page, offset], "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?"
+                rows = select_rows_with_text(
+                    conn, VIEW_COLUMNS, where, [*params, page, offset], "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?"
                 )
                 policies = current_policies(conn)
                 judge = Judge(conn, now, policies)
-                evidence = {r["memory_id"]: judge.parents(r) for r, _ in pairs if r["derived_from"] != "[]"}
-            rows = [r for r, _ in pairs]
-            for row, data in pairs:
-                view, _ = self._judge(
-                    row, data, policies.get(row["policy"], 1), now, evidence.get(row["memory_id"], ())
-                )
+                evidence = {v[0]: judge.parents(_derivation_row(v)) for v in rows if v[DERIVED_FROM] != "[]"}
+            for values in rows:
+                view = self._judge(values, policies.get(values[POLICY], 1), now, evidence.get(values[0], ()))
                 if not with_content:
                     view = _without_content(view)
                 if include_unusable or view.usable:
@@ -200,6 +198,16 @@ class Reading(WardenCore):
                 sql += " AND m.tenant = ?"
                 params.append(tenant)
             return [r[0] for r in conn.execute(sql, params)]
+
+
+STATUS, CHECKSUM, POLICY, DERIVED_FROM = (
+    VIEW_COLUMNS.index(c) for c in ("status", "checksum", "policy", "derived_from")
+)
+
+
+def _derivation_row(values: Sequence[Any]) -> dict[str, Any]:
+    """What ``Judge.parents`` reads of a row selected as ``VIEW_COLUMNS``."""
+    return {"memory_id": values[0], "derived_from": values[DERIVED_FROM]}
 
 
 def _without_content(view: MemoryView) -> MemoryView:

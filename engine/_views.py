@@ -3,12 +3,52 @@
 from __future__ import annotations
 
 import json
+import operator
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from ._gate import Decision
 
 SCOPE_FIELDS = ("tenant", "project", "permission", "user", "agent", "tool")
+
+# The memory columns a view is made of, in its order (a query selects only
+# these: a third of the table's columns are not shown to agents). The last
+# two are not shown either: the gate reads them.
+VIEW_COLUMNS = (
+    "memory_id",
+    "version",
+    "status",
+    "kind",
+    "summary",
+    "checksum",
+    *SCOPE_FIELDS,
+    "source_url",
+    "fetched_at",
+    "expires_at",
+    "verified_at",
+    "policy",
+    "revocation_version",
+    "derived_from",
+    "last_seq",
+    "revoked_by",
+    "invalidation_reason",
+)
+_view_values = operator.itemgetter(*VIEW_COLUMNS)
+
+
+def gate_row(v: Sequence[Any]) -> dict[str, Any]:
+    """What the gate reads of a row selected as ``VIEW_COLUMNS`` (a literal:
+    twice as fast as zipping names, and tests hold it to the names)."""
+    return {
+        "memory_id": v[0],
+        "status": v[2],
+        "expires_at": v[14],
+        "policy": v[16],
+        "revocation_version": v[17],
+        "revoked_by": v[20],
+        "invalidation_reason": v[21],
+    }
 
 
 class MemoryView(NamedTuple):
@@ -41,27 +81,33 @@ class MemoryView(NamedTuple):
 
     @classmethod
     def of(cls, row: dict[str, Any], decision: Decision, content: str | None) -> MemoryView:
+        return cls.of_values(_view_values(row), decision, content)
+
+    @classmethod
+    def of_values(cls, v: Sequence[Any], decision: Decision, content: str | None) -> MemoryView:
+        """From a row selected as ``VIEW_COLUMNS`` (no dict in between:
+        a query makes a hundred of these per call)."""
         return cls(
-            row["memory_id"],
-            row["version"],
-            row["status"],
+            v[0],
+            v[1],
+            v[2],
             decision.usable,
             decision.reason,
             decision.action,
             decision.detail,
-            row["kind"],
-            row["summary"],
-            row["checksum"],
+            v[3],
+            v[4],
+            v[5],
             content if decision.usable else None,
-            {k: row[k] for k in SCOPE_FIELDS},
-            row["source_url"],
-            row["fetched_at"],
-            row["expires_at"],
-            row["verified_at"],
-            row["policy"],
-            row["revocation_version"],
-            json.loads(row["derived_from"]) if row["derived_from"] not in (None, "[]") else [],
-            row["last_seq"],
+            {"tenant": v[6], "project": v[7], "permission": v[8], "user": v[9], "agent": v[10], "tool": v[11]},
+            v[12],
+            v[13],
+            v[14],
+            v[15],
+            v[16],
+            v[17],
+            json.loads(v[18]) if v[18] not in (None, "[]") else [],
+            v[19],
         )
 
     def as_dict(self) -> dict[str, Any]:

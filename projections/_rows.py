@@ -31,22 +31,17 @@ def fetch_row(conn: sqlite3.Connection, memory_id: str) -> dict[str, Any] | None
     return row_dict(values) if values else None
 
 
-_SELECT_WITH_TEXT = (
-    f"SELECT {', '.join(f'm.{chr(34)}{c}{chr(34)}' for c in COLUMNS)}, b.content "
-    "FROM memories m LEFT JOIN blobs b ON b.checksum = m.checksum"
-)
-
-
 def select_rows_with_text(
-    conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = ""
-) -> list[tuple[dict[str, Any], bytes | None]]:
-    """Rows and their stored text in one statement (the agent query path)."""
-    width = len(COLUMNS)
-    # zip stops at the last column: the text (one past it) is left out
-    return [
-        (dict(zip(COLUMNS, v, strict=False)), None if v[width] is None else bytes(v[width]))
-        for v in conn.execute(f"{_SELECT_WITH_TEXT} WHERE {where} {tail}", params)
-    ]
+    conn: sqlite3.Connection, columns: Sequence[str], where: str, params: Sequence[Any], tail: str = ""
+) -> list[tuple[Any, ...]]:
+    """``columns`` of the rows and, last, their stored text (bytes, or None
+    without a blob), in one statement: the agent query path."""
+    selected = ", ".join(f'm."{c}"' for c in columns)
+    return conn.execute(
+        f"SELECT {selected}, b.content FROM memories m LEFT JOIN blobs b ON b.checksum = m.checksum "
+        f"WHERE {where} {tail}",
+        params,
+    ).fetchall()
 
 
 def select_rows(conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = "") -> list[dict[str, Any]]:

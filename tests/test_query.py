@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 from memwarden.engine import InvalidInput, StaleView, Warden, fts_query
+from memwarden.engine._gate import decide
+from memwarden.engine._views import VIEW_COLUMNS, MemoryView, gate_row
 from memwarden.events import FrozenClock
-from memwarden.projections import RECHECK
+from memwarden.projections import RECHECK, fetch_row, select_rows_with_text
 
 from .conftest import Cli, save_memory
 
@@ -154,3 +156,21 @@ def test_indexes_of_an_older_database_are_replaced(tmp_path: Path) -> None:
     w.close()
     assert {"memories_usable_by_scope", "memories_usable_by_tenant", "memories_to_reverify"} <= names
     assert not names & {"memories_by_scope", "memories_by_tenant", "memories_by_status", "memories_to_recheck"}
+
+
+def test_views_from_selected_values_match_views_from_rows(scoped: Warden) -> None:
+    """The query path builds views and gate inputs by position from
+    ``VIEW_COLUMNS``; the same memory through full rows must agree field by field."""
+    scoped.revoke({"tenant": "acme", "project": "p2"}, reason="test")
+    with scoped.reading() as conn:
+        selected = select_rows_with_text(conn, VIEW_COLUMNS, "m.tenant = ?", ("acme",), "ORDER BY m.memory_id")
+        rows = [fetch_row(conn, v[0]) for v in selected]
+    assert [r["memory_id"] for r in rows] == ["a", "b", "c"]
+    now = scoped.now()
+    for values, row in zip(selected, rows, strict=True):
+        assert values[-1] is not None  # the stored text comes last
+        assert gate_row(values) == {k: row[k] for k in gate_row(values)}
+        decision = decide(row, now=now, policy_version=1)
+        assert decide(gate_row(values), now=now, policy_version=1) == decision
+        assert MemoryView.of_values(values, decision, "text") == MemoryView.of(row, decision, "text")
+    assert {v[0]: v[2] for v in selected} == {"a": "usable", "b": "revoked", "c": "usable"}
