@@ -250,13 +250,17 @@ class UsableProjection:
         # target row matched twice in one UPDATE takes one source row at
         # random, so a memory invalidated twice starts a new run, and runs
         # apply in log order like the fold.
-        taken = "memories.version = j.value ->> 3 AND status <> 'erased' AND status <> 'revoked'"  # no IN: see RECHECK
+        # The CTE is materialised so each element's JSON is parsed once,
+        # not once per column that reads it (a tenth of the statement).
+        taken = "memories.version = j.version AND status <> 'erased' AND status <> 'revoked'"  # no IN: see RECHECK
         sql = (
+            "WITH j AS MATERIALIZED (SELECT value ->> 0 AS why, value ->> 1 AS seq, value ->> 2 AS memory_id, "
+            "value ->> 3 AS version FROM json_each(?)) "
             f"UPDATE memories SET status = CASE WHEN {taken} THEN 'invalidated' ELSE status END, "
-            f"reason = CASE WHEN {taken} THEN j.value ->> 0 ELSE reason END, "
-            f"invalidation_reason = CASE WHEN {taken} THEN j.value ->> 0 ELSE invalidation_reason END, "
-            f"invalidated_by = CASE WHEN {taken} THEN j.value ->> 1 ELSE invalidated_by END, "
-            "last_seq = j.value ->> 1 FROM json_each(?) AS j WHERE memories.memory_id = j.value ->> 2"
+            f"reason = CASE WHEN {taken} THEN j.why ELSE reason END, "
+            f"invalidation_reason = CASE WHEN {taken} THEN j.why ELSE invalidation_reason END, "
+            f"invalidated_by = CASE WHEN {taken} THEN j.seq ELSE invalidated_by END, "
+            "last_seq = j.seq FROM j WHERE memories.memory_id = j.memory_id"
         )
         run: list[tuple[Any, ...]] = []
         in_run: set[str] = set()
