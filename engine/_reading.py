@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
-from memwarden.projections import current_policies, fetch_row, select_rows_with_text
+from memwarden.projections import VIEW_COLUMNS, current_policies, fetch_row, select_rows_with_text
 
 from ._core import WardenCore, log
 from ._derivation import Judge
 from ._errors import FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
-from ._views import VIEW_COLUMNS, MemoryView, gate_row
+from ._views import MemoryView, gate_row
 
 MAX_LIMIT = 10_000
 
@@ -211,7 +211,6 @@ def _derivation_row(values: Sequence[Any]) -> dict[str, Any]:
 
 
 def _without_content(view: MemoryView) -> MemoryView:
-
     return view._replace(content=None)
 
 

@@ -8,32 +8,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
+from memwarden.projections import VIEW_COLUMNS
+
 from ._gate import Decision
 
 SCOPE_FIELDS = ("tenant", "project", "permission", "user", "agent", "tool")
 
-# The memory columns a view is made of, in its order (a query selects only
-# these: a third of the table's columns are not shown to agents). The last
-# two are not shown either: the gate reads them.
-VIEW_COLUMNS = (
-    "memory_id",
-    "version",
-    "status",
-    "kind",
-    "summary",
-    "checksum",
-    *SCOPE_FIELDS,
-    "source_url",
-    "fetched_at",
-    "expires_at",
-    "verified_at",
-    "policy",
-    "revocation_version",
-    "derived_from",
-    "last_seq",
-    "revoked_by",
-    "invalidation_reason",
-)
 _view_values = operator.itemgetter(*VIEW_COLUMNS)
 
 
@@ -85,29 +65,32 @@ class MemoryView(NamedTuple):
 
     @classmethod
     def of_values(cls, v: Sequence[Any], decision: Decision, content: str | None) -> MemoryView:
-        """From a row selected as ``VIEW_COLUMNS`` (no dict in between:
-        a query makes a hundred of these per call)."""
-        return cls(
-            v[0],
-            v[1],
-            v[2],
-            decision.usable,
-            decision.reason,
-            decision.action,
-            decision.detail,
-            v[3],
-            v[4],
-            v[5],
-            content if decision.usable else None,
-            {"tenant": v[6], "project": v[7], "permission": v[8], "user": v[9], "agent": v[10], "tool": v[11]},
-            v[12],
-            v[13],
-            v[14],
-            v[15],
-            v[16],
-            v[17],
-            json.loads(v[18]) if v[18] not in (None, "[]") else [],
-            v[19],
+        """From a row selected as ``VIEW_COLUMNS`` (no dict in between, and
+        ``_make`` rather than the generated ``__new__``: a query makes a
+        hundred of these per call)."""
+        return cls._make(
+            (
+                v[0],
+                v[1],
+                v[2],
+                decision.usable,
+                decision.reason,
+                decision.action,
+                decision.detail,
+                v[3],
+                v[4],
+                v[5],
+                content if decision.usable else None,
+                {"tenant": v[6], "project": v[7], "permission": v[8], "user": v[9], "agent": v[10], "tool": v[11]},
+                v[12],
+                v[13],
+                v[14],
+                v[15],
+                v[16],
+                v[17],
+                json.loads(v[18]) if v[18] not in (None, "[]") else [],
+                v[19],
+            )
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._fold import COLUMNS, STATUSES, fold_memory, revoke_row
 from ._rows import (
     SELECT_MEMORIES,
+    VIEW_COLUMNS,
     current_policies,
     fetch_row,
     load_revocations,
@@ -24,6 +25,7 @@ __all__ = [
     "RECHECK",
     "SELECT_MEMORIES",
     "STATUSES",
+    "VIEW_COLUMNS",
     "CheckResult",
     "Projection",
     "Projector",

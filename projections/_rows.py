@@ -12,6 +12,35 @@ from ._fold import COLUMNS
 QUOTED_COLUMNS = ", ".join(f'"{c}"' for c in COLUMNS)
 SELECT_MEMORIES = f"SELECT {QUOTED_COLUMNS} FROM memories"
 
+# What an agent's view of a memory is made of, in order: the agent query
+# selects only these (the engine's views are built from them by position),
+# and the index it walks carries every one of them (``_usable.INDEXES``).
+# The last two are not shown: the gate reads them.
+VIEW_COLUMNS = (
+    "memory_id",
+    "version",
+    "status",
+    "kind",
+    "summary",
+    "checksum",
+    "tenant",
+    "project",
+    "permission",
+    "user",
+    "agent",
+    "tool",
+    "source_url",
+    "fetched_at",
+    "expires_at",
+    "verified_at",
+    "policy",
+    "revocation_version",
+    "derived_from",
+    "last_seq",
+    "revoked_by",
+    "invalidation_reason",
+)
+
 
 def row_dict(values: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(COLUMNS, values, strict=True))

@@ -18,7 +18,7 @@ from typing import Any
 from memwarden.events import RecordedEvent, canonical_json
 
 from ._fold import COLUMNS, STATUSES, fold_memory
-from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, fetch_rows, load_revocations
+from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, fetch_rows, load_revocations
 from ._selector import selector_sql
 from ._text_index import drop_text_index
 
@@ -70,6 +70,9 @@ SCHEMA = [
 # writes, so IN cost a cascade's 10,000 single-row updates 28 ms.
 RECHECK = "(status = 'expired' OR status = 'unknown' OR status = 'invalidated')"
 
+_SCOPE_KEY = ("tenant", "project", "last_seq")
+_VIEW_KEY = ", ".join(f'"{c}"' for c in _SCOPE_KEY + tuple(c for c in VIEW_COLUMNS if c not in _SCOPE_KEY))
+
 INDEXES = [
     # The agent query reads usable memories only, newest first. Partial
     # indexes hold just those: a memory revoked or invalidated leaves them
@@ -77,8 +80,13 @@ INDEXES = [
     # which is most of the cost of taking 10,000 memories out in one commit.
     "DROP INDEX IF EXISTS memories_by_scope",  # before 0.2: over every status
     "DROP INDEX IF EXISTS memories_by_tenant",
-    "CREATE INDEX IF NOT EXISTS memories_usable_by_scope ON memories (tenant, project, last_seq) "
-    "WHERE status = 'usable'",
+    "DROP INDEX IF EXISTS memories_usable_by_scope",  # before 0.4: not covering
+    # Covering: it carries every column a view shows, so the query for a
+    # scope reads a few neighbouring index pages instead of one table page
+    # per memory (at 1M memories, p99 1.14 -> 0.82 ms). A usable memory is
+    # stored twice; a view column that changes (a re-verification's times)
+    # rewrites its entry.
+    f"CREATE INDEX IF NOT EXISTS memories_usable_view ON memories ({_VIEW_KEY}) WHERE status = 'usable'",
     "CREATE INDEX IF NOT EXISTS memories_usable_by_tenant ON memories (tenant, last_seq) WHERE status = 'usable'",
     'CREATE INDEX IF NOT EXISTS memories_by_user ON memories ("user") WHERE "user" IS NOT NULL',
     "CREATE INDEX IF NOT EXISTS memories_by_agent ON memories (agent) WHERE agent IS NOT NULL",
