@@ -78,9 +78,9 @@ INDEXES = [
     # indexes hold just those: a memory revoked or invalidated leaves them
     # (one delete) instead of moving within them (a delete and an insert),
     # which is most of the cost of taking 10,000 memories out in one commit.
-    "DROP INDEX IF EXISTS memories_by_scope",  # before 0.2: over every status
+    "DROP INDEX IF EXISTS memories_by_scope",  # older databases: over every status
     "DROP INDEX IF EXISTS memories_by_tenant",
-    "DROP INDEX IF EXISTS memories_usable_by_scope",  # before 0.4: not covering
+    "DROP INDEX IF EXISTS memories_usable_by_scope",  # older databases: not covering
     # Covering: it carries every column a view shows, so the query for a
     # scope reads a few neighbouring index pages instead of one table page
     # per memory (at 1M memories, p99 1.14 -> 0.82 ms). A usable memory is
@@ -97,7 +97,7 @@ INDEXES = [
     "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL",
     "DROP INDEX IF EXISTS memories_by_status",
     # what `due` lists; a query names RECHECK among its terms to use it
-    "DROP INDEX IF EXISTS memories_to_recheck",  # before 0.3: the condition spelled with IN
+    "DROP INDEX IF EXISTS memories_to_recheck",  # older databases: the condition spelled with IN
     f"CREATE INDEX IF NOT EXISTS memories_to_reverify ON memories (status) WHERE {RECHECK}",
     "CREATE INDEX IF NOT EXISTS memories_by_policy ON memories (policy, revocation_version)",
     "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (parent_id)",
