@@ -12,8 +12,6 @@ from memwarden.projections import VIEW_COLUMNS
 
 from ._gate import Decision
 
-SCOPE_FIELDS = ("tenant", "project", "permission", "user", "agent", "tool")
-
 _view_values = operator.itemgetter(*VIEW_COLUMNS)
 
 

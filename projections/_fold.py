@@ -17,6 +17,8 @@ from ._selector import revocation_blocks, selector_covers
 TERMINAL = frozenset({"erased", "revoked"})
 STATUSES = ("usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined")
 
+SCOPE_COLUMNS = ("tenant", "project", "permission", "user", "agent", "tool")
+
 COLUMNS = (
     "memory_id",
     "version",
@@ -24,12 +26,7 @@ COLUMNS = (
     "summary",
     "status",
     "reason",
-    "tenant",
-    "project",
-    "permission",
-    "user",
-    "agent",
-    "tool",
+    *SCOPE_COLUMNS,
     "tool_version",
     "input_hash",
     "source_url",

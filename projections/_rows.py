@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ._fold import COLUMNS
+from ._fold import COLUMNS, SCOPE_COLUMNS
 
 QUOTED_COLUMNS = ", ".join(f'"{c}"' for c in COLUMNS)
 SELECT_MEMORIES = f"SELECT {QUOTED_COLUMNS} FROM memories"
@@ -23,12 +23,7 @@ VIEW_COLUMNS = (
     "kind",
     "summary",
     "checksum",
-    "tenant",
-    "project",
-    "permission",
-    "user",
-    "agent",
-    "tool",
+    *SCOPE_COLUMNS,
     "source_url",
     "fetched_at",
     "expires_at",
