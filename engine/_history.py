@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memwarden.events import (
+    CONTENT_BYTES,
     LogDamaged,
     actual_checksum,
     read_verified,
@@ -313,8 +314,8 @@ def texts_damaged(warden: Warden) -> int:
     not failed on."""
     bad = 0
     with warden.reading() as conn:
-        for checksum, content in conn.execute("SELECT checksum, content FROM blobs"):
-            if actual_checksum(bytes(content)) != checksum:
+        for checksum, content in conn.execute(f"SELECT checksum, {CONTENT_BYTES} FROM blobs"):
+            if actual_checksum(content) != checksum:
                 bad += 1
     return bad
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._blobs import BlobStore, actual_checksum
+from ._blobs import CONTENT_BYTES, BlobStore, actual_checksum
 from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
 from ._errors import EventIdReused, LogDamaged, LogDiverged, StorageError, VersionConflict
 from ._jsonl import JsonlEventLog, read_verified, verify_file, write_export
@@ -51,6 +51,7 @@ from ._time import (
 )
 
 __all__ = [
+    "CONTENT_BYTES",
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "GENESIS_HASH",

@@ -10,6 +10,10 @@ import hashlib
 import sqlite3
 
 BLOB_SCHEMA = "CREATE TABLE IF NOT EXISTS blobs (checksum TEXT PRIMARY KEY, content BLOB NOT NULL) WITHOUT ROWID"
+# How every read takes a blob's content: SQLite does not hold a column to
+# its declared type, so a file edited by hand may hold TEXT or a number
+# there; as bytes it is hashed (and found damaged), never a TypeError.
+CONTENT_BYTES = "CAST(content AS BLOB)"
 
 
 class BlobStore:
@@ -26,7 +30,7 @@ class BlobStore:
         return checksum
 
     def get_bytes(self, checksum: str) -> bytes | None:
-        row = self.conn.execute("SELECT content FROM blobs WHERE checksum = ?", (checksum,)).fetchone()
+        row = self.conn.execute(f"SELECT {CONTENT_BYTES} FROM blobs WHERE checksum = ?", (checksum,)).fetchone()
         return bytes(row[0]) if row else None
 
     def get_many(self, checksums: list[str]) -> dict[str, bytes]:
@@ -36,7 +40,8 @@ class BlobStore:
             found.update(
                 (c, bytes(d))
                 for c, d in self.conn.execute(
-                    f"SELECT checksum, content FROM blobs WHERE checksum IN ({','.join('?' * len(chunk))})", chunk
+                    f"SELECT checksum, {CONTENT_BYTES} FROM blobs WHERE checksum IN ({','.join('?' * len(chunk))})",
+                    chunk,
                 )
             )
         return found

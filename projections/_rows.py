@@ -7,6 +7,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from memwarden.events import CONTENT_BYTES
+
 from ._fold import COLUMNS, SCOPE_COLUMNS
 
 QUOTED_COLUMNS = ", ".join(f'"{c}"' for c in COLUMNS)
@@ -62,7 +64,7 @@ def select_rows_with_text(
     without a blob), in one statement: the agent query path."""
     selected = ", ".join(f'm."{c}"' for c in columns)
     return conn.execute(
-        f"SELECT {selected}, b.content FROM memories m LEFT JOIN blobs b ON b.checksum = m.checksum "
+        f"SELECT {selected}, {CONTENT_BYTES} FROM memories m LEFT JOIN blobs b ON b.checksum = m.checksum "
         f"WHERE {where} {tail}",
         params,
     ).fetchall()

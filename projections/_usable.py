@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memwarden.events import RecordedEvent, canonical_json
+from memwarden.events import CONTENT_BYTES, RecordedEvent, canonical_json
 
 from ._fold import COLUMNS, STATUSES, fold_memory
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, fetch_rows, load_revocations
@@ -118,7 +118,7 @@ TextSource = Callable[[sqlite3.Connection, str], str | None]
 def blob_text(conn: sqlite3.Connection, checksum: str) -> str | None:
     """The text of a blob in the same database, if that database has blobs."""
     try:
-        row = conn.execute("SELECT content FROM blobs WHERE checksum = ?", (checksum,)).fetchone()
+        row = conn.execute(f"SELECT {CONTENT_BYTES} FROM blobs WHERE checksum = ?", (checksum,)).fetchone()
     except sqlite3.OperationalError:
         return None
     if row is None:

@@ -139,3 +139,29 @@ def test_query_path_detects_flips_too(warden: Warden, clock: FrozenClock, flips:
     served = warden.query(tenant="acme")
     assert len(served) == 10 - flips
     assert all(v.content == f"text {v.memory_id[1:]}" for v in served)
+
+
+@pytest.mark.parametrize("stored", ["tampered text", "text", 42, b"\xff\xfe not utf-8"])
+def test_a_blob_rewritten_with_another_type_or_bad_bytes_is_judged_not_crashed(
+    warden: Warden, stored: object, run_cli: Cli
+) -> None:
+    """Raw SQL can put any type in the content column (SQLite does not
+    enforce BLOB): the read paths and the audit hash whatever bytes are there."""
+    saved = warden.save(
+        memory_id="m",
+        kind="external_fact",
+        summary="s",
+        content="text",
+        source_url="https://nowhere",
+        scope={"tenant": "acme"},
+    )
+    conn = sqlite3.connect(warden.path, isolation_level=None)
+    conn.execute("UPDATE blobs SET content = ? WHERE checksum = ?", (stored, saved.checksum))
+    conn.close()
+    same = stored == "text"  # the same text stored as TEXT: the same bytes
+    assert run_cli.json("audit", "verify")["texts_damaged"] == (0 if same else 1)
+    for view in (warden.get("m"), *warden.query(tenant="acme", include_unusable=True)):
+        assert view.usable is same
+        assert view.content == ("text" if same else None)
+        if not same:
+            assert view.reason == "integrity_failed"
