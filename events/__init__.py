@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._blobs import CONTENT_BYTES, BlobStore, actual_checksum
 from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
-from ._errors import EventIdReused, LogDamaged, LogDiverged, StorageError, VersionConflict
+from ._errors import EventIdReused, EventRowDamaged, LogDamaged, LogDiverged, StorageError, VersionConflict
 from ._jsonl import JsonlEventLog, read_verified, verify_file, write_export
 from ._models import (
     EVENT_ADAPTER,
@@ -62,6 +62,7 @@ __all__ = [
     "Clock",
     "Event",
     "EventIdReused",
+    "EventRowDamaged",
     "EventLog",
     "FrozenClock",
     "Head",

@@ -36,6 +36,14 @@ class LogDamaged(ValueError):
         self.seq = seq
 
 
+class EventRowDamaged(LogDamaged):
+    """A row of the database's own log that no longer decodes (a file edited
+    by hand): the caller's request was fine, the store is not."""
+
+    def __init__(self, seq: int, problem: str) -> None:
+        super().__init__(f"event seq {seq}: {problem} (run 'memwarden audit verify')", seq=seq)
+
+
 class LogDiverged(ValueError):
     """An import whose history disagrees with what the log already holds."""
 

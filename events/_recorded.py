@@ -11,6 +11,7 @@ from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, NamedTuple, Protocol
 
 from ._canonical import GENESIS_HASH, canonical_json, chain_hash, envelope_preimage
+from ._errors import EventRowDamaged
 from ._models import EVENT_TYPES, Event, event_from_parts
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -162,7 +163,17 @@ def decode_payload(text: str) -> Any:
 
 def event_from_row(row: Row) -> RecordedEvent:
     seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, payload, prev, hash_ = row
-    data = decode_payload(payload)
+    # SQLite keeps whatever a hand-edited file puts in a column: a payload
+    # that is a blob, a number or not an object is damage, named by its seq
+    # (a TypeError deep in a projection would name nothing)
+    try:
+        if type(payload) is not str:
+            raise ValueError(f"payload is stored as {type(payload).__name__}, not text")
+        data = decode_payload(payload)
+        if type(data) is not dict:
+            raise ValueError("payload is not a JSON object")
+    except ValueError as exc:
+        raise EventRowDamaged(seq, str(exc)) from None
     if schema != current_schema_version(type_):
         data = upcast(type_, schema, data)
     return RecordedEvent(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -296,3 +297,23 @@ def test_min_seq_answers_409_when_the_view_is_behind(server: Server) -> None:
         response = c.get("/v1/memories", params={"tenant": "acme", "min_seq": head + 1000})
     assert response.status_code == 409 and response.json()["field"] == "min_seq"
     assert response.headers["retry-after"] == "1"
+
+
+def test_a_damaged_row_of_the_servers_own_log_is_a_503_naming_its_seq(tmp_path: Path) -> None:
+    """Not a 422: the request was fine, the store is not (a file edited by hand)."""
+    damaged = start_server(tmp_path / "damaged.db", "--no-scheduler")
+    try:
+        with damaged.client("agent") as c:
+            seq = c.post("/v1/memories", json=save_body("d-1")).json()["seq"]
+        conn = sqlite3.connect(damaged.db, isolation_level=None)
+        conn.execute("DROP TRIGGER events_refuse_update")
+        conn.execute("UPDATE events SET payload = ? WHERE seq = ?", (b"\x00not text", seq))
+        conn.close()
+        with damaged.client("auditor") as c:
+            response = c.get("/v1/memories/d-1/explain")
+        assert response.status_code == 503, response.text
+        body = response.json()
+        assert body["error"] == "log_damaged" and f"event seq {seq}" in body["problem"]
+    finally:
+        damaged.proc.terminate()
+        damaged.proc.wait(timeout=30)

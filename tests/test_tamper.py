@@ -171,3 +171,28 @@ def test_against_a_later_log_extends_the_anchor(filled: Path, run_cli: Cli, cloc
 def test_against_refuses_malformed_anchor(filled: Path, run_cli: Cli) -> None:
     result = run_cli("audit", "verify", "--against", "five:abc")
     assert result.exit_code == 2 and "against" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "stored", [5, b"\xff\x00{}", "{not json", '["an", "array"]'], ids=["number", "blob", "garbage", "array"]
+)
+def test_a_payload_of_the_wrong_type_is_damage_at_its_seq_not_a_crash(
+    filled: Path, run_cli: Cli, stored: object
+) -> None:
+    """SQLite keeps any type in any column of a hand-edited file; every
+    command that decodes the log names the seq (exit 2) instead of raising."""
+    conn = _raw(filled)
+    conn.execute("UPDATE events SET payload = ? WHERE seq = 4", (stored,))
+    conn.close()
+    audit = run_cli("audit", "verify")
+    assert audit.exit_code == 1 and "4" in audit.output
+    for args in (
+        ["rebuild"],
+        ["log", "tail"],
+        ["explain", "m4"],
+        ["projections", "check"],
+        ["export", str(filled) + ".jsonl"],
+    ):
+        result = run_cli(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "event seq 4" in result.stderr and "audit verify" in result.stderr, (args, result.stderr)

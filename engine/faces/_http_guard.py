@@ -21,7 +21,7 @@ from memwarden.engine import (
     StaleView,
 )
 from memwarden.engine._keys import KeyStore, Principal
-from memwarden.events import StorageError
+from memwarden.events import EventRowDamaged, StorageError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger("memwarden.http")
@@ -168,6 +168,12 @@ def install_error_handlers(app: FastAPI) -> None:
         response = error(409, "stale_view", str(exc), "min_seq")
         response.headers["Retry-After"] = "1"
         return response
+
+    @app.exception_handler(EventRowDamaged)
+    async def _damaged(request: Request, exc: EventRowDamaged) -> JSONResponse:
+        # a ValueError, but not the caller's: the server's own log is damaged
+        log.error("log_damaged", seq=exc.seq, error=str(exc), path=request.url.path)
+        return error(503, "log_damaged", str(exc))
 
     @app.exception_handler(StorageError)
     async def _storage(request: Request, exc: StorageError) -> JSONResponse:
