@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import SaveResult, Warden
 from memwarden.events import FrozenClock
 
 from .conftest import Cli
@@ -104,8 +104,9 @@ def test_resync_from_git_show_branch_path(warden: Warden, tmp_path: Path) -> Non
     assert view.usable and view.content == "규칙: 테스트 먼저"
 
 
-def test_a_missing_blob_counts_as_corruption(warden: Warden) -> None:
-    saved = warden.save(
+def save_text(warden: Warden) -> SaveResult:
+    """Memory "m" holding "text", with no source to resync from."""
+    return warden.save(
         memory_id="m",
         kind="external_fact",
         summary="s",
@@ -113,6 +114,10 @@ def test_a_missing_blob_counts_as_corruption(warden: Warden) -> None:
         source_url="https://nowhere",
         scope={"tenant": "acme"},
     )
+
+
+def test_a_missing_blob_counts_as_corruption(warden: Warden) -> None:
+    saved = save_text(warden)
     conn = sqlite3.connect(warden.path, isolation_level=None)
     conn.execute("DELETE FROM blobs WHERE checksum = ?", (saved.checksum,))
     conn.close()
@@ -147,14 +152,7 @@ def test_a_blob_rewritten_with_another_type_or_bad_bytes_is_judged_not_crashed(
 ) -> None:
     """Raw SQL can put any type in the content column (SQLite does not
     enforce BLOB): the read paths and the audit hash whatever bytes are there."""
-    saved = warden.save(
-        memory_id="m",
-        kind="external_fact",
-        summary="s",
-        content="text",
-        source_url="https://nowhere",
-        scope={"tenant": "acme"},
-    )
+    saved = save_text(warden)
     conn = sqlite3.connect(warden.path, isolation_level=None)
     conn.execute("UPDATE blobs SET content = ? WHERE checksum = ?", (stored, saved.checksum))
     conn.close()
