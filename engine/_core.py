@@ -12,7 +12,7 @@ from typing import Any, Self
 import structlog
 from memwarden.events import BlobStore, Clock, SQLiteEventLog, SystemClock, format_ts
 from memwarden.events._sqlite import Synchronous
-from memwarden.projections import Projector
+from memwarden.projections import ProjectionDamaged, Projector
 
 from ._derivation import cascade
 from ._errors import StaleView
@@ -52,7 +52,14 @@ class WardenCore:
         with self.log.transaction() as tx:
             self.projector.install(tx.conn)
             self.blobs = BlobStore(tx.conn)
-        if self.projector.position(self.conn) < self.log.head().seq:
+        try:
+            behind = self.projector.position(self.conn) < self.log.head().seq
+        except ProjectionDamaged as exc:
+            # still open: the audit and `memwarden rebuild` (the repair)
+            # need no view, and every read names the damage
+            log.error("projection_damaged", problem=str(exc))
+            behind = False
+        if behind:
             # a copied database or a new projection: catch up before serving
             self.projector.catch_up(self.conn, lambda after: self.log.read(after_seq=after))
 

@@ -8,13 +8,12 @@ descendants) both need.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction
-from memwarden.projections import SELECT_MEMORIES, fetch_row, row_dict, selector_sql
+from memwarden.projections import SELECT_MEMORIES, fetch_row, parent_refs, row_dict, selector_sql
 
 from ._gate import Decision, ParentState, decide
 
@@ -37,7 +36,7 @@ class Judge:
         return self._rows[memory_id]
 
     def parents(self, row: dict[str, Any], visiting: frozenset[str] = frozenset()) -> list[ParentState]:
-        refs = json.loads(row["derived_from"]) if row["derived_from"] not in (None, "[]") else []
+        refs = parent_refs(row["memory_id"], row["derived_from"])
         states: list[ParentState] = []
         for ref in refs:
             parent = self.row(ref["memory_id"])

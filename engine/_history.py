@@ -313,7 +313,7 @@ def texts_damaged(warden: Warden) -> int:
     damage: each is quarantined and resynced when read, so it is reported,
     not failed on."""
     bad = 0
-    with warden.reading() as conn:
+    with warden.log.snapshot() as conn:  # the blobs, not the view: no view position needed
         for checksum, content in conn.execute(f"SELECT checksum, {CONTENT_BYTES} FROM blobs"):
             if actual_checksum(content) != checksum:
                 bad += 1

@@ -27,6 +27,7 @@ from memwarden.projections import (
     current_policies,
     fetch_row,
     load_revocations,
+    parent_refs,
     revocation_blocks,
     selector_covers,
 )
@@ -129,7 +130,7 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
                     scope={k: row[k] for k in ("tenant", "project", "permission", "user", "agent", "tool")},
                     policy=row["policy"],
                     revocation_version=warden._policy_version(tx.conn, row["policy"]),
-                    derived_from=json.loads(row["derived_from"] or "[]"),
+                    derived_from=parent_refs(memory_id, row["derived_from"]),
                     cache_key=(
                         {"tool": row["tool"], "tool_version": row["tool_version"], "input_hash": row["input_hash"]}
                         if row["tool_version"]
@@ -151,7 +152,7 @@ def _verify_derived(warden: Warden, row: dict[str, Any], *, accept: bool) -> Ver
     with it: it is never silently kept."""
     memory_id = row["memory_id"]
     outcomes = []
-    for ref in json.loads(row["derived_from"]):
+    for ref in parent_refs(memory_id, row["derived_from"]):
         outcomes.append((ref["memory_id"], verify(warden, ref["memory_id"], accept=False).outcome))
     now = warden.clock.now()
     with warden.log.transaction() as tx:

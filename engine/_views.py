@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from memwarden.projections import VIEW_COLUMNS
+from memwarden.projections import VIEW_COLUMNS, parent_refs
 
 from ._gate import Decision
 
@@ -86,7 +85,7 @@ class MemoryView(NamedTuple):
                 v[15],
                 v[16],
                 v[17],
-                json.loads(v[18]) if v[18] not in (None, "[]") else [],
+                parent_refs(v[0], v[18]),
                 v[19],
             )
         )

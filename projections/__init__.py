@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._errors import ProjectionDamaged
 from ._fold import COLUMNS, STATUSES, fold_memory, revoke_row
 from ._rows import (
     SELECT_MEMORIES,
@@ -9,6 +10,7 @@ from ._rows import (
     current_policies,
     fetch_row,
     load_revocations,
+    parent_refs,
     row_dict,
     select_rows,
     select_rows_with_text,
@@ -28,6 +30,7 @@ __all__ = [
     "VIEW_COLUMNS",
     "CheckResult",
     "Projection",
+    "ProjectionDamaged",
     "Projector",
     "StatsProjection",
     "UsableProjection",
@@ -37,6 +40,7 @@ __all__ = [
     "fetch_row",
     "fold_memory",
     "load_revocations",
+    "parent_refs",
     "purge_text_index",
     "revocation_blocks",
     "revoke_row",

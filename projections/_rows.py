@@ -9,6 +9,7 @@ from typing import Any
 
 from memwarden.events import CONTENT_BYTES
 
+from ._errors import ProjectionDamaged
 from ._fold import COLUMNS, SCOPE_COLUMNS
 
 QUOTED_COLUMNS = ", ".join(f'"{c}"' for c in COLUMNS)
@@ -37,6 +38,21 @@ VIEW_COLUMNS = (
     "revoked_by",
     "invalidation_reason",
 )
+
+
+def parent_refs(memory_id: str, derived_from: str | None) -> list[dict[str, Any]]:
+    """The memories a row says it was drawn from (``[{memory_id, version}]``)."""
+    if derived_from is None or derived_from == "[]":
+        return []
+    try:
+        refs = json.loads(derived_from) if isinstance(derived_from, str) else None
+    except ValueError:
+        refs = None
+    if not isinstance(refs, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("memory_id"), str) and type(r.get("version")) is int for r in refs
+    ):
+        raise ProjectionDamaged(f"memory {memory_id}", "derived_from is not a list of {memory_id, version}")
+    return refs
 
 
 def row_dict(values: Sequence[Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from memwarden.events import RecordedEvent, canonical_json
 from memwarden.events._recorded import ROW_COLUMNS, event_from_row
 
+from ._errors import ProjectionDamaged
 from ._stats import StatsProjection
 from ._usable import UsableProjection
 
@@ -88,7 +89,11 @@ class Projector:
 
     def positions(self, conn: sqlite3.Connection) -> dict[str, int]:
         tracked = dict(conn.execute("SELECT name, seq FROM projection_tracking").fetchall())
-        return {p.name: tracked.get(p.name, 0) for p in self.projections}
+        positions = {p.name: tracked.get(p.name, 0) for p in self.projections}
+        for name, seq in positions.items():
+            if type(seq) is not int:
+                raise ProjectionDamaged(f"projection_tracking {name}", f"seq is {seq!r}, not a number")
+        return positions
 
     def position(self, conn: sqlite3.Connection) -> int:
         """The seq every projection has applied (the view's freshness)."""
@@ -205,7 +210,11 @@ class Projector:
             for table, rows in projection.digest_rows(conn).items():
                 h = hashlib.sha256()
                 for row in rows:
-                    h.update(canonical_json(list(row)).encode("utf-8"))
+                    # a blob where text belongs (a hand-edited file) is a
+                    # difference to report, not an error to raise
+                    h.update(
+                        canonical_json([{"blob": v.hex()} if type(v) is bytes else v for v in row]).encode("utf-8")
+                    )
                     h.update(b"\n")
                 out[table] = h.hexdigest()
         return out

@@ -299,21 +299,30 @@ def test_min_seq_answers_409_when_the_view_is_behind(server: Server) -> None:
     assert response.headers["retry-after"] == "1"
 
 
-def test_a_damaged_row_of_the_servers_own_log_is_a_503_naming_its_seq(tmp_path: Path) -> None:
+def test_damage_to_the_servers_own_log_or_view_is_a_503_naming_it(tmp_path: Path) -> None:
     """Not a 422: the request was fine, the store is not (a file edited by hand)."""
     damaged = start_server(tmp_path / "damaged.db", "--no-scheduler")
+
+    def tamper(*statements: str) -> None:
+        conn = sqlite3.connect(damaged.db, isolation_level=None)
+        conn.execute("DROP TRIGGER IF EXISTS events_refuse_update")
+        for statement in statements:
+            conn.execute(statement)
+        conn.close()
+
     try:
         with damaged.client("agent") as c:
             seq = c.post("/v1/memories", json=save_body("d-1")).json()["seq"]
-        conn = sqlite3.connect(damaged.db, isolation_level=None)
-        conn.execute("DROP TRIGGER events_refuse_update")
-        conn.execute("UPDATE events SET payload = ? WHERE seq = ?", (b"\x00not text", seq))
-        conn.close()
+        tamper(f"UPDATE events SET payload = X'006e6f742074657874' WHERE seq = {seq}")
         with damaged.client("auditor") as c:
             response = c.get("/v1/memories/d-1/explain")
         assert response.status_code == 503, response.text
-        body = response.json()
-        assert body["error"] == "log_damaged" and f"event seq {seq}" in body["problem"]
+        assert response.json()["error"] == "log_damaged" and f"event seq {seq}" in response.json()["problem"]
+        tamper("UPDATE memories SET derived_from = '7' WHERE memory_id = 'd-1'")
+        with damaged.client("agent") as c:
+            response = c.get("/v1/memories/d-1")
+        assert response.status_code == 503, response.text
+        assert response.json()["error"] == "projection_damaged" and "memwarden rebuild" in response.json()["problem"]
     finally:
         damaged.proc.terminate()
         damaged.proc.wait(timeout=30)

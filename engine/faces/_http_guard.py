@@ -22,6 +22,7 @@ from memwarden.engine import (
 )
 from memwarden.engine._keys import KeyStore, Principal
 from memwarden.events import EventRowDamaged, StorageError
+from memwarden.projections import ProjectionDamaged
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger("memwarden.http")
@@ -168,6 +169,11 @@ def install_error_handlers(app: FastAPI) -> None:
         response = error(409, "stale_view", str(exc), "min_seq")
         response.headers["Retry-After"] = "1"
         return response
+
+    @app.exception_handler(ProjectionDamaged)
+    async def _view_damaged(request: Request, exc: ProjectionDamaged) -> JSONResponse:
+        log.error("projection_damaged", where=exc.where, error=str(exc), path=request.url.path)
+        return error(503, "projection_damaged", str(exc))
 
     @app.exception_handler(EventRowDamaged)
     async def _damaged(request: Request, exc: EventRowDamaged) -> JSONResponse:
