@@ -12,7 +12,7 @@ from ._core import WardenCore, log
 from ._derivation import Judge
 from ._errors import FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
-from ._views import MemoryView, gate_row
+from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, MemoryView, derivation_row, gate_row
 
 MAX_LIMIT = 10_000
 
@@ -29,7 +29,7 @@ class Reading(WardenCore):
                 raise MemoryNotFound(memory_id)
             values = found[0]
             policy_version = self._policy_version(conn, values[POLICY])
-            parents = Judge(conn, now, current_policies(conn)).parents(_derivation_row(values))
+            parents = Judge(conn, now, current_policies(conn)).parents(derivation_row(values))
         return self._judge(values, policy_version, now, parents)
 
     def _judge(
@@ -171,7 +171,7 @@ class Reading(WardenCore):
                 )
                 policies = current_policies(conn)
                 judge = Judge(conn, now, policies)
-                evidence = {v[0]: judge.parents(_derivation_row(v)) for v in rows if v[DERIVED_FROM] != "[]"}
+                evidence = {v[0]: judge.parents(derivation_row(v)) for v in rows if v[DERIVED_FROM] != "[]"}
             for values in rows:
                 view = self._judge(values, policies.get(values[POLICY], 1), now, evidence.get(values[0], ()))
                 if not with_content:
@@ -198,16 +198,6 @@ class Reading(WardenCore):
                 sql += " AND m.tenant = ?"
                 params.append(tenant)
             return [r[0] for r in conn.execute(sql, params)]
-
-
-STATUS, CHECKSUM, POLICY, DERIVED_FROM = (
-    VIEW_COLUMNS.index(c) for c in ("status", "checksum", "policy", "derived_from")
-)
-
-
-def _derivation_row(values: Sequence[Any]) -> dict[str, Any]:
-    """What ``Judge.parents`` reads of a row selected as ``VIEW_COLUMNS``."""
-    return {"memory_id": values[0], "derived_from": values[DERIVED_FROM]}
 
 
 def _without_content(view: MemoryView) -> MemoryView:

@@ -24,6 +24,7 @@ from memwarden.events import (
 from memwarden.events._models import Identifier, NonEmptyStr, UTCDateTime
 from memwarden.projections import (
     RECHECK,
+    SCOPE_COLUMNS,
     current_policies,
     fetch_row,
     load_revocations,
@@ -127,7 +128,7 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
                     fetched_at=now,
                     expires_at=expires,
                     verified_at=now,
-                    scope={k: row[k] for k in ("tenant", "project", "permission", "user", "agent", "tool")},
+                    scope={k: row[k] for k in SCOPE_COLUMNS},
                     policy=row["policy"],
                     revocation_version=warden._policy_version(tx.conn, row["policy"]),
                     derived_from=parent_refs(memory_id, row["derived_from"]),

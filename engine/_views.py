@@ -12,6 +12,11 @@ from memwarden.projections import VIEW_COLUMNS, parent_refs
 from ._gate import Decision
 
 _view_values = operator.itemgetter(*VIEW_COLUMNS)
+# Every reader of a row by position lives in this module, held to the
+# names by tests/test_query.py.
+STATUS, CHECKSUM, POLICY, DERIVED_FROM = (
+    VIEW_COLUMNS.index(c) for c in ("status", "checksum", "policy", "derived_from")
+)
 
 
 def gate_row(v: Sequence[Any]) -> dict[str, Any]:
@@ -26,6 +31,11 @@ def gate_row(v: Sequence[Any]) -> dict[str, Any]:
         "revoked_by": v[20],
         "invalidation_reason": v[21],
     }
+
+
+def derivation_row(v: Sequence[Any]) -> dict[str, Any]:
+    """What ``Judge.parents`` reads of a row selected as ``VIEW_COLUMNS``."""
+    return {"memory_id": v[0], "derived_from": v[DERIVED_FROM]}
 
 
 class MemoryView(NamedTuple):

@@ -31,20 +31,7 @@ class BlobStore:
 
     def get_bytes(self, checksum: str) -> bytes | None:
         row = self.conn.execute(f"SELECT {CONTENT_BYTES} FROM blobs WHERE checksum = ?", (checksum,)).fetchone()
-        return bytes(row[0]) if row else None
-
-    def get_many(self, checksums: list[str]) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
-        for start in range(0, len(checksums), 500):
-            chunk = checksums[start : start + 500]
-            found.update(
-                (c, bytes(d))
-                for c, d in self.conn.execute(
-                    f"SELECT checksum, {CONTENT_BYTES} FROM blobs WHERE checksum IN ({','.join('?' * len(chunk))})",
-                    chunk,
-                )
-            )
-        return found
+        return row[0] if row else None
 
     def get_text(self, checksum: str) -> str | None:
         """The text only if its bytes still hash to ``checksum``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._errors import ProjectionDamaged
-from ._fold import COLUMNS, STATUSES, fold_memory, revoke_row
+from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, fold_memory, revoke_row
 from ._rows import (
     SELECT_MEMORIES,
     VIEW_COLUMNS,
@@ -25,6 +25,7 @@ __all__ = [
     "COLUMNS",
     "COUNTERS",
     "RECHECK",
+    "SCOPE_COLUMNS",
     "SELECT_MEMORIES",
     "STATUSES",
     "VIEW_COLUMNS",

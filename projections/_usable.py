@@ -67,7 +67,7 @@ SCHEMA = [
 # memories that wait for a re-verification (a partial index's condition).
 # Spelled with OR, not IN: SQLite builds an IN list's lookup table each time
 # a statement runs, and an UPDATE of status evaluates this for every row it
-# writes, so IN cost a cascade's 10,000 single-row updates 28 ms.
+# writes, so IN cost a 10,000-row cascade 28 ms.
 RECHECK = "(status = 'expired' OR status = 'unknown' OR status = 'invalidated')"
 
 _SCOPE_KEY = ("tenant", "project", "last_seq")
