@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ._canonical import canonical_json, chain_hash, envelope_preimage
+from ._canonical import canonical_json, event_hash
 from ._errors import EventIdReused, VersionConflict
 from ._models import Event
 from ._recorded import Head, RecordedEvent
@@ -55,7 +55,7 @@ def prepare_batch(
     for event in events:
         event_id, type_, stream = event.event_id, event.type, event.stream
         payload = event.payload()
-        payload_json = canonical_json(payload)
+        payload_json = canonical_json(payload, floats=event.FLOATS)
         known = existing.get(event_id) or in_batch.get(event_id)
         if known is not None:
             if (known[1], known[2], known[3]) != (type_, stream, payload_json):
@@ -68,21 +68,18 @@ def prepare_batch(
         version = versions[stream] = versions.get(stream, 0) + 1
         seq += 1
         occurred_at = format_ts(event.occurred_at) if event.occurred_at else recorded_at
-        hash_ = chain_hash(
+        hash_ = event_hash(
+            seq,
+            event_id,
+            type_,
+            stream,
+            version,
+            occurred_at,
+            recorded_at,
+            event.actor,
+            event.SCHEMA_VERSION,
+            payload_json,
             prev_hash,
-            envelope_preimage(
-                seq=seq,
-                event_id=event_id,
-                type=type_,
-                stream=stream,
-                stream_version=version,
-                occurred_at=occurred_at,
-                recorded_at=recorded_at,
-                actor=event.actor,
-                schema_version=event.SCHEMA_VERSION,
-                payload_json=payload_json,
-                prev_hash=prev_hash,
-            ),
         )
         records.append(
             RecordedEvent(

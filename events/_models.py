@@ -12,7 +12,7 @@ import secrets
 import time
 from abc import abstractmethod
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -59,6 +59,15 @@ def new_id(prefix: str = "") -> str:
     each batch over a page apiece, and the commit wrote them all.
     """
     return f"{prefix}{time.time_ns() // 1000:014x}{secrets.token_hex(9)}"
+
+
+def holds_float(annotation: Any) -> bool:
+    """Whether a field of this type may hold a float (``Any`` may)."""
+    if annotation is float or annotation is Any or annotation is object:
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return any(holds_float(f.annotation) for f in annotation.model_fields.values())
+    return any(holds_float(arg) for arg in get_args(annotation))
 
 
 class Model(BaseModel):
@@ -118,11 +127,19 @@ class Event(Model):
     """Base of all events. Subclasses fix ``type`` and add payload fields."""
 
     SCHEMA_VERSION: ClassVar[int] = 1
+    # whether a payload may hold a float: canonical_json spells those with
+    # care, and is faster when told there are none
+    FLOATS: ClassVar[bool] = False
 
     type: str
     event_id: Identifier = Field(default_factory=lambda: new_id("ev_"))
     occurred_at: UTCDateTime | None = None
     actor: NonEmptyStr = "system"
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.FLOATS = any(holds_float(f.annotation) for f in cls.model_fields.values())
 
     @property
     @abstractmethod

@@ -91,7 +91,7 @@ def fold_memory(
             "invalidated_by": None,
             "revoked_by": None,
             "quarantined_from": None,
-            "derived_from": canonical_json(p["derived_from"]) if p.get("derived_from") else "[]",
+            "derived_from": canonical_json(p["derived_from"], floats=False) if p.get("derived_from") else "[]",
             "first_seq": row["first_seq"] if row else event.seq,
             "last_seq": event.seq,
         }

@@ -275,11 +275,11 @@ class UsableProjection:
         for e in events:
             memory_id = e.payload["memory_id"]
             if memory_id in in_run:
-                conn.execute(sql, (canonical_json(run),))
+                conn.execute(sql, (canonical_json(run, floats=False),))
                 run, in_run = [], set()
             run.append((e.payload["reason"], e.seq, memory_id, e.payload["version"]))
             in_run.add(memory_id)
-        conn.execute(sql, (canonical_json(run),))
+        conn.execute(sql, (canonical_json(run, floats=False),))
 
     def _flush(
         self,

@@ -200,3 +200,130 @@ def test_sqlite_builds_the_same_preimage(
         prev_hash=prev,
     )
     assert got == expected
+
+
+# -- orjson writes the bytes; json's settings define them -------------------
+
+_json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),  # past 64 bits orjson refuses: json decides
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(min_value=-1e-3, max_value=1e-3),  # where the two spell floats differently
+    st.text(),
+    st.sampled_from(["1e-5", "0.00001", "null", "2026-01-05T09:00:00.000000Z", "evidence-3", "x1e-7y"]),
+)
+_json_values = st.recursive(
+    _json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+def _reference(value: object) -> str:
+    """json's own encoder with the canonical settings: the definition."""
+    from memwarden.events._canonical import _ENCODER
+
+    return _ENCODER.encode(value)
+
+
+def _outcome(encode: object, value: object) -> tuple[str, str]:
+    try:
+        return ("ok", encode(value))  # type: ignore[operator]
+    except (TypeError, ValueError) as exc:  # the same refusal, whichever path
+        return ("refused", type(exc).__name__)
+
+
+@settings(max_examples=500)
+@given(_json_values)
+def test_the_fast_encoder_writes_what_json_defines(value: object) -> None:
+    assert _outcome(canonical_json, value) == _outcome(_reference, value)
+
+
+@given(_json_values)
+def test_floats_false_is_exact_for_data_without_floats(value: object) -> None:
+    def has_float(v: object) -> bool:
+        if isinstance(v, float):
+            return True
+        if isinstance(v, dict):
+            return any(has_float(x) for x in v.values())
+        if isinstance(v, (list, tuple)):
+            return any(has_float(x) for x in v)
+        return False
+
+    if has_float(value):
+        return
+    assert _outcome(lambda v: canonical_json(v, floats=False), value) == _outcome(_reference, value)
+
+
+def test_floats_json_spells_otherwise_take_the_slow_path() -> None:
+    cases = [1e-5, -1.234e-5, 1.5e-7, 2.5e-9, 1e-10, 0.5, 1e16, 123.0, [1e-6, "0.00001"], {"t": 0.0001}]
+    for value in cases:
+        assert canonical_json(value) == _reference(value)
+    for value in (float("nan"), float("inf"), {"x": [float("-inf")]}):
+        assert _outcome(canonical_json, value) == ("refused", "ValueError")
+
+
+def test_every_code_point_is_escaped_as_json_escapes_it() -> None:
+    from json.encoder import encode_basestring
+
+    import orjson
+
+    # the envelope preimage relies on it: one string per code point but the surrogates
+    text = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    assert orjson.dumps(text).decode("utf-8") == encode_basestring(text)
+    for c in range(0x80):
+        assert orjson.dumps(chr(c)).decode("utf-8") == encode_basestring(chr(c))
+
+
+def test_datetimes_models_enums_and_uuids_encode_alike() -> None:
+    import enum
+    import uuid
+
+    from memwarden.events import Scope
+
+    class Colour(enum.Enum):
+        RED = "red"
+
+    value = {
+        "at": datetime(2026, 1, 5, 18, 0, tzinfo=KST),
+        "scope": Scope(tenant="서울", project="p"),
+        "colour": Colour.RED,
+        "id": uuid.UUID(int=7),
+        "set": frozenset({"b", "a"}),
+    }
+    assert canonical_json(value) == _reference(value)
+    assert '"at":"2026-01-05T09:00:00.000000Z"' in canonical_json(value)
+
+
+def test_only_readback_events_may_hold_floats() -> None:
+    from typing import Any
+
+    from memwarden.events._models import EVENT_TYPES, holds_float
+
+    assert {t for t, cls in EVENT_TYPES.items() if cls.FLOATS} == {"readback.confirmed", "readback.failed"}
+    assert holds_float(float) and holds_float(int | float) and holds_float(dict[str, Any])
+    assert not holds_float(tuple[str, ...]) and not holds_float(datetime | None)
+
+
+def test_event_hash_is_chain_hash_of_the_preimage() -> None:
+    from memwarden.events._canonical import chain_hash, event_hash
+
+    fields = dict(
+        seq=7,
+        event_id='ev_서울\n"x"',
+        type="memory.saved",
+        stream="m1",
+        stream_version=2,
+        occurred_at="2026-01-05T09:00:00.000000Z",
+        recorded_at="2026-01-05T09:00:00.000000Z",
+        actor="에이전트",
+        schema_version=1,
+        payload_json='{"a":"\\u0001"}',
+        prev_hash="ab" * 32,
+    )
+    assert event_hash(*fields.values()) == chain_hash("ab" * 32, envelope_preimage(**fields))
