@@ -42,7 +42,8 @@ def prepare_batch(
 
     expected = _expected_by_stream(events, expected_version)
     existing = find_existing([e.event_id for e in events])
-    versions = stream_versions(list({e.stream for e in events if e.event_id not in existing}))
+    streams = [e.stream for e in events]  # a property: read once
+    versions = stream_versions(list({s for e, s in zip(events, streams) if e.event_id not in existing}))
     now = format_ts(clock.now())
     # recorded_at never goes backwards, so the log can be cut by time with a
     # binary search on seq, and a clock step back cannot reorder history.
@@ -50,14 +51,14 @@ def prepare_batch(
 
     batch = PreparedBatch()
     records, positions = batch.records, batch.positions
-    in_batch: dict[str, Existing] = {}
+    in_batch: dict[str, int] = {}  # event_id -> its index in records
     seq, prev_hash = head.seq, head.hash
-    for event in events:
-        event_id, type_, stream = event.event_id, event.type, event.stream
+    for event, stream in zip(events, streams):
+        event_id, type_, actor, schema_version = event.event_id, event.type, event.actor, event.SCHEMA_VERSION
         payload = event.payload()
         payload_json = canonical_json(payload, floats=event.FLOATS)
-        known = existing.get(event_id) or in_batch.get(event_id)
-        if known is not None:
+        if event_id in existing or event_id in in_batch:
+            known = existing.get(event_id) or _existing_of(records[in_batch[event_id]])
             if (known[1], known[2], known[3]) != (type_, stream, payload_json):
                 raise EventIdReused(event_id, known[0])
             positions.append(known[0])
@@ -76,11 +77,12 @@ def prepare_batch(
             version,
             occurred_at,
             recorded_at,
-            event.actor,
-            event.SCHEMA_VERSION,
+            actor,
+            schema_version,
             payload_json,
             prev_hash,
         )
+        in_batch[event_id] = len(records)
         records.append(
             RecordedEvent(
                 seq,
@@ -90,19 +92,22 @@ def prepare_batch(
                 version,
                 occurred_at,
                 recorded_at,
-                event.actor,
-                event.SCHEMA_VERSION,
+                actor,
+                schema_version,
                 payload,
                 prev_hash,
                 hash_,
                 payload_json,
             )
         )
-        in_batch[event_id] = (seq, type_, stream, payload_json)
         positions.append(seq)
         prev_hash = hash_
     batch.head = Head(seq, prev_hash, recorded_at if batch.records else head.recorded_at)
     return batch
+
+
+def _existing_of(record: RecordedEvent) -> Existing:
+    return (record.seq, record.type, record.stream, record.payload_json)
 
 
 def expected_version_of(expected_version: int | dict[str, int] | None, stream: str) -> int:

@@ -155,8 +155,8 @@ class Event(Model):
         # model_dump() without its wrapper, and the envelope dropped
         # afterwards (cheaper than pydantic's exclude=): this runs per append
         data = type(self).__pydantic_serializer__.to_python(self, mode="json", exclude_none=True)
-        for name in ENVELOPE_FIELDS:
-            data.pop(name, None)
+        del data["type"], data["event_id"], data["actor"]  # never None
+        data.pop("occurred_at", None)
         return data
 
 

@@ -64,6 +64,18 @@ def test_strict_fields(field: str, value: object, message: str) -> None:
         saved(1, **{field: value})
 
 
+def test_a_payload_holds_no_envelope_field() -> None:
+    from datetime import UTC
+
+    from memwarden.events._models import ENVELOPE_FIELDS
+
+    for occurred_at in (None, datetime(2026, 1, 5, 9, tzinfo=UTC)):
+        event = saved(1).model_copy(update={"occurred_at": occurred_at, "actor": "에이전트"})
+        payload = event.payload()
+        assert not ENVELOPE_FIELDS & payload.keys()
+        assert payload["memory_id"] == "m1" and payload["fetched_at"].endswith("Z")
+
+
 def test_discriminated_union_on_type() -> None:
     event = saved(1)
     data = {"type": "memory.saved", **event.payload(), "event_id": event.event_id}

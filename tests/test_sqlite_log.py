@@ -43,6 +43,15 @@ def test_same_event_again_is_a_no_op_returning_the_original_seq(fresh_log: SQLit
     assert fresh_log.count() == 3
 
 
+def test_the_same_event_twice_in_one_batch_is_written_once(fresh_log: SQLiteEventLog) -> None:
+    event = saved(1)
+    assert fresh_log.append([event, saved(2), event]) == [1, 2, 1]
+    assert fresh_log.count() == 2
+    with pytest.raises(EventIdReused, match="ev-twice"):
+        fresh_log.append([saved(3, event_id="ev-twice"), saved(4, event_id="ev-twice")])
+    assert fresh_log.count() == 2
+
+
 def test_a_different_event_under_a_used_event_id_is_refused(fresh_log: SQLiteEventLog) -> None:
     fresh_log.append([saved(1, event_id="ev-fixed")])
     with pytest.raises(EventIdReused, match="ev-fixed.*seq 1"):
