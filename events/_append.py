@@ -43,7 +43,7 @@ def prepare_batch(
     expected = _expected_by_stream(events, expected_version)
     existing = find_existing([e.event_id for e in events])
     streams = [e.stream for e in events]  # a property: read once
-    versions = stream_versions(list({s for e, s in zip(events, streams) if e.event_id not in existing}))
+    versions = stream_versions(list({s for e, s in zip(events, streams, strict=True) if e.event_id not in existing}))
     now = format_ts(clock.now())
     # recorded_at never goes backwards, so the log can be cut by time with a
     # binary search on seq, and a clock step back cannot reorder history.
@@ -53,7 +53,7 @@ def prepare_batch(
     records, positions = batch.records, batch.positions
     in_batch: dict[str, int] = {}  # event_id -> its index in records
     seq, prev_hash = head.seq, head.hash
-    for event, stream in zip(events, streams):
+    for event, stream in zip(events, streams, strict=True):
         event_id, type_, actor, schema_version = event.event_id, event.type, event.actor, event.SCHEMA_VERSION
         payload = event.payload()
         payload_json = canonical_json(payload, floats=event.FLOATS)
