@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ._canonical import canonical_json, event_hash
+from ._canonical import canonical_json, chain_hash, preimage_bytes
 from ._errors import EventIdReused, VersionConflict
 from ._models import Event
 from ._recorded import Head, RecordedEvent
@@ -69,7 +69,7 @@ def prepare_batch(
         version = versions[stream] = versions.get(stream, 0) + 1
         seq += 1
         occurred_at = format_ts(event.occurred_at) if event.occurred_at else recorded_at
-        hash_ = event_hash(
+        preimage = preimage_bytes(
             seq,
             event_id,
             type_,
@@ -82,6 +82,7 @@ def prepare_batch(
             payload_json,
             prev_hash,
         )
+        hash_ = chain_hash(prev_hash, preimage)
         in_batch[event_id] = len(records)
         records.append(
             RecordedEvent(

@@ -141,11 +141,11 @@ def envelope_preimage(
     """``canonical_json`` of the envelope without its hash, built directly.
 
     It splices the already-canonical payload text in place instead of
-    decoding and re-encoding it: ``verify_chain`` runs this for every event.
-    ``tests/test_canonical.py`` proves it equal to ``canonical_json`` of the
-    same envelope, so there is still one encoding.
+    decoding and re-encoding it. ``tests/test_canonical.py`` proves it equal
+    to ``canonical_json`` of the same envelope, so there is still one
+    encoding.
     """
-    return _preimage(
+    return preimage_bytes(
         seq,
         event_id,
         type,
@@ -160,40 +160,7 @@ def envelope_preimage(
     ).decode("utf-8")
 
 
-def event_hash(
-    seq: int,
-    event_id: str,
-    type: str,
-    stream: str,
-    stream_version: int,
-    occurred_at: str,
-    recorded_at: str,
-    actor: str,
-    schema_version: int,
-    payload_json: str,
-    prev_hash: str,
-    /,
-) -> str:
-    """``chain_hash(prev_hash, envelope_preimage(...))`` without the round
-    trip through ``str``: the append path hashes every event with it.
-    Positional (in ``ROW_COLUMNS`` order), as keywords cost a fifth more."""
-    preimage = _preimage(
-        seq,
-        event_id,
-        type,
-        stream,
-        stream_version,
-        occurred_at,
-        recorded_at,
-        actor,
-        schema_version,
-        payload_json,
-        prev_hash,
-    )
-    return hashlib.sha256(prev_hash.encode("utf-8") + preimage).hexdigest()
-
-
-def _preimage(
+def preimage_bytes(
     seq: int,
     event_id: str,
     type_: str,
@@ -205,7 +172,11 @@ def _preimage(
     schema_version: int,
     payload_json: str,
     prev_hash: str,
+    /,
 ) -> bytes:
+    """``envelope_preimage`` as the UTF-8 bytes the hash takes, positional
+    (in ``ROW_COLUMNS`` order): the append path runs it per event, and
+    keywords cost a fifth more."""
     # Keys in sorted order already; orjson escapes strings exactly as json's
     # encode_basestring does (every code point but lone surrogates, checked
     # in tests/test_canonical.py), at half the cost of formatting by hand.
@@ -235,6 +206,8 @@ def _preimage(
         ).encode()
 
 
-def chain_hash(prev_hash: str, preimage: str) -> str:
+def chain_hash(prev_hash: str, preimage: str | bytes) -> str:
     """``sha256(prev_hash + canonical_json(envelope without hash))``."""
-    return hashlib.sha256((prev_hash + preimage).encode("utf-8")).hexdigest()
+    if isinstance(preimage, str):
+        preimage = preimage.encode("utf-8")
+    return hashlib.sha256(prev_hash.encode("utf-8") + preimage).hexdigest()

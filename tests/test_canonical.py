@@ -310,8 +310,8 @@ def test_only_readback_events_may_hold_floats() -> None:
     assert not holds_float(tuple[str, ...]) and not holds_float(datetime | None)
 
 
-def test_event_hash_is_chain_hash_of_the_preimage() -> None:
-    from memwarden.events._canonical import chain_hash, event_hash
+def test_the_preimage_bytes_are_the_envelope_preimage() -> None:
+    from memwarden.events._canonical import chain_hash, preimage_bytes
 
     fields = dict(
         seq=7,
@@ -326,4 +326,6 @@ def test_event_hash_is_chain_hash_of_the_preimage() -> None:
         payload_json='{"a":"\\u0001"}',
         prev_hash="ab" * 32,
     )
-    assert event_hash(*fields.values()) == chain_hash("ab" * 32, envelope_preimage(**fields))
+    text = envelope_preimage(**fields)
+    assert preimage_bytes(*fields.values()) == text.encode("utf-8")
+    assert chain_hash("ab" * 32, preimage_bytes(*fields.values())) == chain_hash("ab" * 32, text)
