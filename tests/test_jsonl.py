@@ -177,3 +177,25 @@ def test_jsonl_log_cuts_a_torn_unacknowledged_tail(tmp_path: Path, clock: Frozen
     assert reopened.head().seq == 2
     assert reopened.append([saved(3)]) == [3]
     assert verify_file(path) == 3
+
+
+@pytest.mark.parametrize("latency_ms", [0.00001, 1.5e-07, 0.25, 1e16])
+def test_floats_orjson_spells_otherwise_round_trip_byte_exact(
+    warden: Warden, tmp_path: Path, latency_ms: float
+) -> None:
+    """A read-back latency under 1e-4 is stored as json writes it (1e-05,
+    not orjson's 0.00001): export, import and an idempotent re-append all
+    re-encode it, and each must give the very bytes the hash covers."""
+    from memwarden.events import ReadbackConfirmed
+
+    event = ReadbackConfirmed(revocation_id="rev-1", paths_checked=("query",), covered=0, latency_ms=latency_ms)
+    (seq,) = warden.log.append([event])
+    stored = next(warden.log.read(after_seq=seq - 1, until_seq=seq)).payload_json
+    assert f'"latency_ms":{json.dumps(latency_ms)}' in stored
+    assert warden.log.append([event]) == [seq]  # re-encoded, found equal: no EventIdReused
+    path = tmp_path / "floats.jsonl"
+    warden.export(path)
+    other = Warden(tmp_path / "other.db")
+    assert other.import_log(path) == seq
+    assert [e.hash for e in other.log.read()] == [e.hash for e in warden.log.read()]
+    other.close()
