@@ -62,8 +62,9 @@ def new_id(prefix: str = "") -> str:
 
 
 def holds_float(annotation: Any) -> bool:
-    """Whether a field of this type may hold a float (``Any`` may)."""
-    if annotation is float or annotation is Any or annotation is object:
+    """Whether a field of this type may hold a float (``Any`` may, and so
+    does ``Literal[0.5]``)."""
+    if annotation is float or annotation is Any or annotation is object or isinstance(annotation, float):
         return True
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return any(holds_float(f.annotation) for f in annotation.model_fields.values())

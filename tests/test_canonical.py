@@ -307,6 +307,9 @@ def test_only_readback_events_may_hold_floats() -> None:
 
     assert {t for t, cls in EVENT_TYPES.items() if cls.FLOATS} == {"readback.confirmed", "readback.failed"}
     assert holds_float(float) and holds_float(int | float) and holds_float(dict[str, Any])
+    from typing import Literal
+
+    assert holds_float(Literal["a", 0.5]) and not holds_float(Literal[0, "a"])
     assert not holds_float(tuple[str, ...]) and not holds_float(datetime | None)
 
 
