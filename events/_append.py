@@ -51,14 +51,14 @@ def prepare_batch(
 
     batch = PreparedBatch()
     records, positions = batch.records, batch.positions
-    in_batch: dict[str, int] = {}  # event_id -> its index in records
+    in_batch: dict[str, RecordedEvent] = {}
     seq, prev_hash = head.seq, head.hash
     for event, stream in zip(events, streams, strict=True):
         event_id, type_, actor, schema_version = event.event_id, event.type, event.actor, event.SCHEMA_VERSION
         payload = event.payload()
         payload_json = canonical_json(payload, floats=event.FLOATS)
         if event_id in existing or event_id in in_batch:
-            known = existing.get(event_id) or _existing_of(records[in_batch[event_id]])
+            known = existing.get(event_id) or _existing_of(in_batch[event_id])
             if (known[1], known[2], known[3]) != (type_, stream, payload_json):
                 raise EventIdReused(event_id, known[0])
             positions.append(known[0])
@@ -83,24 +83,22 @@ def prepare_batch(
             prev_hash,
         )
         hash_ = chain_hash(prev_hash, preimage)
-        in_batch[event_id] = len(records)
-        records.append(
-            RecordedEvent(
-                seq,
-                event_id,
-                type_,
-                stream,
-                version,
-                occurred_at,
-                recorded_at,
-                actor,
-                schema_version,
-                payload,
-                prev_hash,
-                hash_,
-                payload_json,
-            )
+        record = in_batch[event_id] = RecordedEvent(
+            seq,
+            event_id,
+            type_,
+            stream,
+            version,
+            occurred_at,
+            recorded_at,
+            actor,
+            schema_version,
+            payload,
+            prev_hash,
+            hash_,
+            payload_json,
         )
+        records.append(record)
         positions.append(seq)
         prev_hash = hash_
     batch.head = Head(seq, prev_hash, recorded_at if batch.records else head.recorded_at)

@@ -301,14 +301,12 @@ def test_datetimes_models_enums_and_uuids_encode_alike() -> None:
 
 
 def test_only_readback_events_may_hold_floats() -> None:
-    from typing import Any
+    from typing import Any, Literal
 
     from memwarden.events._models import EVENT_TYPES, holds_float
 
     assert {t for t, cls in EVENT_TYPES.items() if cls.FLOATS} == {"readback.confirmed", "readback.failed"}
     assert holds_float(float) and holds_float(int | float) and holds_float(dict[str, Any])
-    from typing import Literal
-
     assert holds_float(Literal["a", 0.5]) and not holds_float(Literal[0, "a"])
     assert not holds_float(tuple[str, ...]) and not holds_float(datetime | None)
 
