@@ -140,16 +140,18 @@ class Scheduler:
                 ).fetchall()
             )
         items = [d for d in self.warden.due() if d.memory_id in kind_of]
-        now = time.monotonic()
+        # the warden's clock, so a frozen clock governs the waits too
+        now = self.warden.clock.now().timestamp()
         ready = [d for d in items if self.backoff.ready(_host(d.source_url), now)]
-
-        def one(memory_id: str, url: str) -> VerifyResult:
-            result = self.warden.verify(memory_id)
-            self.backoff.record(_host(url), result.outcome != "failed", time.monotonic())
-            return result
-
         with ThreadPoolExecutor(max_workers=max(self.concurrency, 1)) as pool:
-            return list(pool.map(lambda d: one(d.memory_id, d.source_url), ready))
+            results = list(pool.map(lambda d: self.warden.verify(d.memory_id), ready))
+        # recorded after the round in due order, not as the threads finish: a
+        # host that both served and failed in one round ends where its last
+        # due memory left it, whatever order the threads ran in
+        done = self.warden.clock.now().timestamp()
+        for d, result in zip(ready, results, strict=True):
+            self.backoff.record(_host(d.source_url), result.outcome != "failed", done)
+        return results
 
     def run_once(self) -> dict[str, Any]:
         """Every job once (catching up on whatever came due meanwhile)."""
@@ -230,7 +232,10 @@ class Scheduler:
 
 
 def _host(url: str) -> str:
-    return urlparse(url).netloc or url.split(":", 1)[0]
+    """What a failure backs off: a network source's host; otherwise the source
+    itself (one callable, one file, one repository), so that one failing
+    callable does not hold back every other."""
+    return urlparse(url).netloc or url
 
 
 SchedulerFactory = Callable[["Warden"], Scheduler]
