@@ -302,10 +302,17 @@ def test_sigterm_stops_cleanly(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)
+    assert proc.stderr is not None
+    # signalled once its handlers are in place (it says so), however slowly it started
+    lines = []
+    while not any("scheduler running" in line for line in lines):
+        line = proc.stderr.readline()
+        assert line, "".join(lines)  # it exited before it was running
+        lines.append(line)
+    time.sleep(0.5)  # a run or two of the jobs
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0, "".join(lines) + err
 
 
 def test_revoke_wait_prints_the_readback_latency(run_cli: Cli, warden: Warden) -> None:
