@@ -10,7 +10,7 @@ from json.encoder import encode_basestring
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, NamedTuple, Protocol
 
-from ._canonical import GENESIS_HASH, canonical_json, chain_hash, envelope_preimage
+from ._canonical import GENESIS_HASH, canonical_json, chain_hash, preimage_bytes
 from ._errors import EventRowDamaged
 from ._models import EVENT_TYPES, Event, event_from_parts
 
@@ -124,23 +124,8 @@ Row = tuple[int, str, str, str, int, str, str, str, int, str, str, str]
 
 def row_hash(row: Row) -> str:
     """The hash a stored row should carry, recomputed from its content."""
-    seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, payload, prev, _ = row
-    return chain_hash(
-        prev,
-        envelope_preimage(
-            seq=seq,
-            event_id=event_id,
-            type=type_,
-            stream=stream,
-            stream_version=sv,
-            occurred_at=occurred,
-            recorded_at=recorded,
-            actor=actor,
-            schema_version=schema,
-            payload_json=payload,
-            prev_hash=prev,
-        ),
-    )
+    # preimage_bytes takes its fields in ROW_COLUMNS order: the row up to its hash
+    return chain_hash(row[10], preimage_bytes(*row[:11]))
 
 
 # The C scanner behind json.loads, called directly: a rebuild decodes every

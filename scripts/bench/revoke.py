@@ -33,6 +33,7 @@ from pathlib import Path
 from _common import Metric, arguments, report, scratch_dir
 from memwarden.engine import Scheduler, Warden
 from memwarden.events import MemorySaved, ParentRef, Scope, canonical_json, content_checksum
+from memwarden.events._recorded import ROW_COLUMNS
 from query import fill
 
 
@@ -187,32 +188,23 @@ def write_floor(w: Warden, after_seq: int, root: str, floor_root: str, size: int
     or cascade walk: the floor under the engine's commit, in ms."""
     conn = w.conn
     (base,) = conn.execute("SELECT coalesce(max(seq), 0) FROM floor_events").fetchone()
-    rows = [
-        (
-            base + n + 1,
-            f"floor:{event_id}",
-            type_,
-            f"floor:{stream}",
-            *rest[:5],
-            payload.replace(root, floor_root),
-            *rest[5:],
+    found = conn.execute(
+        f"SELECT {ROW_COLUMNS} FROM events WHERE seq >= ? AND type IN ('revocation.issued', 'memory.invalidated') "
+        "ORDER BY seq",
+        (after_seq,),
+    )
+    rows = []
+    for n, (_, event_id, type_, stream, *envelope, payload, prev_hash, hash_) in enumerate(found):
+        rows.append(
+            (base + n + 1, f"floor:{event_id}", type_, f"floor:{stream}", *envelope)
+            + (payload.replace(root, floor_root), prev_hash, hash_)
         )
-        for n, (event_id, type_, stream, payload, *rest) in enumerate(
-            conn.execute(
-                "SELECT event_id, type, stream, payload, stream_version, occurred_at, recorded_at, actor, "
-                "schema_version, prev_hash, hash FROM events WHERE seq >= ? AND type IN "
-                "('revocation.issued', 'memory.invalidated') ORDER BY seq",
-                (after_seq,),
-            )
-        )
-    ]
     assert len(rows) == size + 1, len(rows)
     taken = canonical_json([[base + n + 2, f"{floor_root}-d{n}"] for n in range(size)], floats=False)
     started = time.perf_counter()
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany(
-        "INSERT INTO floor_events (seq, event_id, type, stream, stream_version, occurred_at, recorded_at, actor, "
-        "schema_version, payload, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        f"INSERT INTO floor_events ({ROW_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         rows,
     )
     conn.execute("UPDATE memories SET status = 'revoked', reason = 'revoked' WHERE memory_id = ?", (floor_root,))
