@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from ._access import EVERYONE, Access
 from ._errors import (
+    AmbiguousMemory,
     ChecksumMismatch,
     FetchFailed,
     InvalidInput,
     MemoryErased,
+    MemoryIdTaken,
     MemoryNotFound,
     RevocationNotFound,
     RevokedScope,
@@ -24,7 +27,10 @@ from ._warden import Warden
 
 __all__ = [
     "ACTIONS",
+    "EVERYONE",
     "REASONS",
+    "Access",
+    "AmbiguousMemory",
     "ChecksumMismatch",
     "Decision",
     "DueItem",
@@ -35,6 +41,7 @@ __all__ = [
     "InvalidInput",
     "KindRule",
     "MemoryErased",
+    "MemoryIdTaken",
     "MemoryNotFound",
     "MemoryView",
     "RevocationNotFound",

@@ -8,6 +8,7 @@ from typing import Any
 from memwarden.events import Scope, canonical_json, sha256_hex
 from memwarden.projections import fetch_row
 
+from ._access import EVERYONE, Access
 from ._errors import InvalidInput, MemoryNotFound
 from ._reading import Reading
 from ._saving import Saving
@@ -30,6 +31,7 @@ class Caching(Saving, Reading):
         ttl: timedelta | str | None = None,
         kind: str = "tool_result",
         actor: str = "agent",
+        access: Access = EVERYONE,
     ) -> SaveResult:
         """Store a tool result under its full cache key (tool, version, input, scope)."""
         scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
@@ -44,20 +46,27 @@ class Caching(Saving, Reading):
             ttl=ttl,
             cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash},
             actor=actor,
+            access=access,
         )
 
     def cache_get(
-        self, *, tool: str, tool_version: str, input_hash: str, scope: Scope | dict[str, Any]
+        self,
+        *,
+        tool: str,
+        tool_version: str,
+        input_hash: str,
+        scope: Scope | dict[str, Any],
+        access: Access = EVERYONE,
     ) -> tuple[bool, MemoryView | None, str]:
         """(hit, view, reason): a hit only if every key part matches and it is usable."""
         scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
         key = _cache_id(tool, tool_version, input_hash, scope_model)
         try:
-            view = self.get(key)
+            view = self.get(key, tenant=scope_model.tenant, access=access)
         except MemoryNotFound:
             return False, None, "miss"
         with self.reading() as conn:
-            row = fetch_row(conn, key)
+            row = fetch_row(conn, scope_model.tenant, key)
         expected = {
             **scope_model.model_dump(),
             "tool": scope_model.tool or tool,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -10,12 +11,13 @@ from pathlib import Path
 from typing import Any, Self
 
 import structlog
-from memwarden.events import BlobStore, Clock, SQLiteEventLog, SystemClock, format_ts
+from memwarden.events import Clock, LegacyTenants, SQLiteEventLog, SystemClock, TextStore, format_ts
 from memwarden.events._sqlite import Synchronous
-from memwarden.projections import ProjectionDamaged, Projector
+from memwarden.projections import SELECT_MEMORIES, ProjectionDamaged, Projector, row_dict
 
+from ._access import EVERYONE, Access
 from ._derivation import cascade
-from ._errors import StaleView
+from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
 from ._policy import TtlPolicy
 
@@ -50,8 +52,9 @@ class WardenCore:
         self.conn = self.log.conn
         self.log.reactors.append(cascade)
         with self.log.transaction() as tx:
+            self.texts = TextStore(tx.conn)
+            migrate_blobs(tx.conn, self.texts, self.log.legacy_tenants)
             self.projector.install(tx.conn)
-            self.blobs = BlobStore(tx.conn)
         try:
             behind = self.projector.position(self.conn) < self.log.head().seq
         except ProjectionDamaged as exc:
@@ -108,8 +111,59 @@ class WardenCore:
         row = conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
         return row[0] if row else 1
 
+    def find_row(
+        self, conn: sqlite3.Connection, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE
+    ) -> dict[str, Any]:
+        """The row of the memory a caller names: by id, in ``tenant`` when
+        given, and only among the memories ``access`` allows (in the query
+        itself). One the caller may not see is ``MemoryNotFound``, word for
+        word as one that does not exist; an id held in more than one of the
+        caller's tenants needs the tenant named."""
+        if not isinstance(memory_id, str) or not memory_id:
+            raise MemoryNotFound(str(memory_id))
+        allowed, params = access.where()
+        where = f"memory_id = ? AND {allowed}"
+        args: list[Any] = [memory_id, *params]
+        if tenant is not None:
+            where += " AND tenant = ?"
+            args.append(tenant)
+        found = conn.execute(f"{SELECT_MEMORIES} WHERE {where} LIMIT 2", args).fetchall()
+        if not found:
+            raise MemoryNotFound(memory_id)
+        if len(found) > 1:
+            raise AmbiguousMemory(memory_id)
+        return row_dict(found[0])
+
     # -- save -------------------------------------------------------------------
 
     def transaction(self) -> Any:
         """A write transaction for callers composing several appends."""
         return self.log.transaction()
+
+
+def migrate_blobs(conn: sqlite3.Connection, texts: TextStore, tenants: LegacyTenants) -> None:
+    """A database from before per-memory texts kept contents shared by
+    checksum (``blobs``) and summaries in the hashed payloads: give every
+    saved version its own texts, none to an erased memory, and drop the
+    shared table. The log is not touched."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").fetchone() is None:
+        return
+    erased = {stream for (stream,) in conn.execute("SELECT DISTINCT stream FROM events WHERE type = 'memory.erased'")}
+    saves = conn.execute(
+        "SELECT stream, payload FROM events WHERE type = 'memory.saved' AND schema_version = 1 ORDER BY seq"
+    ).fetchall()
+    moved = 0
+    for stream, payload in saves:
+        if stream in erased:
+            continue
+        p = json.loads(payload)
+        tenant = tenants(stream) or p["scope"]["tenant"]
+        blob = conn.execute("SELECT CAST(content AS BLOB) FROM blobs WHERE checksum = ?", (p["content_checksum"],))
+        data = blob.fetchone()
+        content = None
+        if data is not None and data[0] is not None:
+            content = bytes(data[0]).decode("utf-8", "replace")
+        texts.put(tenant, p["memory_id"], p["version"], p.get("summary"), content)
+        moved += 1
+    conn.execute("DROP TABLE blobs")
+    log.warning("texts_migrated", versions=moved, note="per-memory texts replace the shared blob table")

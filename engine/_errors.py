@@ -66,3 +66,23 @@ class FetchFailed(OSError):
         super().__init__(f"fetching {source}: {problem}")
         self.source = source
         self.problem = problem
+
+
+class AmbiguousMemory(InvalidInput):
+    """An id the caller may see in more than one of its tenants."""
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__("tenant", f"memory {memory_id!r} exists in more than one of your tenants: name the tenant")
+        self.memory_id = memory_id
+
+
+class MemoryIdTaken(PermissionError):
+    """A save by a key bound to one agent, of an id another agent of the
+    tenant holds: tenants share their ids, and a bound key cannot take one over."""
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(
+            f"memory {memory_id!r}: this id is in use in the tenant and this key, bound to one agent, "
+            "cannot write to it; choose another id"
+        )
+        self.memory_id = memory_id

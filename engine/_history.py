@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from memwarden.events import (
     CONTENT_BYTES,
+    TEXT_JOIN,
     LogDamaged,
     actual_checksum,
+    memory_stream,
+    read_texts,
     read_verified,
-    verify_file,
+    verify_export,
     write_export,
 )
 from memwarden.events._recorded import event_from_row
@@ -25,13 +28,15 @@ from memwarden.projections import (
     Projector,
     StatsProjection,
     UsableProjection,
-    blob_text,
     current_policies,
     fold_memory,
     revoke_row,
     select_rows,
+    stored_texts,
+    summaries,
 )
 
+from ._access import EVERYONE, Access
 from ._derivation import Judge
 from ._errors import InvalidInput, MemoryNotFound
 from ._gate import decide
@@ -86,37 +91,56 @@ def replay(
     try:
         judge = Judge(conn, when, current_policies(conn))
         where, params = ("tenant = ?", [tenant]) if tenant is not None else ("1", [])
-        memories = []
-        for row in select_rows(conn, where, params, "ORDER BY memory_id"):
-            decision = judge.decide(row)
-            if decision.usable or include_unusable:
-                view = MemoryView.of(row, decision, None).as_dict()
-                view.pop("content")
-                memories.append(view)
+        shown = [
+            (row, decision)
+            for row in select_rows(conn, where, params, "ORDER BY tenant, memory_id")
+            if (decision := judge.decide(row)).usable or include_unusable
+        ]
     finally:
         conn.close()
+    # the past shows that a memory existed, never a text erased since
+    with warden.reading() as live:
+        labels = summaries(live, [row for row, _ in shown])
+    memories = []
+    for row, decision in shown:
+        view = MemoryView.of(row, decision, None, labels.get((row["tenant"], row["memory_id"]))).as_dict()
+        view.pop("content")
+        memories.append(view)
     return {"as_of": when, "seq": point, "memories": memories}
 
 
-def explain(warden: Warden, memory_id: str, *, as_of: str | None = None) -> dict[str, Any]:
+def explain(
+    warden: Warden,
+    memory_id: str,
+    *,
+    tenant: str | None = None,
+    access: Access = EVERYONE,
+    as_of: str | None = None,
+) -> dict[str, Any]:
     """The memory's history, the status after each step, and the gate's
     answer at ``as_of`` (default now). Uses the projection's own fold, so
-    the story told here is the one the view was built from."""
+    the story told here is the one the view was built from. The memory is
+    found among those ``access`` allows, as every read finds it."""
     if as_of is not None:
         point, when = resolve_point(warden, as_of=as_of)
     else:
         point, when = warden.log.head().seq, warden.now()
+    with warden.reading() as conn:
+        tenant = warden.find_row(conn, memory_id, tenant=tenant, access=access)["tenant"]
+    streams = (memory_stream(tenant, memory_id), memory_id)  # the second: its stream before schema 2
     row: dict[str, Any] | None = None
     revocations: list[dict[str, Any]] = []
     policies: dict[str, int] = {}
     history: list[dict[str, Any]] = []
     rows = warden.log.rows(
-        0, point, f"stream = ? OR type IN ({','.join('?' * len(_CONTEXT_TYPES))})", [memory_id, *_CONTEXT_TYPES]
+        0, point, f"stream IN (?, ?) OR type IN ({','.join('?' * len(_CONTEXT_TYPES))})", [*streams, *_CONTEXT_TYPES]
     )
     for raw in rows:
-        event = event_from_row(raw)
+        event = event_from_row(raw, warden.log.legacy_tenants)
         note: str | None = None
-        if event.type.startswith("memory.") and event.stream == memory_id:
+        if event.type.startswith("memory."):
+            if event.payload["tenant"] != tenant:
+                continue  # another tenant's memory of the same id, before schema 2
             row = fold_memory(row, event, revocations)
             note = _note(event)
         elif event.type == "revocation.issued":
@@ -164,8 +188,9 @@ def explain(warden: Warden, memory_id: str, *, as_of: str | None = None) -> dict
         if view is not None:
             view.close()
     if as_of is None and answer.usable:
-        answer = warden.get(memory_id)  # the live answer also checks the text
+        answer = warden.get(memory_id, tenant=tenant)  # the live answer also checks the text
     out = _explained(memory_id, when, point, history, row, answer.usable, answer.reason, answer.action, answer.detail)
+    out["tenant"] = tenant
     out["derivation"] = tree
     return out
 
@@ -240,7 +265,7 @@ def check_projections(warden: Warden) -> CheckResult:
         try:
             projector = Projector(
                 [
-                    UsableProjection(text_source=lambda _c, checksum: blob_text(live, checksum)),
+                    UsableProjection(text_source=lambda _c, *version: stored_texts(live, *version)),
                     StatsProjection(),
                 ]
             )
@@ -309,13 +334,15 @@ def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
 
 
 def texts_damaged(warden: Warden) -> int:
-    """How many stored texts no longer hash to their checksum. Not chain
-    damage: each is quarantined and resynced when read, so it is reported,
-    not failed on."""
+    """How many memories' current texts no longer hash to their checksum.
+    Not chain damage: each is quarantined and resynced when read, so it is
+    reported, not failed on."""
     bad = 0
-    with warden.log.snapshot() as conn:  # the blobs, not the view: no view position needed
-        for checksum, content in conn.execute(f"SELECT checksum, {CONTENT_BYTES} FROM blobs"):
-            if actual_checksum(content) != checksum:
+    with warden.log.snapshot() as conn:
+        for checksum, content in conn.execute(
+            f"SELECT m.checksum, {CONTENT_BYTES} FROM memories m {TEXT_JOIN} WHERE m.status <> 'erased'"
+        ):
+            if content is not None and actual_checksum(content) != checksum:
                 bad += 1
     return bad
 
@@ -326,17 +353,32 @@ def audit_head(warden: Warden) -> dict[str, Any]:
 
 
 def export_log(warden: Warden, path: str | Path) -> int:
+    """The log and every text not erased, in one file: a backup that
+    ``import_log`` restores into an empty database."""
     with warden.log.snapshot():
         head = warden.log.head().seq
-        return write_export(warden.log.read(until_seq=head), path)
+        return write_export(warden.log.read(until_seq=head), path, warden.texts.all())
 
 
 def import_log(warden: Warden, path: str | Path) -> int:
-    """Verify the whole file first; write nothing from a damaged one."""
+    """Verify the whole file first (events, chain and texts); write nothing
+    from a damaged one. Texts go in before the events, in the same
+    transaction, so the text index is built from them as the events apply."""
     if not Path(path).is_file():
         raise InvalidInput("file", f"{path} does not exist")
-    verify_file(path)
+    _, checksums = verify_export(path)
+    written = 0
     try:
-        return warden.log.import_records(read_verified(path))
+        with warden.log.transaction() as tx:
+            for texts in read_texts(path, checksums):
+                warden.texts.put(*texts)
+            batch: list[Any] = []
+            for record in read_verified(path):
+                batch.append(record)
+                if len(batch) >= 5000:
+                    written += tx.append_recorded(batch)
+                    batch = []
+            written += tx.append_recorded(batch)
     except sqlite3.IntegrityError as exc:
         raise LogDamaged(f"the file repeats an event id or stream version: {exc}") from None
+    return written

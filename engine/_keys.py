@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ._access import EVERYONE, Access
 from ._errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -36,13 +37,17 @@ class Principal:
     agent: str | None = None
     internal: bool = field(default=False, compare=False)
 
-    def reads_tenant(self, tenant: str | None) -> bool:
-        return self.role in ("security", "auditor") or (tenant is not None and tenant in self.tenants)
-
-    def reads_memory(self, tenant: str, agent: str | None) -> bool:
+    @property
+    def access(self) -> Access:
+        """What this key may see: security and auditor keys every tenant; an
+        agent key its tenants, and if bound to an agent name, only that
+        agent's memories."""
         if self.role in ("security", "auditor"):
-            return True
-        return tenant in self.tenants and (self.agent is None or agent == self.agent)
+            return EVERYONE
+        return Access(self.tenants, self.agent)
+
+    def reads_tenant(self, tenant: str | None) -> bool:
+        return self.access.allows_tenant(tenant)
 
     def as_dict(self) -> dict[str, Any]:
         return {"key_id": self.key_id, "role": self.role, "tenants": list(self.tenants), "agent": self.agent}

@@ -12,17 +12,33 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memwarden.events import content_checksum, parse_ts
+from memwarden.projections import SCOPE_COLUMNS, load_revocations, revocation_blocks, selector_covers
 
+from ._access import EVERYONE, Access
 from ._errors import ChecksumMismatch, InvalidInput, MemoryNotFound
 
 if TYPE_CHECKING:
     from ._warden import Warden
 
 KIND = "agent_memory"
+# the only characters escaped in an id's parts: the separator and the escape
+_ESCAPES = {"%": "%25", ":": "%3A"}
+
+
+def _escape(part: str) -> str:
+    return "".join(_ESCAPES.get(c, c) for c in part)
+
+
+def _unescape(part: str) -> str:
+    return part.replace("%3A", ":").replace("%25", "%")
 
 
 def memory_id_of(agent: str, key: str) -> str:
-    return f"mem:{agent}:{key}"
+    """The memory id of (agent, key) in a tenant: ``mem:AGENT:KEY`` with
+    ``%`` and ``:`` escaped in both parts, so no two pairs share an id (agent
+    ``a:b`` key ``c`` and agent ``a`` key ``b:c`` do not). Names without
+    either character keep the id they always had."""
+    return f"mem:{_escape(agent)}:{_escape(key)}"
 
 
 def _envelope(content: str) -> dict[str, Any] | None:
@@ -34,7 +50,9 @@ def _envelope(content: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
 
 
-def save(warden: Warden, *, tenant: str, agent: str, key: str, content: str) -> dict[str, Any]:
+def save(
+    warden: Warden, *, tenant: str, agent: str, key: str, content: str, access: Access = EVERYONE
+) -> dict[str, Any]:
     for field, value in (("agent", agent), ("key", key)):
         if not value or any(c.isspace() or ord(c) < 32 for c in value):
             raise InvalidInput(field, "must be non-empty, without spaces or control characters")
@@ -62,6 +80,7 @@ def save(warden: Warden, *, tenant: str, agent: str, key: str, content: str) -> 
         fetched_at=fetched_at,
         branch=branch,
         actor=f"agent:{agent}",
+        access=access,
     )
     return {
         "status": "saved",
@@ -84,15 +103,17 @@ def _saved_at(value: Any, now: datetime) -> datetime | None:
     return when if when <= now else None
 
 
-def load(warden: Warden, *, tenant: str, agent: str, history: bool = False) -> dict[str, Any]:
+def load(
+    warden: Warden, *, tenant: str, agent: str, history: bool = False, access: Access = EVERYONE
+) -> dict[str, Any]:
     prefix = memory_id_of(agent, "")
-    views = warden.query(tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=10_000)
+    views = warden.query(tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=10_000, access=access)
     memories = []
     for view in sorted(views, key=lambda v: v.memory_id):
-        if not view.memory_id.startswith(prefix):
+        if not view.memory_id.startswith(prefix) or view.scope["agent"] != agent:
             continue
         entry: dict[str, Any] = {
-            "key_name": view.memory_id[len(prefix) :],
+            "key_name": _unescape(view.memory_id[len(prefix) :]),
             "content": view.content,
             "saved_at": view.fetched_at,
             "checksum": view.checksum,
@@ -100,27 +121,63 @@ def load(warden: Warden, *, tenant: str, agent: str, history: bool = False) -> d
             "version": view.version,
         }
         if history:
-            # older texts are served only while the memory itself may be used
+            # no text while the memory itself may not be used; and never the
+            # text of a version revoked, invalidated or quarantined
             entry["history"] = [
-                {**v, "content": v["content"] if view.usable else None} for v in versions(warden, view.memory_id)
+                {**v, "content": v["content"] if view.usable else None}
+                for v in versions(warden, tenant, view.memory_id)
             ]
         memories.append(entry)
     return {"memories": memories}
 
 
-def versions(warden: Warden, memory_id: str) -> list[dict[str, Any]]:
-    """Every saved version, oldest first, with its text while it is kept."""
+def versions(warden: Warden, tenant: str, memory_id: str) -> list[dict[str, Any]]:
+    """Every saved version, oldest first, with its text only while that
+    version may still be served: not covered by any revocation (whatever
+    was saved after it), never invalidated or quarantined, not erased, and
+    still matching its checksum."""
+    saved: dict[int, dict[str, Any]] = {}
+    tainted: set[int] = set()
+    erased = False
+    for event in warden.log.memory_events(tenant, memory_id):
+        p = event.payload
+        if event.type == "memory.saved":
+            scope = p["scope"]
+            saved[p["version"]] = {
+                "version": p["version"],
+                "saved_at": event.recorded_at,
+                "checksum": p["content_checksum"],
+                "fetched_at": p["fetched_at"],
+                "row": {
+                    "memory_id": memory_id,
+                    "kind": p["kind"],
+                    "source_url": p["source_url"],
+                    **{c: scope.get(c) for c in SCOPE_COLUMNS},
+                },
+            }
+        elif event.type == "memory.verified" and p["version"] in saved:
+            saved[p["version"]]["fetched_at"] = p["fetched_at"]
+        elif event.type in ("memory.invalidated", "memory.integrity_failed"):
+            tainted.add(p["version"])
+        elif event.type == "memory.erased":
+            erased = True
+    if not saved:
+        raise MemoryNotFound(memory_id)
+    with warden.reading() as conn:
+        revocations = load_revocations(conn)
     out = []
-    for event in warden.log.read(stream=memory_id, types=("memory.saved",)):
-        checksum = event.payload["content_checksum"]
+    for version, info in sorted(saved.items()):
+        revoked = any(
+            revocation_blocks(r["effective_at"], info["fetched_at"]) and selector_covers(r["selector"], info["row"])
+            for r in revocations
+        )
+        servable = not (erased or revoked or version in tainted)
         out.append(
             {
-                "version": event.payload["version"],
-                "saved_at": event.recorded_at,
-                "checksum": checksum,
-                "content": warden.blobs.get_text(checksum),
+                "version": version,
+                "saved_at": info["saved_at"],
+                "checksum": info["checksum"],
+                "content": warden.texts.content(tenant, memory_id, version, info["checksum"]) if servable else None,
             }
         )
-    if not out:
-        raise MemoryNotFound(memory_id)
     return out

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
-from memwarden.projections import selector_sql
+from memwarden.projections import selector_sql, summaries
 
 from ._derivation import descendants, rows_for
 from ._errors import RevocationNotFound
@@ -34,11 +34,11 @@ def covered_ids(warden: Warden, revocation: dict[str, Any]) -> dict[str, list[st
     by_tenant: dict[str, list[str]] = defaultdict(list)
     with warden.reading() as conn:
         direct = conn.execute(
-            f"SELECT memory_id, tenant FROM memories WHERE ({where}) AND fetched_at <= ? ORDER BY memory_id",
+            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND fetched_at <= ? ORDER BY memory_id",
             [*params, revocation["effective_at"]],
         ).fetchall()
-        below = descendants(conn, [m for m, _ in direct]) - {m for m, _ in direct}
-        for memory_id, tenant in direct + [(r["memory_id"], r["tenant"]) for r in rows_for(conn, sorted(below))]:
+        below = descendants(conn, direct) - set(direct)
+        for tenant, memory_id in direct + [(r["tenant"], r["memory_id"]) for r in rows_for(conn, sorted(below))]:
             by_tenant[tenant].append(memory_id)
     return by_tenant
 
@@ -85,16 +85,13 @@ def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = Non
     # the text index, through the same query agents run, for a sample of the covered
     fts = fts_path(warden)
     sampled = 0
+    picked = [(tenant, m) for tenant, ids in by_tenant.items() for m in ids][:FTS_SAMPLE]
     with warden.reading() as conn:
-        sample = (
-            conn.execute(
-                f"SELECT memory_id, tenant, summary FROM memories WHERE memory_id IN "
-                f"({','.join('?' * min(covered, FTS_SAMPLE))}) AND summary IS NOT NULL",
-                [m for ids in by_tenant.values() for m in ids][:FTS_SAMPLE],
-            ).fetchall()
-            if covered
-            else []
-        )
+        sample = [
+            (memory_id, tenant, summary)
+            for (tenant, memory_id), summary in summaries(conn, rows_for(conn, picked)).items()
+            if summary is not None
+        ]
     # one search per distinct (tenant, word): whatever it returns of the covered leaks
     covered_by_tenant = {tenant: set(ids) for tenant, ids in by_tenant.items()}
     searches = {(tenant, word) for _, tenant, summary in sample if (word := _first_word(summary))}
@@ -149,7 +146,7 @@ def readback_records(warden: Warden, revocation_id: str) -> dict[str, Any]:
     warden.revocation(revocation_id)  # raises if unknown
     records = [
         {"seq": e.seq, "recorded_at": e.recorded_at, "type": e.type, **e.payload}
-        for e in warden.log.read(stream=revocation_id, types=("readback.confirmed", "readback.failed"))
+        for e in warden.log.read(streams=[revocation_id], types=("readback.confirmed", "readback.failed"))
     ]
     return {
         "revocation_id": revocation_id,

@@ -8,11 +8,12 @@ from typing import Any
 from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
 from memwarden.projections import VIEW_COLUMNS, current_policies, fetch_row, select_rows_with_text
 
+from ._access import EVERYONE, Access
 from ._core import WardenCore, log
 from ._derivation import Judge
-from ._errors import FetchFailed, InvalidInput, MemoryNotFound
+from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
-from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, MemoryView, derivation_row, gate_row
+from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, TENANT, MemoryView, derivation_row, gate_row
 
 MAX_LIMIT = 10_000
 
@@ -20,13 +21,25 @@ MAX_LIMIT = 10_000
 class Reading(WardenCore):
     """``get``, ``query`` and the integrity resync a failed checksum starts."""
 
-    def get(self, memory_id: str, *, min_seq: int | None = None) -> MemoryView:
-        """One memory with its content checked against its checksum now."""
+    def get(
+        self, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, min_seq: int | None = None
+    ) -> MemoryView:
+        """One memory with its content checked against its checksum now.
+        ``tenant`` names it where the id alone is ambiguous for the caller;
+        ``access`` narrows the lookup to what the caller may read."""
         now = self.now()
+        allowed, params = access.where("m")
+        where = f"m.memory_id = ? AND {allowed}"
+        args: list[Any] = [memory_id, *params]
+        if tenant is not None:
+            where += " AND m.tenant = ?"
+            args.append(tenant)
         with self.reading(min_seq) as conn:
-            found = select_rows_with_text(conn, VIEW_COLUMNS, "m.memory_id = ?", (memory_id,))
+            found = select_rows_with_text(conn, VIEW_COLUMNS, where, args, "LIMIT 2")
             if not found:
                 raise MemoryNotFound(memory_id)
+            if len(found) > 1:
+                raise AmbiguousMemory(memory_id)
             values = found[0]
             policy_version = self._policy_version(conn, values[POLICY])
             parents = Judge(conn, now, current_policies(conn)).parents(derivation_row(values))
@@ -35,38 +48,42 @@ class Reading(WardenCore):
     def _judge(
         self, values: Sequence[Any], policy_version: int, now: str, parents: Sequence[ParentState]
     ) -> MemoryView:
-        """Apply the gate to one row selected as ``VIEW_COLUMNS`` and its
-        stored text (the last value), its evidence already judged; on a
-        checksum mismatch, record it, quarantine, and try a resync."""
-        status, data = values[STATUS], values[-1]
+        """Apply the gate to one row selected as ``VIEW_COLUMNS`` with its
+        summary and stored content (the last two values), its evidence
+        already judged; on a checksum mismatch, record it, quarantine, and
+        try a resync."""
+        status, summary, data = values[STATUS], values[-2], values[-1]
         if status == "erased" or status == "revoked":
             decision = decide(gate_row(values), now=now, policy_version=policy_version, parents=parents)
-            return MemoryView.of_values(values, decision, None)
+            return MemoryView.of_values(values, decision, None, summary)
         ok = actual_checksum(data) == values[CHECKSUM]
         if not ok or status == "quarantined":
-            row, ok, text = self._integrity(values[0], data, ok)
+            key = (values[TENANT], values[0])
+            row, ok, text = self._integrity(key, data, ok)
             if row is None:
                 raise MemoryNotFound(values[0])
             decision = decide(row, now=now, policy_version=policy_version, content_ok=ok, parents=parents)
-            return MemoryView.of(row, decision, text if ok else None)
+            return MemoryView.of(row, decision, text if ok else None, summary)
         decision = decide(gate_row(values), now=now, policy_version=policy_version, content_ok=True, parents=parents)
-        return MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None)
+        return MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, summary)
 
     def _integrity(
-        self, memory_id: str, data: bytes | None, ok: bool
+        self, key: tuple[str, str], data: bytes | None, ok: bool
     ) -> tuple[dict[str, Any] | None, bool, str | None]:
+        tenant, memory_id = key
         with self.reading() as conn:
-            row = fetch_row(conn, memory_id)  # every column: the fetchers need the source's
+            row = fetch_row(conn, tenant, memory_id)  # every column: the fetchers need the source's
         if row is None:
             return None, False, None
         if not ok and row["status"] != "quarantined":
             log.error("integrity_failed", memory_id=memory_id, expected=row["checksum"], actual=actual_checksum(data))
             with self.log.transaction() as tx:
-                current = fetch_row(tx.conn, memory_id)
+                current = fetch_row(tx.conn, tenant, memory_id)
                 if current is not None and current["status"] not in ("quarantined", "erased", "revoked"):
                     tx.append(
                         [
                             MemoryIntegrityFailed(
+                                tenant=tenant,
                                 memory_id=memory_id,
                                 version=current["version"],
                                 expected_checksum=current["checksum"],
@@ -84,17 +101,18 @@ class Reading(WardenCore):
         if text is None and ok:
             text = data.decode("utf-8") if data is not None else None  # the blob was restored meanwhile
         with self.log.transaction() as tx:
-            current = fetch_row(tx.conn, memory_id)
+            current = fetch_row(tx.conn, tenant, memory_id)
             if (
                 text is not None
                 and current is not None
                 and content_checksum(text) == current["checksum"]
                 and current["status"] == "quarantined"
             ):
-                self.blobs.replace(current["checksum"], text)
+                self.texts.restore(tenant, memory_id, current["version"], current["checksum"], text)
                 tx.append(
                     [
                         MemoryResynced(
+                            tenant=tenant,
                             memory_id=memory_id,
                             version=current["version"],
                             content_checksum=current["checksum"],
@@ -104,7 +122,7 @@ class Reading(WardenCore):
                     ]
                 )
                 log.info("memory_resynced", memory_id=memory_id)
-                return fetch_row(tx.conn, memory_id) or current, True, text
+                return fetch_row(tx.conn, tenant, memory_id) or current, True, text
         return current or row, False, None
 
     def query(
@@ -123,17 +141,27 @@ class Reading(WardenCore):
         min_seq: int | None = None,
         with_content: bool = True,
         ids: Sequence[str] | None = None,
+        access: Access = EVERYONE,
     ) -> list[MemoryView]:
         """Usable memories in a scope, newest first; with ``include_unusable``,
         every memory in it and why it is not usable. ``ids`` narrows the
         scope to those memories (read-back uses it to ask about exactly the
-        memories a revocation covers, through this same path)."""
+        memories a revocation covers, through this same path). ``access``
+        confines the statement itself to what the caller may read."""
         if not isinstance(tenant, str) or not tenant:
             raise InvalidInput("tenant", "is required")
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}")
-        clauses = ["tenant = ?"]
-        params: list[Any] = [tenant]
+        if not access.allows_tenant(tenant):
+            raise PermissionError(f"this key is not bound to tenant {tenant!r}")
+        allowed, allowed_params = access.where("m")
+        clauses = ["m.tenant = ?", allowed]
+        params: list[Any] = [tenant, *allowed_params]
+        if access.agent is not None:
+            # a bound key reads its own agent's memories, whatever it asked for
+            if agent not in (None, access.agent):
+                raise PermissionError(f"this key reads only agent {access.agent!r}")
+            agent = access.agent
         for column, value in (
             ("project", project),
             ("permission", permission),
@@ -149,7 +177,7 @@ class Reading(WardenCore):
             ids = list(ids)
             if not ids or len(ids) > MAX_LIMIT:
                 raise InvalidInput("ids", f"give between 1 and {MAX_LIMIT} ids")
-            clauses.append(f"memory_id IN ({','.join('?' * len(ids))})")
+            clauses.append(f"m.memory_id IN ({','.join('?' * len(ids))})")
             params.extend(ids)
         if text is not None:
             match = fts_query(text)
@@ -185,19 +213,20 @@ class Reading(WardenCore):
             offset += page
         return views
 
-    def search_ids(self, text: str, *, tenant: str | None = None) -> list[str]:
+    def search_ids(self, text: str, *, tenant: str | None = None, access: Access = EVERYONE) -> list[str]:
         """Ids of memories whose summary or text match (any status): the raw
         text-index path, used by read-back to prove nothing leaks there."""
+        allowed, params = access.where("m")
         with self.reading() as conn:
             sql = (
                 "SELECT m.memory_id, m.status FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
-                "WHERE memories_fts MATCH ?"
+                f"WHERE memories_fts MATCH ? AND {allowed}"
             )
-            params: list[Any] = [fts_query(text)]
+            args: list[Any] = [fts_query(text), *params]
             if tenant is not None:
                 sql += " AND m.tenant = ?"
-                params.append(tenant)
-            return [r[0] for r in conn.execute(sql, params)]
+                args.append(tenant)
+            return [r[0] for r in conn.execute(sql, args)]
 
 
 def _without_content(view: MemoryView) -> MemoryView:

@@ -9,8 +9,9 @@ from typing import Any
 from memwarden.events import MemoryErased, PolicyVersionChanged, RevocationIssued, Selector, format_ts, new_id
 from memwarden.projections import current_policies, purge_text_index, select_rows
 
+from ._access import EVERYONE, Access
 from ._core import WardenCore, log
-from ._errors import InvalidInput, MemoryNotFound, RevocationNotFound
+from ._errors import InvalidInput, RevocationNotFound
 from ._validation import build, when
 from ._views import RevocationResult
 
@@ -106,14 +107,23 @@ class Revoking(WardenCore):
     # -- erasure ------------------------------------------------------------------------
 
     def erase(
-        self, *, memory_id: str | None = None, user: str | None = None, reason: str, actor: str = "security"
+        self,
+        *,
+        memory_id: str | None = None,
+        user: str | None = None,
+        tenant: str | None = None,
+        reason: str,
+        actor: str = "security",
+        access: Access = EVERYONE,
     ) -> int:
-        """Destroy the text of a memory (or of all of a user's memories).
+        """Destroy the texts of a memory (or of all of a user's memories, in
+        ``tenant`` when given): its summary and content, every version.
 
-        The events stay (the chain still verifies, and explain shows that the
-        memory existed and was erased); the text leaves the blob table, the
-        text index, free pages (secure_delete) and the WAL (checkpoint).
-        Memories holding the very same text are erased with it: it is one text.
+        Exactly what it names: another memory holding the very same words
+        keeps them (texts are kept per memory, never shared). The events
+        stay, so the chain still verifies and explain shows that the memory
+        existed and was erased; the texts leave the text store, the text
+        index, free pages (secure_delete) and the WAL (checkpoint).
         """
         if (memory_id is None) == (user is None):
             raise InvalidInput("memory_id", "give exactly one of memory_id or user")
@@ -122,23 +132,25 @@ class Revoking(WardenCore):
         with self.log.transaction() as tx:
             conn = tx.conn
             if memory_id is not None:
-                rows = select_rows(conn, "memory_id = ?", [memory_id])
-                if not rows:
-                    raise MemoryNotFound(memory_id)
+                rows = [self.find_row(conn, memory_id, tenant=tenant, access=access)]
             else:
-                rows = select_rows(conn, '"user" = ?', [user])
-            checksums = {r["checksum"] for r in rows}
-            for checksum in sorted(checksums):
-                rows += select_rows(conn, "checksum = ?", [checksum])
-            targets = {r["memory_id"]: r for r in rows if r["status"] != "erased"}
+                allowed, params = access.where()
+                where = f'"user" = ? AND {allowed}'
+                args: list[Any] = [user, *params]
+                if tenant is not None:
+                    where += " AND tenant = ?"
+                    args.append(tenant)
+                rows = select_rows(conn, where, args)
+            targets = sorted((r["tenant"], r["memory_id"], r["checksum"]) for r in rows if r["status"] != "erased")
             events = [
-                MemoryErased(memory_id=m, reason=reason, content_checksum=r["checksum"], actor=actor)
-                for m, r in sorted(targets.items())
+                MemoryErased(tenant=t, memory_id=m, reason=reason, content_checksum=c, actor=actor)
+                for t, m, c in targets
             ]
+            # the texts first: the projection's apply drops the erased rows
+            # from the text index in this same transaction
+            self.texts.erase((r["tenant"], r["memory_id"]) for r in rows)
             tx.append(events)
-            for checksum in checksums:
-                self.blobs.delete(checksum)
             purge_text_index(conn)
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        log.warning("memories_erased", count=len(events), memory_id=memory_id, user=user)
+        log.warning("memories_erased", count=len(events), memory_id=memory_id, user=user, tenant=tenant)
         return len(events)

@@ -11,15 +11,17 @@ from typing import Any
 from memwarden.events import MemorySaved, ParentRef, Scope, content_checksum, format_ts, parse_duration
 from memwarden.projections import current_policies, fetch_row, load_revocations, revocation_blocks, selector_covers
 
+from ._access import EVERYONE, Access
 from ._core import WardenCore, log
 from ._derivation import Judge, ancestors
-from ._errors import ChecksumMismatch, InvalidInput, RevokedScope
+from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
 from ._errors import MemoryErased as MemoryErasedError
 from ._validation import build, when
 from ._views import SaveResult
 
 # A fetch claimed to be this far in the future is a clock problem or a lie.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
+MAX_SUMMARY = 4096
 
 
 def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResult]:
@@ -70,8 +72,11 @@ class Saving(WardenCore):
         cache_key: dict[str, Any] | None = None,
         actor: str = "agent",
         event_id: str | None = None,
+        access: Access = EVERYONE,
     ) -> SaveResult:
-        """Record a memory (a new version if the id exists) with its provenance.
+        """Record a memory (a new version if (tenant, memory_id) exists) with
+        its provenance. ``access`` is what the caller may write: its tenants,
+        and for a key bound to an agent, that agent's memories only.
 
         A refused save (bad input, a revoked scope, an erased memory) raises
         and is recorded as a ``save_refused`` log line; the log is unchanged.
@@ -87,10 +92,21 @@ class Saving(WardenCore):
             raise InvalidInput("fetched_at", f"{format_ts(fetched)} is in the future (now is {format_ts(now)})")
         expires = self._expiry(kind, fetched, expires_at, ttl)
         scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+        tenant = scope_model.tenant
+        if not access.allows_tenant(tenant):
+            raise PermissionError(f"this key is not bound to tenant {tenant!r}")
+        if access.agent is not None and scope_model.agent != access.agent:
+            raise PermissionError(f"this key saves only as agent {access.agent!r}")
+        if not isinstance(summary, str) or not summary:
+            raise InvalidInput("summary", "must be non-empty text")
+        if len(summary) > MAX_SUMMARY:
+            raise InvalidInput("summary", f"is longer than {MAX_SUMMARY} characters")
 
         with self.log.transaction() as tx:
             conn = tx.conn
-            row = fetch_row(conn, memory_id) if isinstance(memory_id, str) else None
+            row = fetch_row(conn, tenant, memory_id) if isinstance(memory_id, str) else None
+            if row is not None and not access.allows(row["tenant"], row["agent"]):
+                raise MemoryIdTaken(memory_id)
             if row is not None and row["status"] == "erased":
                 raise MemoryErasedError(memory_id)
             current = self._policy_version(conn, policy) if isinstance(policy, str) else 1
@@ -102,13 +118,13 @@ class Saving(WardenCore):
                     f"policy {policy!r} is at version {current}; a memory is saved under the current version "
                     f"(got {revocation_version})",
                 )
-            parents = self._evidence(conn, memory_id, derived_from) if derived_from else ()
+            parents = self._evidence(conn, tenant, memory_id, derived_from, access) if derived_from else ()
             event = build(
                 MemorySaved,
                 memory_id=memory_id,
                 version=(row["version"] + 1) if row else 1,
                 kind=kind,
-                summary=summary,
+                summary_checksum=content_checksum(summary),
                 content_checksum=actual,
                 content_length=len(content.encode("utf-8")),
                 source_url=source_url,
@@ -127,17 +143,23 @@ class Saving(WardenCore):
                 **({"event_id": event_id} if event_id else {}),
             )
             self._refuse_if_revoked(conn, event)
-            self.blobs.put(content)
+            self.texts.put(tenant, memory_id, event.version, summary, content)
             seq = tx.append([event])[0]
-        log.info("memory_saved", memory_id=memory_id, version=event.version, seq=seq, kind=kind)
-        return SaveResult(memory_id, event.version, actual, seq, format_ts(expires) if expires else None)
+        log.info("memory_saved", tenant=tenant, memory_id=memory_id, version=event.version, seq=seq, kind=kind)
+        return SaveResult(memory_id, event.version, actual, seq, format_ts(expires) if expires else None, tenant)
 
     def _evidence(
-        self, conn: sqlite3.Connection, memory_id: str, derived_from: Sequence[str | ParentRef | dict[str, Any]]
+        self,
+        conn: sqlite3.Connection,
+        tenant: str,
+        memory_id: str,
+        derived_from: Sequence[str | ParentRef | dict[str, Any]],
+        access: Access,
     ) -> tuple[ParentRef, ...]:
-        """The parents of a new memory: each must exist and be usable now (a
-        conclusion cannot be drawn from evidence that may not be used), and
-        none may descend from the memory itself."""
+        """The parents of a new memory: each a memory of the same tenant that
+        the caller may read (one it may not answers as one that does not
+        exist), usable now (a conclusion cannot be drawn from evidence that
+        may not be used), and none descended from the memory itself."""
         if isinstance(derived_from, str):
             derived_from = [derived_from]
         judge = Judge(conn, self.now(), current_policies(conn))
@@ -152,8 +174,8 @@ class Saving(WardenCore):
                 raise InvalidInput("derived_from", "each parent must be a memory id")
             if parent_id == memory_id:
                 raise InvalidInput("derived_from", f"memory {memory_id!r} cannot be derived from itself")
-            parent = judge.row(parent_id)
-            if parent is None:
+            parent = judge.row(tenant, parent_id)
+            if parent is None or not access.allows(parent["tenant"], parent["agent"]):
                 raise InvalidInput("derived_from", f"parent {parent_id!r} does not exist")
             decision = judge.decide(parent)
             if not decision.usable:
@@ -163,7 +185,7 @@ class Saving(WardenCore):
                 )
             if parent_id not in {r.memory_id for r in refs}:
                 refs.append(ParentRef(memory_id=parent_id, version=parent["version"]))
-        if memory_id in ancestors(conn, [r.memory_id for r in refs]):
+        if memory_id in ancestors(conn, tenant, [r.memory_id for r in refs]):
             raise InvalidInput(
                 "derived_from", f"a cycle: memory {memory_id!r} is already evidence for one of its parents"
             )

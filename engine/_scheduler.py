@@ -32,10 +32,10 @@ log = structlog.get_logger("memwarden.scheduler")
 SWEEP_BATCH = 1000
 
 
-def expiry_event_id(memory_id: str, version: int, expires_at: str) -> str:
+def expiry_event_id(tenant: str, memory_id: str, version: int, expires_at: str) -> str:
     """Deterministic, so a restart or a second scheduler never writes an
     expiry twice: the log refuses nothing and stores one."""
-    return "exp_" + sha256_hex(f"{memory_id}\x00{version}\x00{expires_at}")[:40]
+    return "exp_" + sha256_hex(f"{tenant}\x00{memory_id}\x00{version}\x00{expires_at}")[:40]
 
 
 @dataclass
@@ -92,17 +92,22 @@ class Scheduler:
             with self.warden.reading() as conn:
                 rows = conn.execute(
                     # "+status": the expiry index, not the status index, drives this
-                    "SELECT memory_id, version, expires_at FROM memories WHERE +status = 'usable' "
-                    "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at, memory_id LIMIT ?",
+                    "SELECT tenant, memory_id, version, expires_at FROM memories WHERE +status = 'usable' "
+                    "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at, memory_id, tenant LIMIT ?",
                     (now, SWEEP_BATCH),
                 ).fetchall()
             if not rows:
                 return written
             events = [
                 MemoryExpired(
-                    event_id=expiry_event_id(m, v, e), memory_id=m, version=v, expires_at=e, actor="scheduler"
+                    event_id=expiry_event_id(t, m, v, e),
+                    tenant=t,
+                    memory_id=m,
+                    version=v,
+                    expires_at=e,
+                    actor="scheduler",
                 )
-                for m, v, e in rows
+                for t, m, v, e in rows
             ]
             with self.warden.transaction() as tx:
                 before = tx.head.seq
@@ -134,17 +139,18 @@ class Scheduler:
         if not kinds:
             return []
         with self.warden.reading() as conn:
-            kind_of = dict(
+            wanted = set(
                 conn.execute(
-                    f"SELECT memory_id, kind FROM memories WHERE kind IN ({','.join('?' * len(kinds))})", sorted(kinds)
+                    f"SELECT tenant, memory_id FROM memories WHERE kind IN ({','.join('?' * len(kinds))})",
+                    sorted(kinds),
                 ).fetchall()
             )
-        items = [d for d in self.warden.due() if d.memory_id in kind_of]
+        items = [d for d in self.warden.due() if (d.tenant, d.memory_id) in wanted]
         # the warden's clock, so a frozen clock governs the waits too
         now = self.warden.clock.now().timestamp()
         ready = [d for d in items if self.backoff.ready(_host(d.source_url), now)]
         with ThreadPoolExecutor(max_workers=max(self.concurrency, 1)) as pool:
-            results = list(pool.map(lambda d: self.warden.verify(d.memory_id), ready))
+            results = list(pool.map(lambda d: self.warden.verify(d.memory_id, tenant=d.tenant), ready))
         # recorded after the round in due order, not as the threads finish: a
         # host that both served and failed in one round ends where its last
         # due memory left it, whatever order the threads ran in

@@ -34,6 +34,7 @@ from memwarden.projections import (
 )
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._access import EVERYONE, Access
 from ._derivation import Judge
 from ._errors import FetchFailed, InvalidInput, MemoryNotFound
 from ._validation import build, field_error
@@ -45,16 +46,19 @@ if TYPE_CHECKING:
 log = structlog.get_logger("memwarden.verify")
 
 
-def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyResult:
+def verify(
+    warden: Warden, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, accept: bool = False
+) -> VerifyResult:
     """Fetch the source again and compare it with the recorded checksum."""
     with warden.reading() as conn:
-        row = fetch_row(conn, memory_id)
-    if row is None:
-        raise MemoryNotFound(memory_id)
+        row = warden.find_row(conn, memory_id, tenant=tenant, access=access)
+    tenant = row["tenant"]
     if row["status"] in ("erased", "revoked"):
-        return VerifyResult(memory_id, row["status"], "refused: only a fresh save can follow a revocation or erasure")
+        return VerifyResult(
+            memory_id, row["status"], "refused: only a fresh save can follow a revocation or erasure", None, tenant
+        )
     if row["derived_from"] not in (None, "[]"):
-        return _verify_derived(warden, row, accept=accept)
+        return _verify_derived(warden, row, access=access, accept=accept)
     try:
         text: str | None = warden.fetchers.fetch(row)
         problem = None
@@ -62,13 +66,14 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
         text, problem = None, str(exc)
     now = warden.clock.now()
     with warden.log.transaction() as tx:
-        current = fetch_row(tx.conn, memory_id)
+        current = fetch_row(tx.conn, tenant, memory_id)
         if current is None or current["version"] != row["version"] or current["status"] in ("erased", "revoked"):
-            return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified")
+            return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified", None, tenant)
         if text is None:
             seq = tx.append(
                 [
                     MemoryVerificationFailed(
+                        tenant=tenant,
                         memory_id=memory_id,
                         version=row["version"],
                         error=problem or "fetch failed",
@@ -78,15 +83,17 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
                 ]
             )[0]
             log.warning("verification_failed", memory_id=memory_id, problem=problem)
-            return VerifyResult(memory_id, "failed", problem, seq)
+            return VerifyResult(memory_id, "failed", problem, seq, tenant)
         checksum = content_checksum(text)
         if checksum == row["checksum"]:
             policy_version = warden._policy_version(tx.conn, row["policy"])
             expires = _renewed_expiry(row, now)
-            warden.blobs.replace(checksum, text)  # also heals a damaged blob
+            # also heals a damaged stored text
+            warden.texts.restore(tenant, memory_id, row["version"], checksum, text)
             seq = tx.append(
                 [
                     MemoryVerified(
+                        tenant=tenant,
                         memory_id=memory_id,
                         version=row["version"],
                         content_checksum=checksum,
@@ -99,9 +106,10 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
                     )
                 ]
             )[0]
-            return VerifyResult(memory_id, "verified", None, seq)
+            return VerifyResult(memory_id, "verified", None, seq, tenant)
         events: list[Any] = [
             MemoryInvalidated(
+                tenant=tenant,
                 memory_id=memory_id,
                 version=row["version"],
                 reason="source_changed",
@@ -112,13 +120,15 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
         ]
         if accept:
             expires = _renewed_expiry(row, now)
-            warden.blobs.put(text)
+            summary = warden.texts.summary(tenant, memory_id, row["version"]) or row["kind"]
+            warden.texts.put(tenant, memory_id, row["version"] + 1, summary, text)
             events.append(
                 MemorySaved(
+                    tenant=tenant,
                     memory_id=memory_id,
                     version=row["version"] + 1,
                     kind=row["kind"],
-                    summary=row["summary"],
+                    summary_checksum=content_checksum(summary),
                     content_checksum=checksum,
                     content_length=len(text.encode("utf-8")),
                     source_url=row["source_url"],
@@ -142,24 +152,31 @@ def verify(warden: Warden, memory_id: str, *, accept: bool = False) -> VerifyRes
             )
         seqs = tx.append(events)
         log.warning("source_changed", memory_id=memory_id, accepted=accept)
-        return VerifyResult(memory_id, "updated" if accept else "changed", f"source now hashes to {checksum}", seqs[-1])
+        return VerifyResult(
+            memory_id, "updated" if accept else "changed", f"source now hashes to {checksum}", seqs[-1], tenant
+        )
 
 
-def _verify_derived(warden: Warden, row: dict[str, Any], *, accept: bool) -> VerifyResult:
+def _verify_derived(warden: Warden, row: dict[str, Any], *, access: Access, accept: bool) -> VerifyResult:
     """A derived memory is re-checked from its evidence: each parent is
     verified against its own source first, and only if every one comes back
     usable and unchanged is this memory re-issued with new times. A parent
     whose content changed is invalidated, and the cascade takes this memory
     with it: it is never silently kept."""
-    memory_id = row["memory_id"]
+    memory_id, tenant = row["memory_id"], row["tenant"]
     outcomes = []
     for ref in parent_refs(memory_id, row["derived_from"]):
-        outcomes.append((ref["memory_id"], verify(warden, ref["memory_id"], accept=False).outcome))
+        try:
+            # evidence in the same tenant, re-verified only within the caller's rights
+            outcome = verify(warden, ref["memory_id"], tenant=tenant, access=access, accept=False).outcome
+        except MemoryNotFound:
+            outcome = "not_checked"
+        outcomes.append((ref["memory_id"], outcome))
     now = warden.clock.now()
     with warden.log.transaction() as tx:
-        current = fetch_row(tx.conn, memory_id)
+        current = fetch_row(tx.conn, tenant, memory_id)
         if current is None or current["version"] != row["version"] or current["status"] in ("erased", "revoked"):
-            return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified")
+            return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified", None, tenant)
         judge = Judge(tx.conn, format_ts(now), current_policies(tx.conn))
         parents = judge.parents(current)
         broken = next((p for p in parents if p.current != p.wanted or not (p.decision and p.decision.usable)), None)
@@ -169,10 +186,13 @@ def _verify_derived(warden: Warden, row: dict[str, Any], *, accept: bool) -> Ver
                 if broken.current != broken.wanted
                 else (broken.decision.reason if broken.decision else "missing")
             )
-            return VerifyResult(memory_id, "evidence_unusable", f"parent {broken.memory_id}: {why}", tx.head.seq)
+            return VerifyResult(
+                memory_id, "evidence_unusable", f"parent {broken.memory_id}: {why}", tx.head.seq, tenant
+            )
         seq = tx.append(
             [
                 MemoryVerified(
+                    tenant=tenant,
                     memory_id=memory_id,
                     version=row["version"],
                     content_checksum=row["checksum"],
@@ -186,7 +206,7 @@ def _verify_derived(warden: Warden, row: dict[str, Any], *, accept: bool) -> Ver
             ]
         )[0]
     detail = ", ".join(f"{m}: {o}" for m, o in outcomes)
-    return VerifyResult(memory_id, "verified", f"re-issued from its evidence ({detail})", seq)
+    return VerifyResult(memory_id, "verified", f"re-issued from its evidence ({detail})", seq, tenant)
 
 
 def _renewed_expiry(row: dict[str, Any], now: datetime) -> datetime | None:
@@ -197,47 +217,46 @@ def _renewed_expiry(row: dict[str, Any], now: datetime) -> datetime | None:
     return now + max(lifetime, timedelta(seconds=1))
 
 
-def due(warden: Warden, *, limit: int | None = None) -> list[DueItem]:
+def due(warden: Warden, *, limit: int | None = None, access: Access = EVERYONE) -> list[DueItem]:
     """What must be re-verified now, in precedence: an invalidated memory is
     listed as ``revoked`` (the record format's word), one past its expiry as
-    ``expired``, then failed checks (``unknown``) and older policy versions."""
+    ``expired``, then failed checks (``unknown``) and older policy versions.
+    ``access`` confines every statement to what the caller may see."""
     now = warden.now()
-    items: dict[str, DueItem] = {}
+    allowed, params = access.where()
+    items: dict[tuple[str, str], DueItem] = {}
+
+    def add(sql: str, args: list[Any], reason: str) -> None:
+        for tenant, memory_id, url in conn.execute(
+            f"SELECT tenant, memory_id, source_url FROM memories WHERE {sql} AND {allowed}", [*args, *params]
+        ):
+            items.setdefault((memory_id, tenant), DueItem(memory_id, url, reason, tenant))
+
     with warden.reading() as conn:
-        for memory_id, url in conn.execute(
-            f"SELECT memory_id, source_url FROM memories WHERE status = 'invalidated' AND {RECHECK}"
-        ):
-            items[memory_id] = DueItem(memory_id, url, "revoked")
+        add(f"status = 'invalidated' AND {RECHECK}", [], "revoked")
         # "+status": walk the expiry index (the few past due), not a status
-        # index; memories marked expired come from the recheck index. Two
-        # statements, not a UNION: the dict below drops the overlap for free.
-        for memory_id, url in conn.execute(
-            "SELECT memory_id, source_url FROM memories WHERE expires_at <= ? "
-            "AND +status IN ('usable', 'expired', 'unknown')",
-            (now,),
-        ):
-            items.setdefault(memory_id, DueItem(memory_id, url, "expired"))
-        for memory_id, url in conn.execute(
-            f"SELECT memory_id, source_url FROM memories WHERE status = 'expired' AND {RECHECK}"
-        ):
-            items.setdefault(memory_id, DueItem(memory_id, url, "expired"))
-        for memory_id, url in conn.execute(
-            f"SELECT memory_id, source_url FROM memories WHERE status = 'unknown' AND {RECHECK}"
-        ):
-            items.setdefault(memory_id, DueItem(memory_id, url, "unknown"))
+        # index; memories marked expired come from the recheck index. Separate
+        # statements, not a UNION: the dict drops the overlap for free.
+        add("expires_at <= ? AND +status IN ('usable', 'expired', 'unknown')", [now], "expired")
+        add(f"status = 'expired' AND {RECHECK}", [], "expired")
+        add(f"status = 'unknown' AND {RECHECK}", [], "unknown")
         for policy, version in conn.execute("SELECT policy, version FROM policies").fetchall():
-            for memory_id, url in conn.execute(
-                "SELECT memory_id, source_url FROM memories WHERE policy = ? AND revocation_version < ? "
-                "AND +status IN ('usable', 'expired', 'unknown')",
-                (policy, version),
-            ):
-                items.setdefault(memory_id, DueItem(memory_id, url, "policy_changed"))
-    ordered = sorted(items)  # the keys are the memory ids
+            add(
+                "policy = ? AND revocation_version < ? AND +status IN ('usable', 'expired', 'unknown')",
+                [policy, version],
+                "policy_changed",
+            )
+    ordered = sorted(items)  # by memory id, then tenant
     return [items[k] for k in (ordered[:limit] if limit is not None else ordered)]
 
 
-def verify_due(warden: Warden, *, accept: bool = False, limit: int | None = None) -> list[VerifyResult]:
-    return [verify(warden, item.memory_id, accept=accept) for item in due(warden, limit=limit)]
+def verify_due(
+    warden: Warden, *, accept: bool = False, limit: int | None = None, access: Access = EVERYONE
+) -> list[VerifyResult]:
+    return [
+        verify(warden, item.memory_id, tenant=item.tenant, access=access, accept=accept)
+        for item in due(warden, limit=limit, access=access)
+    ]
 
 
 # -- importing an operator's memory records ------------------------------------------
@@ -319,7 +338,7 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
                     {"line": number, "memory_id": record.memory_id, "revocation_id": blocking["revocation_id"]}
                 )
                 continue
-            row = fetch_row(conn, record.memory_id)
+            row = fetch_row(conn, record.scope.tenant, record.memory_id)
             if row is not None and row["status"] == "erased":
                 refused.append({"line": number, "memory_id": record.memory_id, "reason": "erased"})
                 continue
@@ -335,7 +354,7 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
                 memory_id=record.memory_id,
                 version=(row["version"] + 1) if row else 1,
                 kind=record.kind,
-                summary=record.summary,
+                summary_checksum=content_checksum(record.summary),
                 content_checksum=content_checksum(text),
                 content_length=len(text.encode("utf-8")),
                 source_url=record.source_url,
@@ -346,7 +365,7 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
                 revocation_version=record.revocation_version,
                 actor="import",
             )
-            warden.blobs.put(text)
+            warden.texts.put(saved.tenant, record.memory_id, saved.version, record.summary, text)
             tx.append([saved])
             imported += 1
             if record.invalidation_reason:
@@ -354,6 +373,7 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
                     [
                         MemoryInvalidated(
                             event_id=f"{event_id}_inv",
+                            tenant=saved.tenant,
                             memory_id=record.memory_id,
                             version=saved.version,
                             reason=record.invalidation_reason,

@@ -14,8 +14,8 @@ from ._gate import Decision
 _view_values = operator.itemgetter(*VIEW_COLUMNS)
 # Every reader of a row by position lives in this module, held to the
 # names by tests/test_query.py.
-STATUS, CHECKSUM, POLICY, DERIVED_FROM = (
-    VIEW_COLUMNS.index(c) for c in ("status", "checksum", "policy", "derived_from")
+STATUS, CHECKSUM, POLICY, DERIVED_FROM, TENANT = (
+    VIEW_COLUMNS.index(c) for c in ("status", "checksum", "policy", "derived_from", "tenant")
 )
 
 
@@ -25,17 +25,18 @@ def gate_row(v: Sequence[Any]) -> dict[str, Any]:
     return {
         "memory_id": v[0],
         "status": v[2],
-        "expires_at": v[14],
-        "policy": v[16],
-        "revocation_version": v[17],
-        "revoked_by": v[20],
-        "invalidation_reason": v[21],
+        "tenant": v[5],
+        "expires_at": v[13],
+        "policy": v[15],
+        "revocation_version": v[16],
+        "revoked_by": v[19],
+        "invalidation_reason": v[20],
     }
 
 
 def derivation_row(v: Sequence[Any]) -> dict[str, Any]:
     """What ``Judge.parents`` reads of a row selected as ``VIEW_COLUMNS``."""
-    return {"memory_id": v[0], "derived_from": v[DERIVED_FROM]}
+    return {"memory_id": v[0], "tenant": v[5], "derived_from": v[DERIVED_FROM]}
 
 
 class MemoryView(NamedTuple):
@@ -67,11 +68,11 @@ class MemoryView(NamedTuple):
     last_seq: int
 
     @classmethod
-    def of(cls, row: dict[str, Any], decision: Decision, content: str | None) -> MemoryView:
-        return cls.of_values(_view_values(row), decision, content)
+    def of(cls, row: dict[str, Any], decision: Decision, content: str | None, summary: str | None) -> MemoryView:
+        return cls.of_values(_view_values(row), decision, content, summary)
 
     @classmethod
-    def of_values(cls, v: Sequence[Any], decision: Decision, content: str | None) -> MemoryView:
+    def of_values(cls, v: Sequence[Any], decision: Decision, content: str | None, summary: str | None) -> MemoryView:
         """From a row selected as ``VIEW_COLUMNS`` (no dict in between, and
         ``_make`` rather than the generated ``__new__``: a query makes a
         hundred of these per call)."""
@@ -85,18 +86,18 @@ class MemoryView(NamedTuple):
                 decision.action,
                 decision.detail,
                 v[3],
+                summary,
                 v[4],
-                v[5],
                 content if decision.usable else None,
-                {"tenant": v[6], "project": v[7], "permission": v[8], "user": v[9], "agent": v[10], "tool": v[11]},
+                {"tenant": v[5], "project": v[6], "permission": v[7], "user": v[8], "agent": v[9], "tool": v[10]},
+                v[11],
                 v[12],
                 v[13],
                 v[14],
                 v[15],
                 v[16],
-                v[17],
-                parent_refs(v[0], v[18]),
-                v[19],
+                parent_refs(v[0], v[17]),
+                v[18],
             )
         )
 
@@ -111,6 +112,7 @@ class SaveResult:
     checksum: str
     seq: int
     expires_at: str | None
+    tenant: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,6 +136,7 @@ class VerifyResult:
     outcome: str  # verified | changed | updated | failed | revoked | erased | skipped
     detail: str | None = None
     seq: int | None = None
+    tenant: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,6 +148,7 @@ class DueItem(NamedTuple):
     memory_id: str
     source_url: str
     reason: str
+    tenant: str
 
     def as_dict(self) -> dict[str, Any]:
         return self._asdict()

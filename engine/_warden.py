@@ -8,9 +8,9 @@ from typing import Any
 
 from memwarden.projections import CheckResult, weekly
 
-from . import _history, _verify
+from . import _history, _memory_api, _verify
+from ._access import EVERYONE, Access
 from ._cache import Caching
-from ._gate import Decision, decide
 from ._revoking import Revoking
 from ._views import DueItem, ImportResult, VerifyResult
 
@@ -34,25 +34,42 @@ class Warden(Caching, Revoking):
     def tail(self, n: int = 20) -> list[dict[str, Any]]:
         return [e.envelope() for e in self.log.tail(n)]
 
-    def decide_row(self, row: dict[str, Any], *, now: str, policy_version: int) -> Decision:
-        return decide(row, now=now, policy_version=policy_version)
-
     # -- verification, history and audit (their own modules) ---------------------------
 
-    def verify(self, memory_id: str, *, accept: bool = False) -> VerifyResult:
-        return _verify.verify(self, memory_id, accept=accept)
+    def verify(
+        self, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, accept: bool = False
+    ) -> VerifyResult:
+        return _verify.verify(self, memory_id, tenant=tenant, access=access, accept=accept)
 
-    def verify_due(self, *, accept: bool = False, limit: int | None = None) -> list[VerifyResult]:
-        return _verify.verify_due(self, accept=accept, limit=limit)
+    def verify_due(
+        self, *, accept: bool = False, limit: int | None = None, access: Access = EVERYONE
+    ) -> list[VerifyResult]:
+        return _verify.verify_due(self, accept=accept, limit=limit, access=access)
 
-    def due(self, *, limit: int | None = None) -> list[DueItem]:
-        return _verify.due(self, limit=limit)
+    def due(self, *, limit: int | None = None, access: Access = EVERYONE) -> list[DueItem]:
+        return _verify.due(self, limit=limit, access=access)
 
     def import_records(self, path: str | Path) -> ImportResult:
         return _verify.import_records(self, path)
 
-    def explain(self, memory_id: str, *, as_of: str | None = None) -> dict[str, Any]:
-        return _history.explain(self, memory_id, as_of=as_of)
+    def explain(
+        self, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, as_of: str | None = None
+    ) -> dict[str, Any]:
+        return _history.explain(self, memory_id, tenant=tenant, access=access, as_of=as_of)
+
+    # -- the Memory API pair -------------------------------------------------------------
+
+    def memory_save(
+        self, *, tenant: str, agent: str, key: str, content: str, access: Access = EVERYONE
+    ) -> dict[str, Any]:
+        """``/memory/save``: the memory (tenant, agent, key), a new version each time."""
+        return _memory_api.save(self, tenant=tenant, agent=agent, key=key, content=content, access=access)
+
+    def memory_load(
+        self, *, tenant: str, agent: str, history: bool = False, access: Access = EVERYONE
+    ) -> dict[str, Any]:
+        """``/memory/load``: every key of an agent; texts only while they may be used."""
+        return _memory_api.load(self, tenant=tenant, agent=agent, history=history, access=access)
 
     def replay(
         self,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ._blobs import CONTENT_BYTES, BlobStore, actual_checksum
 from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
 from ._errors import EventIdReused, EventRowDamaged, LogDamaged, LogDiverged, StorageError, VersionConflict
-from ._jsonl import JsonlEventLog, read_verified, verify_file, write_export
+from ._jsonl import JsonlEventLog, read_texts, read_verified, verify_export, verify_file, write_export
 from ._models import (
     EVENT_ADAPTER,
     EVENT_TYPES,
@@ -26,17 +25,20 @@ from ._models import (
     RevocationIssued,
     Scope,
     Selector,
+    memory_stream,
     new_id,
 )
 from ._recorded import (
     ChainReport,
     EventLog,
     Head,
+    LegacyTenants,
     RecordedEvent,
     current_schema_version,
     register_upcaster,
 )
-from ._sqlite import SQLiteEventLog, WriteTransaction, connect
+from ._sqlite import SQLiteEventLog, WriteTransaction, connect, legacy_tenants
+from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum
 from ._time import (
     UTC,
     Clock,
@@ -56,7 +58,6 @@ __all__ = [
     "EVENT_TYPES",
     "GENESIS_HASH",
     "UTC",
-    "BlobStore",
     "CacheKey",
     "ChainReport",
     "Clock",
@@ -67,6 +68,7 @@ __all__ = [
     "FrozenClock",
     "Head",
     "JsonlEventLog",
+    "LegacyTenants",
     "LogDamaged",
     "LogDiverged",
     "MemoryErased",
@@ -84,6 +86,10 @@ __all__ = [
     "RecordedEvent",
     "RevocationIssued",
     "SQLiteEventLog",
+    "SUMMARY_TEXT",
+    "TEXT_JOIN",
+    "TextStore",
+    "Texts",
     "Scope",
     "Selector",
     "StorageError",
@@ -98,13 +104,17 @@ __all__ = [
     "current_schema_version",
     "format_ts",
     "iso_week",
+    "legacy_tenants",
+    "memory_stream",
     "new_id",
     "parse_duration",
     "parse_ts",
+    "read_texts",
     "read_verified",
     "register_upcaster",
     "sha256_hex",
     "to_utc",
+    "verify_export",
     "verify_file",
     "write_export",
 ]

@@ -119,8 +119,9 @@ def sha256_hex(data: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def content_checksum(text: str) -> str:
-    """``sha256:<hex>`` of the UTF-8 bytes of ``text``."""
+def content_checksum(text: str | bytes) -> str:
+    """``sha256:<hex>`` of ``text``'s UTF-8 bytes (or of the bytes given):
+    the one spelling of a checksum."""
     return "sha256:" + sha256_hex(text)
 
 

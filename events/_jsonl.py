@@ -17,18 +17,20 @@ from typing import Any, BinaryIO
 import structlog
 
 from ._append import Existing, prepare_batch
-from ._canonical import canonical_json
+from ._canonical import canonical_json, content_checksum
 from ._errors import LogDamaged
 from ._models import Event
 from ._recorded import (
     EMPTY_HEAD,
     ChainReport,
     Head,
+    LegacyTenants,
     RecordedEvent,
     Row,
     check_rows,
     event_from_row,
 )
+from ._texts import Texts
 from ._time import Clock, SystemClock
 
 log = structlog.get_logger("memwarden.jsonl")
@@ -50,14 +52,41 @@ _KEYS = (
 _KEYSET = frozenset(_KEYS)
 
 
-def parse_line(text: str, line_no: int) -> Row:
-    """One JSONL line as a row, or ``LogDamaged`` naming the line."""
+_TEXT_KEYS = frozenset({"tenant", "memory_id", "version", "summary", "content"})
+
+
+def _json_object(text: str, line_no: int) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LogDamaged(f"not valid JSON ({exc.msg} at column {exc.colno})", line=line_no) from None
     if not isinstance(data, dict):
         raise LogDamaged("an event line must be a JSON object", line=line_no)
+    return data
+
+
+def is_text_line(text: str) -> bool:
+    """An export's text line (``{"texts": {...}}``), not an event."""
+    return text.startswith('{"texts":')
+
+
+def parse_text_line(text: str, line_no: int) -> Texts:
+    """One export text line, or ``LogDamaged`` naming the line."""
+    data = _json_object(text, line_no)
+    body = data.get("texts")
+    if set(data) != {"texts"} or not isinstance(body, dict) or set(body) != _TEXT_KEYS:
+        raise LogDamaged(f"a text line holds exactly {sorted(_TEXT_KEYS)} under 'texts'", line=line_no)
+    if not (isinstance(body["tenant"], str) and isinstance(body["memory_id"], str)) or type(body["version"]) is not int:
+        raise LogDamaged("texts: tenant and memory_id must be strings, version an integer", line=line_no)
+    for key in ("summary", "content"):
+        if body[key] is not None and not isinstance(body[key], str):
+            raise LogDamaged(f"texts.{key}: must be a string or null", line=line_no)
+    return Texts(body["tenant"], body["memory_id"], body["version"], body["summary"], body["content"])
+
+
+def parse_line(text: str, line_no: int) -> Row:
+    """One JSONL line as a row, or ``LogDamaged`` naming the line."""
+    data = _json_object(text, line_no)
     keys = set(data)
     if keys != _KEYSET:
         missing, extra = sorted(_KEYSET - keys), sorted(keys - _KEYSET)
@@ -105,14 +134,18 @@ def read_verified(path: str | Path, *, validate: bool = True) -> Iterator[Record
     Raises ``LogDamaged`` naming the first bad line. Callers that must write
     nothing from a damaged file run this to the end first (``verify_file``).
     """
+    tenants = LegacyTenants()
     with open(path, "rb") as fh:
         numbered = iter_lines(fh)
         line_of: dict[int, int] = {}
 
         def rows() -> Iterator[Row]:
             for number, text in numbered:
+                if is_text_line(text):
+                    continue  # an export's texts: read_texts checks them
                 row = parse_line(text, number)
                 line_of[row[0]] = number
+                learn_tenant(tenants, row)
                 yield row
 
         prev_seq = 0
@@ -120,7 +153,7 @@ def read_verified(path: str | Path, *, validate: bool = True) -> Iterator[Record
             line = line_of.pop(row[0], None)
             if problem is not None:
                 raise LogDamaged(problem, line=line, seq=row[0])
-            record = event_from_row(row)
+            record = event_from_row(row, tenants)
             if validate:
                 try:
                     record.to_model()
@@ -133,16 +166,67 @@ def read_verified(path: str | Path, *, validate: bool = True) -> Iterator[Record
         del prev_seq
 
 
-def verify_file(path: str | Path) -> int:
-    """Check a whole JSONL log; the number of events, or ``LogDamaged``."""
+def learn_tenant(tenants: LegacyTenants, row: Row) -> None:
+    """Rows read in seq order teach ``tenants`` each schema-1 stream's
+    tenant from its first save, which comes before its other events."""
+    if row[2] == "memory.saved" and row[8] == 1:
+        scope = json.loads(row[9]).get("scope")
+        if isinstance(scope, dict) and isinstance(scope.get("tenant"), str):
+            tenants.learn(row[3], scope["tenant"])
+
+
+Checksums = dict[tuple[str, str, int], tuple[str, str]]
+
+
+def verify_export(path: str | Path) -> tuple[int, Checksums]:
+    """Check a whole JSONL log and the texts it carries: the number of
+    events and the (summary, content) checksums of every saved version (what
+    ``read_texts`` checks the texts against), or ``LogDamaged`` naming the
+    first bad line."""
+    checksums: Checksums = {}
     count = 0
-    for _ in read_verified(path):
+    for record in read_verified(path):
         count += 1
-    return count
+        if record.type == "memory.saved":
+            p = record.payload
+            checksums[(p["tenant"], p["memory_id"], p["version"])] = (p["summary_checksum"], p["content_checksum"])
+    for _ in read_texts(path, checksums):
+        pass
+    return count, checksums
 
 
-def write_export(records: Iterable[RecordedEvent], path: str | Path) -> int:
-    """Write events as JSONL, fsync'd, atomically replacing ``path``."""
+def verify_file(path: str | Path) -> int:
+    """Check a whole JSONL log and its texts; the number of events."""
+    return verify_export(path)[0]
+
+
+def read_texts(path: str | Path, checksums: Checksums) -> Iterator[Texts]:
+    """The texts an export carries, each checked against the checksums its
+    version's ``memory.saved`` recorded (a text that does not match, or has
+    no such version, is damage named by its line)."""
+    with open(path, "rb") as fh:
+        for number, text in iter_lines(fh):
+            if not is_text_line(text):
+                continue
+            texts = parse_text_line(text, number)
+            expected = checksums.get((texts.tenant, texts.memory_id, texts.version))
+            if expected is None:
+                raise LogDamaged(
+                    f"texts of {texts.memory_id!r} v{texts.version} in tenant {texts.tenant!r}: no such saved version",
+                    line=number,
+                )
+            for name, value, checksum in (
+                ("summary", texts.summary, expected[0]),
+                ("content", texts.content, expected[1]),
+            ):
+                if value is not None and content_checksum(value) != checksum:
+                    raise LogDamaged(f"texts.{name} of {texts.memory_id!r} does not match {checksum}", line=number)
+            yield texts
+
+
+def write_export(records: Iterable[RecordedEvent], path: str | Path, texts: Iterable[Texts] = ()) -> int:
+    """Write events as JSONL, then the texts they name (a backup restores
+    from both), fsync'd, atomically replacing ``path``."""
     target = Path(path)
     tmp = target.with_name(target.name + ".partial")
     count = 0
@@ -150,6 +234,8 @@ def write_export(records: Iterable[RecordedEvent], path: str | Path) -> int:
         for record in records:
             fh.write(record.to_json_line().encode("utf-8") + b"\n")
             count += 1
+        for item in texts:
+            fh.write(canonical_json({"texts": item._asdict()}).encode("utf-8") + b"\n")
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, target)
@@ -182,6 +268,7 @@ class JsonlEventLog:
         self._ids: dict[str, Existing] = {}
         self._versions: dict[str, int] = {}
         self._head = EMPTY_HEAD
+        self._tenants = LegacyTenants()
         self._load()
 
     def _load(self) -> None:
@@ -250,7 +337,9 @@ class JsonlEventLog:
     def _rows(self) -> Iterator[Row]:
         with open(self.path, "rb") as fh:
             for number, text in iter_lines(fh):
-                yield parse_line(text, number)
+                row = parse_line(text, number)
+                learn_tenant(self._tenants, row)
+                yield row
 
     def read(
         self, after_seq: int = 0, until_seq: int | None = None, until_time: str | None = None
@@ -260,7 +349,7 @@ class JsonlEventLog:
                 continue
             if (until_seq is not None and row[0] > until_seq) or (until_time is not None and row[6] > until_time):
                 return
-            yield event_from_row(row)
+            yield event_from_row(row, self._tenants)
 
     def head(self) -> Head:
         with self._lock:

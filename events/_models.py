@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from ._canonical import content_checksum
 from ._time import format_ts, parse_ts, to_utc
 
 
@@ -161,19 +162,39 @@ class Event(Model):
         return data
 
 
+def memory_stream(tenant: str, memory_id: str) -> str:
+    """The stream of a memory: its identity, (tenant, memory_id), as one name.
+
+    Neither part may hold white space, so one space joins them without
+    ambiguity, and no such name can equal a stream written before memories
+    had a tenant in their identity (those were the bare memory id).
+    """
+    return f"{tenant} {memory_id}"
+
+
 class MemoryEvent(Event):
+    """An event about one memory. Schema 2 added ``tenant``: a memory is
+    identified by (tenant, memory_id), so two tenants may use one id."""
+
+    SCHEMA_VERSION: ClassVar[int] = 2
+    tenant: Identifier
     memory_id: Identifier
 
     @property
     def stream(self) -> str:
-        return self.memory_id
+        return memory_stream(self.tenant, self.memory_id)
 
 
 class MemorySaved(MemoryEvent):
+    """A version of a memory. Its texts (summary and content) are not in the
+    payload: they live in the text store, per memory and version, so an
+    erasure can destroy them while the chain (which covers their checksums)
+    still verifies."""
+
     type: Literal["memory.saved"] = "memory.saved"
     version: PositiveInt
     kind: Identifier
-    summary: NonEmptyStr
+    summary_checksum: Checksum
     content_checksum: Checksum
     content_length: NonNegativeInt
     source_url: NonEmptyStr
@@ -189,8 +210,29 @@ class MemorySaved(MemoryEvent):
     derived_from: tuple[ParentRef, ...] = Field(default=(), strict=False)
     cache_key: CacheKey | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _tenant_of_scope(cls, data: Any) -> Any:
+        # the identity's tenant is the scope's: given once, it is both
+        if isinstance(data, dict) and "tenant" not in data:
+            scope = data.get("scope")
+            tenant = scope.get("tenant") if isinstance(scope, dict) else getattr(scope, "tenant", None)
+            if tenant is not None:
+                data = {**data, "tenant": tenant}
+        # a summary given as text is recorded as its checksum only (whoever
+        # builds the event keeps the text in the text store)
+        if isinstance(data, dict) and "summary" in data and "summary_checksum" not in data:
+            data = dict(data)
+            summary = data.pop("summary")
+            if not isinstance(summary, str) or not summary:
+                raise ValueError("summary: must be non-empty text")
+            data["summary_checksum"] = content_checksum(summary)
+        return data
+
     @model_validator(mode="after")
     def _times(self) -> MemorySaved:
+        if self.scope.tenant != self.tenant:
+            raise ValueError(f"scope.tenant: {self.scope.tenant!r} is not the memory's tenant {self.tenant!r}")
         if self.expires_at is not None and self.expires_at <= self.fetched_at:
             raise ValueError("expires_at: must be after fetched_at")
         return self

@@ -10,11 +10,22 @@ from json.encoder import encode_basestring
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, NamedTuple, Protocol
 
-from ._canonical import GENESIS_HASH, canonical_json, chain_hash, preimage_bytes
+from ._canonical import GENESIS_HASH, canonical_json, chain_hash, content_checksum, preimage_bytes
 from ._errors import EventRowDamaged
 from ._models import EVENT_TYPES, Event, event_from_parts
 
-Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+TenantOf = Callable[[str], "str | None"]
+
+
+class UpcastContext(NamedTuple):
+    """What an upcaster may know beyond the payload: the event's stream, and
+    the tenant of a stream written before memories had one in their identity."""
+
+    stream: str
+    tenant_of: TenantOf
+
+
+Upcaster = Callable[[dict[str, Any], UpcastContext], dict[str, Any]]
 _UPCASTERS: dict[tuple[str, int], Upcaster] = {}
 
 
@@ -32,15 +43,74 @@ def current_schema_version(event_type: str) -> int:
     return cls.SCHEMA_VERSION if cls is not None else 1
 
 
-def upcast(event_type: str, schema_version: int, payload: dict[str, Any]) -> dict[str, Any]:
+def _no_legacy(stream: str) -> str | None:
+    return None
+
+
+def upcast(
+    event_type: str, schema_version: int, payload: dict[str, Any], context: UpcastContext | None = None
+) -> dict[str, Any]:
     target = current_schema_version(event_type)
+    context = context or UpcastContext("", _no_legacy)
     while schema_version < target:
         step = _UPCASTERS.get((event_type, schema_version))
         if step is None:
             raise ValueError(f"no upcaster for {event_type} from schema_version {schema_version} to {target}")
-        payload = step(payload)
+        payload = step(payload, context)
         schema_version += 1
     return payload
+
+
+class LegacyTenants:
+    """The tenant of each memory stream written before schema 2 (when a
+    stream was the bare memory id): the tenant of the stream's first save.
+
+    ``load`` yields (stream, tenant) of those first saves; it runs when a
+    stream is not known yet (a database holds a fixed set of them; an
+    import may add more, which the next miss finds). A streaming reader
+    (a JSONL file read in seq order) teaches it with ``learn`` instead.
+    """
+
+    def __init__(self, load: Callable[[], Iterable[tuple[str, str]]] | None = None) -> None:
+        self._known: dict[str, str] = {}
+        self._load = load
+
+    def learn(self, stream: str, tenant: str) -> None:
+        self._known.setdefault(stream, tenant)
+
+    def __call__(self, stream: str) -> str | None:
+        found = self._known.get(stream)
+        if found is None and self._load is not None:
+            for name, tenant in self._load():
+                self._known.setdefault(name, tenant)
+            found = self._known.get(stream)
+        return found
+
+
+def _memory_v1_to_v2(payload: dict[str, Any], context: UpcastContext) -> dict[str, Any]:
+    """Schema 1 memory events had no tenant: each gets its memory's, the
+    tenant of the stream's first save (a save into another tenant's id, which
+    schema 1 allowed, stays with the memory it was written into)."""
+    tenant = context.tenant_of(context.stream)
+    scope = payload.get("scope")
+    if tenant is None and isinstance(scope, dict):
+        tenant = scope.get("tenant")  # the first save itself, read on its own
+    if not isinstance(tenant, str):
+        raise ValueError(f"the memory of stream {context.stream!r} has no first save to take its tenant from")
+    out = {**payload, "tenant": tenant}
+    if isinstance(scope, dict):
+        out["scope"] = {**scope, "tenant": tenant}
+    if "summary" in out:
+        # the summary left the payload in schema 2 (it is text an erasure
+        # destroys); what the chain covered of it stays as its checksum
+        summary = out.pop("summary")
+        out["summary_checksum"] = content_checksum(str(summary))
+    return out
+
+
+for _type in EVENT_TYPES:
+    if _type.startswith("memory."):
+        register_upcaster(_type, 1, _memory_v1_to_v2)
 
 
 class RecordedEvent(NamedTuple):
@@ -146,7 +216,9 @@ def decode_payload(text: str) -> Any:
     return json.loads(text)  # anything unusual gets loads() and its errors
 
 
-def event_from_row(row: Row) -> RecordedEvent:
+def event_from_row(row: Row, tenant_of: TenantOf | None = None) -> RecordedEvent:
+    """A stored row as an event, its payload upcast to the current schema
+    (``tenant_of`` answers for streams written before memories had tenants)."""
     seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, payload, prev, hash_ = row
     # SQLite keeps whatever a hand-edited file puts in a column: a payload
     # that is a blob, a number or not an object is damage, named by its seq
@@ -160,7 +232,10 @@ def event_from_row(row: Row) -> RecordedEvent:
     except ValueError as exc:
         raise EventRowDamaged(seq, str(exc)) from None
     if schema != current_schema_version(type_):
-        data = upcast(type_, schema, data)
+        try:
+            data = upcast(type_, schema, data, UpcastContext(stream, tenant_of or _no_legacy))
+        except ValueError as exc:
+            raise EventRowDamaged(seq, str(exc)) from None
     return RecordedEvent(
         seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, data, prev, hash_, payload
     )

@@ -11,12 +11,13 @@ from typing import Literal
 
 from ._append import Existing, prepare_batch
 from ._errors import LogDiverged, StorageError
-from ._models import Event
+from ._models import Event, memory_stream
 from ._recorded import (
     EMPTY_HEAD,
     ROW_COLUMNS,
     ChainReport,
     Head,
+    LegacyTenants,
     RecordedEvent,
     Row,
     event_from_row,
@@ -83,6 +84,27 @@ def connect(
     # the OS's page cache, shared). mmap_mb=0 turns it off.
     conn.execute(f"PRAGMA mmap_size={int(mmap_mb) * 1024 * 1024}")
     return conn
+
+
+def legacy_tenants(conn: sqlite3.Connection, lock: threading.RLock | None = None) -> LegacyTenants:
+    """The tenants of memory streams written before schema 2, read from
+    ``conn``'s events (the first save of each such stream)."""
+
+    def load() -> list[tuple[str, str]]:
+        # a bare column beside min(): SQLite takes it from the row with the
+        # smallest seq, the stream's first save
+        sql = (
+            "SELECT stream, json_extract(payload, '$.scope.tenant'), min(seq) FROM events "
+            "WHERE type = 'memory.saved' AND schema_version = 1 GROUP BY stream"
+        )
+        if lock is None:
+            rows = conn.execute(sql).fetchall()
+        else:
+            with lock:
+                rows = conn.execute(sql).fetchall()
+        return [(stream, tenant) for stream, tenant, _ in rows if isinstance(tenant, str)]
+
+    return LegacyTenants(load)
 
 
 def _storage_failure(exc: sqlite3.OperationalError) -> bool:
@@ -226,6 +248,7 @@ class SQLiteEventLog:
         self.reactors: list[Callable[[WriteTransaction, Sequence[RecordedEvent]], None]] = []
         self.conn = connect(path, synchronous=synchronous, busy_timeout=busy_timeout, mmap_mb=mmap_mb)
         self._lock = threading.RLock()
+        self.legacy_tenants = legacy_tenants(self.conn, self._lock)
         with self._lock:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
@@ -331,7 +354,7 @@ class SQLiteEventLog:
         until_time: str | None = None,
         *,
         types: Sequence[str] | None = None,
-        stream: str | None = None,
+        streams: Sequence[str] | None = None,
     ) -> Iterator[RecordedEvent]:
         """Stream events with ``after_seq < seq <= until_seq`` and
         ``recorded_at <= until_time``, upcast to the current schema."""
@@ -343,11 +366,20 @@ class SQLiteEventLog:
         if types:
             clauses.append(f"type IN ({','.join('?' * len(types))})")
             params.extend(types)
-        if stream is not None:
-            clauses.append("stream = ?")
-            params.append(stream)
+        if streams is not None:
+            clauses.append(f"stream IN ({','.join('?' * len(streams))})")
+            params.extend(streams)
         for row in self.rows(after_seq, until_seq, " AND ".join(clauses), params):
-            yield event_from_row(row)
+            yield event_from_row(row, self.legacy_tenants)
+
+    def memory_events(
+        self, tenant: str, memory_id: str, *, until_seq: int | None = None, types: Sequence[str] | None = None
+    ) -> Iterator[RecordedEvent]:
+        """The events of memory (tenant, memory_id), in seq order: its stream,
+        and the bare-id stream it had before schema 2 if it is that old."""
+        for event in self.read(until_seq=until_seq, types=types, streams=[memory_stream(tenant, memory_id), memory_id]):
+            if event.payload.get("tenant") == tenant:
+                yield event
 
     def seq_at(self, when: str) -> int:
         """The last seq recorded at or before ``when`` (canonical text).
@@ -369,14 +401,14 @@ class SQLiteEventLog:
     def get(self, seq: int) -> RecordedEvent | None:
         with self._lock:
             row = self.conn.execute(f"SELECT {ROW_COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchone()
-        return event_from_row(row) if row else None
+        return event_from_row(row, self.legacy_tenants) if row else None
 
     def tail(self, n: int) -> list[RecordedEvent]:
         with self._lock:
             rows = self.conn.execute(
                 f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq DESC LIMIT ?", (max(n, 0),)
             ).fetchall()
-        return [event_from_row(r) for r in reversed(rows)]
+        return [event_from_row(r, self.legacy_tenants) for r in reversed(rows)]
 
     def count(self) -> int:
         with self._lock:

@@ -7,19 +7,22 @@ from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, fold_memory, revoke_row
 from ._rows import (
     SELECT_MEMORIES,
     VIEW_COLUMNS,
+    Key,
     current_policies,
     fetch_row,
+    fetch_rows,
     load_revocations,
     parent_refs,
     row_dict,
     select_rows,
     select_rows_with_text,
+    summaries,
 )
 from ._runner import CheckResult, Projection, Projector, default_projections
 from ._selector import revocation_blocks, selector_covers, selector_sql
 from ._stats import COUNTERS, StatsProjection, weekly
 from ._text_index import purge_text_index, text_index_levels
-from ._usable import RECHECK, UsableProjection, blob_text
+from ._usable import RECHECK, UsableProjection, stored_texts
 
 __all__ = [
     "COLUMNS",
@@ -30,15 +33,16 @@ __all__ = [
     "STATUSES",
     "VIEW_COLUMNS",
     "CheckResult",
+    "Key",
     "Projection",
     "ProjectionDamaged",
     "Projector",
     "StatsProjection",
     "UsableProjection",
-    "blob_text",
     "current_policies",
     "default_projections",
     "fetch_row",
+    "fetch_rows",
     "fold_memory",
     "load_revocations",
     "parent_refs",
@@ -50,6 +54,8 @@ __all__ = [
     "select_rows_with_text",
     "selector_covers",
     "selector_sql",
+    "stored_texts",
+    "summaries",
     "text_index_levels",
     "weekly",
 ]

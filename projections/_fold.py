@@ -23,7 +23,6 @@ COLUMNS = (
     "memory_id",
     "version",
     "kind",
-    "summary",
     "status",
     "reason",
     *SCOPE_COLUMNS,
@@ -53,7 +52,8 @@ COLUMNS = (
 def fold_memory(
     row: dict[str, Any] | None, event: RecordedEvent, revocations: Sequence[dict[str, Any]]
 ) -> dict[str, Any] | None:
-    """The memory row after ``event``: a pure function of its inputs."""
+    """The memory row after ``event``: a pure function of its inputs. The
+    row holds no text: summaries and contents live in the text store."""
     p = event.payload
     kind = event.type
     if kind == "memory.saved":
@@ -65,10 +65,9 @@ def fold_memory(
             "memory_id": p["memory_id"],
             "version": p["version"],
             "kind": p["kind"],
-            "summary": p["summary"],
             "status": "usable",
             "reason": None,
-            "tenant": scope["tenant"],
+            "tenant": p["tenant"],
             "project": scope.get("project"),
             "permission": scope.get("permission"),
             "user": scope.get("user"),
@@ -108,7 +107,7 @@ def fold_memory(
     out = {**row, "last_seq": event.seq}
     same_version = p.get("version", row["version"]) == row["version"]
     if kind == "memory.erased":
-        out.update(status="erased", reason="erased", summary=None)
+        out.update(status="erased", reason="erased")
     elif status in TERMINAL or not same_version:
         return out
     elif kind == "memory.verified":

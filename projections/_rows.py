@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from memwarden.events import CONTENT_BYTES
+from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN
 
 from ._errors import ProjectionDamaged
 from ._fold import COLUMNS, SCOPE_COLUMNS
@@ -24,7 +24,6 @@ VIEW_COLUMNS = (
     "version",
     "status",
     "kind",
-    "summary",
     "checksum",
     *SCOPE_COLUMNS,
     "source_url",
@@ -59,35 +58,53 @@ def row_dict(values: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(COLUMNS, values, strict=True))
 
 
-def fetch_rows(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, Any] | None]:
-    found: dict[str, dict[str, Any] | None] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        for values in conn.execute(f"{SELECT_MEMORIES} WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk):
-            found[values[0]] = row_dict(values)
+Key = tuple[str, str]  # (tenant, memory_id): a memory's identity
+
+
+def fetch_rows(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
+    """The rows of the memories ``keys`` name (absent ones left out)."""
+    found: dict[Key, dict[str, Any] | None] = {}
+    for start in range(0, len(keys), 400):
+        chunk = keys[start : start + 400]
+        marks = ",".join("(?,?)" for _ in chunk)
+        flat = [part for key in chunk for part in key]
+        for values in conn.execute(f"{SELECT_MEMORIES} WHERE (tenant, memory_id) IN (VALUES {marks})", flat):
+            row = row_dict(values)
+            found[(row["tenant"], row["memory_id"])] = row
     return found
 
 
-def fetch_row(conn: sqlite3.Connection, memory_id: str) -> dict[str, Any] | None:
-    values = conn.execute(f"{SELECT_MEMORIES} WHERE memory_id = ?", (memory_id,)).fetchone()
+def fetch_row(conn: sqlite3.Connection, tenant: str, memory_id: str) -> dict[str, Any] | None:
+    values = conn.execute(f"{SELECT_MEMORIES} WHERE tenant = ? AND memory_id = ?", (tenant, memory_id)).fetchone()
     return row_dict(values) if values else None
 
 
 def select_rows_with_text(
     conn: sqlite3.Connection, columns: Sequence[str], where: str, params: Sequence[Any], tail: str = ""
 ) -> list[tuple[Any, ...]]:
-    """``columns`` of the rows and, last, their stored text (bytes, or None
-    without a blob), in one statement: the agent query path."""
+    """``columns`` of the rows and, last, their summary (text) and stored
+    content (bytes; None without one), in one statement: the agent query path."""
     selected = ", ".join(f'm."{c}"' for c in columns)
     return conn.execute(
-        f"SELECT {selected}, {CONTENT_BYTES} FROM memories m LEFT JOIN blobs b ON b.checksum = m.checksum "
-        f"WHERE {where} {tail}",
+        f"SELECT {selected}, {SUMMARY_TEXT}, {CONTENT_BYTES} FROM memories m {TEXT_JOIN} WHERE {where} {tail}",
         params,
     ).fetchall()
 
 
 def select_rows(conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = "") -> list[dict[str, Any]]:
     return [row_dict(v) for v in conn.execute(f"{SELECT_MEMORIES} WHERE {where} {tail}", params)]
+
+
+def summaries(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> dict[Key, str | None]:
+    """The summary of each row's current version (None once erased)."""
+    found: dict[Key, str | None] = {}
+    for row in rows:
+        hit = conn.execute(
+            f"SELECT {SUMMARY_TEXT} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
+            (row["tenant"], row["memory_id"], row["version"]),
+        ).fetchone()
+        found[(row["tenant"], row["memory_id"])] = hit[0] if hit else None
+    return found
 
 
 def load_revocations(conn: sqlite3.Connection) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memwarden.events import RecordedEvent, canonical_json
+from memwarden.events import RecordedEvent, canonical_json, legacy_tenants
 from memwarden.events._recorded import ROW_COLUMNS, event_from_row
 
 from ._errors import ProjectionDamaged
@@ -83,8 +83,14 @@ class Projector:
         self.projections = list(projections) if projections is not None else default_projections()
 
     def install(self, conn: sqlite3.Connection) -> None:
+        """Create the tables; a projection whose tables are of an older
+        layout is dropped and set back to seq 0, to be rebuilt from the log."""
         conn.execute(TRACKING)
         for projection in self.projections:
+            outdated = getattr(projection, "outdated", None)
+            if outdated is not None and outdated(conn):
+                projection.drop(conn)
+                conn.execute("DELETE FROM projection_tracking WHERE name = ?", (projection.name,))
             projection.create(conn)
 
     def positions(self, conn: sqlite3.Connection) -> dict[str, int]:
@@ -280,6 +286,7 @@ def _batches(events: Iterable[RecordedEvent], size: int = BATCH) -> Iterator[lis
 
 
 def _events_in(conn: sqlite3.Connection, after: int, until: int) -> Iterator[RecordedEvent]:
+    tenants = legacy_tenants(conn)
     while after < until:
         rows = conn.execute(
             f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT {BATCH}",
@@ -288,5 +295,5 @@ def _events_in(conn: sqlite3.Connection, after: int, until: int) -> Iterator[Rec
         if not rows:
             return
         for row in rows:
-            yield event_from_row(row)
+            yield event_from_row(row, tenants)
         after = rows[-1][0]

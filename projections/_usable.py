@@ -15,21 +15,23 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memwarden.events import CONTENT_BYTES, RecordedEvent, canonical_json
+from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, RecordedEvent, canonical_json
 
 from ._fold import COLUMNS, STATUSES, fold_memory
-from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, fetch_rows, load_revocations
+from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, Key, fetch_rows, load_revocations
 from ._selector import selector_sql
 from ._text_index import drop_text_index
 
 SCHEMA = [
-    # Clustered by tenant: a revocation of a tenant (or a project in it)
-    # rewrites a run of neighbouring pages, not one page per memory. ``mid``
-    # is the stable integer the text index is keyed by.
+    # Keyed, and so clustered, by (tenant, memory_id), a memory's identity:
+    # a revocation of a tenant (or a project in it) rewrites a run of
+    # neighbouring pages, not one page per memory. ``mid`` is the stable
+    # integer the text index is keyed by. No text here: summaries and
+    # contents are in the text store, per version.
     f"""CREATE TABLE IF NOT EXISTS memories (
         mid INTEGER NOT NULL UNIQUE,
-        memory_id TEXT NOT NULL UNIQUE,
-        version INTEGER NOT NULL, kind TEXT NOT NULL, summary TEXT,
+        memory_id TEXT NOT NULL,
+        version INTEGER NOT NULL, kind TEXT NOT NULL,
         status TEXT NOT NULL CHECK (status IN ({",".join(repr(s) for s in STATUSES)})),
         reason TEXT,
         tenant TEXT NOT NULL, project TEXT, permission TEXT, "user" TEXT, agent TEXT, tool TEXT,
@@ -54,10 +56,11 @@ SCHEMA = [
         policy TEXT PRIMARY KEY, version INTEGER NOT NULL, previous_version INTEGER NOT NULL,
         changed_at TEXT NOT NULL, seq INTEGER NOT NULL
     )""",
-    # which memories each memory was drawn from (its current version's evidence)
+    # which memories each memory was drawn from (its current version's
+    # evidence); a memory's evidence is in its own tenant
     """CREATE TABLE IF NOT EXISTS derivations (
-        child_id TEXT NOT NULL, parent_id TEXT NOT NULL, parent_version INTEGER NOT NULL,
-        PRIMARY KEY (child_id, parent_id)
+        tenant TEXT NOT NULL, child_id TEXT NOT NULL, parent_id TEXT NOT NULL, parent_version INTEGER NOT NULL,
+        PRIMARY KEY (tenant, child_id, parent_id)
     ) WITHOUT ROWID""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
         summary, content, tokenize = 'unicode61 remove_diacritics 2'
@@ -90,7 +93,9 @@ INDEXES = [
     "CREATE INDEX IF NOT EXISTS memories_usable_by_tenant ON memories (tenant, last_seq) WHERE status = 'usable'",
     'CREATE INDEX IF NOT EXISTS memories_by_user ON memories ("user") WHERE "user" IS NOT NULL',
     "CREATE INDEX IF NOT EXISTS memories_by_agent ON memories (agent) WHERE agent IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS memories_by_checksum ON memories (checksum)",
+    "DROP INDEX IF EXISTS memories_by_checksum",  # older databases: erasure by shared text
+    # a memory named by its id alone (the caller's tenants narrow it)
+    "CREATE INDEX IF NOT EXISTS memories_by_id ON memories (memory_id)",
     # Not (status, expires_at): a revocation would move entries scattered by
     # time. On (status) alone the entries follow the table's (tenant,
     # memory_id) order, so one tenant's memories move as a block.
@@ -100,33 +105,40 @@ INDEXES = [
     "DROP INDEX IF EXISTS memories_to_recheck",  # older databases: the condition spelled with IN
     f"CREATE INDEX IF NOT EXISTS memories_to_reverify ON memories (status) WHERE {RECHECK}",
     "CREATE INDEX IF NOT EXISTS memories_by_policy ON memories (policy, revocation_version)",
-    "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (parent_id)",
+    "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (tenant, parent_id)",
 ]
 
 TABLES = ("memories", "revocations", "policies", "derivations", "memories_fts")
 
 _UPSERT = (
     f"INSERT INTO memories (mid, {QUOTED_COLUMNS}) "
-    f"VALUES (?, {', '.join('?' * len(COLUMNS))}) ON CONFLICT(memory_id) DO UPDATE SET "
-    + ", ".join(f'"{c}" = excluded."{c}"' for c in COLUMNS[1:])
+    f"VALUES (?, {', '.join('?' * len(COLUMNS))}) ON CONFLICT(tenant, memory_id) DO UPDATE SET "
+    + ", ".join(f'"{c}" = excluded."{c}"' for c in COLUMNS if c not in ("tenant", "memory_id"))
 )
 _values = operator.itemgetter(*COLUMNS)
 
-TextSource = Callable[[sqlite3.Connection, str], str | None]
+# (tenant, memory_id, version) -> (summary, content) to index, or None
+TextSource = Callable[[sqlite3.Connection, str, str, int], tuple[str | None, str | None] | None]
 
 
-def blob_text(conn: sqlite3.Connection, checksum: str) -> str | None:
-    """The text of a blob in the same database, if that database has blobs."""
+def stored_texts(
+    conn: sqlite3.Connection, tenant: str, memory_id: str, version: int
+) -> tuple[str | None, str | None] | None:
+    """A version's texts from the text store in the same database, if it has one."""
     try:
-        row = conn.execute(f"SELECT {CONTENT_BYTES} FROM blobs WHERE checksum = ?", (checksum,)).fetchone()
+        row = conn.execute(
+            f"SELECT {SUMMARY_TEXT}, {CONTENT_BYTES} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
+            (tenant, memory_id, version),
+        ).fetchone()
     except sqlite3.OperationalError:
         return None
     if row is None:
         return None
     try:
-        return bytes(row[0]).decode("utf-8")
+        content = None if row[1] is None else bytes(row[1]).decode("utf-8")
     except UnicodeDecodeError:
-        return None
+        content = None
+    return row[0], content
 
 
 # -- applying to tables -----------------------------------------------------
@@ -138,8 +150,15 @@ class UsableProjection:
     name = "usable"
     tables = TABLES
 
-    def __init__(self, text_source: TextSource | None = blob_text) -> None:
+    def __init__(self, text_source: TextSource | None = stored_texts) -> None:
         self.text_source = text_source
+
+    def outdated(self, conn: sqlite3.Connection) -> bool:
+        """Whether the tables are of an older layout (memory ids global, the
+        summary in the row): they are dropped and rebuilt from the log."""
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+        derivation_columns = {r[1] for r in conn.execute("PRAGMA table_info(derivations)")}
+        return bool(columns) and ("summary" in columns or "tenant" not in derivation_columns)
 
     def create(self, conn: sqlite3.Connection, *, indexes: bool = True) -> None:
         for statement in SCHEMA:
@@ -166,16 +185,16 @@ class UsableProjection:
             self._invalidate(conn, events)
             return
         revocations = load_revocations(conn)
-        ids = list({e.payload["memory_id"] for e in events if e.type.startswith("memory.")})
-        pending: dict[str, dict[str, Any] | None] = fetch_rows(conn, ids)
+        keys = list({(e.payload["tenant"], e.payload["memory_id"]) for e in events if e.type.startswith("memory.")})
+        pending: dict[Key, dict[str, Any] | None] = dict(fetch_rows(conn, keys))
         stored = dict(pending)  # the rows as the table holds them (fold never mutates a row)
-        changed: set[str] = set()
-        fts: list[tuple[str, str]] = []  # (memory_id, "index" | "drop")
-        links: dict[str, list[dict[str, Any]]] = {}  # child -> its parents, when they change
+        changed: set[Key] = set()
+        fts: list[tuple[Key, str]] = []  # (memory, "index" | "drop")
+        links: dict[Key, list[dict[str, Any]]] = {}  # child -> its parents, when they change
         for event in events:
             kind = event.type
             if kind.startswith("memory."):
-                memory_id = event.payload["memory_id"]
+                memory_id = (event.payload["tenant"], event.payload["memory_id"])
                 old = pending.get(memory_id)
                 new = fold_memory(old, event, revocations)
                 if (
@@ -263,32 +282,32 @@ class UsableProjection:
         taken = "memories.version = j.version AND status <> 'erased' AND status <> 'revoked'"  # no IN: see RECHECK
         sql = (
             "WITH j AS MATERIALIZED (SELECT value ->> 0 AS why, value ->> 1 AS seq, value ->> 2 AS memory_id, "
-            "value ->> 3 AS version FROM json_each(?)) "
+            "value ->> 3 AS version, value ->> 4 AS tenant FROM json_each(?)) "
             f"UPDATE memories SET status = CASE WHEN {taken} THEN 'invalidated' ELSE status END, "
             f"reason = CASE WHEN {taken} THEN j.why ELSE reason END, "
             f"invalidation_reason = CASE WHEN {taken} THEN j.why ELSE invalidation_reason END, "
             f"invalidated_by = CASE WHEN {taken} THEN j.seq ELSE invalidated_by END, "
-            "last_seq = j.seq FROM j WHERE memories.memory_id = j.memory_id"
+            "last_seq = j.seq FROM j WHERE memories.tenant = j.tenant AND memories.memory_id = j.memory_id"
         )
         run: list[tuple[Any, ...]] = []
-        in_run: set[str] = set()
+        in_run: set[Key] = set()
         for e in events:
-            memory_id = e.payload["memory_id"]
+            memory_id = (e.payload["tenant"], e.payload["memory_id"])
             if memory_id in in_run:
                 conn.execute(sql, (canonical_json(run, floats=False),))
                 run, in_run = [], set()
-            run.append((e.payload["reason"], e.seq, memory_id, e.payload["version"]))
+            run.append((e.payload["reason"], e.seq, memory_id[1], e.payload["version"], memory_id[0]))
             in_run.add(memory_id)
         conn.execute(sql, (canonical_json(run, floats=False),))
 
     def _flush(
         self,
         conn: sqlite3.Connection,
-        pending: dict[str, dict[str, Any] | None],
-        stored: dict[str, dict[str, Any] | None],
-        changed: set[str],
-        fts: list[tuple[str, str]],
-        links: dict[str, list[dict[str, Any]]],
+        pending: dict[Key, dict[str, Any] | None],
+        stored: dict[Key, dict[str, Any] | None],
+        changed: set[Key],
+        fts: list[tuple[Key, str]],
+        links: dict[Key, list[dict[str, Any]]],
         bulk: bool,
     ) -> None:
         if not changed:
@@ -306,60 +325,62 @@ class UsableProjection:
                 continue
             columns = tuple(c for c in COLUMNS if row[c] != before[c])
             if columns:
-                updates.setdefault(columns, []).append([*(row[c] for c in columns), memory_id])
+                updates.setdefault(columns, []).append([*(row[c] for c in columns), *memory_id])
         if inserts:
             base = conn.execute("SELECT coalesce(max(mid), 0) FROM memories").fetchone()[0]
             conn.executemany(_UPSERT, [(base + n, *values) for n, values in enumerate(inserts, start=1)])
         for columns, values in updates.items():
             assignments = ", ".join(f'"{c}" = ?' for c in columns)
-            conn.executemany(f"UPDATE memories SET {assignments} WHERE memory_id = ?", values)
+            conn.executemany(f"UPDATE memories SET {assignments} WHERE tenant = ? AND memory_id = ?", values)
         if links:
-            conn.executemany("DELETE FROM derivations WHERE child_id = ?", [(c,) for c in links])
+            conn.executemany("DELETE FROM derivations WHERE tenant = ? AND child_id = ?", list(links))
             conn.executemany(
-                "INSERT INTO derivations (child_id, parent_id, parent_version) VALUES (?,?,?)",
-                [(c, p["memory_id"], p["version"]) for c, parents in links.items() for p in parents],
+                "INSERT INTO derivations (tenant, child_id, parent_id, parent_version) VALUES (?,?,?,?)",
+                [(t, c, p["memory_id"], p["version"]) for (t, c), parents in links.items() for p in parents],
             )
         if bulk:
             return
         for memory_id, action in fts:
             conn.execute(
-                "DELETE FROM memories_fts WHERE rowid = (SELECT mid FROM memories WHERE memory_id = ?)",
-                (memory_id,),
+                "DELETE FROM memories_fts WHERE rowid = (SELECT mid FROM memories WHERE tenant = ? AND memory_id = ?)",
+                memory_id,
             )
             row = pending[memory_id]
             if action == "index" and row is not None and row["status"] != "erased":
-                text = self.text_source(conn, row["checksum"]) if self.text_source else None
+                texts = self.text_source(conn, *memory_id, row["version"]) if self.text_source else None
+                summary, content = texts or (None, None)
                 conn.execute(
                     "INSERT INTO memories_fts (rowid, summary, content) "
-                    "SELECT mid, ?, ? FROM memories WHERE memory_id = ?",
-                    (row["summary"], text or "", memory_id),
+                    "SELECT mid, ?, ? FROM memories WHERE tenant = ? AND memory_id = ?",
+                    (summary or "", content or "", *memory_id),
                 )
 
     def finish_bulk(self, conn: sqlite3.Connection) -> None:
         self.create_indexes(conn)
         conn.execute("DELETE FROM memories_fts")
-        if self.text_source is blob_text and _has_table(conn, "blobs"):
+        if self.text_source is stored_texts and _has_table(conn, "texts"):
             conn.execute(
                 "INSERT INTO memories_fts (rowid, summary, content) "
-                "SELECT m.mid, m.summary, coalesce(CAST(b.content AS TEXT), '') FROM memories m "
-                "LEFT JOIN blobs b ON b.checksum = m.checksum WHERE m.status != 'erased' ORDER BY m.mid"
+                "SELECT m.mid, coalesce(CAST(t.summary AS TEXT), ''), coalesce(CAST(t.content AS TEXT), '') "
+                f"FROM memories m {TEXT_JOIN} WHERE m.status != 'erased' ORDER BY m.mid"
             )
         else:
             rows = conn.execute(
-                "SELECT mid, summary, checksum FROM memories WHERE status != 'erased' ORDER BY mid"
+                "SELECT mid, tenant, memory_id, version FROM memories WHERE status != 'erased' ORDER BY mid"
             ).fetchall()
+            source = self.text_source
             conn.executemany(
                 "INSERT INTO memories_fts (rowid, summary, content) VALUES (?,?,?)",
                 [
-                    (mid, summary, (self.text_source(conn, checksum) if self.text_source else None) or "")
-                    for mid, summary, checksum in rows
+                    (mid, *(part or "" for part in ((source(conn, t, m, v) if source else None) or (None, None))))
+                    for mid, t, m, v in rows
                 ],
             )
 
     def digest_rows(self, conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
         """Comparable content of every table, in key order (no rowids)."""
         return {
-            "memories": conn.execute(f"{SELECT_MEMORIES} ORDER BY memory_id").fetchall(),
+            "memories": conn.execute(f"{SELECT_MEMORIES} ORDER BY tenant, memory_id").fetchall(),
             "revocations": conn.execute(
                 "SELECT revocation_id, seq, selector, reason, issued_by, effective_at, recorded_at, covered, "
                 "readback_status, readback_seq, readback_latency_ms, still_visible, leaked_ids "
@@ -367,13 +388,14 @@ class UsableProjection:
             ).fetchall(),
             "policies": conn.execute("SELECT * FROM policies ORDER BY policy").fetchall(),
             "derivations": conn.execute(
-                "SELECT child_id, parent_id, parent_version FROM derivations ORDER BY child_id, parent_id"
+                "SELECT tenant, child_id, parent_id, parent_version FROM derivations "
+                "ORDER BY tenant, child_id, parent_id"
             ).fetchall(),
-            # the indexed text comes from the blob store, not the log: the rows
-            # and their summaries are what the log decides
+            # the indexed texts come from the text store, not the log: which
+            # memories are indexed is what the log decides
             "memories_fts": conn.execute(
-                "SELECT m.memory_id, f.summary FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
-                "ORDER BY m.memory_id"
+                "SELECT m.tenant, m.memory_id FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
+                "ORDER BY m.tenant, m.memory_id"
             ).fetchall(),
         }
 

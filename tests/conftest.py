@@ -57,6 +57,14 @@ def warden(db_path: Path, clock: FrozenClock) -> Iterator[Warden]:
     w.close()
 
 
+def text_rowid(conn: Any, checksum: str) -> int:
+    """The text-store row whose content hashes to ``checksum`` (tests that damage a text)."""
+    for rowid, content in conn.execute("SELECT rowid, CAST(content AS BLOB) FROM texts"):
+        if content is not None and content_checksum(bytes(content)) == checksum:
+            return int(rowid)
+    raise LookupError(checksum)
+
+
 def saved(i: int, *, tenant: str = "acme", memory_id: str | None = None, version: int = 1, **extra: Any) -> MemorySaved:
     """A valid memory.saved event, for log-level tests."""
     text = f"content {i} 한국어 내용"

@@ -9,7 +9,7 @@ import pytest
 from memwarden.engine import InvalidInput, Scheduler, Warden, readback_records
 from memwarden.events import FrozenClock, MemoryExpired, MemorySaved, ParentRef, Scope, content_checksum
 
-from .conftest import Cli
+from .conftest import Cli, text_rowid
 
 
 @pytest.fixture
@@ -82,19 +82,22 @@ def test_evidence_taken_away_invalidates_everything_above_in_the_same_commit(tre
         assert tree.verify("evidence").outcome == "changed"
     else:
         raw = sqlite3.connect(tree.path, isolation_level=None)
-        raw.execute("UPDATE blobs SET content = X'00' WHERE checksum = ?", (content_checksum("3분기 매출 12% 증가"),))
+        raw.execute(
+            "UPDATE texts SET content = X'00' WHERE rowid = ?",
+            (text_rowid(raw, content_checksum("3분기 매출 12% 증가")),),
+        )
         raw.close()
         tree.evidence_file.write_text("gone", encoding="utf-8")  # type: ignore[attr-defined]  # no resync
         assert tree.get("evidence").reason == "integrity_failed"
     new = list(tree.log.read(after_seq=head))
     invalidations = [
-        (e.stream, e.payload["reason"], e.payload.get("caused_by"))
+        (e.payload["memory_id"], e.payload["reason"], e.payload.get("caused_by"))
         for e in new
         if e.type == "memory.invalidated" and e.payload["reason"] == "derived_from_unusable"
     ]
     assert [m for m, _, _ in invalidations] == ["summary", "conclusion"]
     # each names the event that took its evidence away
-    seq_of = {e.stream: e.seq for e in new}
+    seq_of = {e.payload.get("memory_id"): e.seq for e in new}
     assert invalidations[1][2] == seq_of["summary"]
     for memory_id in ("summary", "conclusion"):
         view = tree.get(memory_id)
@@ -124,7 +127,7 @@ def test_verify_walks_down_to_the_evidence(tree: Warden, clock: FrozenClock) -> 
     clock.advance("7h")  # everything expired
     result = tree.verify("conclusion")
     assert result.outcome == "verified" and "summary: verified" in (result.detail or "")
-    verified = [e.stream for e in tree.log.read(types=("memory.verified",))]
+    verified = [e.payload["memory_id"] for e in tree.log.read(types=("memory.verified",))]
     assert verified == ["evidence", "summary", "conclusion"]  # evidence first
     assert reasons(tree) == {"evidence": (True, None), "summary": (True, None), "conclusion": (True, None)}
     assert tree.get("conclusion").expires_at == "2026-01-05T22:00:00.000000Z"  # its own 6h, from now
@@ -172,7 +175,7 @@ def test_diamond(warden: Warden) -> None:
     assert warden.get("top").usable
     result = warden.revoke({"ids": ["root"]}, reason="r")
     assert (result.covered, result.cascaded) == (1, 3)
-    top_events = [e for e in warden.log.read(stream="top") if e.type == "memory.invalidated"]
+    top_events = [e for e in warden.log.memory_events("acme", "top") if e.type == "memory.invalidated"]
     assert len(top_events) == 1  # reached twice, invalidated once
     assert {m: warden.get(m).reason for m in ("left", "right", "top")} == dict.fromkeys(
         ("left", "right", "top"), "derived_from_unusable"
@@ -240,7 +243,8 @@ def test_a_parent_with_ten_thousand_descendants_revoked_in_one_commit(warden: Wa
         scope={"tenant": "acme"},
     )
     with warden.transaction() as tx:
-        warden.blobs.put("derived")
+        for i in range(10_000):
+            warden.texts.put("acme", f"d{i}", 1, f"derived {i}", "derived")
         tx.append(
             [
                 MemorySaved(
@@ -286,7 +290,7 @@ def test_replay_and_explain_judge_the_evidence_as_it_was(tree: Warden, clock: Fr
 
 def test_expiry_event_then_parent_reverified_restores_children(tree: Warden, clock: FrozenClock) -> None:
     clock.advance("90m")
-    tree.log.append([MemoryExpired(memory_id="evidence", version=1, expires_at="2026-01-05T10:00:00Z")])
+    tree.log.append([MemoryExpired(tenant="acme", memory_id="evidence", version=1, expires_at="2026-01-05T10:00:00Z")])
     assert tree.get("summary").reason == "expired_evidence"
     tree.verify("evidence")
     assert tree.get("conclusion").usable

@@ -66,7 +66,12 @@ def test_due_cli_text_and_json(warden: Warden, records: Path, run_cli: Cli, cloc
     assert "past-1 https://src.example/past-1 expired" in lines
     assert len(lines) == 5 and not any(line.startswith("fresh-2") for line in lines)
     data = run_cli.json("due")
-    assert data["due"][0] == {"memory_id": "fresh-1", "source_url": "https://src.example/fresh-1", "reason": "expired"}
+    assert data["due"][0] == {
+        "memory_id": "fresh-1",
+        "source_url": "https://src.example/fresh-1",
+        "reason": "expired",
+        "tenant": "acme",
+    }
     assert {d["reason"] for d in data["due"] if d["memory_id"].startswith("invalid")} == {"revoked"}
 
 

@@ -58,15 +58,17 @@ def test_erase_destroys_the_text_in_every_file(warden: Warden, run_cli: Cli) -> 
     assert warden.conn.execute("PRAGMA secure_delete").fetchone()[0] == 1  # back on for what comes next
 
 
-def test_erase_by_user_and_shared_text(warden: Warden, run_cli: Cli) -> None:
+def test_erase_by_user_leaves_the_same_words_kept_by_another_memory(warden: Warden, run_cli: Cli) -> None:
     save_memory(warden, "u1", content="kim's note", scope={"user": "kim"})
     save_memory(warden, "u2", content="kim's other note", scope={"user": "kim"})
     save_memory(warden, "copy", content="kim's note")  # the same text, kept by someone else
     save_memory(warden, "lee", content="lee's note", scope={"user": "lee"})
-    assert run_cli.json("erase", "--user", "kim", "--reason", "account deleted") == {"erased": 3}
-    assert {v.memory_id for v in warden.query(tenant="acme")} == {"lee"}
+    assert run_cli.json("erase", "--user", "kim", "--reason", "account deleted") == {"erased": 2}
+    # erasure destroys exactly what it names: the other memory keeps its (identical) text
+    assert {v.memory_id for v in warden.query(tenant="acme")} == {"lee", "copy"}
+    assert warden.get("copy").content == "kim's note"
     assert run_cli.json("erase", "--user", "kim", "--reason", "again") == {"erased": 0}
-    assert sum(w["erased"] for w in run_cli.json("stats")["weeks"]) == 3
+    assert sum(w["erased"] for w in run_cli.json("stats")["weeks"]) == 2
 
 
 def test_erase_needs_a_target_and_a_reason(run_cli: Cli) -> None:

@@ -120,11 +120,16 @@ def engine(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | None]:
         if kind == "policy":
             policy += 1
             continue
-        payload: dict[str, Any] = {"memory_id": "m", "version": version or 1}
+        payload: dict[str, Any] = {
+            "tenant": row["tenant"] if row else "t",
+            "memory_id": "m",
+            "version": version or 1,
+        }
         if kind == "saved":
             version += 1
             fetched, ttl, tenant = step[1], step[2], step[3]
             payload = {
+                "tenant": tenant,
                 "memory_id": "m",
                 "version": version,
                 "kind": "k",

@@ -197,10 +197,11 @@ MATRIX = [
     ("POST", "/v1/memories", save_body("m-globex", tenant="globex"), {"agent": 403, "agent2": 201, "auditor": 403}),
     ("GET", "/v1/memories?tenant=acme", None, {"agent": 200, "agent2": 403, "security": 200, "auditor": 200}),
     ("GET", "/v1/memories?tenant=globex", None, {"agent": 403, "agent2": 200, "multi": 200, "auditor": 200}),
-    ("GET", "/v1/memories/m-acme", None, {"agent": 200, "agent2": 403, "multi": 200, "security": 200, "auditor": 200}),
+    # another tenant's memory answers exactly as one that does not exist
+    ("GET", "/v1/memories/m-acme", None, {"agent": 200, "agent2": 404, "multi": 200, "security": 200, "auditor": 200}),
     ("GET", "/v1/memories/m-globex", None, {"agent": 403, "agent2": 200, "multi": 200, "auditor": 200}),
-    ("GET", "/v1/memories/m-acme/explain", None, {"agent": 200, "agent2": 403, "auditor": 200}),
-    ("POST", "/v1/memories/m-acme/verify", None, {"agent2": 403, "auditor": 403}),
+    ("GET", "/v1/memories/m-acme/explain", None, {"agent": 200, "agent2": 404, "auditor": 200}),
+    ("POST", "/v1/memories/m-acme/verify", None, {"agent2": 404, "auditor": 403}),
     ("GET", "/v1/due", None, {"agent": 200, "security": 200, "auditor": 200}),
     (
         "POST",
@@ -286,7 +287,7 @@ def test_event_feed_long_polls(server: Server) -> None:
         started = time.monotonic()
         data = c.get("/v1/events", params={"after": head, "wait": 10}).json()
         assert time.monotonic() - started < 9
-        assert [e["stream"] for e in data["events"]] == ["feed-1"] and data["head"] == head + 1
+        assert [e["payload"]["memory_id"] for e in data["events"]] == ["feed-1"] and data["head"] == head + 1
         empty = c.get("/v1/events", params={"after": data["head"], "wait": 0}).json()
         assert empty["events"] == []
 

@@ -10,14 +10,15 @@ import pytest
 from memwarden.engine import SaveResult, Warden
 from memwarden.events import FrozenClock
 
-from .conftest import Cli
+from .conftest import Cli, text_rowid
 
 
 def corrupt(db: Path, checksum: str) -> None:
     conn = sqlite3.connect(db, isolation_level=None)
-    data = bytearray(conn.execute("SELECT content FROM blobs WHERE checksum = ?", (checksum,)).fetchone()[0])
+    rowid = text_rowid(conn, checksum)
+    data = bytearray(conn.execute("SELECT content FROM texts WHERE rowid = ?", (rowid,)).fetchone()[0])
     data[0] ^= 0x01  # one bit
-    conn.execute("UPDATE blobs SET content = ? WHERE checksum = ?", (bytes(data), checksum))
+    conn.execute("UPDATE texts SET content = ? WHERE rowid = ?", (bytes(data), rowid))
     conn.close()
 
 
@@ -119,7 +120,7 @@ def save_text(warden: Warden) -> SaveResult:
 def test_a_missing_blob_counts_as_corruption(warden: Warden) -> None:
     saved = save_text(warden)
     conn = sqlite3.connect(warden.path, isolation_level=None)
-    conn.execute("DELETE FROM blobs WHERE checksum = ?", (saved.checksum,))
+    conn.execute("UPDATE texts SET content = NULL WHERE rowid = ?", (text_rowid(conn, saved.checksum),))
     conn.close()
     view = warden.get("m")
     assert not view.usable and view.reason == "integrity_failed"
@@ -154,7 +155,7 @@ def test_a_blob_rewritten_with_another_type_or_bad_bytes_is_judged_not_crashed(
     enforce BLOB): the read paths and the audit hash whatever bytes are there."""
     saved = save_text(warden)
     conn = sqlite3.connect(warden.path, isolation_level=None)
-    conn.execute("UPDATE blobs SET content = ? WHERE checksum = ?", (stored, saved.checksum))
+    conn.execute("UPDATE texts SET content = ? WHERE rowid = ?", (stored, text_rowid(conn, saved.checksum)))
     conn.close()
     same = stored == "text"  # the same text stored as TEXT: the same bytes
     assert run_cli.json("audit", "verify")["texts_damaged"] == (0 if same else 1)

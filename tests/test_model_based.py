@@ -115,6 +115,8 @@ class GateMachine(RuleBasedStateMachine):
     )
     def save(self, memory_id: str, tenant: str, project: str, user: str | None, ttl: int, age: int) -> None:
         self.counter += 1
+        if memory_id in self.refs:
+            tenant = self.refs[memory_id].tenant  # one id, one tenant here (test_isolation shares ids)
         content = f"{memory_id} 내용 {self.counter}"
         fetched = self.now - timedelta(minutes=age)
         ref = Ref(
@@ -162,7 +164,9 @@ class GateMachine(RuleBasedStateMachine):
         ref = self.refs[memory_id]
         if ref.expires > self.now:
             return  # the scheduler only writes an expiry once it has passed
-        self.w.log.append([MemoryExpired(memory_id=memory_id, version=ref.version, expires_at=ref.expires)])
+        self.w.log.append(
+            [MemoryExpired(tenant=ref.tenant, memory_id=memory_id, version=ref.version, expires_at=ref.expires)]
+        )
         if ref.status == "ok":
             ref.status = "expired"
 

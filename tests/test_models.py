@@ -6,10 +6,10 @@ import pytest
 from memwarden.events import (
     EVENT_ADAPTER,
     EVENT_TYPES,
+    EventRowDamaged,
     MemoryExpired,
     RevocationIssued,
     Selector,
-    register_upcaster,
 )
 from memwarden.events._recorded import _UPCASTERS, event_from_row, upcast
 from pydantic import ValidationError
@@ -86,7 +86,7 @@ def test_discriminated_union_on_type() -> None:
 
 
 def test_offsets_become_utc() -> None:
-    event = MemoryExpired(memory_id="m", version=1, expires_at="2026-01-05T18:00:00+09:00")
+    event = MemoryExpired(tenant="acme", memory_id="m", version=1, expires_at="2026-01-05T18:00:00+09:00")
     assert event.payload()["expires_at"] == "2026-01-05T09:00:00.000000Z"
 
 
@@ -110,32 +110,28 @@ def test_revocation_stream_is_its_id() -> None:
 
 
 def test_old_schema_versions_are_upcast_on_read_never_rewritten() -> None:
-    # pretend memory.expired v1 payloads lacked "version" and v2 is current
-    cls = EVENT_TYPES["memory.expired"]
-    old = ("memory.expired", 1)
-    cls.SCHEMA_VERSION = 2  # type: ignore[misc]
-    try:
-        register_upcaster("memory.expired", 1, lambda p: {**p, "version": p.get("version", 1)})
-        row = (
-            1,
-            "e1",
-            "memory.expired",
-            "m1",
-            1,
-            "t",
-            "t",
-            "a",
-            1,
-            '{"expires_at":"2026-01-05T09:00:00.000000Z","memory_id":"m1"}',
-            "0" * 64,
-            "h",
-        )
-        record = event_from_row(row)
-        assert record.payload["version"] == 1
-        assert record.schema_version == 1  # the stored version is reported as written
-        assert record.payload_json == row[9]
-        with pytest.raises(ValueError, match="no upcaster"):
-            upcast("memory.expired", 0, {})
-    finally:
-        cls.SCHEMA_VERSION = 1  # type: ignore[misc]
-        _UPCASTERS.pop(old, None)
+    # schema 1 memory events had no tenant: the reader gives them their
+    # memory's (from the stream's first save), and never rewrites the row
+    row = (
+        1,
+        "e1",
+        "memory.expired",
+        "m1",
+        1,
+        "t",
+        "t",
+        "a",
+        1,
+        '{"expires_at":"2026-01-05T09:00:00.000000Z","memory_id":"m1","version":1}',
+        "0" * 64,
+        "h",
+    )
+    record = event_from_row(row, lambda stream: {"m1": "acme"}.get(stream))
+    assert record.payload["tenant"] == "acme"
+    assert record.schema_version == 1  # the stored version is reported as written
+    assert record.payload_json == row[9]
+    with pytest.raises(EventRowDamaged, match="no first save"):
+        event_from_row(row)  # a schema-1 memory event whose memory has no save
+    with pytest.raises(ValueError, match="no upcaster"):
+        upcast("memory.expired", 0, {})
+    assert ("memory.saved", 1) in _UPCASTERS

@@ -52,7 +52,7 @@ def history(w: Warden, clock: FrozenClock) -> None:
     save_memory(w, "b", tenant="acme", project="p2", scope={"user": "kim"})
     save_memory(w, "c", tenant="globex", ttl=None, kind="permission")
     clock.advance("2h")
-    w.log.append([MemoryExpired(memory_id="a", version=1, expires_at="2026-01-05T10:00:00Z")])
+    w.log.append([MemoryExpired(tenant="acme", memory_id="a", version=1, expires_at="2026-01-05T10:00:00Z")])
     save_memory(w, "a", summary="서울 날씨 새 요약", tenant="acme", ttl="1h")
     w.set_policy("default", 2)
     save_memory(w, "d", tenant="acme")
@@ -186,7 +186,7 @@ def test_explain_saved_expired_reverified_revoked(
         ttl="1h",
     )
     clock.advance("2h")
-    warden.log.append([MemoryExpired(memory_id="meeting", version=1, expires_at="2026-01-05T10:00:00Z")])
+    warden.log.append([MemoryExpired(tenant="acme", memory_id="meeting", version=1, expires_at="2026-01-05T10:00:00Z")])
     expired_at = warden.now()
     clock.advance("5m")
     assert warden.verify("meeting").outcome == "verified"
@@ -305,7 +305,7 @@ def test_a_batch_of_invalidations_equals_the_fold(
             "t",
             "a",
             1,
-            {"memory_id": f"m{target}", "version": version, "reason": reason},
+            {"tenant": "t", "memory_id": f"m{target}", "version": version, "reason": reason},
             "0",
             "0",
         )

@@ -176,13 +176,13 @@ def test_views_from_selected_values_match_views_from_rows(scoped: Warden) -> Non
     scoped.revoke({"tenant": "acme", "project": "p2"}, reason="test")
     with scoped.reading() as conn:
         selected = select_rows_with_text(conn, VIEW_COLUMNS, "m.tenant = ?", ("acme",), "ORDER BY m.memory_id")
-        rows = [fetch_row(conn, v[0]) for v in selected]
+        rows = [fetch_row(conn, "acme", v[0]) for v in selected]
     assert [r["memory_id"] for r in rows] == ["a", "b", "c"]
     now = scoped.now()
     for values, row in zip(selected, rows, strict=True):
-        assert values[-1] is not None  # the stored text comes last
+        assert values[-1] is not None and values[-2] is not None  # summary and stored text come last
         assert gate_row(values) == {k: row[k] for k in gate_row(values)}
         decision = decide(row, now=now, policy_version=1)
         assert decide(gate_row(values), now=now, policy_version=1) == decision
-        assert MemoryView.of_values(values, decision, "text") == MemoryView.of(row, decision, "text")
+        assert MemoryView.of_values(values, decision, "text", "s") == MemoryView.of(row, decision, "text", "s")
     assert {v[0]: v[2] for v in selected} == {"a": "usable", "b": "revoked", "c": "usable"}

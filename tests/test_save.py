@@ -15,7 +15,9 @@ KOREAN = "서울 본사 3층 회의실은 목요일 오후 2시부터 4시까지
 def test_save_stores_content_addressed_and_returns_its_checksum(warden: Warden) -> None:
     result = save_memory(warden, "m1", content=KOREAN)
     assert result.checksum == content_checksum(KOREAN) and result.version == 1 and result.seq == 1
-    stored = warden.conn.execute("SELECT content FROM blobs WHERE checksum = ?", (result.checksum,)).fetchone()[0]
+    stored = warden.conn.execute(
+        "SELECT content FROM texts WHERE tenant = 'acme' AND memory_id = 'm1' AND version = 1"
+    ).fetchone()[0]
     assert bytes(stored) == KOREAN.encode("utf-8")
     event = warden.log.get(1)
     assert event is not None and event.payload["content_checksum"] == result.checksum
@@ -147,7 +149,7 @@ def test_saving_again_makes_a_new_version_and_keeps_history(warden: Warden, cloc
     assert warden.get("m1").content == "second"
     history = warden.explain("m1")["history"]
     assert [h["event"] for h in history] == ["memory.saved", "memory.saved"]
-    assert warden.conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 2
+    assert warden.conn.execute("SELECT count(*) FROM texts").fetchone()[0] == 2
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from .conftest import Cli, memwarden_subprocess, save_memory
 
 
 def expiries(w: Warden) -> list[tuple[str, str]]:
-    return [(e.stream, e.payload["expires_at"]) for e in w.log.read(types=("memory.expired",))]
+    return [(e.payload["memory_id"], e.payload["expires_at"]) for e in w.log.read(types=("memory.expired",))]
 
 
 def test_expiry_events_carry_the_memory_expires_at(warden: Warden, clock: FrozenClock) -> None:
@@ -45,7 +45,7 @@ def test_restart_and_a_second_scheduler_never_duplicate(db_path: Path, clock: Fr
     w = Warden(db_path, clock=clock)
     with w.transaction() as tx:  # more than one sweep batch
         for i in range(2500):
-            w.blobs.put(f"text {i}")
+            w.texts.put("t", f"m{i}", 1, f"m{i}", f"text {i}")
         tx.append(
             [
                 MemorySaved(
@@ -244,7 +244,6 @@ def test_host_backoff_grows_and_resets() -> None:
 def _fill_due(db: Path, n: int) -> None:
     w = Warden(db, synchronous="NORMAL")
     with w.transaction() as tx:
-        w.blobs.put("x")
         tx.append(
             [
                 MemorySaved(

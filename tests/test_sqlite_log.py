@@ -11,6 +11,7 @@ from memwarden.events import (
     MemoryExpired,
     SQLiteEventLog,
     VersionConflict,
+    content_checksum,
 )
 
 from .conftest import saved
@@ -20,7 +21,11 @@ def test_append_assigns_gapless_seq_and_stream_versions(fresh_log: SQLiteEventLo
     assert fresh_log.append([saved(1), saved(2)]) == [1, 2]
     assert fresh_log.append([saved(1, version=2)]) == [3]
     events = list(fresh_log.read())
-    assert [(e.seq, e.stream, e.stream_version) for e in events] == [(1, "m1", 1), (2, "m2", 1), (3, "m1", 2)]
+    assert [(e.seq, e.stream, e.stream_version) for e in events] == [
+        (1, "acme m1", 1),
+        (2, "acme m2", 1),
+        (3, "acme m1", 2),
+    ]
     assert events[0].prev_hash == GENESIS_HASH
     assert events[1].prev_hash == events[0].hash
     assert fresh_log.head().seq == 3 and fresh_log.head().hash == events[2].hash
@@ -30,7 +35,9 @@ def test_korean_payload_round_trips_byte_exact(fresh_log: SQLiteEventLog) -> Non
     event = saved(1, summary="서울 지사 출입 권한: 김민준 (2026년 1월)")
     fresh_log.append([event])
     stored = next(fresh_log.read())
-    assert stored.payload["summary"] == "서울 지사 출입 권한: 김민준 (2026년 1월)"
+    # the summary itself is kept outside the chain; the payload holds its checksum
+    assert stored.payload["summary_checksum"] == content_checksum("서울 지사 출입 권한: 김민준 (2026년 1월)")
+    assert "김민준".encode() not in stored.payload_json.encode()
     assert stored.to_model() == event.model_copy(update={"occurred_at": stored.to_model().occurred_at})
 
 
@@ -61,11 +68,13 @@ def test_a_different_event_under_a_used_event_id_is_refused(fresh_log: SQLiteEve
 
 def test_expected_version_conflict_names_stream_and_versions(fresh_log: SQLiteEventLog) -> None:
     fresh_log.append([saved(1)])
-    fresh_log.append([MemoryExpired(memory_id="m1", version=1, expires_at="2026-01-05T15:00:00Z")], expected_version=1)
-    with pytest.raises(VersionConflict, match=r"stream 'm1' is at version 2, but the append expected version 1"):
+    fresh_log.append(
+        [MemoryExpired(tenant="acme", memory_id="m1", version=1, expires_at="2026-01-05T15:00:00Z")], expected_version=1
+    )
+    with pytest.raises(VersionConflict, match=r"stream 'acme m1' is at version 2, but the append expected version 1"):
         fresh_log.append([saved(1, version=2)], expected_version=1)
     with pytest.raises(VersionConflict):
-        fresh_log.append([saved(9)], expected_version={"m9": 3})
+        fresh_log.append([saved(9)], expected_version={"acme m9": 3})
     assert fresh_log.count() == 2
 
 

@@ -34,7 +34,9 @@ def _raw(db: Path) -> sqlite3.Connection:
 
 def flip_payload_byte(conn: sqlite3.Connection) -> None:
     payload = conn.execute("SELECT payload FROM events WHERE seq = 4").fetchone()[0]
-    conn.execute("UPDATE events SET payload = ? WHERE seq = 4", (payload.replace("about m4", "about m5"),))
+    conn.execute(
+        "UPDATE events SET payload = ? WHERE seq = 4", (payload.replace('"memory_id":"m4"', '"memory_id":"m5"'),)
+    )
 
 
 def delete_row(conn: sqlite3.Connection) -> None:
@@ -58,8 +60,8 @@ def forge_row(conn: sqlite3.Connection) -> None:
     last = conn.execute("SELECT hash, recorded_at FROM events WHERE seq = 10").fetchone()
     conn.execute(
         "INSERT INTO events (seq, event_id, type, stream, stream_version, occurred_at, recorded_at, actor, "
-        "schema_version, payload, prev_hash, hash) VALUES (11, 'forged', 'memory.erased', 'm1', 2, ?, ?, 'mallory', 1, "
-        '\'{"memory_id":"m1","reason":"x"}\', ?, ?)',
+        "schema_version, payload, prev_hash, hash) VALUES (11, 'forged', 'memory.erased', 'acme m1', 2, ?, ?, 'mallory', 2, "
+        '\'{"memory_id":"m1","reason":"x","tenant":"acme"}\', ?, ?)',
         (last[1], last[1], last[0], "f" * 64),
     )
 
@@ -141,7 +143,7 @@ def test_a_consistent_rewrite_is_caught_by_a_kept_head(filled: Path, run_cli: Cl
     from memwarden.events._recorded import ROW_COLUMNS, row_hash
 
     rows = [list(r) for r in conn.execute(f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq")]
-    rows[2][9] = rows[2][9].replace("about m3", "about mX")
+    rows[2][9] = rows[2][9].replace('"memory_id":"m3"', '"memory_id":"mX"')
     prev = "0" * 64
     for row in rows:
         row[10] = prev
@@ -230,7 +232,7 @@ def test_a_damaged_read_model_says_rebuild_and_a_rebuild_repairs_it(
 
 def test_projections_check_reports_a_blob_where_text_belongs(filled: Path, run_cli: Cli) -> None:
     conn = sqlite3.connect(filled, isolation_level=None)
-    conn.execute("UPDATE memories SET summary = ? WHERE memory_id = 'm3'", (b"\xff",))
+    conn.execute("UPDATE memories SET kind = ? WHERE memory_id = 'm3'", (b"\xff",))
     conn.close()
     report = run_cli.json("projections", "check", code=1)
     assert report["ok"] is False and report["memory_id"] == "m3"

@@ -79,7 +79,7 @@ def test_same_content_reverifies_with_new_times(
     assert view.expires_at == "2026-01-05T13:00:00.000000Z"  # its 1h lifetime, from now
     assert run_cli.json("stats")["weeks"][0]["reverified_after_expiry"] == 1
     data = run_cli.json("verify", "fx")  # the CLI's clock is the wall clock: fine for same content
-    assert data == {"results": [{"memory_id": "fx", "outcome": "verified", "detail": None, "seq": 3}]}
+    assert data == {"results": [{"memory_id": "fx", "outcome": "verified", "detail": None, "seq": 3, "tenant": "acme"}]}
 
 
 def test_changed_content_invalidates_and_accept_saves_a_new_version(

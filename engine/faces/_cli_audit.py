@@ -18,12 +18,13 @@ from ._cli_common import Group, _content, _scope, cli, emit, json_option, scope_
 
 @cli.command()
 @click.argument("memory_id")
+@click.option("--tenant", default=None, help="The memory's tenant (needed only where the id is in several).")
 @click.option("--as-of", default=None, help="Explain as of this time.")
 @json_option
 @with_warden
-def explain(warden: Warden, memory_id: str, as_of: str | None, as_json: bool) -> None:
+def explain(warden: Warden, memory_id: str, tenant: str | None, as_of: str | None, as_json: bool) -> None:
     """The memory's history and why it is (not) usable."""
-    data = warden.explain(memory_id, as_of=as_of)
+    data = warden.explain(memory_id, tenant=tenant, as_of=as_of)
 
     def show() -> None:
         for h in data["history"]:

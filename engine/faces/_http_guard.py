@@ -15,6 +15,7 @@ from memwarden.engine import (
     ChecksumMismatch,
     InvalidInput,
     MemoryErased,
+    MemoryIdTaken,
     MemoryNotFound,
     RevocationNotFound,
     RevokedScope,
@@ -153,6 +154,14 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(MemoryErased)
     async def _erased(request: Request, exc: MemoryErased) -> JSONResponse:
         return error(409, "erased", str(exc), "memory_id")
+
+    @app.exception_handler(MemoryIdTaken)
+    async def _taken(request: Request, exc: MemoryIdTaken) -> JSONResponse:
+        return error(409, "id_taken", str(exc), "memory_id")
+
+    @app.exception_handler(PermissionError)
+    async def _forbidden(request: Request, exc: PermissionError) -> JSONResponse:
+        return error(403, "forbidden", str(exc))
 
     @app.exception_handler(MemoryNotFound)
     async def _missing(request: Request, exc: MemoryNotFound) -> JSONResponse:

@@ -71,6 +71,7 @@ class PolicyBody(Body):
 class EraseBody(Body):
     memory_id: str | None = None
     user: str | None = None
+    tenant: str | None = None
     reason: str = Field(min_length=1)
 
 

@@ -137,14 +137,18 @@ def _print_view(view: dict[str, Any]) -> None:
         click.echo(view["content"])
 
 
+TENANT_HELP = "The memory's tenant (needed only where the id is in more than one tenant)."
+
+
 @cli.command()
 @click.argument("memory_id")
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--min-seq", type=int, default=None, help="Serve only a view that has applied this seq.")
 @json_option
 @with_warden
-def get(warden: Warden, memory_id: str, min_seq: int | None, as_json: bool) -> None:
+def get(warden: Warden, memory_id: str, tenant: str | None, min_seq: int | None, as_json: bool) -> None:
     """One memory, its text checked against its checksum; exit 1 if not usable."""
-    view = warden.get(memory_id, min_seq=min_seq).as_dict()
+    view = warden.get(memory_id, tenant=tenant, min_seq=min_seq).as_dict()
     emit(view, as_json, lambda: _print_view(view))
     if not view["usable"]:
         sys.exit(1)
@@ -205,18 +209,28 @@ def query(
 
 @cli.command()
 @click.argument("memory_id", required=False)
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--due", "all_due", is_flag=True, help="Re-verify everything that is due.")
 @click.option("--accept", is_flag=True, help="Save changed content as a new version.")
 @click.option("--limit", type=click.IntRange(1), default=None)
 @json_option
 @with_warden
 def verify(
-    warden: Warden, memory_id: str | None, all_due: bool, accept: bool, limit: int | None, as_json: bool
+    warden: Warden,
+    memory_id: str | None,
+    tenant: str | None,
+    all_due: bool,
+    accept: bool,
+    limit: int | None,
+    as_json: bool,
 ) -> None:
     """Re-check memories against their source; exit 1 if any check failed or changed."""
     if (memory_id is None) == (not all_due):
         raise InvalidInput("memory_id", "give a memory id or --due, not both")
-    results = warden.verify_due(accept=accept, limit=limit) if all_due else [warden.verify(memory_id, accept=accept)]  # type: ignore[arg-type]
+    if all_due:
+        results = warden.verify_due(accept=accept, limit=limit)
+    else:
+        results = [warden.verify(memory_id, tenant=tenant, accept=accept)]  # type: ignore[arg-type]
     data = {"results": [r.as_dict() for r in results]}
 
     def show() -> None:
@@ -413,12 +427,15 @@ def policy_show(warden: Warden, as_json: bool) -> None:
 @cli.command()
 @click.option("--id", "memory_id", default=None)
 @click.option("--user", default=None)
+@click.option("--tenant", default=None, help="Only in this tenant (needed for an id held in several).")
 @click.option("--reason", required=True)
 @json_option
 @with_warden
-def erase(warden: Warden, memory_id: str | None, user: str | None, reason: str, as_json: bool) -> None:
-    """A deletion request: the text is destroyed, the history stays."""
-    count = warden.erase(memory_id=memory_id, user=user, reason=reason)
+def erase(
+    warden: Warden, memory_id: str | None, user: str | None, tenant: str | None, reason: str, as_json: bool
+) -> None:
+    """A deletion request: the texts (summary and content, every version) are destroyed, the history stays."""
+    count = warden.erase(memory_id=memory_id, user=user, tenant=tenant, reason=reason)
     emit({"erased": count}, as_json, f"erased {count} memories")
 
 

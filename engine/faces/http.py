@@ -18,7 +18,6 @@ import structlog
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 from memwarden.engine import InvalidInput, Scheduler, Warden, readback_records
-from memwarden.engine import _memory_api as memory_api
 from memwarden.engine._keys import KeyStore, Principal
 
 from ._http_guard import Caller, Denied, McpAuth, install_error_handlers, with_body_limit
@@ -107,13 +106,16 @@ def create_app(
             )
             raise Denied(403, f"this key is not bound to tenant {tenant!r}")
 
-    def memory_ok(who: Principal, memory_id: str, request: Request) -> None:
-        view = warden.get(memory_id)  # 404 if unknown
-        if not who.reads_memory(view.scope["tenant"] or "", view.scope["agent"]):
-            log.warning(
-                "denied", status=403, key_id=who.key_id, memory_id=memory_id, reason="tenant", path=request.url.path
-            )
-            raise Denied(403, f"this key may not read memory {memory_id!r}")
+    def one_tenant(who: Principal, tenant: str | None, request: Request) -> str:
+        """The tenant a Memory API call is in: named, or the key's only one."""
+        if tenant is None:
+            if who.role != "agent":
+                raise InvalidInput("tenant", "is required for security and auditor keys")
+            if len(who.tenants) != 1:
+                raise InvalidInput("tenant", "this key has several tenants: name one (?tenant=)")
+            tenant = who.tenants[0]
+        tenant_ok(who, tenant, request)
+        return tenant
 
     # -- memories -------------------------------------------------------------------------
 
@@ -154,19 +156,18 @@ def create_app(
             actor=f"key:{who.key_id}",
             event_id=body.event_id,
             derived_from=body.derived_from,
+            access=who.access,
         )
         return result.as_dict()
 
     @app.get("/v1/memories/{memory_id}", tags=["memories"])
-    def get_memory(memory_id: str, who: Caller, request: Request, min_seq: int | None = None) -> dict[str, Any]:
-        """One memory, its text checked now; ``usable`` says whether to use it."""
-        view = warden.get(memory_id, min_seq=min_seq)
-        if not who.reads_memory(view.scope["tenant"] or "", view.scope["agent"]):
-            log.warning(
-                "denied", status=403, key_id=who.key_id, memory_id=memory_id, reason="tenant", path=request.url.path
-            )
-            raise Denied(403, f"this key may not read memory {memory_id!r}")
-        return view.as_dict()
+    def get_memory(
+        memory_id: str, who: Caller, tenant: str | None = None, min_seq: int | None = None
+    ) -> dict[str, Any]:
+        """One memory, its text checked now; ``usable`` says whether to use it.
+        A memory outside the key's rights is 404, as one that does not exist;
+        ``tenant`` names it where the id is in more than one of the key's tenants."""
+        return warden.get(memory_id, tenant=tenant, access=who.access, min_seq=min_seq).as_dict()
 
     @app.get("/v1/memories", tags=["memories"])
     def query_memories(
@@ -206,36 +207,29 @@ def create_app(
             min_seq=min_seq,
             with_content=content,
             ids=ids,
+            access=who.access,
         )
         return {"memories": [v.as_dict() for v in views]}
 
     @app.post("/v1/memories/{memory_id}/verify", tags=["memories"])
-    def verify_memory(memory_id: str, who: Caller, request: Request, accept: bool = False) -> dict[str, Any]:
+    def verify_memory(
+        memory_id: str, who: Caller, request: Request, tenant: str | None = None, accept: bool = False
+    ) -> dict[str, Any]:
         """Re-check a memory against its source."""
         require(who, "agent", "security", request=request)
-        memory_ok(who, memory_id, request)
-        return {"results": [warden.verify(memory_id, accept=accept).as_dict()]}
+        return {"results": [warden.verify(memory_id, tenant=tenant, access=who.access, accept=accept).as_dict()]}
 
     @app.get("/v1/memories/{memory_id}/explain", tags=["auditors"])
-    def explain_memory(memory_id: str, who: Caller, request: Request, as_of: str | None = None) -> dict[str, Any]:
+    def explain_memory(
+        memory_id: str, who: Caller, tenant: str | None = None, as_of: str | None = None
+    ) -> dict[str, Any]:
         """The memory's history and why it is (not) usable."""
-        memory_ok(who, memory_id, request)
-        return warden.explain(memory_id, as_of=as_of)
+        return warden.explain(memory_id, tenant=tenant, access=who.access, as_of=as_of)
 
     @app.get("/v1/due", tags=["memories"])
     def due(who: Caller, limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
-        """What must be re-verified now."""
-        items = warden.due()
-        if who.role == "agent":
-            allowed = {
-                v.memory_id
-                for t in who.tenants
-                for v in warden.query(
-                    tenant=t, include_unusable=True, limit=10_000, with_content=False, agent=who.agent
-                )
-            }
-            items = [i for i in items if i.memory_id in allowed]
-        return {"due": [i.as_dict() for i in (items if limit is None else items[:limit])]}
+        """What must be re-verified now (for an agent key: in its rights only)."""
+        return {"due": [i.as_dict() for i in warden.due(limit=limit, access=who.access)]}
 
     # -- security --------------------------------------------------------------------------
 
@@ -274,7 +268,11 @@ def create_app(
         require(who, "security", request=request)
         return {
             "erased": warden.erase(
-                memory_id=body.memory_id, user=body.user, reason=body.reason, actor=f"key:{who.key_id}"
+                memory_id=body.memory_id,
+                user=body.user,
+                tenant=body.tenant,
+                reason=body.reason,
+                actor=f"key:{who.key_id}",
             )
         }
 
@@ -328,27 +326,24 @@ def create_app(
     def memory_save(body: MemoryApiSave, who: Caller, request: Request, tenant: str | None = None) -> dict[str, Any]:
         """Save a key's content (a new version if the key exists)."""
         require(who, "agent", request=request)
-        tenant = tenant or who.tenants[0]
-        tenant_ok(who, tenant, request)
+        tenant = one_tenant(who, tenant, request)
         if who.agent is not None and body.agent != who.agent:
             raise Denied(403, f"this key saves only as agent {who.agent!r}")
         if len(body.content.encode("utf-8")) > max_content:
             raise InvalidInput("content", f"is larger than {max_content} bytes")
-        return memory_api.save(warden, tenant=tenant, agent=body.agent, key=body.key, content=body.content)
+        return warden.memory_save(
+            tenant=tenant, agent=body.agent, key=body.key, content=body.content, access=who.access
+        )
 
     @app.get("/memory/load", tags=["memory api"])
     def memory_load(
         who: Caller, request: Request, agent: str, tenant: str | None = None, history: bool = False
     ) -> dict[str, Any]:
         """Every key of an agent; content only while it may be used."""
-        if who.role == "agent":
-            tenant = tenant or who.tenants[0]
-            if who.agent is not None and agent != who.agent:
-                raise Denied(403, f"this key reads only agent {who.agent!r}")
-        if tenant is None:
-            raise InvalidInput("tenant", "is required for security and auditor keys")
-        tenant_ok(who, tenant, request)
-        return memory_api.load(warden, tenant=tenant, agent=agent, history=history)
+        tenant = one_tenant(who, tenant, request)
+        if who.agent is not None and agent != who.agent:
+            raise Denied(403, f"this key reads only agent {who.agent!r}")
+        return warden.memory_load(tenant=tenant, agent=agent, history=history, access=who.access)
 
     @app.get("/healthz", tags=["operations"])
     def health() -> dict[str, Any]:

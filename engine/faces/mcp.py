@@ -80,12 +80,6 @@ def build_server(
         if not who.reads_tenant(tenant):
             raise PermissionError(f"this key is not bound to tenant {tenant!r}")
 
-    def check_memory(who: Principal, memory_id: str) -> dict[str, Any]:
-        view = warden.get(memory_id).as_dict()
-        if not who.reads_memory(view["scope"]["tenant"], view["scope"]["agent"]):
-            raise PermissionError(f"this key may not read memory {memory_id!r}")
-        return view
-
     @server.tool()
     @_tool_errors
     def memory_save(
@@ -139,6 +133,7 @@ def build_server(
             checksum=checksum,
             derived_from=derived_from or (),
             actor=f"mcp:{who.key_id}",
+            access=who.access,
         )
         return result.as_dict()
 
@@ -174,6 +169,7 @@ def build_server(
             text=text,
             include_unusable=include_hidden,
             limit=limit,
+            access=who.access,
         )
         usable = [v.as_dict() for v in views if v.usable]
         hidden = [
@@ -185,31 +181,27 @@ def build_server(
 
     @server.tool()
     @_tool_errors
-    def memory_get(memory_id: str, ctx: Context) -> dict[str, Any]:
-        """One memory, its text checked against its checksum. Use it only if usable is true."""
-        return check_memory(caller(ctx), memory_id)
+    def memory_get(memory_id: str, ctx: Context, tenant: str | None = None) -> dict[str, Any]:
+        """One memory, its text checked against its checksum. Use it only if usable is true.
+        tenant names it when the id is in more than one of your tenants."""
+        return warden.get(memory_id, tenant=tenant, access=caller(ctx).access).as_dict()
 
     @server.tool()
     @_tool_errors
-    def memory_verify(memory_id: str, ctx: Context, accept: bool = False) -> dict[str, Any]:
+    def memory_verify(memory_id: str, ctx: Context, tenant: str | None = None, accept: bool = False) -> dict[str, Any]:
         """Re-check a memory against its source; with accept, save changed content as a new version."""
         who = caller(ctx)
         if who.role == "auditor":
             raise PermissionError("the auditor role may not verify (it writes events)")
-        check_memory(who, memory_id)
-        return warden.verify(memory_id, accept=accept).as_dict()
+        return warden.verify(memory_id, tenant=tenant, access=who.access, accept=accept).as_dict()
 
     @server.tool()
     @_tool_errors
-    def memory_explain(memory_id: str, ctx: Context, as_of: str | None = None) -> dict[str, Any]:
+    def memory_explain(
+        memory_id: str, ctx: Context, tenant: str | None = None, as_of: str | None = None
+    ) -> dict[str, Any]:
         """The memory's history and why it is (not) usable, now or as of a past time."""
-        who = caller(ctx)
-        if as_of is None:
-            check_memory(who, memory_id)
-        data = warden.explain(memory_id, as_of=as_of)
-        if as_of is not None:
-            check_memory(who, memory_id)
-        return data
+        return warden.explain(memory_id, tenant=tenant, access=caller(ctx).access, as_of=as_of)
 
     return server
 

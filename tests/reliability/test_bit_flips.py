@@ -21,7 +21,7 @@ def test_a_thousand_bit_flips(tmp_path: Path) -> None:
         for memory_id, text in texts.items():
             path = sources / f"{memory_id}.txt"
             path.write_text(text, encoding="utf-8")
-            w.blobs.put(text)
+            w.texts.put("acme", memory_id, 1, memory_id, text)
             events.append(
                 MemorySaved(
                     memory_id=memory_id,
@@ -42,12 +42,14 @@ def test_a_thousand_bit_flips(tmp_path: Path) -> None:
         (sources / f"{memory_id}.txt").write_text("changed since", encoding="utf-8")
     rng = random.Random(1000)
     raw = sqlite3.connect(w.path, isolation_level=None)
-    for text in texts.values():
-        checksum = content_checksum(text)
-        data = bytearray(raw.execute("SELECT content FROM blobs WHERE checksum = ?", (checksum,)).fetchone()[0])
+    for memory_id in texts:
+        where = ("acme", memory_id)
+        data = bytearray(
+            raw.execute("SELECT content FROM texts WHERE tenant = ? AND memory_id = ?", where).fetchone()[0]
+        )
         bit = rng.randrange(len(data) * 8)
         data[bit // 8] ^= 1 << (bit % 8)
-        raw.execute("UPDATE blobs SET content = ? WHERE checksum = ?", (bytes(data), checksum))
+        raw.execute("UPDATE texts SET content = ? WHERE tenant = ? AND memory_id = ?", (bytes(data), *where))
     raw.close()
 
     served_wrong = 0

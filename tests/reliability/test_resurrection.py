@@ -100,7 +100,7 @@ def test_ten_thousand_attempts(tmp_path: Path) -> None:
             refused += 1
         for event in old_events[:300]:  # replay old events: the same event is a no-op
             attempts += 1
-            assert w.log.append([event]) == [w.log.read(stream=event.memory_id).__next__().seq]
+            assert w.log.append([event]) == [w.log.read(streams=[event.stream]).__next__().seq]
             refused += 1
         for event in old_events[:300]:  # ...and under a new id it lands, but the view keeps it revoked
             attempts += 1

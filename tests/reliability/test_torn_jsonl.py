@@ -27,6 +27,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_every_cut_of_the_last_lines(exported: Path, tmp_path: Path) -> None:
     data = exported.read_bytes()
+    # the torn lines of interest are events: an export's text lines come after them
+    data = b"".join(line for line in data.splitlines(keepends=True) if not line.startswith(b'{"texts":'))
     lines = data.splitlines(keepends=True)
     start = len(data) - sum(len(line) for line in lines[-3:])
     boundaries = {sum(len(line) for line in lines[:k]) for k in range(len(lines) + 1)}

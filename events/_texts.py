@@ -1,0 +1,123 @@
+"""The texts of memories, kept beside the log but outside the hash chain.
+
+Every version of every memory has its own row, (tenant, memory_id,
+version) -> summary and content, even where two memories hold the same
+words: an erasure deletes exactly the rows of the memory it names. The
+chain covers each text's checksum, so the log still verifies after.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from ._canonical import content_checksum
+
+# A rowid table, not WITHOUT ROWID: its rows are texts of any size, which
+# SQLite keeps better behind a small rowid b-tree entry.
+TEXT_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS texts (
+        tenant TEXT NOT NULL, memory_id TEXT NOT NULL, version INTEGER NOT NULL,
+        summary BLOB, content BLOB,
+        UNIQUE (tenant, memory_id, version)
+    )""",
+]
+# How every read takes a text: SQLite does not hold a column to its
+# declared type, so a file edited by hand may hold TEXT or a number there;
+# as bytes it is hashed (and found damaged), never a TypeError.
+CONTENT_BYTES = "CAST(t.content AS BLOB)"
+SUMMARY_TEXT = "CAST(t.summary AS TEXT)"
+# the join from a memories row (alias m) to its current version's texts (alias t)
+TEXT_JOIN = "LEFT JOIN texts t ON t.tenant = m.tenant AND t.memory_id = m.memory_id AND t.version = m.version"
+
+
+class Texts(NamedTuple):
+    """One version's texts, as exported and imported."""
+
+    tenant: str
+    memory_id: str
+    version: int
+    summary: str | None
+    content: str | None
+
+
+class TextStore:
+    """Summary and content of each memory version, as UTF-8 bytes."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        for statement in TEXT_SCHEMA:
+            conn.execute(statement)
+
+    def put(self, tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
+        self.conn.execute(
+            "INSERT INTO texts (tenant, memory_id, version, summary, content) VALUES (?,?,?,?,?) "
+            "ON CONFLICT (tenant, memory_id, version) DO UPDATE SET summary = excluded.summary, "
+            "content = excluded.content",
+            (tenant, memory_id, version, _bytes(summary), _bytes(content)),
+        )
+
+    def content_bytes(self, tenant: str, memory_id: str, version: int) -> bytes | None:
+        row = self.conn.execute(
+            f"SELECT {CONTENT_BYTES} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
+            (tenant, memory_id, version),
+        ).fetchone()
+        return row[0] if row else None
+
+    def content(self, tenant: str, memory_id: str, version: int, checksum: str) -> str | None:
+        """The text only if its bytes still hash to ``checksum``."""
+        data = self.content_bytes(tenant, memory_id, version)
+        if data is None or content_checksum(data) != checksum:
+            return None
+        return data.decode("utf-8")
+
+    def summary(self, tenant: str, memory_id: str, version: int) -> str | None:
+        row = self.conn.execute(
+            f"SELECT {SUMMARY_TEXT} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
+            (tenant, memory_id, version),
+        ).fetchone()
+        return row[0] if row else None
+
+    def restore(self, tenant: str, memory_id: str, version: int, checksum: str, text: str) -> None:
+        """Put back a version's content (a resync, a re-verification) after
+        checking it; its summary stays as it is."""
+        if content_checksum(text) != checksum:
+            raise ValueError(f"content does not match {checksum}")
+        updated = self.conn.execute(
+            "UPDATE texts SET content = ? WHERE tenant = ? AND memory_id = ? AND version = ?",
+            (_bytes(text), tenant, memory_id, version),
+        ).rowcount
+        if not updated:
+            self.put(tenant, memory_id, version, None, text)
+
+    def erase(self, keys: Iterable[tuple[str, str]]) -> int:
+        """Delete every version's texts of each (tenant, memory_id)."""
+        return sum(
+            self.conn.execute("DELETE FROM texts WHERE tenant = ? AND memory_id = ?", key).rowcount for key in keys
+        )
+
+    def all(self) -> Iterator[Texts]:
+        """Every stored version's texts, for an export."""
+        for tenant, memory_id, version, summary, content in self.conn.execute(
+            "SELECT tenant, memory_id, version, CAST(summary AS BLOB), CAST(content AS BLOB) FROM texts "
+            "ORDER BY tenant, memory_id, version"
+        ):
+            yield Texts(tenant, memory_id, version, _text(summary), _text(content))
+
+
+def _bytes(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("utf-8")
+
+
+def _text(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # damaged: an export leaves it out, and the reader quarantines it
+
+
+def actual_checksum(data: bytes | None) -> str | None:
+    return None if data is None else content_checksum(data)
