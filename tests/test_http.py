@@ -199,7 +199,7 @@ MATRIX = [
     ("GET", "/v1/memories?tenant=globex", None, {"agent": 403, "agent2": 200, "multi": 200, "auditor": 200}),
     # another tenant's memory answers exactly as one that does not exist
     ("GET", "/v1/memories/m-acme", None, {"agent": 200, "agent2": 404, "multi": 200, "security": 200, "auditor": 200}),
-    ("GET", "/v1/memories/m-globex", None, {"agent": 403, "agent2": 200, "multi": 200, "auditor": 200}),
+    ("GET", "/v1/memories/m-globex", None, {"agent": 404, "agent2": 200, "multi": 200, "auditor": 200}),
     ("GET", "/v1/memories/m-acme/explain", None, {"agent": 200, "agent2": 404, "auditor": 200}),
     ("POST", "/v1/memories/m-acme/verify", None, {"agent2": 404, "auditor": 403}),
     ("GET", "/v1/due", None, {"agent": 200, "security": 200, "auditor": 200}),

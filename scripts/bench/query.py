@@ -63,8 +63,8 @@ def fill(
                 )
             )
         with w.transaction() as tx:
-            for text in texts:
-                w.blobs.put(text)
+            for event, text in zip(batch, texts, strict=True):
+                w.texts.put(event.tenant, event.memory_id, event.version, None, text)
             tx.append(batch)
 
 

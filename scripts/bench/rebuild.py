@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from _common import Metric, arguments, median_of, report, scratch_dir, timed
-from memwarden.events import BlobStore, SQLiteEventLog
+from memwarden.events import SQLiteEventLog, TextStore
 from memwarden.events._recorded import ROW_COLUMNS
 from memwarden.projections import COLUMNS, Projector
 
@@ -56,7 +56,7 @@ def fill(path: Path, n: int) -> None:
     from memwarden.events import MemoryExpired, MemoryVerified, RevocationIssued, Selector
 
     log = SQLiteEventLog(path, synchronous="OFF")
-    blobs = BlobStore(log.conn)
+    texts = TextStore(log.conn)
     template = events(5000, "t")
     written = 0
     k = 0
@@ -68,13 +68,18 @@ def fill(path: Path, n: int) -> None:
             if i % 10 == 0:
                 batch.append(
                     MemoryExpired(
-                        event_id=f"x{k}-{i}", memory_id=memory_id, version=1, expires_at="2026-01-05T15:00:00Z"
+                        event_id=f"x{k}-{i}",
+                        tenant=e.tenant,
+                        memory_id=memory_id,
+                        version=1,
+                        expires_at="2026-01-05T15:00:00Z",
                     )
                 )
             if i % 20 == 0:
                 batch.append(
                     MemoryVerified(
                         event_id=f"v{k}-{i}",
+                        tenant=e.tenant,
                         memory_id=memory_id,
                         version=1,
                         content_checksum=e.content_checksum,
@@ -97,8 +102,9 @@ def fill(path: Path, n: int) -> None:
             )
         batch = batch[: n - written]
         log.conn.execute("BEGIN")
-        for i in range(len(template)):
-            blobs.put(str(i))
+        for e in batch:
+            if e.type == "memory.saved":
+                texts.put(e.tenant, e.memory_id, e.version, None, str(int(e.event_id.split("-")[1])))
         log.conn.execute("COMMIT")
         log.append(batch)
         written += len(batch)

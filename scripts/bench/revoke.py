@@ -149,7 +149,8 @@ def plant_tree(w: Warden, root: str, tenant: str, size: int, now: datetime) -> N
         scope={"tenant": tenant},
     )
     with w.transaction() as tx:
-        w.blobs.put("derived")
+        for i in range(size):
+            w.texts.put(tenant, f"{root}-d{i}", 1, None, "derived")
         tx.append(
             [
                 MemorySaved(

@@ -1,0 +1,218 @@
+"""The tenant is the wall: identity is (tenant, memory_id), every path is
+confined to the caller's rights, revoked versions stay gone, erasure takes
+exactly what it names, and an export restores a working database."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from memwarden.engine import Access, AmbiguousMemory, InvalidInput, MemoryIdTaken, MemoryNotFound, Warden
+from memwarden.engine._memory_api import memory_id_of
+from memwarden.events import FrozenClock
+
+from .conftest import Cli, save_memory
+
+TA = Access(("ta",))
+TB = Access(("tb",))
+DATA = Path(__file__).parent / "data"
+
+
+def raw_files(db: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in db.parent.iterdir() if p.name.startswith(db.name))
+
+
+def test_two_tenants_use_one_id_without_touching_each_other(warden: Warden) -> None:
+    save_memory(warden, "m1", tenant="ta", content="ta's text")
+    save_memory(warden, "m1", tenant="tb", content="tb's text")
+    second = save_memory(warden, "m1", tenant="ta", content="ta's text v2")
+    assert second.version == 2 and second.tenant == "ta"
+    assert warden.get("m1", access=TB).content == "tb's text"
+    assert warden.get("m1", access=TB).version == 1
+    assert warden.get("m1", tenant="ta").content == "ta's text v2"
+    with pytest.raises(AmbiguousMemory, match="name the tenant"):
+        warden.get("m1")  # security: the id is in two of its tenants
+    # verify, explain and erase in one tenant leave the other as it was
+    warden.erase(memory_id="m1", tenant="ta", reason="request")
+    assert warden.get("m1", tenant="ta").reason == "erased"
+    assert warden.get("m1", tenant="tb").content == "tb's text"
+    assert [h["event"] for h in warden.explain("m1", access=TB)["history"]] == ["memory.saved"]
+
+
+def test_a_memory_outside_the_callers_rights_answers_as_one_that_does_not_exist(warden: Warden) -> None:
+    save_memory(warden, "secret", tenant="tb")
+    errors = []
+    for memory_id in ("secret", "never-saved"):
+        for call in (
+            lambda m: warden.get(m, access=TA),
+            lambda m: warden.verify(m, access=TA),
+            lambda m: warden.explain(m, access=TA),
+            lambda m: warden.erase(memory_id=m, reason="x", access=TA),
+        ):
+            with pytest.raises(MemoryNotFound) as info:
+                call(memory_id)
+            errors.append(str(info.value).replace(memory_id, "ID"))
+    assert len(set(errors)) == 1  # word for word the same
+    assert warden.due(access=TA) == [] and warden.query(tenant="tb", include_unusable=True)[0].status == "usable"
+
+
+def test_derivation_from_another_tenant_is_refused_as_if_missing(warden: Warden) -> None:
+    save_memory(warden, "b3", tenant="tb")
+    messages = []
+    for parent in ("b3", "nope"):
+        with pytest.raises(InvalidInput) as info:
+            save_memory(warden, "a-sum", tenant="ta", derived_from=[parent], access=TA)
+        messages.append(str(info.value).replace(parent, "P"))
+    assert messages[0] == messages[1] and "does not exist" in messages[0]
+    # a security caller (every tenant) still cannot draw across tenants
+    with pytest.raises(InvalidInput, match="does not exist"):
+        save_memory(warden, "a-sum", tenant="ta", derived_from=["b3"])
+
+
+def test_a_key_bound_to_one_agent_cannot_take_over_another_agents_memory(warden: Warden) -> None:
+    save_memory(warden, "notes", tenant="ta", scope={"agent": "botb"})
+    bound = Access(("ta",), "bota")
+    with pytest.raises(MemoryIdTaken):
+        save_memory(warden, "notes", tenant="ta", scope={"agent": "bota"}, access=bound)
+    with pytest.raises(MemoryNotFound):
+        warden.get("notes", access=bound)
+    assert warden.get("notes").version == 1 and warden.get("notes").scope["agent"] == "botb"
+    with pytest.raises(PermissionError):
+        save_memory(warden, "mine", tenant="ta", scope={"agent": "botb"}, access=bound)
+
+
+def test_memory_api_names_cannot_collide() -> None:
+    assert memory_id_of("bota:x", "notes") != memory_id_of("bota", "x:notes")
+    assert memory_id_of("a%3Ab", "c") != memory_id_of("a:b", "c")
+    assert memory_id_of("bot", "MEMORY.md") == "mem:bot:MEMORY.md"  # ids from before stay as they were
+
+
+def test_memory_api_same_agent_and_key_in_two_tenants(warden: Warden) -> None:
+    first = warden.memory_save(tenant="tb", agent="bot", key="MEMORY.md", content="tb rules", access=TB)
+    attack = warden.memory_save(tenant="ta", agent="bot", key="MEMORY.md", content="attacker", access=TA)
+    assert first["version"] == 1 and attack["version"] == 1
+    tb = warden.memory_load(tenant="tb", agent="bot", history=True, access=TB)["memories"]
+    assert [m["content"] for m in tb] == ["tb rules"]
+    assert [h["content"] for h in tb[0]["history"]] == ["tb rules"]
+    ta = warden.memory_load(tenant="ta", agent="bot", history=True, access=TA)["memories"]
+    assert [h["content"] for h in ta[0]["history"]] == ["attacker"]
+    with pytest.raises(PermissionError):
+        warden.memory_load(tenant="tb", agent="bot", access=TA)
+    # colons in names stay apart
+    warden.memory_save(tenant="ta", agent="bota:x", key="notes", content="one", access=TA)
+    warden.memory_save(tenant="ta", agent="bota", key="x:notes", content="two", access=TA)
+    loaded = warden.memory_load(tenant="ta", agent="bota", access=TA)["memories"]
+    assert [(m["key_name"], m["content"]) for m in loaded] == [("x:notes", "two")]
+
+
+def test_revoked_versions_are_never_served_again_whatever_is_saved_after(warden: Warden, clock: FrozenClock) -> None:
+    warden.memory_save(tenant="ta", agent="bot", key="k", content="first", access=TA)
+    clock.advance("1m")
+    warden.memory_save(tenant="ta", agent="bot", key="k", content="second", access=TA)
+    clock.advance("1m")
+    warden.revoke({"tenant": "ta", "agent": "bot"}, reason="leak")
+    clock.advance("1m")
+    warden.memory_save(tenant="ta", agent="bot", key="k", content="third", access=TA)
+    [entry] = warden.memory_load(tenant="ta", agent="bot", history=True, access=TA)["memories"]
+    assert entry["content"] == "third"
+    assert [h["content"] for h in entry["history"]] == [None, None, "third"]
+    assert [h["version"] for h in entry["history"]] == [1, 2, 3]
+
+
+def test_erasure_destroys_exactly_what_it_names(tmp_path: Path, clock: FrozenClock) -> None:
+    db = tmp_path / "e.db"
+    w = Warden(db, clock=clock)
+    common = "SHAREDWORDS 같은 말"
+    save_memory(w, "a1", tenant="ta", content="OLDVERSIONTEXT 옛 버전", summary="OLDSUMMARY")
+    save_memory(w, "a1", tenant="ta", content=common, summary="ERASEDSUMMARY 요약")
+    save_memory(w, "b1", tenant="tb", content=common, summary="KEPTSUMMARY")
+    assert w.erase(memory_id="a1", tenant="ta", reason="gdpr") == 1
+    assert w.get("b1", tenant="tb").content == common  # identical words, another memory: kept
+    assert w.get("b1", tenant="tb").summary == "KEPTSUMMARY"
+    explained = w.explain("a1", tenant="ta")
+    assert explained["status"] == "erased" and explained["history"][-1]["event"] == "memory.erased"
+    assert w.audit_verify()["ok"] and w.check_projections().ok
+    export = tmp_path / "after.jsonl"
+    w.export(export)
+    w.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    files = raw_files(db)
+    for gone in ("OLDVERSIONTEXT", "ERASEDSUMMARY", "OLDSUMMARY"):
+        assert gone.encode() not in files, gone
+        assert gone not in export.read_text(encoding="utf-8"), gone
+    assert common in export.read_text(encoding="utf-8")  # b1's own copy travels
+    assert w.query(tenant="ta", text="ERASEDSUMMARY", include_unusable=True) == []
+    w.close()
+
+
+def test_export_is_a_backup(tmp_path: Path, clock: FrozenClock) -> None:
+    w = Warden(tmp_path / "src.db", clock=clock)
+    save_memory(w, "m1", tenant="ta", content="한국어 내용")
+    save_memory(w, "m1", tenant="tb", content="other")
+    save_memory(w, "gone", tenant="ta", content="to erase")
+    save_memory(w, "r", tenant="tb", scope={"permission": "x"})
+    w.revoke({"tenant": "tb", "permission": "x"}, reason="r")
+    w.erase(memory_id="gone", reason="request")
+    before = {
+        (v.scope["tenant"], v.memory_id): (v.status, v.usable, v.content)
+        for t in ("ta", "tb")
+        for v in w.query(tenant=t, include_unusable=True)
+    }
+    path = tmp_path / "backup.jsonl"
+    w.export(path)
+    w.close()
+    fresh = Warden(tmp_path / "restored.db", clock=clock)
+    assert fresh.import_log(path) > 0
+    after = {
+        (v.scope["tenant"], v.memory_id): (v.status, v.usable, v.content)
+        for t in ("ta", "tb")
+        for v in fresh.query(tenant=t, include_unusable=True)
+    }
+    assert after == before and after[("ta", "m1")] == ("usable", True, "한국어 내용")
+    assert fresh.audit_verify()["ok"] and fresh.check_projections().ok
+    fresh.close()
+
+
+def test_an_export_whose_text_was_altered_is_refused_naming_the_line(tmp_path: Path, clock: FrozenClock) -> None:
+    w = Warden(tmp_path / "src.db", clock=clock)
+    save_memory(w, "m1", tenant="ta", content="original")
+    path = tmp_path / "backup.jsonl"
+    w.export(path)
+    w.close()
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[-1] = lines[-1].replace("original", "altered!")
+    path.write_text("".join(lines), encoding="utf-8")
+    cli = Cli(tmp_path / "target.db")
+    result = cli("import", str(path))
+    assert result.exit_code == 2 and f"line {len(lines)}" in result.stderr
+    assert cli.json("audit", "head")["seq"] == 0
+
+
+def test_a_database_from_before_tenant_identity_opens_verifies_and_answers_the_same(tmp_path: Path) -> None:
+    db = tmp_path / "legacy.db"
+    shutil.copy(DATA / "legacy_v1.db", db)
+    expected = json.loads((DATA / "legacy_v1.json").read_text(encoding="utf-8"))
+    w = Warden(db, clock=FrozenClock(expected["now"]))
+    assert w.audit_verify(f"{expected['head']['seq']}:{expected['head']['hash']}")["ok"]
+    for memory_id, answer in expected["answers"].items():
+        view = w.get(memory_id)
+        got = {
+            "status": view.status,
+            "usable": view.usable,
+            "reason": view.reason,
+            "version": view.version,
+            "content": view.content,
+            "summary": view.summary,
+            "tenant": view.scope["tenant"],
+        }
+        assert got == answer, memory_id
+    assert w.check_projections().ok
+    # the two memories that shared one text now each hold their own
+    w.erase(memory_id="a2", reason="request")
+    assert w.get("b1").content == "shared words"
+    # and the old memory goes on under its tenant
+    save_memory(w, "a1", tenant="ta", content="v3")
+    assert w.get("a1").version == 3
+    assert [h["event"] for h in w.explain("a1")["history"]].count("memory.saved") == 3
+    w.close()
