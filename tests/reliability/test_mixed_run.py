@@ -43,8 +43,10 @@ WORKER = textwrap.dedent(
                 path = src / f"{memory_id}.txt"
                 text = f"{memory_id} 내용 {rng.random()}"
                 path.write_text(text, encoding="utf-8")
+                # one tenant per id: the reference model here keys memories by id alone
+                tenant = tenants[ids.index(memory_id) % len(tenants)]
                 w.save(memory_id=memory_id, kind="external_fact", summary=f"요약 {memory_id}", content=text,
-                       source_url=path.as_uri(), scope={"tenant": rng.choice(tenants), "project": rng.choice(projects)},
+                       source_url=path.as_uri(), scope={"tenant": tenant, "project": rng.choice(projects)},
                        ttl=rng.choice(["2s", "8s", "1h"]))
             elif op == "verify":
                 path = src / f"{memory_id}.txt"
