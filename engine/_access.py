@@ -42,5 +42,17 @@ class Access:
             params.append(self.agent)
         return (" AND ".join(clauses) or "1"), params
 
+    def naming(self, column: str, value: Any, tenant: str | None = None, alias: str = "") -> tuple[str, list[Any]]:
+        """``column = value``, in ``tenant`` when given, among the memories
+        this caller may see: how a caller's request names memories."""
+        at = f"{alias}." if alias else ""
+        allowed, params = self.where(alias)
+        sql = f'{at}"{column}" = ? AND {allowed}'
+        args: list[Any] = [value, *params]
+        if tenant is not None:
+            sql += f" AND {at}tenant = ?"
+            args.append(tenant)
+        return sql, args
+
 
 EVERYONE = Access()

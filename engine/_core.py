@@ -121,12 +121,7 @@ class WardenCore:
         caller's tenants needs the tenant named."""
         if not isinstance(memory_id, str) or not memory_id:
             raise MemoryNotFound(str(memory_id))
-        allowed, params = access.where()
-        where = f"memory_id = ? AND {allowed}"
-        args: list[Any] = [memory_id, *params]
-        if tenant is not None:
-            where += " AND tenant = ?"
-            args.append(tenant)
+        where, args = access.naming("memory_id", memory_id, tenant)
         found = conn.execute(f"{SELECT_MEMORIES} WHERE {where} LIMIT 2", args).fetchall()
         if not found:
             raise MemoryNotFound(memory_id)

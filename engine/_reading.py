@@ -28,12 +28,7 @@ class Reading(WardenCore):
         ``tenant`` names it where the id alone is ambiguous for the caller;
         ``access`` narrows the lookup to what the caller may read."""
         now = self.now()
-        allowed, params = access.where("m")
-        where = f"m.memory_id = ? AND {allowed}"
-        args: list[Any] = [memory_id, *params]
-        if tenant is not None:
-            where += " AND m.tenant = ?"
-            args.append(tenant)
+        where, args = access.naming("memory_id", memory_id, tenant, alias="m")
         with self.reading(min_seq) as conn:
             found = select_rows_with_text(conn, VIEW_COLUMNS, where, args, "LIMIT 2")
             if not found:

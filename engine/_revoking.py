@@ -134,13 +134,7 @@ class Revoking(WardenCore):
             if memory_id is not None:
                 rows = [self.find_row(conn, memory_id, tenant=tenant, access=access)]
             else:
-                allowed, params = access.where()
-                where = f'"user" = ? AND {allowed}'
-                args: list[Any] = [user, *params]
-                if tenant is not None:
-                    where += " AND tenant = ?"
-                    args.append(tenant)
-                rows = select_rows(conn, where, args)
+                rows = select_rows(conn, *access.naming("user", user, tenant))
             targets = sorted((r["tenant"], r["memory_id"], r["checksum"]) for r in rows if r["status"] != "erased")
             events = [
                 MemoryErased(tenant=t, memory_id=m, reason=reason, content_checksum=c, actor=actor)

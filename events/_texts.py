@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._canonical import content_checksum
 
@@ -58,12 +58,15 @@ class TextStore:
             (tenant, memory_id, version, _bytes(summary), _bytes(content)),
         )
 
-    def content_bytes(self, tenant: str, memory_id: str, version: int) -> bytes | None:
+    def _one(self, expression: str, tenant: str, memory_id: str, version: int) -> Any:
         row = self.conn.execute(
-            f"SELECT {CONTENT_BYTES} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
+            f"SELECT {expression} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
             (tenant, memory_id, version),
         ).fetchone()
         return row[0] if row else None
+
+    def content_bytes(self, tenant: str, memory_id: str, version: int) -> bytes | None:
+        return self._one(CONTENT_BYTES, tenant, memory_id, version)
 
     def content(self, tenant: str, memory_id: str, version: int, checksum: str) -> str | None:
         """The text only if its bytes still hash to ``checksum``."""
@@ -73,11 +76,7 @@ class TextStore:
         return data.decode("utf-8")
 
     def summary(self, tenant: str, memory_id: str, version: int) -> str | None:
-        row = self.conn.execute(
-            f"SELECT {SUMMARY_TEXT} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
-            (tenant, memory_id, version),
-        ).fetchone()
-        return row[0] if row else None
+        return self._one(SUMMARY_TEXT, tenant, memory_id, version)
 
     def restore(self, tenant: str, memory_id: str, version: int, checksum: str, text: str) -> None:
         """Put back a version's content (a resync, a re-verification) after

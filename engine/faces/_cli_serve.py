@@ -1,13 +1,13 @@
-"""Commands for operators: the HTTP and MCP servers and API keys."""
+"""Commands for operators: the HTTP and MCP servers, the scheduler and API keys."""
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import click
-from memwarden.engine import (
-    Warden,
-)
+from memwarden.engine import Scheduler, Warden
 
 from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_warden
 
@@ -111,3 +111,30 @@ def keys_revoke(warden: Warden, key_id: str, as_json: bool) -> None:
     emit({"key_id": key_id, "revoked": done}, as_json, f"{key_id} revoked" if done else f"{key_id}: no active key")
     if not done:
         sys.exit(1)
+
+
+@cli.command()
+@click.option(
+    "--interval", type=click.FloatRange(0.1), default=30.0, show_default=True, help="Seconds between runs of the jobs."
+)
+@click.option("--once", is_flag=True, help="Run every job once and exit (for tests and cron).")
+@json_option
+@with_warden
+def scheduler(warden: Warden, interval: float, once: bool, as_json: bool) -> None:
+    """Expiry events, re-verification and read-back confirmation."""
+    _refuse_damaged(warden)
+    jobs = Scheduler(warden, interval=interval)
+    if once:
+        summary = jobs.run_once()
+        emit(
+            summary,
+            as_json,
+            f"expired {summary['expired']}, read-backs {len(summary['readbacks'])}, "
+            f"re-verified {len(summary['reverified'])}",
+        )
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    click.echo(f"scheduler running every {interval}s on {warden.path}; SIGTERM stops it", err=True)
+    jobs.run_forever(stop)

@@ -1,0 +1,145 @@
+"""Commands for security staff: revocations and their read-back, policy
+versions, erasure."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from memwarden.engine import Scheduler, Warden, readback_records
+
+from ._cli_common import Group, cli, emit, json_option, scope_options, with_warden
+
+
+@cli.command()
+@click.option("--tenant", default=None)
+@scope_options
+@click.option("--tool", default=None)
+@click.option("--kind", default=None)
+@click.option("--source-prefix", default=None, help="Every memory whose source_url starts with this.")
+@click.option("--id", "ids", multiple=True, help="A memory id (repeatable).")
+@click.option("--everything", is_flag=True, help="The real emergency: every memory.")
+@click.option("--reason", required=True)
+@click.option("--by", default="security", show_default=True, help="Who issues the revocation.")
+@click.option("--wait", is_flag=True, help="Block until the read-back is recorded; print its latency.")
+@json_option
+@with_warden
+def revoke(
+    warden: Warden,
+    tenant: str | None,
+    project: str | None,
+    permission: str | None,
+    user: str | None,
+    agent: str | None,
+    tool: str | None,
+    kind: str | None,
+    source_prefix: str | None,
+    ids: tuple[str, ...],
+    everything: bool,
+    reason: str,
+    by: str,
+    wait: bool,
+    as_json: bool,
+) -> None:
+    """Take a scope out of every read path, at commit."""
+    selector = {
+        k: v
+        for k, v in dict(
+            tenant=tenant,
+            project=project,
+            permission=permission,
+            user=user,
+            agent=agent,
+            tool=tool,
+            kind=kind,
+            source_prefix=source_prefix,
+        ).items()
+        if v is not None
+    }
+    if ids:
+        selector["ids"] = tuple(ids)
+    if everything:
+        selector["everything"] = True
+    result = warden.revoke(selector, reason=reason, by=by)
+    data = result.as_dict()
+    text = (
+        f"{result.revocation_id} in force at seq {result.seq}: {result.covered} memories taken out"
+        f" directly, {result.cascaded} drawn from them invalidated"
+    )
+    if wait:
+        readback = Scheduler(warden).read_back(result.revocation_id)
+        data["readback"] = {
+            k: readback[k] for k in ("readback_status", "readback_latency_ms", "still_visible", "leaked_ids")
+        }
+        text += f"\nread-back {readback['readback_status']} after {readback['readback_latency_ms']:.1f} ms"
+        if readback["leaked_ids"]:
+            text += f"; still visible: {', '.join(readback['leaked_ids'])}"
+    emit(data, as_json, text)
+    if wait and data["readback"]["readback_status"] != "confirmed":
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("revocation_id")
+@json_option
+@with_warden
+def readback(warden: Warden, revocation_id: str, as_json: bool) -> None:
+    """The read-back confirmation records of a revocation; exit 1 if none confirms it."""
+    data = readback_records(warden, revocation_id)
+
+    def show() -> None:
+        if not data["records"]:
+            click.echo(f"{revocation_id}: no read-back recorded yet")
+        for r in data["records"]:
+            click.echo(
+                f"{r['seq']:>8}  {r['recorded_at']}  {r['type']}  covered {r['covered']}  "
+                f"still visible {r['still_visible']}  latency {r['latency_ms']:.1f} ms  "
+                f"paths {','.join(r['paths_checked'])}"
+            )
+
+    emit(data, as_json, show)
+    if not data["confirmed"]:
+        sys.exit(1)
+
+
+@cli.group("policy", cls=Group)
+def policy_group() -> None:
+    """Policy versions."""
+
+
+@policy_group.command("set")
+@click.argument("key")
+@click.argument("version", type=int)
+@json_option
+@with_warden
+def policy_set(warden: Warden, key: str, version: int, as_json: bool) -> None:
+    """Make VERSION the current version of policy KEY (versions only go up)."""
+    seq = warden.set_policy(key, version)
+    emit({"policy": key, "version": version, "seq": seq}, as_json, f"policy {key} at version {version} (seq {seq})")
+
+
+@policy_group.command("show")
+@json_option
+@with_warden
+def policy_show(warden: Warden, as_json: bool) -> None:
+    """Current version of every policy that has one."""
+    policies = warden.policies()
+    emit({"policies": policies}, as_json, lambda: [click.echo(f"{k}\t{v}") for k, v in sorted(policies.items())])
+
+
+@cli.command()
+@click.option("--id", "memory_id", default=None)
+@click.option("--user", default=None)
+@click.option("--tenant", default=None, help="Only in this tenant (needed for an id held in several).")
+@click.option("--reason", required=True)
+@json_option
+@with_warden
+def erase(
+    warden: Warden, memory_id: str | None, user: str | None, tenant: str | None, reason: str, as_json: bool
+) -> None:
+    """A deletion request: the texts (summary and content, every version) are destroyed, the history stays."""
+    count = warden.erase(memory_id=memory_id, user=user, tenant=tenant, reason=reason)
+    emit({"erased": count}, as_json, f"erased {count} memories")
+
+
+# the auditors' and the operators' commands live in their own modules
