@@ -16,6 +16,7 @@ from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction
 from memwarden.projections import Key, fetch_row, fetch_rows, parent_refs, selector_sql
 from pydantic import TypeAdapter
 
+from ._access import EVERYONE, Access
 from ._gate import Decision, ParentState, decide
 
 CASCADE_TRIGGERS = frozenset({"memory.erased", "memory.invalidated", "memory.integrity_failed"})
@@ -86,8 +87,9 @@ class Judge:
             self._decisions[memory_id] = decision
         return decision
 
-    def tree(self, row: dict[str, Any], depth: int = 0) -> dict[str, Any]:
-        """The derivation tree under ``row``, each node with its status."""
+    def tree(self, row: dict[str, Any], depth: int = 0, access: Access = EVERYONE) -> dict[str, Any]:
+        """The derivation tree under ``row``, each node with its status; a
+        parent ``access`` does not allow is shown as a missing one."""
         decision = self.decide(row)
         node: dict[str, Any] = {
             "memory_id": row["memory_id"],
@@ -100,7 +102,7 @@ class Judge:
         if depth < 32:
             for state in self.parents(row):
                 parent = self.row(row["tenant"], state.memory_id)
-                if parent is None:
+                if parent is None or not access.allows(parent["tenant"], parent["agent"]):
                     node["parents"].append(
                         {
                             "memory_id": state.memory_id,
@@ -112,7 +114,7 @@ class Judge:
                         }
                     )
                 else:
-                    node["parents"].append(self.tree(parent, depth + 1))
+                    node["parents"].append(self.tree(parent, depth + 1, access))
         return node
 
 

@@ -183,7 +183,7 @@ def explain(
             answer: Any = decide(
                 row, now=when, policy_version=policies.get(row["policy"], 1), parents=judge.parents(row)
             )
-            tree = judge.tree(row) if row["derived_from"] != "[]" else None
+            tree = judge.tree(row, access=access) if row["derived_from"] != "[]" else None
     finally:
         if view is not None:
             view.close()

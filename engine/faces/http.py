@@ -160,15 +160,6 @@ def create_app(
         )
         return result.as_dict()
 
-    @app.get("/v1/memories/{memory_id}", tags=["memories"])
-    def get_memory(
-        memory_id: str, who: Caller, tenant: str | None = None, min_seq: int | None = None
-    ) -> dict[str, Any]:
-        """One memory, its text checked now; ``usable`` says whether to use it.
-        A memory outside the key's rights is 404, as one that does not exist;
-        ``tenant`` names it where the id is in more than one of the key's tenants."""
-        return warden.get(memory_id, tenant=tenant, access=who.access, min_seq=min_seq).as_dict()
-
     @app.get("/v1/memories", tags=["memories"])
     def query_memories(
         who: Caller,
@@ -211,7 +202,9 @@ def create_app(
         )
         return {"memories": [v.as_dict() for v in views]}
 
-    @app.post("/v1/memories/{memory_id}/verify", tags=["memories"])
+    # ids may hold "/" (sent as %2F): the routes take the rest of the path,
+    # and the plain read is declared last so ".../explain" is not read as an id
+    @app.post("/v1/memories/{memory_id:path}/verify", tags=["memories"])
     def verify_memory(
         memory_id: str, who: Caller, request: Request, tenant: str | None = None, accept: bool = False
     ) -> dict[str, Any]:
@@ -219,12 +212,21 @@ def create_app(
         require(who, "agent", "security", request=request)
         return {"results": [warden.verify(memory_id, tenant=tenant, access=who.access, accept=accept).as_dict()]}
 
-    @app.get("/v1/memories/{memory_id}/explain", tags=["auditors"])
+    @app.get("/v1/memories/{memory_id:path}/explain", tags=["auditors"])
     def explain_memory(
         memory_id: str, who: Caller, tenant: str | None = None, as_of: str | None = None
     ) -> dict[str, Any]:
         """The memory's history and why it is (not) usable."""
         return warden.explain(memory_id, tenant=tenant, access=who.access, as_of=as_of)
+
+    @app.get("/v1/memories/{memory_id:path}", tags=["memories"])
+    def get_memory(
+        memory_id: str, who: Caller, tenant: str | None = None, min_seq: int | None = None
+    ) -> dict[str, Any]:
+        """One memory, its text checked now; ``usable`` says whether to use it.
+        A memory outside the key's rights is 404, as one that does not exist;
+        ``tenant`` names it where the id is in more than one of the key's tenants."""
+        return warden.get(memory_id, tenant=tenant, access=who.access, min_seq=min_seq).as_dict()
 
     @app.get("/v1/due", tags=["memories"])
     def due(who: Caller, limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:

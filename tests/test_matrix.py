@@ -1,0 +1,230 @@
+"""Every path that names or lists memories, against a live server on
+loopback: key (agent bound to a name, agent, agent of two tenants,
+security, auditor) x tenant (own, other) x agent (own, other), over two
+tenants holding the same ids, agent names and texts, ids with ``:``,
+``/``, ``%`` and Hangul. A memory a key may not see answers exactly as one
+that does not exist, and nothing a key is refused writes anything."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from memwarden.engine import Warden
+
+from .conftest import Cli
+from .test_http import Server, start_server
+
+TENANTS = ("acme", "globex")
+IDS = ("shared", "a:b", "a/b", "50%", "메모-1")
+AGENTS = ("bot", "other")
+# what each key of start_server may see: (tenants or None for all, bound agent)
+RIGHTS: dict[str, tuple[tuple[str, ...] | None, str | None]] = {
+    "agent": (("acme",), "bot"),
+    "agent2": (("globex",), None),
+    "multi": (("acme", "globex"), None),
+    "security": (None, None),
+    "auditor": (None, None),
+}
+TARGETS = [(t, m, AGENTS[i % 2]) for t in TENANTS for i, m in enumerate(IDS)]
+
+
+def visible(who: str, tenant: str, agent: str) -> bool:
+    tenants, bound = RIGHTS[who]
+    return (tenants is None or tenant in tenants) and (bound is None or agent == bound)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    db = tmp_path_factory.mktemp("matrix") / "matrix.db"
+    w = Warden(db)
+    past = w.clock.now() - timedelta(hours=2)  # all expired: every memory is due
+    for tenant, memory_id, agent in TARGETS:
+        w.save(
+            memory_id=memory_id,
+            kind="external_fact",
+            summary=f"같은 요약 same words {memory_id}",
+            content=f"같은 내용 same text {memory_id}",
+            source_url="callable:unregistered",  # a re-check fails at once, without a network
+            scope={"tenant": tenant, "agent": agent},
+            fetched_at=past,
+            ttl="1h",
+        )
+        w.memory_save(tenant=tenant, agent=agent, key="MEMORY.md", content=f"# rules of {agent}")
+    w.close()
+    server = start_server(db, "--no-scheduler")
+    yield server
+    server.proc.terminate()
+    server.proc.wait(timeout=30)
+
+
+def head(server: Server) -> int:
+    return server.head()
+
+
+def path_of(memory_id: str, tail: str = "") -> str:
+    return f"/v1/memories/{quote(memory_id, safe='')}{tail}"
+
+
+def same_as_missing(response: httpx.Response, ghost: httpx.Response, memory_id: str, ghost_id: str) -> bool:
+    return response.status_code == ghost.status_code == 404 and response.text == ghost.text.replace(ghost_id, memory_id)
+
+
+@pytest.mark.parametrize("who", sorted(RIGHTS))
+def test_http_paths_naming_a_memory(live: Server, who: str) -> None:
+    writes = who in ("agent", "agent2", "multi", "security")
+    with live.client(who) as c:
+        for tenant, memory_id, agent in TARGETS:
+            ghost_id = f"{memory_id}-never"
+            params = {"tenant": tenant}
+            for tail in ("", "/explain"):
+                got = c.get(path_of(memory_id, tail), params=params)
+                if visible(who, tenant, agent):
+                    assert got.status_code == 200, (who, tenant, memory_id, got.text)
+                    assert got.json()["memory_id"] == memory_id
+                    body = got.json()
+                    assert (body["scope"]["tenant"] if tail == "" else body["tenant"]) == tenant
+                else:
+                    ghost = c.get(path_of(ghost_id, tail), params=params)
+                    assert same_as_missing(got, ghost, memory_id, ghost_id), (who, tenant, memory_id, got.text)
+            before = head(live)
+            verified = c.post(path_of(memory_id, "/verify"), params=params)
+            if not writes:
+                assert verified.status_code == 403
+            elif visible(who, tenant, agent):
+                assert verified.status_code == 200 and verified.json()["results"][0]["tenant"] == tenant
+            else:
+                ghost = c.post(path_of(ghost_id, "/verify"), params=params)
+                assert same_as_missing(verified, ghost, memory_id, ghost_id), (who, tenant, memory_id)
+                assert head(live) == before  # refused: nothing written
+
+
+@pytest.mark.parametrize("who", sorted(RIGHTS))
+def test_http_paths_listing_memories(live: Server, who: str) -> None:
+    tenants, bound = RIGHTS[who]
+    with live.client(who) as c:
+        for tenant in TENANTS:
+            expected = {m for t, m, a in TARGETS if t == tenant and visible(who, t, a)}
+            listed = c.get("/v1/memories", params={"tenant": tenant, "all": "true", "kind": "external_fact"})
+            searched = c.get("/v1/memories", params={"tenant": tenant, "all": "true", "text": "same"})
+            loaded = c.get("/memory/load", params={"tenant": tenant, "agent": "other", "history": "1"})
+            if tenants is not None and tenant not in tenants:
+                assert listed.status_code == searched.status_code == loaded.status_code == 403
+                continue
+            assert {m["memory_id"] for m in listed.json()["memories"]} == expected
+            assert {m["scope"]["tenant"] for m in listed.json()["memories"]} <= {tenant}
+            assert {m["memory_id"] for m in searched.json()["memories"] if not m["memory_id"].startswith("mem:")} == (
+                expected
+            )
+            if bound is not None and bound != "other":
+                assert loaded.status_code == 403
+            else:
+                assert [(m["key_name"], m["history"][0]["content"]) for m in loaded.json()["memories"]] == [
+                    ("MEMORY.md", "# rules of other")
+                ]
+        due = c.get("/v1/due").json()["due"]
+        expected_due = {(t, m) for t, m, a in TARGETS if visible(who, t, a)}
+        assert {(d["tenant"], d["memory_id"]) for d in due if not d["memory_id"].startswith("mem:")} == expected_due
+
+
+@pytest.mark.parametrize("who", ["agent", "agent2", "multi"])
+def test_saves_never_reach_another_tenant_or_agent(live: Server, who: str) -> None:
+    tenants, bound = RIGHTS[who]
+    with live.client(who) as c:
+        for tenant, memory_id, agent in TARGETS:
+            if tenants is not None and tenant in tenants and (bound is None or bound == agent):
+                continue  # its own: saving would be a new version
+            before = head(live)
+            body = {
+                "memory_id": memory_id,
+                "kind": "external_fact",
+                "summary": "attacker",
+                "content": "attacker",
+                "source_url": "https://evil.example",
+                "scope": {"tenant": tenant},
+            }
+            saved = c.post("/v1/memories", json=body)
+            api = c.post(
+                "/memory/save",
+                params={"tenant": tenant},
+                json={"agent": agent, "key": "MEMORY.md", "content": "attacker"},
+            )
+            if tenants is not None and tenant not in tenants:
+                assert saved.status_code == 403 and api.status_code == 403
+            else:  # its tenant, another agent's memory: the id is taken, the agent not its own
+                assert saved.status_code == 409 and saved.json()["error"] == "id_taken"
+                assert api.status_code == 403
+            assert head(live) == before, (who, tenant, memory_id)
+    with live.client("security") as c:
+        for tenant, memory_id, _ in TARGETS:
+            assert "attacker" not in c.get(path_of(memory_id), params={"tenant": tenant}).text
+
+
+def call(server: Server, who: str, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, str]]:
+    async def main() -> list[tuple[bool, str]]:
+        async with (
+            httpx2.AsyncClient(headers={"x-api-key": server.keys[who]}, timeout=30) as http,
+            Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client,
+        ):
+            out = []
+            for name, args in calls:
+                result = await client.call_tool(name, args)
+                out.append((result.is_error, result.content[0].text))
+            return out
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("who", sorted(RIGHTS))
+def test_mcp_tools_naming_or_listing_memories(live: Server, who: str) -> None:
+    tenants, _ = RIGHTS[who]
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for tenant, memory_id, _ in TARGETS:
+        for name in ("memory_get", "memory_explain", "memory_verify"):
+            calls.append((name, {"memory_id": memory_id, "tenant": tenant}))
+            calls.append((name, {"memory_id": f"{memory_id}-never", "tenant": tenant}))
+    for tenant in TENANTS:
+        calls.append(("memory_query", {"tenant": tenant, "include_hidden": True, "limit": 100}))
+    before = head(live)
+    results = iter(call(live, who, calls))
+    for tenant, memory_id, agent in TARGETS:
+        for name in ("memory_get", "memory_explain", "memory_verify"):
+            (error, text), (ghost_error, ghost_text) = next(results), next(results)
+            if name == "memory_verify" and who == "auditor":
+                assert error and "may not verify" in text
+            elif visible(who, tenant, agent):
+                assert not error and json.loads(text)["memory_id"] == memory_id, (who, name, text)
+            else:
+                assert error and ghost_error and text == ghost_text.replace(f"{memory_id}-never", memory_id)
+    for tenant in TENANTS:
+        error, text = next(results)
+        if tenants is not None and tenant not in tenants:
+            assert error and "not bound to tenant" in text
+            continue
+        data = json.loads(text)
+        seen = {m["memory_id"] for m in data["memories"] + data["hidden"] if not m["memory_id"].startswith("mem:")}
+        assert seen == {m for t, m, a in TARGETS if t == tenant and visible(who, t, a)}
+    if who in ("auditor",):
+        assert head(live) == before
+
+
+def test_cli_names_the_tenant_where_an_id_is_in_two(live: Server) -> None:
+    cli = Cli(live.db)
+    for tenant in TENANTS:
+        assert cli.json("get", "a/b", "--tenant", tenant, code=1)["scope"]["tenant"] == tenant
+        assert cli.json("explain", "메모-1", "--tenant", tenant)["tenant"] == tenant
+    ambiguous = cli("get", "a:b")
+    assert ambiguous.exit_code == 2 and "tenant" in ambiguous.stderr
+    missing = cli("get", "a:b", "--tenant", "nobody")
+    assert missing.exit_code == 1 and "not found" in missing.stderr
+    assert Path(live.db).exists()
