@@ -361,12 +361,13 @@ def export_log(warden: Warden, path: str | Path) -> int:
 
 
 def import_log(warden: Warden, path: str | Path) -> int:
-    """Verify the whole file first (events, chain and texts); write nothing
-    from a damaged one. Texts go in before the events, in the same
-    transaction, so the text index is built from them as the events apply."""
+    """Verify the events and the chain first; then, in one transaction, the
+    texts (each checked as it is read: a damaged one rolls everything back)
+    and the events. Texts go in first, so the text index is built from
+    them as the events apply. A damaged file writes nothing."""
     if not Path(path).is_file():
         raise InvalidInput("file", f"{path} does not exist")
-    _, checksums = verify_export(path)
+    _, checksums = verify_export(path, texts=False)
     written = 0
     try:
         with warden.log.transaction() as tx:

@@ -110,7 +110,7 @@ def load(
     views = warden.query(tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=10_000, access=access)
     memories = []
     for view in sorted(views, key=lambda v: v.memory_id):
-        if not view.memory_id.startswith(prefix) or view.scope["agent"] != agent:
+        if not view.memory_id.startswith(prefix):
             continue
         entry: dict[str, Any] = {
             "key_name": _unescape(view.memory_id[len(prefix) :]),

@@ -186,7 +186,7 @@ class UsableProjection:
             return
         revocations = load_revocations(conn)
         keys = list({(e.payload["tenant"], e.payload["memory_id"]) for e in events if e.type.startswith("memory.")})
-        pending: dict[Key, dict[str, Any] | None] = dict(fetch_rows(conn, keys))
+        pending: dict[Key, dict[str, Any] | None] = fetch_rows(conn, keys)
         stored = dict(pending)  # the rows as the table holds them (fold never mutates a row)
         changed: set[Key] = set()
         fts: list[tuple[Key, str]] = []  # (memory, "index" | "drop")
@@ -194,8 +194,8 @@ class UsableProjection:
         for event in events:
             kind = event.type
             if kind.startswith("memory."):
-                memory_id = (event.payload["tenant"], event.payload["memory_id"])
-                old = pending.get(memory_id)
+                key = (event.payload["tenant"], event.payload["memory_id"])
+                old = pending.get(key)
                 new = fold_memory(old, event, revocations)
                 if (
                     kind == "memory.saved"
@@ -203,14 +203,14 @@ class UsableProjection:
                     and new["status"] != "erased"
                     and (event.payload.get("derived_from") or (old is not None and old["derived_from"] != "[]"))
                 ):
-                    links[memory_id] = list(event.payload.get("derived_from") or [])
+                    links[key] = list(event.payload.get("derived_from") or [])
                 if new is not None:
-                    pending[memory_id] = new
-                    changed.add(memory_id)
+                    pending[key] = new
+                    changed.add(key)
                     if kind == "memory.saved" and new["status"] != "erased":
-                        fts.append((memory_id, "index"))
+                        fts.append((key, "index"))
                     elif kind == "memory.erased":
-                        fts.append((memory_id, "drop"))
+                        fts.append((key, "drop"))
             elif kind == "revocation.issued":
                 self._flush(conn, pending, stored, changed, fts, links, bulk)
                 revocations.append(self._revoke(conn, event))
@@ -292,12 +292,12 @@ class UsableProjection:
         run: list[tuple[Any, ...]] = []
         in_run: set[Key] = set()
         for e in events:
-            memory_id = (e.payload["tenant"], e.payload["memory_id"])
-            if memory_id in in_run:
+            key = (e.payload["tenant"], e.payload["memory_id"])
+            if key in in_run:
                 conn.execute(sql, (canonical_json(run, floats=False),))
                 run, in_run = [], set()
-            run.append((e.payload["reason"], e.seq, memory_id[1], e.payload["version"], memory_id[0]))
-            in_run.add(memory_id)
+            run.append((e.payload["reason"], e.seq, key[1], e.payload["version"], key[0]))
+            in_run.add(key)
         conn.execute(sql, (canonical_json(run, floats=False),))
 
     def _flush(
@@ -316,8 +316,8 @@ class UsableProjection:
         # columns, so SQLite rewrites only the indexes over those columns
         inserts: list[tuple[Any, ...]] = []
         updates: dict[tuple[str, ...], list[list[Any]]] = {}
-        for memory_id in changed:
-            row, before = pending[memory_id], stored.get(memory_id)
+        for key in changed:
+            row, before = pending[key], stored.get(key)
             if row is None:
                 continue
             if before is None:
@@ -325,7 +325,7 @@ class UsableProjection:
                 continue
             columns = tuple(c for c in COLUMNS if row[c] != before[c])
             if columns:
-                updates.setdefault(columns, []).append([*(row[c] for c in columns), *memory_id])
+                updates.setdefault(columns, []).append([*(row[c] for c in columns), *key])
         if inserts:
             base = conn.execute("SELECT coalesce(max(mid), 0) FROM memories").fetchone()[0]
             conn.executemany(_UPSERT, [(base + n, *values) for n, values in enumerate(inserts, start=1)])
@@ -340,19 +340,19 @@ class UsableProjection:
             )
         if bulk:
             return
-        for memory_id, action in fts:
+        for key, action in fts:
             conn.execute(
                 "DELETE FROM memories_fts WHERE rowid = (SELECT mid FROM memories WHERE tenant = ? AND memory_id = ?)",
-                memory_id,
+                key,
             )
-            row = pending[memory_id]
+            row = pending[key]
             if action == "index" and row is not None and row["status"] != "erased":
-                texts = self.text_source(conn, *memory_id, row["version"]) if self.text_source else None
+                texts = self.text_source(conn, *key, row["version"]) if self.text_source else None
                 summary, content = texts or (None, None)
                 conn.execute(
                     "INSERT INTO memories_fts (rowid, summary, content) "
                     "SELECT mid, ?, ? FROM memories WHERE tenant = ? AND memory_id = ?",
-                    (summary or "", content or "", *memory_id),
+                    (summary or "", content or "", *key),
                 )
 
     def finish_bulk(self, conn: sqlite3.Connection) -> None:
