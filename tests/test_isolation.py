@@ -141,6 +141,7 @@ def test_erasure_destroys_exactly_what_it_names(tmp_path: Path, clock: FrozenClo
     for gone in ("OLDVERSIONTEXT", "ERASEDSUMMARY", "OLDSUMMARY"):
         assert gone.encode() not in files, gone
         assert gone not in export.read_text(encoding="utf-8"), gone
+        assert gone not in json.dumps(w.tail(100), ensure_ascii=False), gone  # what the events feed serves
     assert common in export.read_text(encoding="utf-8")  # b1's own copy travels
     assert w.query(tenant="ta", text="ERASEDSUMMARY", include_unusable=True) == []
     w.close()
