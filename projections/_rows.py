@@ -59,6 +59,9 @@ def row_dict(values: Sequence[Any]) -> dict[str, Any]:
 
 
 Key = tuple[str, str]  # (tenant, memory_id): a memory's identity
+_SELECT_BY_KEYS = (
+    f"SELECT {QUOTED_COLUMNS} FROM k JOIN memories ON memories.tenant = k.t AND memories.memory_id = k.m"
+)
 
 
 def fetch_rows(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
@@ -68,7 +71,9 @@ def fetch_rows(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[Key, dict[
         chunk = keys[start : start + 400]
         marks = ",".join("(?,?)" for _ in chunk)
         flat = [part for key in chunk for part in key]
-        for values in conn.execute(f"{SELECT_MEMORIES} WHERE (tenant, memory_id) IN (VALUES {marks})", flat):
+        # a join on a VALUES list, not "(tenant, memory_id) IN (VALUES ...)":
+        # SQLite answers the row-value IN with a scan of the whole table
+        for values in conn.execute(f"WITH k(t, m) AS (VALUES {marks}) {_SELECT_BY_KEYS}", flat):
             row = row_dict(values)
             found[(row["tenant"], row["memory_id"])] = row
     return found

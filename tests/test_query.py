@@ -186,3 +186,17 @@ def test_views_from_selected_values_match_views_from_rows(scoped: Warden) -> Non
         assert decide(gate_row(values), now=now, policy_version=1) == decision
         assert MemoryView.of_values(values, decision, "text", "s") == MemoryView.of(row, decision, "text", "s")
     assert {v[0]: v[2] for v in selected} == {"a": "usable", "b": "revoked", "c": "usable"}
+
+
+def test_memories_named_by_key_are_found_through_the_primary_key(warden: Warden) -> None:
+    """Every apply fetches the rows of the memories its events name: a plan
+    that scans the table instead makes each save cost the whole view."""
+    from memwarden.projections._rows import _SELECT_BY_KEYS
+
+    plan = " ".join(
+        str(r[3])
+        for r in warden.conn.execute(
+            f"EXPLAIN QUERY PLAN WITH k(t, m) AS (VALUES (?,?),(?,?)) {_SELECT_BY_KEYS}", ("a", "b", "c", "d")
+        )
+    )
+    assert "SEARCH memories USING PRIMARY KEY" in plan and "SCAN memories" not in plan
