@@ -168,7 +168,7 @@ def test_jsonl_log_offers_the_same_interface(tmp_path: Path, clock: FrozenClock)
     assert again.head() == log.head()
     assert again.append([event]) == [3]
     assert again.append([saved(1, version=2)]) == [4]
-    assert [e.stream_version for e in again.read() if e.stream == "acme m1"] == [1, 2]
+    assert [e.stream_version for e in again.read() if e.stream == "m1 acme"] == [1, 2]
     # the file verifies as an export, and imports into SQLite
     assert verify_file(path) == 4
 

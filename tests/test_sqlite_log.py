@@ -22,9 +22,9 @@ def test_append_assigns_gapless_seq_and_stream_versions(fresh_log: SQLiteEventLo
     assert fresh_log.append([saved(1, version=2)]) == [3]
     events = list(fresh_log.read())
     assert [(e.seq, e.stream, e.stream_version) for e in events] == [
-        (1, "acme m1", 1),
-        (2, "acme m2", 1),
-        (3, "acme m1", 2),
+        (1, "m1 acme", 1),
+        (2, "m2 acme", 1),
+        (3, "m1 acme", 2),
     ]
     assert events[0].prev_hash == GENESIS_HASH
     assert events[1].prev_hash == events[0].hash
@@ -71,10 +71,10 @@ def test_expected_version_conflict_names_stream_and_versions(fresh_log: SQLiteEv
     fresh_log.append(
         [MemoryExpired(tenant="acme", memory_id="m1", version=1, expires_at="2026-01-05T15:00:00Z")], expected_version=1
     )
-    with pytest.raises(VersionConflict, match=r"stream 'acme m1' is at version 2, but the append expected version 1"):
+    with pytest.raises(VersionConflict, match=r"stream 'm1 acme' is at version 2, but the append expected version 1"):
         fresh_log.append([saved(1, version=2)], expected_version=1)
     with pytest.raises(VersionConflict):
-        fresh_log.append([saved(9)], expected_version={"acme m9": 3})
+        fresh_log.append([saved(9)], expected_version={"m9 acme": 3})
     assert fresh_log.count() == 2
 
 

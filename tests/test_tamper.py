@@ -61,7 +61,7 @@ def forge_row(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT INTO events (seq, event_id, type, stream, stream_version, occurred_at, recorded_at, actor, "
         "schema_version, payload, prev_hash, hash) "
-        "VALUES (11, 'forged', 'memory.erased', 'acme m1', 2, ?, ?, 'mallory', 2, "
+        "VALUES (11, 'forged', 'memory.erased', 'm1 acme', 2, ?, ?, 'mallory', 2, "
         '\'{"memory_id":"m1","reason":"x","tenant":"acme"}\', ?, ?)',
         (last[1], last[1], last[0], "f" * 64),
     )
