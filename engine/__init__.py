@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._access import EVERYONE, Access
+from ._addresses import AddressPolicy, AddressRefused
 from ._errors import (
     AmbiguousMemory,
     ChecksumMismatch,
@@ -17,8 +18,9 @@ from ._errors import (
 )
 from ._fetchers import Fetchers
 from ._gate import ACTIONS, REASONS, Decision, decide
+from ._limits import Limits, TooLarge
 from ._logging import configure_logging
-from ._policy import KindRule, TtlPolicy
+from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
 from ._reading import fts_query
 from ._scheduler import HostBackoff, Scheduler, expiry_event_id
@@ -30,6 +32,8 @@ __all__ = [
     "EVERYONE",
     "REASONS",
     "Access",
+    "AddressPolicy",
+    "AddressRefused",
     "AmbiguousMemory",
     "ChecksumMismatch",
     "Decision",
@@ -40,16 +44,19 @@ __all__ = [
     "ImportResult",
     "InvalidInput",
     "KindRule",
+    "Limits",
     "MemoryErased",
     "MemoryIdTaken",
     "MemoryNotFound",
     "MemoryView",
+    "PolicyFile",
     "RevocationNotFound",
     "RevocationResult",
     "RevokedScope",
     "SaveResult",
     "Scheduler",
     "StaleView",
+    "TooLarge",
     "TtlPolicy",
     "VerifyResult",
     "Warden",

@@ -19,6 +19,7 @@ from ._access import EVERYONE, Access
 from ._derivation import cascade
 from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
+from ._limits import Limits
 from ._policy import TtlPolicy
 
 log = structlog.get_logger("memwarden")
@@ -35,6 +36,7 @@ class WardenCore:
         clock: Clock | None = None,
         policy: TtlPolicy | None = None,
         fetchers: Fetchers | None = None,
+        limits: Limits | None = None,
         synchronous: Synchronous = "FULL",
         mmap_mb: int = 1024,
     ) -> None:
@@ -42,6 +44,7 @@ class WardenCore:
         self.clock: Clock = clock or SystemClock()
         self.policy = policy or TtlPolicy()
         self.fetchers = fetchers or Fetchers()
+        self.limits = limits or Limits()
         self.projector = Projector()
         # called with each revocation id after it commits (the scheduler's
         # immediate read-back hooks in here)

@@ -62,10 +62,23 @@ class StaleView(TimeoutError):
 
 
 class FetchFailed(OSError):
-    def __init__(self, source: str, problem: str) -> None:
-        super().__init__(f"fetching {source}: {problem}")
+    """A source could not be read. ``category`` is all a caller is shown
+    (the detail could map the operator's network); the detail is logged."""
+
+    CATEGORIES = frozenset(
+        {"refused_address", "timeout", "too_large", "http_status", "unreachable", "not_text", "no_fetcher"}
+    )
+
+    def __init__(self, source: str, category: str, detail: str = "") -> None:
+        assert category in self.CATEGORIES, category
+        super().__init__(f"fetching {source}: {category}" + (f" ({detail})" if detail else ""))
         self.source = source
-        self.problem = problem
+        self.category = category
+        self.detail = detail
+
+    @property
+    def public(self) -> str:
+        return f"fetch failed: {self.category}"
 
 
 class AmbiguousMemory(InvalidInput):

@@ -1,22 +1,38 @@
-"""Fetching a memory's source again: files, git, http(s), named callables."""
+"""Fetching a memory's source again: files, git, http(s), named callables.
+
+Every failure is a ``FetchFailed`` with a category; the detail goes to the
+server log only. Network fetches connect only to addresses the operator
+allows (``_addresses``), follow redirects one checked hop at a time, and
+hold a total deadline and a size cap.
+"""
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import httpcore
 import httpx
+import structlog
 
+from ._addresses import AddressPolicy, AddressRefused, CheckedBackend, Resolver, resolve
 from ._errors import FetchFailed
 
 SourceFn = Callable[[dict[str, Any]], str]
+log = structlog.get_logger("memwarden.fetch")
 
 
 class Fetchers:
-    """Knows how to read a memory's source; ``fetch`` returns its text."""
+    """Knows how to read a memory's source; ``fetch`` returns its text.
+
+    ``timeout`` is the deadline of a whole fetch (every redirect hop and
+    every byte of the body), not of one read. ``transport`` replaces the
+    network (tests); with it, addresses are not checked.
+    """
 
     def __init__(
         self,
@@ -24,13 +40,40 @@ class Fetchers:
         timeout: float = 10.0,
         max_bytes: int = 5 * 1024 * 1024,
         max_redirects: int = 5,
+        addresses: AddressPolicy | None = None,
+        resolver: Resolver = resolve,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects
+        self.addresses = addresses or AddressPolicy()
+        self.resolver = resolver
         self.transport = transport
         self._callables: dict[str, SourceFn] = {}
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], *, allow_local: bool = False) -> Fetchers:
+        """From the policy file's ``[fetch]`` table (already validated)."""
+        return cls(
+            timeout=settings.get("timeout", 10.0),
+            max_bytes=settings.get("max_bytes", 5 * 1024 * 1024),
+            max_redirects=settings.get("max_redirects", 5),
+            addresses=AddressPolicy.of(settings.get("allow", ()), allow_local=allow_local),
+        )
+
+    def allowing_local(self) -> Fetchers:
+        """The same fetchers, allowed every address (development)."""
+        other = Fetchers(
+            timeout=self.timeout,
+            max_bytes=self.max_bytes,
+            max_redirects=self.max_redirects,
+            addresses=AddressPolicy(self.addresses.networks, self.addresses.hosts, allow_local=True),
+            resolver=self.resolver,
+            transport=self.transport,
+        )
+        other._callables = self._callables
+        return other
 
     def register(self, name: str, fn: SourceFn) -> None:
         """``source_url = "callable:NAME"`` memories are fetched by ``fn(row)``."""
@@ -42,6 +85,13 @@ class Fetchers:
         return str(row["source_url"])
 
     def fetch(self, row: dict[str, Any]) -> str:
+        try:
+            return self._fetch(row)
+        except FetchFailed as exc:
+            log.warning("fetch_failed", source=exc.source, category=exc.category, detail=exc.detail)
+            raise
+
+    def _fetch(self, row: dict[str, Any]) -> str:
         if row.get("repo") and row.get("source"):
             return self._git(row["repo"], row.get("branch") or "HEAD", row["source"])
         url = str(row["source_url"])
@@ -49,11 +99,14 @@ class Fetchers:
             name = url.removeprefix("callable:")
             fn = self._callables.get(name)
             if fn is None:
-                raise FetchFailed(url, f"no callable registered under {name!r}")
+                raise FetchFailed(url, "no_fetcher", f"no callable registered under {name!r}")
             try:
-                return fn(row)
+                text = fn(row)
             except Exception as exc:  # a user's callable: any failure is a fetch failure
-                raise FetchFailed(url, f"{type(exc).__name__}: {exc}") from exc
+                raise FetchFailed(url, "unreachable", f"{type(exc).__name__}: {exc}") from exc
+            if len(text.encode("utf-8")) > self.max_bytes:
+                raise FetchFailed(url, "too_large", f"larger than {self.max_bytes} bytes")
+            return text
         if url.startswith(("http://", "https://")):
             return self._http(url)
         if url.startswith("file://"):
@@ -62,60 +115,102 @@ class Fetchers:
             return self._file(Path(row["source"]))
         if url.startswith("/"):
             return self._file(Path(url))
-        raise FetchFailed(url, "no fetcher for this source (use file://, http(s)://, callable:NAME or a git source)")
+        raise FetchFailed(url, "no_fetcher", "use file://, http(s)://, callable:NAME or a git source")
 
     def _file(self, path: Path) -> str:
         try:
-            data = path.read_bytes()
+            with path.open("rb") as fh:
+                data = fh.read(self.max_bytes + 1)
         except OSError as exc:
-            raise FetchFailed(str(path), exc.strerror or str(exc)) from None
+            raise FetchFailed(str(path), "unreachable", exc.strerror or str(exc)) from None
+        if len(data) > self.max_bytes:
+            raise FetchFailed(str(path), "too_large", f"larger than {self.max_bytes} bytes")
         return _decode(str(path), data)
 
     def _git(self, repo: str, branch: str, source: str) -> str:
+        where = f"{repo}:{branch}:{source}"
         try:
             done = subprocess.run(
                 ["git", "-C", repo, "show", f"{branch}:{source}"],
                 capture_output=True,
-                timeout=30,
+                timeout=self.timeout,
                 check=False,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise FetchFailed(f"{repo}:{branch}:{source}", str(exc)) from None
+        except subprocess.TimeoutExpired:
+            raise FetchFailed(where, "timeout", f"git took longer than {self.timeout} s") from None
+        except OSError as exc:
+            raise FetchFailed(where, "unreachable", str(exc)) from None
         if done.returncode != 0:
-            raise FetchFailed(f"{repo}:{branch}:{source}", done.stderr.decode("utf-8", "replace").strip())
+            raise FetchFailed(where, "unreachable", done.stderr.decode("utf-8", "replace").strip())
+        if len(done.stdout) > self.max_bytes:
+            raise FetchFailed(where, "too_large", f"larger than {self.max_bytes} bytes")
         return _decode(source, done.stdout)
 
+    def _client(self) -> httpx.Client:
+        transport = self.transport
+        if transport is None:
+            transport = httpx.HTTPTransport()
+            # httpx takes no network backend; the pool it builds is replaced by
+            # one whose every TCP connection goes through the address check
+            transport._pool = httpcore.ConnectionPool(
+                ssl_context=httpx.create_ssl_context(),
+                network_backend=CheckedBackend(self.addresses, self.resolver),
+                max_connections=4,
+            )
+        # trust_env=False: a proxy from the environment would connect for us,
+        # to an address we never checked
+        return httpx.Client(transport=transport, follow_redirects=False, trust_env=False)
+
     def _http(self, url: str) -> str:
+        deadline = time.monotonic() + self.timeout
         try:
-            with (
-                httpx.Client(
-                    timeout=self.timeout,
-                    follow_redirects=True,
-                    max_redirects=self.max_redirects,
-                    transport=self.transport,
-                ) as client,
-                client.stream("GET", url) as response,
-            ):
-                response.raise_for_status()
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > self.max_bytes:
-                        raise FetchFailed(url, f"response larger than {self.max_bytes} bytes")
-                    chunks.append(chunk)
-                data = b"".join(chunks)
-                encoding = response.charset_encoding or "utf-8"
-        except httpx.HTTPError as exc:
-            raise FetchFailed(url, f"{type(exc).__name__}: {exc}") from None
+            with self._client() as client:
+                target = httpx.URL(url)
+                for _ in range(self.max_redirects + 1):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise FetchFailed(url, "timeout", f"no answer within {self.timeout} s")
+                    with client.stream("GET", target, timeout=remaining) as response:
+                        if not response.is_redirect:
+                            return self._body(url, response, deadline)
+                        location = response.headers.get("location", "")
+                    target = target.join(location)
+                    if target.scheme not in ("http", "https"):
+                        raise FetchFailed(url, "refused_address", f"redirect to {target.scheme}: is not followed")
+                raise FetchFailed(url, "http_status", f"more than {self.max_redirects} redirects")
+        except AddressRefused as exc:
+            raise FetchFailed(url, "refused_address", str(exc)) from None
+        except httpx.TimeoutException as exc:
+            raise FetchFailed(url, "timeout", f"{type(exc).__name__}: {exc}") from None
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError) as exc:
+            raise FetchFailed(url, "unreachable", f"{type(exc).__name__}: {exc}") from None
+
+    def _body(self, url: str, response: httpx.Response, deadline: float) -> str:
+        if response.status_code >= 400:
+            raise FetchFailed(url, "http_status", f"HTTP {response.status_code}")
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            raise FetchFailed(url, "too_large", f"declares {declared} bytes, the cap is {self.max_bytes}")
+        data = b"".join(self._capped(url, response.iter_bytes(), deadline))
+        encoding = response.charset_encoding or "utf-8"
         try:
             return data.decode(encoding)
         except (UnicodeDecodeError, LookupError):
-            raise FetchFailed(url, f"body is not valid {encoding}") from None
+            raise FetchFailed(url, "not_text", f"body is not valid {encoding}") from None
+
+    def _capped(self, url: str, chunks: Iterator[bytes], deadline: float) -> Iterator[bytes]:
+        size = 0
+        for chunk in chunks:
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise FetchFailed(url, "too_large", f"larger than {self.max_bytes} bytes")
+            if time.monotonic() > deadline:  # a body dripped slowly never ends on a read timeout
+                raise FetchFailed(url, "timeout", f"body not complete within {self.timeout} s")
+            yield chunk
 
 
 def _decode(where: str, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FetchFailed(where, f"not UTF-8 text (byte {exc.start})") from None
+        raise FetchFailed(where, "not_text", f"not UTF-8 text (byte {exc.start})") from None

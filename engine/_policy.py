@@ -1,4 +1,5 @@
-"""Time-to-live per kind of memory, from a TOML policy file.
+"""The operator's policy file (TOML): time-to-live per kind of memory, what
+fetches may connect to, and the limits on input.
 
 [kinds.research_result]
 ttl = "1h"
@@ -7,19 +8,32 @@ reverify = true          # the scheduler re-verifies these when due
 review = "30d"           # valid until an explicit review
 [kinds.permission]
 events_only = true       # never expires by time; only events end it
+
+[fetch]
+allow = ["10.20.0.0/16", "wiki.internal"]   # internal hosts or networks a source may name
+timeout = 10             # seconds for a whole fetch, redirects included
+max_bytes = 5242880
+max_redirects = 5
+
+[limits]
+max_content_bytes = 1048576
+max_derivation_depth = 1000
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from memwarden.events import parse_duration
 
+from ._addresses import AddressPolicy
 from ._errors import InvalidInput
+from ._fetchers import Fetchers
+from ._limits import Limits
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "research_result": {"ttl": "1h"},
@@ -46,14 +60,7 @@ class TtlPolicy:
 
     @classmethod
     def from_file(cls, path: str | Path) -> TtlPolicy:
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise InvalidInput("policy_file", f"{path}: {exc}") from None
-        kinds = data.get("kinds", {})
-        if not isinstance(kinds, dict):
-            raise InvalidInput("policy_file", f"{path}: [kinds] must be a table")
-        return cls(kinds)
+        return PolicyFile.read(path).ttl
 
     def rule(self, kind: str) -> KindRule | None:
         return self.rules.get(kind)
@@ -88,3 +95,52 @@ def _rule(kind: str, spec: dict[str, Any]) -> KindRule:
         return KindRule(kind, parse_duration(spec["ttl"]), reverify=bool(spec.get("reverify")))
     except ValueError as exc:
         raise InvalidInput(f"kinds.{kind}", str(exc)) from None
+
+
+FETCH_KEYS = {"allow": list, "timeout": (int, float), "max_bytes": int, "max_redirects": int}
+
+
+@dataclass(frozen=True)
+class PolicyFile:
+    """Everything a policy file sets; a missing table keeps the defaults."""
+
+    ttl: TtlPolicy = field(default_factory=TtlPolicy)
+    fetch: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def read(cls, path: str | Path) -> PolicyFile:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise InvalidInput("policy_file", f"{path}: {exc}") from None
+        unknown = set(data) - {"kinds", "fetch", "limits"}
+        if unknown:
+            raise InvalidInput("policy_file", f"{path}: unknown tables {sorted(unknown)} (known: fetch, kinds, limits)")
+        tables = {}
+        for name in ("kinds", "fetch", "limits"):
+            tables[name] = data.get(name, {})
+            if not isinstance(tables[name], dict):
+                raise InvalidInput("policy_file", f"{path}: [{name}] must be a table")
+        return cls(TtlPolicy(tables["kinds"]), _fetch_settings(tables["fetch"]), Limits.from_settings(tables["limits"]))
+
+    def fetchers(self, *, allow_local: bool = False) -> Fetchers:
+        return Fetchers.from_settings(self.fetch, allow_local=allow_local)
+
+
+def _fetch_settings(table: dict[str, Any]) -> dict[str, Any]:
+    for key, value in table.items():
+        kind = FETCH_KEYS.get(key)
+        if kind is None:
+            raise InvalidInput(f"fetch.{key}", f"unknown setting (known: {', '.join(sorted(FETCH_KEYS))})")
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise InvalidInput(f"fetch.{key}", "has the wrong type")
+        if key != "allow" and not 0 < value <= 2**31:
+            raise InvalidInput(f"fetch.{key}", "must be positive")
+    if any(not isinstance(e, str) for e in table.get("allow", [])):
+        raise InvalidInput("fetch.allow", "must be a list of host names and networks")
+    try:
+        AddressPolicy.of(table.get("allow", []))
+    except ValueError as exc:
+        raise InvalidInput("fetch.allow", str(exc)) from None
+    return table

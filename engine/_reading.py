@@ -91,7 +91,7 @@ class Reading(WardenCore):
         try:
             text = self.fetchers.fetch(row)
         except FetchFailed as exc:
-            log.warning("resync_failed", memory_id=memory_id, problem=str(exc))
+            log.warning("resync_failed", memory_id=memory_id, category=exc.category)
             text = None
         if text is None and ok:
             text = data.decode("utf-8") if data is not None else None  # the blob was restored meanwhile

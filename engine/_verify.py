@@ -62,8 +62,8 @@ def verify(
     try:
         text: str | None = warden.fetchers.fetch(row)
         problem = None
-    except FetchFailed as exc:
-        text, problem = None, str(exc)
+    except FetchFailed as exc:  # the caller sees the category; the detail is in the log
+        text, problem = None, exc.public
     now = warden.clock.now()
     with warden.log.transaction() as tx:
         current = fetch_row(tx.conn, tenant, memory_id)

@@ -59,9 +59,7 @@ def row_dict(values: Sequence[Any]) -> dict[str, Any]:
 
 
 Key = tuple[str, str]  # (tenant, memory_id): a memory's identity
-_SELECT_BY_KEYS = (
-    f"SELECT {QUOTED_COLUMNS} FROM k JOIN memories ON memories.tenant = k.t AND memories.memory_id = k.m"
-)
+_SELECT_BY_KEYS = f"SELECT {QUOTED_COLUMNS} FROM k JOIN memories ON memories.tenant = k.t AND memories.memory_id = k.m"
 
 
 def fetch_rows(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:

@@ -14,8 +14,8 @@ import click
 from memwarden.engine import (
     FetchFailed,
     InvalidInput,
+    PolicyFile,
     StaleView,
-    TtlPolicy,
     Warden,
     configure_logging,
 )
@@ -64,8 +64,8 @@ class State:
     @property
     def warden(self) -> Warden:
         if self._warden is None:
-            policy = TtlPolicy.from_file(self.policy_file) if self.policy_file else None
-            self._warden = Warden(self.db, policy=policy)
+            settings = PolicyFile.read(self.policy_file) if self.policy_file else PolicyFile()
+            self._warden = Warden(self.db, policy=settings.ttl, fetchers=settings.fetchers(), limits=settings.limits)
         return self._warden
 
     def close(self) -> None:

@@ -26,7 +26,11 @@ from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_wa
     show_default=True,
     help="Largest accepted content, in bytes.",
 )
-@click.option("--allow-local-sources", is_flag=True, help="Accept file:// and git sources from HTTP clients.")
+@click.option(
+    "--allow-local-sources",
+    is_flag=True,
+    help="Development: accept file:// and git sources from HTTP clients, and fetch from local and private addresses.",
+)
 @with_warden
 def serve(
     warden: Warden,

@@ -40,6 +40,8 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app. ``self_url`` lets the embedded scheduler read revocations
     back through this server's own query endpoint."""
+    if allow_local_sources:  # development: file and git sources, and local addresses
+        warden.fetchers = warden.fetchers.allowing_local()
     keys = KeyStore(warden)
     internal_key = "mw_internal_" + secrets.token_urlsafe(24)
     internal = Principal("internal", "security", internal=True)
