@@ -29,7 +29,7 @@ _INVALIDATIONS: TypeAdapter[list[MemoryInvalidated]] = TypeAdapter(list[MemoryIn
 class Judge:
     """Decides rows with their evidence, memoised for one read."""
 
-    def __init__(self, conn: sqlite3.Connection, now: str, policies: dict[str, int]) -> None:
+    def __init__(self, conn: sqlite3.Connection, now: str, policies: dict[str, str]) -> None:
         self.conn = conn
         self.now = now
         self.policies = policies
@@ -43,49 +43,68 @@ class Judge:
             self._rows[key] = fetch_row(self.conn, tenant, memory_id)
         return self._rows[key]
 
-    def parents(self, row: dict[str, Any], visiting: frozenset[str] = frozenset()) -> list[ParentState]:
-        refs = parent_refs(row["memory_id"], row["derived_from"])
-        states: list[ParentState] = []
-        for ref in refs:
+    def parents(self, row: dict[str, Any]) -> list[ParentState]:
+        """The gate's view of ``row``'s evidence, each parent decided."""
+        for ref in parent_refs(row["memory_id"], row["derived_from"]):
             parent = self.row(row["tenant"], ref["memory_id"])
-            if parent is None:
-                states.append(ParentState(ref["memory_id"], ref["version"], None, None))
-            elif ref["memory_id"] in visiting:  # only a crafted log could hold a cycle
-                states.append(
-                    ParentState(
-                        ref["memory_id"],
-                        ref["version"],
-                        parent["version"],
-                        Decision(False, "derived_from_unusable", "treat_as_unknown", "cycle"),
-                    )
-                )
-            else:
-                states.append(
-                    ParentState(
-                        ref["memory_id"],
-                        ref["version"],
-                        parent["version"],
-                        self.decide(parent, visiting=visiting | {row["memory_id"]}),
-                    )
-                )
-        return states
+            if parent is not None:
+                self._settle(parent)
+        return self._states(row, frozenset())
 
-    def decide(
-        self, row: dict[str, Any], *, content_ok: bool | None = None, visiting: frozenset[str] = frozenset()
-    ) -> Decision:
-        memory_id = (row["tenant"], row["memory_id"])
-        if content_ok is None and memory_id in self._decisions:
-            return self._decisions[memory_id]
-        decision = decide(
+    def decide(self, row: dict[str, Any], *, content_ok: bool | None = None) -> Decision:
+        key = (row["tenant"], row["memory_id"])
+        if content_ok is None:
+            self._settle(row)
+            return self._decisions[key]
+        return decide(
             row,
             now=self.now,
             policy_version=self.policies.get(row["policy"], 1),
             content_ok=content_ok,
-            parents=self.parents(row, visiting),
+            parents=self.parents(row),
         )
-        if content_ok is None:
-            self._decisions[memory_id] = decision
-        return decision
+
+    def _states(self, row: dict[str, Any], path: set[Key] | frozenset[Key]) -> list[ParentState]:
+        states: list[ParentState] = []
+        for ref in parent_refs(row["memory_id"], row["derived_from"]):
+            key = (row["tenant"], ref["memory_id"])
+            parent = self.row(*key)
+            if parent is None:
+                states.append(ParentState(ref["memory_id"], ref["version"], None, None))
+            elif key in path:  # only a crafted log could hold a cycle
+                cycle = Decision(False, "derived_from_unusable", "treat_as_unknown", "cycle")
+                states.append(ParentState(ref["memory_id"], ref["version"], parent["version"], cycle))
+            else:
+                states.append(ParentState(ref["memory_id"], ref["version"], parent["version"], self._decisions[key]))
+        return states
+
+    def _settle(self, root: dict[str, Any]) -> None:
+        """Decide ``root`` and all its evidence, deepest first. An explicit
+        stack, not recursion: a chain of derivations may be as deep as the
+        limits allow, far past Python's recursion limit."""
+        path: set[Key] = set()  # expanded and not yet decided: the walk's current path
+        stack: list[tuple[dict[str, Any], bool]] = [(root, False)]
+        while stack:
+            row, expanded = stack.pop()
+            key = (row["tenant"], row["memory_id"])
+            if expanded:
+                path.discard(key)
+                self._decisions[key] = decide(
+                    row,
+                    now=self.now,
+                    policy_version=self.policies.get(row["policy"], 1),
+                    parents=self._states(row, path),
+                )
+                continue
+            if key in self._decisions or key in path:
+                continue
+            path.add(key)
+            stack.append((row, True))
+            for ref in parent_refs(row["memory_id"], row["derived_from"]):
+                pkey = (row["tenant"], ref["memory_id"])
+                parent = self.row(*pkey)
+                if parent is not None and pkey not in self._decisions and pkey not in path:
+                    stack.append((parent, False))
 
     def tree(self, row: dict[str, Any], depth: int = 0, access: Access = EVERYONE) -> dict[str, Any]:
         """The derivation tree under ``row``, each node with its status; a
@@ -135,6 +154,21 @@ def ancestors(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) 
     }
 
 
+def depth(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str], limit: int) -> int:
+    """How many levels of evidence lie under the given memories (1: they
+    were drawn from nothing), counted up to ``limit + 1`` and no further."""
+    if not memory_ids:
+        return 0
+    marks = ",".join("?" * len(memory_ids))
+    found = conn.execute(
+        f"WITH RECURSIVE up(id, d) AS (SELECT parent_id, 2 FROM derivations WHERE tenant = ? AND child_id IN ({marks}) "
+        "UNION SELECT d.parent_id, up.d + 1 FROM derivations d JOIN up ON d.tenant = ? AND d.child_id = up.id "
+        "WHERE up.d <= ?) SELECT max(d) FROM up",
+        [tenant, *memory_ids, tenant, limit],
+    ).fetchone()[0]
+    return found or 1
+
+
 def descendants(conn: sqlite3.Connection, keys: Iterable[Key]) -> set[Key]:
     """Every memory drawn from the given ones, at any depth, in their tenants."""
     by_tenant: dict[str, list[str]] = {}
@@ -159,8 +193,13 @@ def descendants(conn: sqlite3.Connection, keys: Iterable[Key]) -> set[Key]:
 
 def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
     """A reactor: when evidence is revoked, erased, invalidated or
-    quarantined, invalidate what was drawn from it, in this transaction.
-    The invalidations it appends come back here, so it walks every depth."""
+    quarantined, invalidate what was drawn from it, at every depth, in this
+    transaction. The depths are walked here, level by level, and appended
+    in one batch: letting each level's invalidations come back to this
+    reactor would nest a call per level, and a chain may be deeper than
+    Python recurses. Every invalidation names its direct parent and is
+    ``caused_by`` the event that took that parent out: the batch takes the
+    seqs after the head, in order, so a parent's seq is known beforehand."""
     roots: dict[Key, tuple[int, str]] = {}  # parent -> (the seq that took it out, why)
     conn = tx.conn
     for record in records:
@@ -181,15 +220,48 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
                 record.type, record.payload.get("reason", "invalidated")
             )
             roots[(record.payload["tenant"], record.payload["memory_id"])] = (record.seq, why)
-    if not roots:
-        return
-    children: list[tuple[str, str, int, str]] = []
+    fields: list[dict[str, Any]] = []
+    base = tx.head.seq  # fields[k] will be recorded at seq base + 1 + k
+    seen: set[Key] = set(roots)
+    frontier = roots
+    while frontier:
+        following: dict[Key, tuple[int, str]] = {}
+        for tenant, child_id, version, parent_id in _children(conn, frontier):
+            if (tenant, child_id) in seen:  # drawn from two parents that went out together
+                continue
+            seen.add((tenant, child_id))
+            seq, why = frontier[(tenant, parent_id)]
+            fields.append(
+                {
+                    # deterministic (the same log state gives the same cascade)
+                    # and ordered by the seq that caused it, so a cascade's ids
+                    # go to the end of the event_id index, not to random pages
+                    "event_id": f"inv_{seq:012d}_{len(fields):06d}",
+                    "actor": "memwarden",
+                    "tenant": tenant,
+                    "memory_id": child_id,
+                    "version": version,
+                    "reason": "derived_from_unusable",
+                    "detail": f"parent {parent_id}: {why}",
+                    "caused_by": seq,
+                }
+            )
+            following[(tenant, child_id)] = (base + len(fields), "derived_from_unusable")
+        frontier = following
+    if fields:
+        tx.append(_INVALIDATIONS.validate_python(fields))
+
+
+def _children(conn: sqlite3.Connection, parents: Iterable[Key]) -> list[tuple[str, str, int, str]]:
+    """Memories drawn from ``parents`` that are still in the read paths,
+    sorted by child so that the log's order does not depend on SQLite's plan."""
     by_tenant: dict[str, list[str]] = {}
-    for tenant, memory_id in roots:
+    for tenant, memory_id in parents:
         by_tenant.setdefault(tenant, []).append(memory_id)
-    for tenant, parents in by_tenant.items():
-        for start in range(0, len(parents), 500):
-            chunk = parents[start : start + 500]
+    children: list[tuple[str, str, int, str]] = []
+    for tenant, ids in by_tenant.items():
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
             children += conn.execute(
                 "SELECT d.tenant, d.child_id, m.version, d.parent_id FROM derivations d JOIN memories m "
                 "ON m.tenant = d.tenant AND m.memory_id = d.child_id "
@@ -197,31 +269,7 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
                 "AND m.status NOT IN ('erased', 'revoked', 'invalidated')",
                 [tenant, *chunk],
             ).fetchall()
-    children.sort()  # by child: the log's order does not depend on SQLite's plan
-    fields: list[dict[str, Any]] = []
-    seen: set[Key] = set()
-    for n, (tenant, child_id, version, parent_id) in enumerate(children):
-        if (tenant, child_id) in seen:  # drawn from two parents that went in this transaction
-            continue
-        seen.add((tenant, child_id))
-        seq, why = roots[(tenant, parent_id)]
-        fields.append(
-            {
-                # deterministic (the same log state gives the same cascade)
-                # and ordered by the seq that caused it, so a cascade's ids
-                # go to the end of the event_id index, not to random pages
-                "event_id": f"inv_{seq:012d}_{n:06d}",
-                "actor": "memwarden",
-                "tenant": tenant,
-                "memory_id": child_id,
-                "version": version,
-                "reason": "derived_from_unusable",
-                "detail": f"parent {parent_id}: {why}",
-                "caused_by": seq,
-            }
-        )
-    if fields:
-        tx.append(_INVALIDATIONS.validate_python(fields))
+    return sorted(children)
 
 
 def rows_for(conn: sqlite3.Connection, keys: Sequence[Key]) -> list[dict[str, Any]]:

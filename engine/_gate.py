@@ -54,7 +54,7 @@ def decide(
     row: dict[str, Any],
     *,
     now: str,
-    policy_version: int,
+    policy_version: int | str,
     content_ok: bool | None = None,
     parents: Sequence[ParentState] = (),
 ) -> Decision:
@@ -84,7 +84,8 @@ def decide(
         return _no(why, None) if why in ACTIONS else _no("invalidated", why)
     if status == "unknown":
         return _no("unknown", "the last re-verification against the source failed")
-    if row["revocation_version"] != policy_version:
+    # version keys compare as text: 7 and "7" are one version
+    if str(row["revocation_version"]) != str(policy_version):
         return _no(
             "policy_changed",
             f"checked under {row['policy']} version {row['revocation_version']}, current is {policy_version}",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memwarden.events import (
     CONTENT_BYTES,
+    GENESIS_HASH,
     TEXT_JOIN,
     LogDamaged,
     actual_checksum,
@@ -285,8 +286,13 @@ def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
     anchor: tuple[int, str] | None = None
     if against is not None:
         seq_text, _, hash_text = against.partition(":")
-        if not seq_text.isdigit() or len(hash_text) != 64 or any(c not in "0123456789abcdef" for c in hash_text):
-            raise InvalidInput("against", "must be SEQ:HASH, as printed by 'audit head' (64 lowercase hex)")
+        hash_text = hash_text.lower()
+        if (
+            not (seq_text.isascii() and seq_text.isdigit() and len(seq_text) <= 18)
+            or len(hash_text) != 64
+            or any(c not in "0123456789abcdef" for c in hash_text)
+        ):
+            raise InvalidInput("against", "must be SEQ:HASH, as printed by 'audit head' (seq up to 18 digits, 64 hex)")
         anchor = (int(seq_text), hash_text)
     damage = warden.file_problems()
     try:
@@ -316,7 +322,12 @@ def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
     if anchor is not None:
         seq, expected = anchor
         event = warden.log.get(seq) if seq > 0 else None
-        if seq > 0 and event is None:
+        if seq == 0 and expected != GENESIS_HASH:
+            # the empty log's head is the genesis hash, and nothing else
+            out.update(ok=False, extends_anchor=False)
+            if report.ok:
+                out.update(first_bad_seq=0, problem=f"the head at seq 0 is {GENESIS_HASH}, not the anchored {expected}")
+        elif seq > 0 and event is None:
             problem = f"the anchored seq {seq} is no longer in the log"
             out.update(ok=False, extends_anchor=False)
             if report.ok:

@@ -87,7 +87,8 @@ class KeyStore:
         return f"mw_{key_id}_{secret}", Principal(key_id, role, tenants, agent)
 
     def authenticate(self, key: str | None) -> Principal | None:
-        if not key or not key.startswith("mw_") or key.count("_") < 2:
+        # keys are ASCII; compare_digest refuses to compare anything else
+        if not key or not key.isascii() or not key.startswith("mw_") or key.count("_") < 2:
             return None
         key_id, _, secret = key[3:].partition("_")
         with self.warden.reading() as conn:

@@ -4,8 +4,10 @@ refusal (exit 2, HTTP 413/422, an MCP error)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 from ._errors import InvalidInput
 
@@ -20,8 +22,6 @@ class Limits:
 
     # bytes of a memory's content (UTF-8)
     max_content_bytes: int = 1024 * 1024
-    # bytes of a summary
-    max_summary_bytes: int = 64 * 1024
     # how deep a memory may be derived from memories derived from others
     max_derivation_depth: int = 1000
     # how many memories one memory may be derived from
@@ -41,6 +41,52 @@ class Limits:
 
     def check_text(self, field: str, text: str, limit_name: str) -> None:
         limit = getattr(self, limit_name)
-        size = len(text.encode("utf-8", "surrogatepass"))
+        if len(text) > limit:  # a UTF-8 character is at least one byte: no need to encode
+            raise TooLarge(field, f"is more than {limit} bytes; the limit is {limit} (limits.{limit_name})")
+        size = len(encoded(field, text))
         if size > limit:
             raise TooLarge(field, f"is {size} bytes; the limit is {limit} (limits.{limit_name})")
+
+
+def encoded(field: str, text: str) -> bytes:
+    """``text`` as UTF-8, or refused: JSON may carry lone surrogates
+    (``"\\ud800"``), which are not text and cannot be stored."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "is not valid Unicode text (it holds a lone surrogate)") from None
+
+
+CHECKSUM = re.compile(r"^sha256:[0-9a-fA-F]{64}$")
+SOURCE_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S+$")
+
+
+def normal_checksum(field: str, value: object) -> str:
+    """A caller's checksum in the canonical form (hex digits are not case-sensitive)."""
+    if not isinstance(value, str) or not CHECKSUM.match(value):
+        raise InvalidInput(field, "must be sha256: followed by 64 hex digits")
+    return value.lower()
+
+
+def check_source_url(field: str, value: object) -> str:
+    """A URL with a scheme (``https://…``, ``file:///…``, ``callable:NAME``)
+    or an absolute path; http(s) URLs need a host."""
+    if not isinstance(value, str) or not value or len(value) > 4096:
+        raise InvalidInput(field, "must be a URL of at most 4096 characters")
+    if value.startswith("/") and not any(c.isspace() or ord(c) < 32 for c in value):
+        return value
+    if not SOURCE_URL.match(value) or any(ord(c) < 32 for c in value):
+        raise InvalidInput(field, f"{value[:60]!r} is not a URL: give a scheme (https://, file://, callable:)")
+    if value.lower().startswith(("http://", "https://")):
+        host = urlsplit(value).hostname if _parses(value) else None
+        if not host:
+            raise InvalidInput(field, f"{value[:60]!r} has no host")
+    return value
+
+
+def _parses(value: str) -> bool:
+    try:
+        urlsplit(value).hostname  # noqa: B018  (raises on a bad port or bracket)
+        return True
+    except ValueError:
+        return False

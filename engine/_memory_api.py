@@ -16,6 +16,7 @@ from memwarden.projections import SCOPE_COLUMNS, load_revocations, revocation_bl
 
 from ._access import EVERYONE, Access
 from ._errors import ChecksumMismatch, InvalidInput, MemoryNotFound
+from ._limits import TooLarge, encoded, normal_checksum
 
 if TYPE_CHECKING:
     from ._warden import Warden
@@ -41,13 +42,40 @@ def memory_id_of(agent: str, key: str) -> str:
     return f"mem:{_escape(agent)}:{_escape(key)}"
 
 
-def _envelope(content: str) -> dict[str, Any] | None:
-    """Content that is itself JSON with ``text`` (and maybe ``checksum``)."""
+def _envelope(content: str, max_depth: int) -> dict[str, Any] | None:
+    """Content that is itself JSON with ``text`` (and maybe ``checksum``).
+    Content is stored as given either way; JSON deeper than the limit is
+    refused, since every reader that parses it would have to go as deep."""
+    if not content.lstrip().startswith(("{", "[")):
+        return None
     try:
         data = json.loads(content)
+    except RecursionError:
+        raise TooLarge("content", f"is JSON nested deeper than {max_depth} levels (limits.max_json_depth)") from None
     except ValueError:
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
+    if json_depth(data) > max_depth:
+        raise TooLarge("content", f"is JSON nested deeper than {max_depth} levels (limits.max_json_depth)")
+    if not isinstance(data, dict) or ("text" not in data and "checksum" not in data):
+        return None
+    if not isinstance(data.get("text"), str):
+        # a checksum beside no text would be recorded as if it vouched for something
+        raise InvalidInput("content.text", "must be text when the content is an envelope with a checksum")
+    return data
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value``'s arrays and objects nest (walked with a stack)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in item)
+    return deepest
 
 
 def save(
@@ -56,14 +84,18 @@ def save(
     for field, value in (("agent", agent), ("key", key)):
         if not value or any(c.isspace() or ord(c) < 32 for c in value):
             raise InvalidInput(field, "must be non-empty, without spaces or control characters")
-    envelope = _envelope(content)
+    if not isinstance(content, str):
+        raise InvalidInput("content", "must be text")
+    warden.limits.check_text("content", content, "max_content_bytes")
+    envelope = _envelope(content, warden.limits.max_json_depth)
     source_url = f"memory-api://{agent}/{key}"
     branch = fetched_at = None
     if envelope is not None:
         given = envelope.get("checksum")
         if given is not None:
+            encoded("content.text", envelope["text"])
             actual = content_checksum(envelope["text"])
-            if given != actual:
+            if normal_checksum("content.checksum", given) != actual:
                 raise ChecksumMismatch("content.checksum", str(given), actual)
         if isinstance(envelope.get("source"), str) and envelope["source"].startswith(("http://", "https://")):
             source_url = envelope["source"]

@@ -233,6 +233,8 @@ def fts_query(text: str) -> str:
     Korean stem finds its inflected forms (서울 finds 서울에서)."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("text", "must be non-empty")
+    if any(ord(c) < 32 and c not in "\t\n\r" for c in text) or len(text) > 1000:
+        raise InvalidInput("text", "must be at most 1000 characters, without NUL or other control characters")
     words = [w for w in text.split() if w.strip('"')]
     if not words:
         raise InvalidInput("text", "has no searchable words")

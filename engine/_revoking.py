@@ -6,13 +6,14 @@ import json
 from datetime import datetime
 from typing import Any
 
-from memwarden.events import MemoryErased, PolicyVersionChanged, RevocationIssued, Selector, format_ts, new_id
+from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id, version_value
 from memwarden.projections import current_policies, purge_text_index, select_rows
 
 from ._access import EVERYONE, Access
 from ._core import WardenCore, log
 from ._errors import InvalidInput, RevocationNotFound
 from ._validation import build, when
+from ._versions import change
 from ._views import RevocationResult
 
 
@@ -85,24 +86,21 @@ class Revoking(WardenCore):
         out["leaked_ids"] = json.loads(out["leaked_ids"]) if out["leaked_ids"] else []
         return out
 
-    def set_policy(self, policy: str, version: int, *, actor: str = "security") -> int:
-        """Make ``version`` current; memories under older versions stop being
-        usable until re-verified. Versions only go up: lowering one would
-        bring back what the raise took out."""
+    def set_policy(self, policy: str, version: int | str, *, actor: str = "security") -> int:
+        """Make ``version`` current and retire the version before it for good:
+        memories checked under it stop being usable until re-verified, and
+        no later change can make it current again (see ``_versions``)."""
+        if not isinstance(policy, str) or not policy or any(c.isspace() or ord(c) < 32 for c in policy):
+            raise InvalidInput("policy", "must be a non-empty name without spaces or control characters")
         with self.log.transaction() as tx:
-            current = self._policy_version(tx.conn, policy)
-            if not isinstance(version, int) or version <= current:
-                raise InvalidInput(
-                    "version", f"policy {policy!r} is at version {current}; the new version must be greater"
-                )
-            event = build(PolicyVersionChanged, policy=policy, version=version, previous_version=current, actor=actor)
+            event = change(tx.conn, policy, version, actor=actor)
             seq = tx.append([event])[0]
         log.warning("policy_version_changed", policy=policy, version=version, seq=seq)
         return seq
 
-    def policies(self) -> dict[str, int]:
+    def policies(self) -> dict[str, int | str]:
         with self.reading() as conn:
-            return current_policies(conn)
+            return {policy: version_value(v) for policy, v in current_policies(conn).items()}
 
     # -- erasure ------------------------------------------------------------------------
 

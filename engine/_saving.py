@@ -13,10 +13,12 @@ from memwarden.projections import current_policies, fetch_row, load_revocations,
 
 from ._access import EVERYONE, Access
 from ._core import WardenCore, log
-from ._derivation import Judge, ancestors
+from ._derivation import Judge, ancestors, depth
 from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
 from ._errors import MemoryErased as MemoryErasedError
+from ._limits import TooLarge, check_source_url, encoded, normal_checksum
 from ._validation import build, when
+from ._versions import adopt
 from ._views import SaveResult
 
 # A fetch claimed to be this far in the future is a clock problem or a lie.
@@ -66,7 +68,7 @@ class Saving(WardenCore):
         repo: str | None = None,
         branch: str | None = None,
         policy: str = "default",
-        revocation_version: int | None = None,
+        revocation_version: int | str | None = None,
         checksum: str | None = None,
         derived_from: Sequence[str | ParentRef | dict[str, Any]] = (),
         cache_key: dict[str, Any] | None = None,
@@ -83,8 +85,9 @@ class Saving(WardenCore):
         """
         if not isinstance(content, str):
             raise InvalidInput("content", "must be text")
+        self.limits.check_text("content", content, "max_content_bytes")
         actual = content_checksum(content)
-        if checksum is not None and checksum != actual:
+        if checksum is not None and normal_checksum("checksum", checksum) != actual:
             raise ChecksumMismatch("checksum", checksum, actual)
         now = self.clock.now()
         fetched = when("fetched_at", fetched_at) or now
@@ -101,6 +104,7 @@ class Saving(WardenCore):
             raise InvalidInput("summary", "must be non-empty text")
         if len(summary) > MAX_SUMMARY:
             raise InvalidInput("summary", f"is longer than {MAX_SUMMARY} characters")
+        encoded("summary", summary)
 
         with self.log.transaction() as tx:
             conn = tx.conn
@@ -109,15 +113,11 @@ class Saving(WardenCore):
                 raise MemoryIdTaken(memory_id)
             if row is not None and row["status"] == "erased":
                 raise MemoryErasedError(memory_id)
-            current = self._policy_version(conn, policy) if isinstance(policy, str) else 1
+            adopted = None
             if revocation_version is None:
-                revocation_version = current
-            elif revocation_version != current:
-                raise InvalidInput(
-                    "revocation_version",
-                    f"policy {policy!r} is at version {current}; a memory is saved under the current version "
-                    f"(got {revocation_version})",
-                )
+                revocation_version = self._policy_version(conn, policy) if isinstance(policy, str) else 1
+            elif isinstance(policy, str):
+                adopted = adopt(conn, policy, revocation_version, actor=actor)
             parents = self._evidence(conn, tenant, memory_id, derived_from, access) if derived_from else ()
             event = build(
                 MemorySaved,
@@ -142,9 +142,10 @@ class Saving(WardenCore):
                 actor=actor,
                 **({"event_id": event_id} if event_id else {}),
             )
+            check_source_url("source_url", event.source_url)
             self._refuse_if_revoked(conn, event)
             self.texts.put(tenant, memory_id, event.version, summary, content)
-            seq = tx.append([event])[0]
+            seq = tx.append([adopted, event] if adopted else [event])[-1]
         log.info("memory_saved", tenant=tenant, memory_id=memory_id, version=event.version, seq=seq, kind=kind)
         return SaveResult(memory_id, event.version, actual, seq, format_ts(expires) if expires else None, tenant)
 
@@ -162,6 +163,11 @@ class Saving(WardenCore):
         may not be used), and none descended from the memory itself."""
         if isinstance(derived_from, str):
             derived_from = [derived_from]
+        if len(derived_from) > self.limits.max_parents:
+            raise TooLarge(
+                "derived_from",
+                f"names {len(derived_from)} parents; the limit is {self.limits.max_parents} (limits.max_parents)",
+            )
         judge = Judge(conn, self.now(), current_policies(conn))
         refs: list[ParentRef] = []
         for item in derived_from:
@@ -188,6 +194,13 @@ class Saving(WardenCore):
         if memory_id in ancestors(conn, tenant, [r.memory_id for r in refs]):
             raise InvalidInput(
                 "derived_from", f"a cycle: memory {memory_id!r} is already evidence for one of its parents"
+            )
+        limit = self.limits.max_derivation_depth
+        levels = depth(conn, tenant, [r.memory_id for r in refs], limit) + 1
+        if levels > limit:
+            raise InvalidInput(
+                "derived_from",
+                f"would make a chain of derivations more than {limit} deep (limits.max_derivation_depth)",
             )
         return tuple(refs)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, TypeVar
 
-from memwarden.events import parse_ts
+from memwarden.events import check_range, parse_ts, to_utc
 from pydantic import BaseModel, ValidationError
 
 from ._errors import InvalidInput
@@ -38,11 +38,11 @@ def when(field: str, value: datetime | str | None) -> datetime | None:
         return None
     try:
         if isinstance(value, str):
-            return parse_ts(value)
+            return check_range(parse_ts(value))
         if isinstance(value, datetime):
             if value.tzinfo is None:
                 raise ValueError("naive datetime refused: give a timezone")
-            return value
+            return check_range(to_utc(value))
     except ValueError as exc:
         raise InvalidInput(field, str(exc)) from None
     raise InvalidInput(field, f"must be a timestamp, not {type(value).__name__}")

@@ -1,10 +1,8 @@
-"""Re-verification against the source, what is due, and importing records."""
+"""Re-verification against the source, and what is due."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -13,32 +11,22 @@ from memwarden.events import (
     MemorySaved,
     MemoryVerificationFailed,
     MemoryVerified,
-    PolicyVersionChanged,
-    Scope,
-    canonical_json,
     content_checksum,
     format_ts,
     parse_ts,
-    sha256_hex,
 )
-from memwarden.events._models import Identifier, NonEmptyStr, UTCDateTime
 from memwarden.projections import (
     RECHECK,
     SCOPE_COLUMNS,
     current_policies,
     fetch_row,
-    load_revocations,
     parent_refs,
-    revocation_blocks,
-    selector_covers,
 )
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._access import EVERYONE, Access
 from ._derivation import Judge
-from ._errors import FetchFailed, InvalidInput, MemoryNotFound
-from ._validation import build, field_error
-from ._views import DueItem, ImportResult, VerifyResult
+from ._errors import FetchFailed, MemoryNotFound
+from ._views import DueItem, VerifyResult
 
 if TYPE_CHECKING:
     from ._warden import Warden
@@ -54,11 +42,28 @@ def verify(
         row = warden.find_row(conn, memory_id, tenant=tenant, access=access)
     tenant = row["tenant"]
     if row["status"] in ("erased", "revoked"):
-        return VerifyResult(
-            memory_id, row["status"], "refused: only a fresh save can follow a revocation or erasure", None, tenant
-        )
-    if row["derived_from"] not in (None, "[]"):
-        return _verify_derived(warden, row, access=access, accept=accept)
+        return _refused(row)
+    if _is_derived(row):
+        return _verify_derived(warden, row, access=access)
+    return _verify_source(warden, row, accept=accept)
+
+
+def _refused(row: dict[str, Any]) -> VerifyResult:
+    return VerifyResult(
+        row["memory_id"],
+        row["status"],
+        "refused: only a fresh save can follow a revocation or erasure",
+        None,
+        row["tenant"],
+    )
+
+
+def _is_derived(row: dict[str, Any]) -> bool:
+    return row["derived_from"] not in (None, "[]")
+
+
+def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> VerifyResult:
+    memory_id, tenant = row["memory_id"], row["tenant"]
     try:
         text: str | None = warden.fetchers.fetch(row)
         problem = None
@@ -157,21 +162,59 @@ def verify(
         )
 
 
-def _verify_derived(warden: Warden, row: dict[str, Any], *, access: Access, accept: bool) -> VerifyResult:
-    """A derived memory is re-checked from its evidence: each parent is
-    verified against its own source first, and only if every one comes back
-    usable and unchanged is this memory re-issued with new times. A parent
-    whose content changed is invalidated, and the cascade takes this memory
-    with it: it is never silently kept."""
+def _verify_derived(warden: Warden, row: dict[str, Any], *, access: Access) -> VerifyResult:
+    """A derived memory is re-checked from its evidence: each memory it
+    rests on, at any depth, is verified first (against its own source, or
+    re-issued from its own evidence), each once, deepest first; only if every
+    parent then comes back usable and unchanged is this memory re-issued
+    with new times. A parent whose content changed is invalidated, and the
+    cascade takes this memory with it: it is never silently kept. Evidence
+    the caller may not see is not checked."""
+    outcomes: dict[str, str] = {}
+    for evidence in _deepest_first(warden, row, access):
+        if evidence["status"] in ("erased", "revoked"):
+            outcomes[evidence["memory_id"]] = _refused(evidence).outcome
+        elif _is_derived(evidence):
+            outcomes[evidence["memory_id"]] = _reissue(warden, evidence, []).outcome
+        else:  # a parent is re-verified, never updated, on a child's behalf
+            outcomes[evidence["memory_id"]] = _verify_source(warden, evidence, accept=False).outcome
+    direct = [
+        (ref["memory_id"], outcomes.get(ref["memory_id"], "not_checked"))
+        for ref in parent_refs(row["memory_id"], row["derived_from"])
+    ]
+    return _reissue(warden, row, direct)
+
+
+def _deepest_first(warden: Warden, row: dict[str, Any], access: Access) -> list[dict[str, Any]]:
+    """The memories ``row`` rests on, each once, every one after its own
+    evidence (an explicit stack: a chain may be deeper than Python recurses)."""
+    tenant = row["tenant"]
+    order: list[dict[str, Any]] = []
+    seen = {row["memory_id"]}
+    stack: list[tuple[dict[str, Any], bool]] = [(row, False)]
+    with warden.reading() as conn:
+        while stack:
+            current, expanded = stack.pop()
+            if expanded:
+                if current is not row:
+                    order.append(current)
+                continue
+            stack.append((current, True))
+            for ref in parent_refs(current["memory_id"], current["derived_from"]):
+                if ref["memory_id"] in seen:
+                    continue
+                seen.add(ref["memory_id"])
+                try:
+                    # evidence is in the same tenant, and checked only within the caller's rights
+                    parent = warden.find_row(conn, ref["memory_id"], tenant=tenant, access=access)
+                except MemoryNotFound:
+                    continue
+                stack.append((parent, False))
+    return order
+
+
+def _reissue(warden: Warden, row: dict[str, Any], outcomes: list[tuple[str, str]]) -> VerifyResult:
     memory_id, tenant = row["memory_id"], row["tenant"]
-    outcomes = []
-    for ref in parent_refs(memory_id, row["derived_from"]):
-        try:
-            # evidence in the same tenant, re-verified only within the caller's rights
-            outcome = verify(warden, ref["memory_id"], tenant=tenant, access=access, accept=False).outcome
-        except MemoryNotFound:
-            outcome = "not_checked"
-        outcomes.append((ref["memory_id"], outcome))
     now = warden.clock.now()
     with warden.log.transaction() as tx:
         current = fetch_row(tx.conn, tenant, memory_id)
@@ -242,7 +285,7 @@ def due(warden: Warden, *, limit: int | None = None, access: Access = EVERYONE) 
         add(f"status = 'unknown' AND {RECHECK}", [], "unknown")
         for policy, version in conn.execute("SELECT policy, version FROM policies").fetchall():
             add(
-                "policy = ? AND revocation_version < ? AND +status IN ('usable', 'expired', 'unknown')",
+                "policy = ? AND revocation_version != ? AND +status IN ('usable', 'expired', 'unknown')",
                 [policy, version],
                 "policy_changed",
             )
@@ -257,130 +300,3 @@ def verify_due(
         verify(warden, item.memory_id, tenant=item.tenant, access=access, accept=accept)
         for item in due(warden, limit=limit, access=access)
     ]
-
-
-# -- importing an operator's memory records ------------------------------------------
-
-
-class MemoryRecord(BaseModel):
-    """One line of a memory-record file (as operators keep them)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    memory_id: Identifier
-    kind: Identifier
-    summary: NonEmptyStr
-    source_url: NonEmptyStr
-    fetched_at: UTCDateTime
-    expires_at: UTCDateTime | None = None
-    scope: Scope
-    revocation_version: int = 1
-    invalidation_reason: str | None = None
-    verified_at: UTCDateTime | None = None
-    content: str | None = None
-
-
-def import_records(warden: Warden, path: str | Path) -> ImportResult:
-    """Turn a JSONL file of memory records into events, all or nothing.
-
-    A record has no separate content: its summary is its text unless a
-    ``content`` field is given. Re-importing the same file is a no-op
-    (event ids come from each record's bytes). A record whose fetch is
-    older than a revocation covering it is refused and reported.
-    """
-    records: list[tuple[int, MemoryRecord, str]] = []
-    try:
-        fh = open(path, "rb")
-    except OSError as exc:
-        raise InvalidInput("file", f"{path}: {exc.strerror or exc}") from None
-    with fh:
-        for number, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                data = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise InvalidInput(f"line {number}", f"not valid JSON: {exc}") from None
-            if not isinstance(data, dict):
-                raise InvalidInput(f"line {number}", "a record must be a JSON object")
-            try:
-                record = MemoryRecord.model_validate(data)
-            except ValidationError as exc:
-                raise field_error(exc, f"line {number}") from None
-            if record.expires_at is not None and record.expires_at <= record.fetched_at:
-                raise InvalidInput(f"line {number}.expires_at", "must be after fetched_at")
-            if record.revocation_version < 1:
-                raise InvalidInput(f"line {number}.revocation_version", "must be at least 1")
-            records.append((number, record, sha256_hex(canonical_json(data))))
-
-    refused: list[dict[str, Any]] = []
-    imported = skipped = 0
-    with warden.log.transaction() as tx:
-        conn = tx.conn
-        revocations = load_revocations(conn)
-        top = max((r.revocation_version for _, r, _ in records), default=1)
-        current = warden._policy_version(conn, "default")
-        if top > current:
-            tx.append([PolicyVersionChanged(policy="default", version=top, previous_version=current, actor="import")])
-        for number, record, digest in records:
-            scope = record.scope.model_dump()
-            fetched = format_ts(record.fetched_at)
-            candidate = {"memory_id": record.memory_id, "kind": record.kind, "source_url": record.source_url, **scope}
-            blocking = next(
-                (
-                    r
-                    for r in revocations
-                    if revocation_blocks(r["effective_at"], fetched) and selector_covers(r["selector"], candidate)
-                ),
-                None,
-            )
-            if blocking is not None:
-                refused.append(
-                    {"line": number, "memory_id": record.memory_id, "revocation_id": blocking["revocation_id"]}
-                )
-                continue
-            row = fetch_row(conn, record.scope.tenant, record.memory_id)
-            if row is not None and row["status"] == "erased":
-                refused.append({"line": number, "memory_id": record.memory_id, "reason": "erased"})
-                continue
-            event_id = f"rec_{digest[:40]}"
-            if conn.execute("SELECT 1 FROM events WHERE event_id = ?", (event_id,)).fetchone():
-                skipped += 1  # this very record was imported before
-                continue
-            text = record.content if record.content is not None else record.summary
-            saved = build(
-                MemorySaved,
-                f"line {number}",
-                event_id=event_id,
-                memory_id=record.memory_id,
-                version=(row["version"] + 1) if row else 1,
-                kind=record.kind,
-                summary_checksum=content_checksum(record.summary),
-                content_checksum=content_checksum(text),
-                content_length=len(text.encode("utf-8")),
-                source_url=record.source_url,
-                fetched_at=record.fetched_at,
-                expires_at=record.expires_at,
-                verified_at=record.verified_at,
-                scope=scope,
-                revocation_version=record.revocation_version,
-                actor="import",
-            )
-            warden.texts.put(saved.tenant, record.memory_id, saved.version, record.summary, text)
-            tx.append([saved])
-            imported += 1
-            if record.invalidation_reason:
-                tx.append(
-                    [
-                        MemoryInvalidated(
-                            event_id=f"{event_id}_inv",
-                            tenant=saved.tenant,
-                            memory_id=record.memory_id,
-                            version=saved.version,
-                            reason=record.invalidation_reason,
-                            actor="import",
-                        )
-                    ]
-                )
-    if refused:
-        log.warning("records_refused", count=len(refused))
-    return ImportResult(imported, refused, skipped)

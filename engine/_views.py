@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
+from memwarden.events import version_value
 from memwarden.projections import VIEW_COLUMNS, parent_refs
 
 from ._gate import Decision
@@ -63,7 +64,7 @@ class MemoryView(NamedTuple):
     expires_at: str | None
     verified_at: str | None
     policy: str
-    revocation_version: int
+    revocation_version: int | str
     derived_from: list[dict[str, Any]]
     last_seq: int
 
@@ -95,7 +96,7 @@ class MemoryView(NamedTuple):
                 v[13],
                 v[14],
                 v[15],
-                v[16],
+                version_value(v[16]),
                 parent_refs(v[0], v[17]),
                 v[18],
             )

@@ -8,7 +8,7 @@ from typing import Any
 
 from memwarden.projections import CheckResult, weekly
 
-from . import _history, _memory_api, _verify
+from . import _history, _memory_api, _records, _verify
 from ._access import EVERYONE, Access
 from ._cache import Caching
 from ._revoking import Revoking
@@ -50,7 +50,11 @@ class Warden(Caching, Revoking):
         return _verify.due(self, limit=limit, access=access)
 
     def import_records(self, path: str | Path) -> ImportResult:
-        return _verify.import_records(self, path)
+        return _records.import_records(self, path)
+
+    def scan_records(self, path: str | Path) -> list[DueItem]:
+        """What the article's scan prints for a file of records (nothing is written)."""
+        return _records.scan_records(path, self.clock.now())
 
     def explain(
         self, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, as_of: str | None = None

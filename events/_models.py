@@ -47,6 +47,32 @@ Identifier = Annotated[str, StringConstraints(min_length=1, max_length=512, patt
 Checksum = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
+# A policy version is a key compared for equality with the policy's current
+# version: "policy-42-v7", or a number (7 and "7" are the same key).
+# Numbers stay below 2**53 so that every JSON reader reads them exactly.
+VersionText = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")]
+
+
+def _numeric_version(value: Any) -> Any:
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
+
+
+PolicyVersion = Annotated[
+    Annotated[Annotated[int, Field(ge=1, le=2**53)] | VersionText, Field(union_mode="left_to_right")],
+    BeforeValidator(_numeric_version),
+]
+
+
+def version_key(version: int | str) -> str:
+    """The text a policy version is compared and stored as."""
+    return str(version)
+
+
+def version_value(key: str | int) -> int | str:
+    """A stored version as callers gave it: numbers come back as numbers."""
+    text = str(key)
+    return int(text) if text.isdigit() and not text.startswith("0") and len(text) < 19 else text
+
 
 ENVELOPE_FIELDS = frozenset({"type", "event_id", "occurred_at", "actor"})
 
@@ -209,7 +235,7 @@ class MemorySaved(MemoryEvent):
     verified_at: UTCDateTime | None = None
     scope: Scope
     policy: Identifier = "default"
-    revocation_version: PositiveInt = 1
+    revocation_version: PolicyVersion = 1
     derived_from: tuple[ParentRef, ...] = Field(default=(), strict=False)
     cache_key: CacheKey | None = None
 
@@ -248,7 +274,7 @@ class MemoryVerified(MemoryEvent):
     fetched_at: UTCDateTime
     verified_at: UTCDateTime
     expires_at: UTCDateTime | None = None
-    revocation_version: PositiveInt
+    revocation_version: PolicyVersion
     after_expiry: bool = False
 
 
@@ -297,8 +323,8 @@ class MemoryResynced(MemoryEvent):
 class PolicyVersionChanged(Event):
     type: Literal["policy.version_changed"] = "policy.version_changed"
     policy: Identifier
-    version: PositiveInt
-    previous_version: PositiveInt
+    version: PolicyVersion
+    previous_version: PolicyVersion
 
     @property
     def stream(self) -> str:

@@ -70,7 +70,11 @@ def connect(
     if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         raise ValueError(f"synchronous: {synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
-    conn.execute("PRAGMA journal_mode=WAL")
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+    except UnicodeDecodeError:  # SQLite quoted a garbled schema in its message
+        conn.close()
+        raise sqlite3.DatabaseError(f"database {path} is damaged: its schema cannot be read") from None
     conn.execute(f"PRAGMA synchronous={synchronous}")
     # Freed pages are zeroed, so erased content does not linger in the file.
     conn.execute("PRAGMA secure_delete=ON")

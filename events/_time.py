@@ -14,8 +14,13 @@ from typing import Protocol
 
 UTC = UTC
 
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_DURATION = re.compile(r"^\s*(\d{1,12})\s*([smhdw])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# the longest duration and the range of timestamps a caller may give: wide
+# enough for any real memory, narrow enough that no arithmetic overflows
+MAX_DURATION = timedelta(days=36500)
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class Clock(Protocol):
@@ -54,7 +59,10 @@ def to_utc(value: datetime) -> datetime:
     """An aware datetime converted to UTC; naive datetimes are refused."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"naive datetime {value.isoformat()} refused: give a timezone (Z or an offset)")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"timestamp {value.isoformat()} is out of range") from None
 
 
 def format_ts(value: datetime) -> str:
@@ -85,7 +93,17 @@ def parse_ts(text: str) -> datetime:
         raise ValueError(f"{text!r} is not an ISO 8601 timestamp") from None
     if parsed.tzinfo is None:
         raise ValueError(f"timestamp {text!r} has no timezone: add Z or an offset such as +09:00")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"timestamp {text!r} is out of range") from None
+
+
+def check_range(value: datetime) -> datetime:
+    """A caller's timestamp, refused outside 1970-01-01 .. 9000-01-01."""
+    if not EARLIEST <= value <= LATEST:
+        raise ValueError(f"{format_ts(value)} is out of range: give a time from 1970-01-01 to 9000-01-01")
+    return value
 
 
 def canonical_ts(text: str) -> str:
@@ -101,6 +119,8 @@ def parse_duration(text: str) -> timedelta:
     amount = int(match.group(1))
     if amount <= 0:
         raise ValueError(f"duration {text!r} must be positive")
+    if amount * _UNITS[match.group(2)] > MAX_DURATION.total_seconds():
+        raise ValueError(f"duration {text!r} is longer than 36500d (100 years)")
     return timedelta(seconds=amount * _UNITS[match.group(2)])
 
 

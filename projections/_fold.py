@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memwarden.events import RecordedEvent, canonical_json
+from memwarden.events import RecordedEvent, canonical_json, version_key
 
 from ._selector import revocation_blocks, selector_covers
 
@@ -83,7 +83,7 @@ def fold_memory(
             "expires_at": p.get("expires_at"),
             "verified_at": p.get("verified_at"),
             "policy": p.get("policy", "default"),
-            "revocation_version": p.get("revocation_version", 1),
+            "revocation_version": version_key(p.get("revocation_version", 1)),
             "checksum": p["content_checksum"],
             "content_length": p.get("content_length", 0),
             "invalidation_reason": None,
@@ -117,7 +117,7 @@ def fold_memory(
             fetched_at=p["fetched_at"],
             verified_at=p["verified_at"],
             expires_at=p.get("expires_at"),
-            revocation_version=p["revocation_version"],
+            revocation_version=version_key(p["revocation_version"]),
             checksum=p["content_checksum"],
             invalidation_reason=None,
             invalidated_by=None,

@@ -119,5 +119,14 @@ def load_revocations(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     ]
 
 
-def current_policies(conn: sqlite3.Connection) -> dict[str, int]:
+def current_policies(conn: sqlite3.Connection) -> dict[str, str]:
+    """Each policy's current version key (a policy never set is at "1")."""
     return dict(conn.execute("SELECT policy, version FROM policies").fetchall())
+
+
+def retired_version(conn: sqlite3.Connection, policy: str, version: str) -> int | None:
+    """The seq that retired ``version`` of ``policy``, or None if it never was."""
+    row = conn.execute(
+        "SELECT retired_seq FROM retired_versions WHERE policy = ? AND version = ?", (policy, version)
+    ).fetchone()
+    return row[0] if row else None

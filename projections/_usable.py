@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, RecordedEvent, canonical_json
+from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, RecordedEvent, canonical_json, version_key
 
 from ._fold import COLUMNS, STATUSES, fold_memory
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, Key, fetch_rows, load_revocations
@@ -38,7 +38,7 @@ SCHEMA = [
         tool_version TEXT, input_hash TEXT,
         source_url TEXT NOT NULL, source TEXT, repo TEXT, branch TEXT,
         fetched_at TEXT NOT NULL, expires_at TEXT, verified_at TEXT,
-        policy TEXT NOT NULL, revocation_version INTEGER NOT NULL,
+        policy TEXT NOT NULL, revocation_version TEXT NOT NULL,
         checksum TEXT NOT NULL, content_length INTEGER NOT NULL,
         invalidation_reason TEXT, invalidated_by INTEGER, revoked_by TEXT, quarantined_from TEXT,
         derived_from TEXT NOT NULL DEFAULT '[]',
@@ -53,9 +53,14 @@ SCHEMA = [
         still_visible INTEGER, leaked_ids TEXT
     )""",
     """CREATE TABLE IF NOT EXISTS policies (
-        policy TEXT PRIMARY KEY, version INTEGER NOT NULL, previous_version INTEGER NOT NULL,
+        policy TEXT PRIMARY KEY, version TEXT NOT NULL, previous_version TEXT NOT NULL,
         changed_at TEXT NOT NULL, seq INTEGER NOT NULL
     )""",
+    # every version a policy has left behind: retired for good
+    """CREATE TABLE IF NOT EXISTS retired_versions (
+        policy TEXT NOT NULL, version TEXT NOT NULL, retired_seq INTEGER NOT NULL,
+        PRIMARY KEY (policy, version)
+    ) WITHOUT ROWID""",
     # which memories each memory was drawn from (its current version's
     # evidence); a memory's evidence is in its own tenant
     """CREATE TABLE IF NOT EXISTS derivations (
@@ -108,7 +113,7 @@ INDEXES = [
     "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (tenant, parent_id)",
 ]
 
-TABLES = ("memories", "revocations", "policies", "derivations", "memories_fts")
+TABLES = ("memories", "revocations", "policies", "retired_versions", "derivations", "memories_fts")
 
 _UPSERT = (
     f"INSERT INTO memories (mid, {QUOTED_COLUMNS}) "
@@ -155,10 +160,13 @@ class UsableProjection:
 
     def outdated(self, conn: sqlite3.Connection) -> bool:
         """Whether the tables are of an older layout (memory ids global, the
-        summary in the row): they are dropped and rebuilt from the log."""
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+        summary in the row, numbered policy versions only): they are dropped
+        and rebuilt from the log."""
+        columns = {r[1]: r[2] for r in conn.execute("PRAGMA table_info(memories)")}
         derivation_columns = {r[1] for r in conn.execute("PRAGMA table_info(derivations)")}
-        return bool(columns) and ("summary" in columns or "tenant" not in derivation_columns)
+        return bool(columns) and (
+            "summary" in columns or "tenant" not in derivation_columns or columns["revocation_version"] != "TEXT"
+        )
 
     def create(self, conn: sqlite3.Connection, *, indexes: bool = True) -> None:
         for statement in SCHEMA:
@@ -220,11 +228,16 @@ class UsableProjection:
                 changed, fts, links = set(), [], {}
             elif kind == "policy.version_changed":
                 p = event.payload
+                version, previous = version_key(p["version"]), version_key(p["previous_version"])
                 conn.execute(
                     "INSERT INTO policies (policy, version, previous_version, changed_at, seq) VALUES (?,?,?,?,?) "
                     "ON CONFLICT(policy) DO UPDATE SET version=excluded.version, "
                     "previous_version=excluded.previous_version, changed_at=excluded.changed_at, seq=excluded.seq",
-                    (p["policy"], p["version"], p["previous_version"], event.recorded_at, event.seq),
+                    (p["policy"], version, previous, event.recorded_at, event.seq),
+                )
+                conn.execute(
+                    "INSERT OR IGNORE INTO retired_versions (policy, version, retired_seq) VALUES (?,?,?)",
+                    (p["policy"], previous, event.seq),
                 )
             elif kind in ("readback.confirmed", "readback.failed"):
                 p = event.payload
@@ -387,6 +400,7 @@ class UsableProjection:
                 "FROM revocations ORDER BY revocation_id"
             ).fetchall(),
             "policies": conn.execute("SELECT * FROM policies ORDER BY policy").fetchall(),
+            "retired_versions": conn.execute("SELECT * FROM retired_versions ORDER BY policy, version").fetchall(),
             "derivations": conn.execute(
                 "SELECT tenant, child_id, parent_id, parent_version FROM derivations "
                 "ORDER BY tenant, child_id, parent_id"

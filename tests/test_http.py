@@ -187,7 +187,7 @@ def test_oversized_bodies_and_content(server: Server) -> None:
         too_big = c.post("/memory/save", json={"agent": "bot", "key": "big", "content": "x" * 1_300_000})
         assert too_big.status_code == 413 and too_big.json()["field"] == "body"
         just_over = c.post("/memory/save", json={"agent": "bot", "key": "big", "content": "가" * 70_000})
-        assert just_over.status_code == 422 and just_over.json()["field"] == "content"
+        assert just_over.status_code == 413 and just_over.json()["field"] == "content"
     assert server.head() == head
 
 

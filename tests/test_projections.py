@@ -282,7 +282,7 @@ def test_a_batch_of_invalidations_equals_the_fold(
             "source_url": "s",
             "fetched_at": "2026-01-05T09:00:00.000000Z",
             "policy": "default",
-            "revocation_version": 1,
+            "revocation_version": "1",
             "checksum": "sha256:" + "0" * 64,
             "content_length": 0,
             "derived_from": "[]",

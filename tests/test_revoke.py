@@ -141,7 +141,7 @@ def test_policy_version_change(populated: Warden, clock: FrozenClock, tmp_path: 
             kind="external_fact",
             summary="s",
             content="c",
-            source_url="u",
+            source_url="https://finance.example/q",
             scope={"tenant": "acme"},
             policy="finance",
             revocation_version=1,

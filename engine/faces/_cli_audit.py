@@ -40,7 +40,7 @@ def explain(warden: Warden, memory_id: str, tenant: str | None, as_of: str | Non
 
 @cli.command()
 @click.option("--as-of", default=None)
-@click.option("--seq", type=int, default=None)
+@click.option("--seq", type=click.IntRange(0, 2**62), default=None)
 @click.option("--tenant", default=None)
 @click.option("--all", "include_unusable", is_flag=True, help="Also the memories that were not usable then.")
 @json_option
@@ -223,7 +223,7 @@ def cache_put(
         tool_version=tool_version,
         input_hash=input_hash,
         scope=_scope(tenant, project, permission, user, agent, tool),
-        content=_content(content, content_file),
+        content=_content(content, content_file, warden.limits),
         source_url=source_url,
         ttl=ttl,
     )

@@ -7,15 +7,16 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
 from memwarden.engine import (
     FetchFailed,
     InvalidInput,
+    Limits,
     PolicyFile,
     StaleView,
+    TooLarge,
     Warden,
     configure_logging,
 )
@@ -53,6 +54,20 @@ class Group(click.Group):
 
 def _message(exc: BaseException) -> str:
     return exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
+
+
+class VersionParam(click.ParamType):
+    """A policy version: a number, or a key like ``policy-42-v7``."""
+
+    name = "VERSION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        # the engine validates (and names the field); numbers print as numbers
+        text = str(value)
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 16 else text
+
+
+VERSION = VersionParam()
 
 
 class State:
@@ -137,12 +152,19 @@ def _refuse_damaged(warden: Warden) -> None:
         sys.exit(2)
 
 
-def _content(content: str | None, content_file: str | None) -> str:
+def _content(content: str | None, content_file: str | None, limits: Limits) -> str:
     if (content is None) == (content_file is None):
         raise InvalidInput("content", "give exactly one of --content or --content-file")
     if content_file is not None:
         try:
-            return Path(content_file).read_bytes().decode("utf-8")
+            with open(content_file, "rb") as fh:
+                data = fh.read(limits.max_content_bytes + 1)  # never read more than may be kept
+            if len(data) > limits.max_content_bytes:
+                raise TooLarge(
+                    "content-file",
+                    f"{content_file} is larger than {limits.max_content_bytes} bytes (limits.max_content_bytes)",
+                )
+            return data.decode("utf-8")
         except OSError as exc:
             raise InvalidInput("content-file", f"{content_file}: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:

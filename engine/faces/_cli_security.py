@@ -8,7 +8,7 @@ import sys
 import click
 from memwarden.engine import Scheduler, Warden, readback_records
 
-from ._cli_common import Group, cli, emit, json_option, scope_options, with_warden
+from ._cli_common import VERSION, Group, cli, emit, json_option, scope_options, with_warden
 
 
 @cli.command()
@@ -109,11 +109,11 @@ def policy_group() -> None:
 
 @policy_group.command("set")
 @click.argument("key")
-@click.argument("version", type=int)
+@click.argument("version", type=VERSION)
 @json_option
 @with_warden
-def policy_set(warden: Warden, key: str, version: int, as_json: bool) -> None:
-    """Make VERSION the current version of policy KEY (versions only go up)."""
+def policy_set(warden: Warden, key: str, version: int | str, as_json: bool) -> None:
+    """Make VERSION current for policy KEY and retire the one before, for good."""
     seq = warden.set_policy(key, version)
     emit({"policy": key, "version": version, "seq": seq}, as_json, f"policy {key} at version {version} (seq {seq})")
 

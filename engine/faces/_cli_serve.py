@@ -17,11 +17,11 @@ from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_wa
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8077, show_default=True)
-@click.option("--scheduler-interval", type=click.FloatRange(0.1), default=30.0, show_default=True)
+@click.option("--scheduler-interval", type=click.FloatRange(0.1, 86400), default=30.0, show_default=True)
 @click.option("--no-scheduler", is_flag=True, help="Do not embed the scheduler.")
 @click.option(
     "--max-content",
-    type=click.IntRange(1),
+    type=click.IntRange(1, 2**31),
     default=1024 * 1024,
     show_default=True,
     help="Largest accepted content, in bytes.",
@@ -119,7 +119,11 @@ def keys_revoke(warden: Warden, key_id: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option(
-    "--interval", type=click.FloatRange(0.1), default=30.0, show_default=True, help="Seconds between runs of the jobs."
+    "--interval",
+    type=click.FloatRange(0.1, 86400),
+    default=30.0,
+    show_default=True,
+    help="Seconds between runs of the jobs.",
 )
 @click.option("--once", is_flag=True, help="Run every job once and exit (for tests and cron).")
 @json_option

@@ -20,10 +20,12 @@ from memwarden.engine import (
     RevocationNotFound,
     RevokedScope,
     StaleView,
+    TooLarge,
 )
 from memwarden.engine._keys import KeyStore, Principal
 from memwarden.events import EventRowDamaged, StorageError
 from memwarden.projections import ProjectionDamaged
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger("memwarden.http")
@@ -90,6 +92,8 @@ async def _too_large(send: Send, limit: int) -> None:
 def principal(request: Request) -> Principal:
     """The caller, from its ``x-api-key``; 401 without a valid one."""
     key = request.headers.get("x-api-key")
+    if key is not None and not key.isascii():  # no key is: compare_digest would refuse to compare it
+        key = ""
     state = request.app.state
     if key is not None and secrets.compare_digest(key, state.internal_key):
         return state.internal
@@ -142,6 +146,24 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidInput)
     async def _input(request: Request, exc: InvalidInput) -> JSONResponse:
         return error(422, "invalid_input", exc.problem, exc.field)
+
+    @app.exception_handler(TooLarge)
+    async def _too_big(request: Request, exc: TooLarge) -> JSONResponse:
+        return error(413, "too_large", exc.problem, exc.field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's own refusals (a body that is not JSON, an unknown route)
+        # in the same shape as ours
+        codes = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+        field = "body" if exc.status_code in (400, 413) else None
+        problem = str(exc.detail)
+        if exc.status_code == 400 and "parsing the body" in problem:
+            problem = "the body is not valid JSON (UTF-8, nested at most a few hundred levels)"
+        response = error(exc.status_code, codes.get(exc.status_code, "error"), problem, field)
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
 
     @app.exception_handler(ValueError)
     async def _value(request: Request, exc: ValueError) -> JSONResponse:

@@ -38,7 +38,8 @@ class SaveBody(Body):
     source: str | None = None
     branch: str | None = None
     policy: str = "default"
-    revocation_version: int | None = None
+    # checked by the engine, which names the field: a number or a key like "policy-42-v7"
+    revocation_version: int | str | None = None
     checksum: str | None = None
     cache_key: CacheKeyBody | None = None
     event_id: str | None = None
@@ -65,7 +66,7 @@ class RevokeBody(Body):
 
 
 class PolicyBody(Body):
-    version: int
+    version: int | str = Field(description='a number, or a key like "policy-42-v7"')
 
 
 class EraseBody(Body):

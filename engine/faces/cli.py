@@ -15,9 +15,13 @@ import click
 from memwarden.engine import (
     InvalidInput,
     Warden,
+    _records,
 )
+from memwarden.events import SystemClock
 
 from ._cli_common import (
+    VERSION,
+    State,
     _content,
     _scope,
     cli,
@@ -49,7 +53,7 @@ from ._cli_common import (
 @click.option("--expires-at", default=None)
 @click.option("--ttl", default=None, help="Lifetime from fetched_at: 90s, 15m, 6h, 30d.")
 @click.option("--policy", "policy_key", default="default", show_default=True)
-@click.option("--revocation-version", type=int, default=None, help="Policy version (default: the current one).")
+@click.option("--revocation-version", type=VERSION, default=None, help="Policy version (default: the current one).")
 @click.option("--checksum", default=None, help="sha256:<hex> the content must match.")
 @click.option(
     "--derived-from",
@@ -82,7 +86,7 @@ def save(
     expires_at: str | None,
     ttl: str | None,
     policy_key: str,
-    revocation_version: int | None,
+    revocation_version: int | str | None,
     checksum: str | None,
     derived_from: tuple[str, ...],
     as_json: bool,
@@ -95,7 +99,7 @@ def save(
         memory_id=memory_id,
         kind=kind,
         summary=summary,
-        content=_content(content, content_file),
+        content=_content(content, content_file, warden.limits),
         source_url=source_url,
         scope=_scope(tenant, project, permission, user, agent, tool),
         fetched_at=fetched_at,
@@ -137,7 +141,9 @@ TENANT_HELP = "The memory's tenant (needed only where the id is in more than one
 @cli.command()
 @click.argument("memory_id")
 @click.option("--tenant", default=None, help=TENANT_HELP)
-@click.option("--min-seq", type=int, default=None, help="Serve only a view that has applied this seq.")
+@click.option(
+    "--min-seq", type=click.IntRange(0, 2**62), default=None, help="Serve only a view that has applied this seq."
+)
 @json_option
 @with_warden
 def get(warden: Warden, memory_id: str, tenant: str | None, min_seq: int | None, as_json: bool) -> None:
@@ -156,7 +162,7 @@ def get(warden: Warden, memory_id: str, tenant: str | None, min_seq: int | None,
 @click.option("--text", default=None, help="Full-text search over summary and content.")
 @click.option("--all", "include_unusable", is_flag=True, help="Every memory, with why it is not usable.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
-@click.option("--min-seq", type=int, default=None)
+@click.option("--min-seq", type=click.IntRange(0, 2**62), default=None)
 @click.option("--no-content", is_flag=True, help="Leave the texts out of the answer.")
 @json_option
 @with_warden
@@ -206,7 +212,7 @@ def query(
 @click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--due", "all_due", is_flag=True, help="Re-verify everything that is due.")
 @click.option("--accept", is_flag=True, help="Save changed content as a new version.")
-@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--limit", type=click.IntRange(1, 2**31), default=None)
 @json_option
 @with_warden
 def verify(
@@ -237,12 +243,22 @@ def verify(
 
 
 @cli.command()
-@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--limit", type=click.IntRange(1, 2**31), default=None)
+@click.option(
+    "--records",
+    "records",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Scan a file of memory records instead of the log (revoked, then expired; nothing is written).",
+)
 @json_option
-@with_warden
-def due(warden: Warden, limit: int | None, as_json: bool) -> None:
+@click.pass_obj
+def due(state: State, limit: int | None, records: str | None, as_json: bool) -> None:
     """What must be re-verified now: memory_id source_url reason, a line."""
-    items = warden.due(limit=limit)
+    if records is not None:  # a scan of a file needs no database
+        items = _records.scan_records(records, SystemClock().now())[:limit]
+    else:
+        items = state.warden.due(limit=limit)
     emit(
         {"due": [i.as_dict() for i in items]},
         as_json,
@@ -255,14 +271,17 @@ def due(warden: Warden, limit: int | None, as_json: bool) -> None:
 @json_option
 @with_warden
 def import_records(warden: Warden, file: str, as_json: bool) -> None:
-    """Import a JSONL file of memory records (all or nothing)."""
+    """Import a JSONL file of memory records; exit 1 if any was refused.
+
+    An invalid line refuses the whole file (exit 2, nothing written). Each
+    valid record is imported, or refused and reported: fetched before a
+    revocation that covers it, erased, or under a policy version that is
+    not current.
+    """
     result = warden.import_records(file)
     for refusal in result.refused:
-        click.echo(
-            f"refused line {refusal['line']} ({refusal['memory_id']}): "
-            f"{refusal.get('revocation_id') or refusal.get('reason')}",
-            err=True,
-        )
+        why = refusal.get("revocation_id") or refusal.get("detail") or refusal.get("reason")
+        click.echo(f"refused line {refusal['line']} ({refusal['memory_id']}): {refusal['reason']}: {why}", err=True)
     emit(
         result.as_dict(),
         as_json,
@@ -270,6 +289,8 @@ def import_records(warden: Warden, file: str, as_json: bool) -> None:
         + (f", {result.skipped} already present" if result.skipped else "")
         + (f", {len(result.refused)} refused" if result.refused else ""),
     )
+    if result.refused:
+        sys.exit(1)
 
 
 # the auditors', security staff's and operators' commands live in their own modules

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -20,18 +21,21 @@ from fastapi.responses import JSONResponse
 from memwarden.engine import InvalidInput, Scheduler, Warden, readback_records
 from memwarden.engine._keys import KeyStore, Principal
 
+from . import _http_responses as R
 from ._http_guard import Caller, Denied, McpAuth, install_error_handlers, with_body_limit
 from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody
+from ._http_responses import documented
 
 log = structlog.get_logger("memwarden.http")
 
-DEFAULT_MAX_CONTENT = 1024 * 1024
+# a seq in a query: bounded so that it always fits SQLite's integers
+Seq = Annotated[int, Query(ge=0, le=2**62)]
 
 
 def create_app(
     warden: Warden,
     *,
-    max_content: int = DEFAULT_MAX_CONTENT,
+    max_content: int | None = None,
     scheduler: bool = True,
     scheduler_interval: float = 30.0,
     self_url: str | None = None,
@@ -40,6 +44,8 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app. ``self_url`` lets the embedded scheduler read revocations
     back through this server's own query endpoint."""
+    if max_content is not None:  # serve --max-content: the one content limit, for every face
+        warden.limits = dataclasses.replace(warden.limits, max_content_bytes=max_content)
     if allow_local_sources:  # development: file and git sources, and local addresses
         warden.fetchers = warden.fetchers.allowing_local()
     keys = KeyStore(warden)
@@ -121,7 +127,7 @@ def create_app(
 
     # -- memories -------------------------------------------------------------------------
 
-    @app.post("/v1/memories", status_code=201, tags=["memories"])
+    @app.post("/v1/memories", tags=["memories"], **documented(R.Saved, 201, 409))
     def save_memory(body: SaveBody, who: Caller, request: Request) -> dict[str, Any]:
         """Record a memory (agents, in their own tenants)."""
         require(who, "agent", request=request)
@@ -131,8 +137,6 @@ def create_app(
             if scope.get("agent", who.agent) != who.agent:
                 raise Denied(403, f"this key saves only as agent {who.agent!r}")
             scope["agent"] = who.agent
-        if len(body.content.encode("utf-8")) > max_content:
-            raise InvalidInput("content", f"is larger than {max_content} bytes")
         if not allow_local_sources and not body.source_url.startswith(("http://", "https://", "callable:")):
             if body.source_url.startswith("file:") or body.source_url.startswith("/") or body.source:
                 raise InvalidInput("source_url", "local file and git sources are not accepted over HTTP")
@@ -162,7 +166,7 @@ def create_app(
         )
         return result.as_dict()
 
-    @app.get("/v1/memories", tags=["memories"])
+    @app.get("/v1/memories", tags=["memories"], **documented(R.Memories, 200, 409))
     def query_memories(
         who: Caller,
         request: Request,
@@ -176,7 +180,7 @@ def create_app(
         text: str | None = None,
         all: bool = False,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-        min_seq: int | None = None,
+        min_seq: Seq | None = None,
         content: bool = True,
         ids: Annotated[list[str] | None, Query()] = None,
     ) -> dict[str, Any]:
@@ -206,7 +210,7 @@ def create_app(
 
     # ids may hold "/" (sent as %2F): the routes take the rest of the path,
     # and the plain read is declared last so ".../explain" is not read as an id
-    @app.post("/v1/memories/{memory_id:path}/verify", tags=["memories"])
+    @app.post("/v1/memories/{memory_id:path}/verify", tags=["memories"], **documented(R.Verifications, 200, 404))
     def verify_memory(
         memory_id: str, who: Caller, request: Request, tenant: str | None = None, accept: bool = False
     ) -> dict[str, Any]:
@@ -214,30 +218,30 @@ def create_app(
         require(who, "agent", "security", request=request)
         return {"results": [warden.verify(memory_id, tenant=tenant, access=who.access, accept=accept).as_dict()]}
 
-    @app.get("/v1/memories/{memory_id:path}/explain", tags=["auditors"])
+    @app.get("/v1/memories/{memory_id:path}/explain", tags=["auditors"], **documented(R.Explanation, 200, 404))
     def explain_memory(
         memory_id: str, who: Caller, tenant: str | None = None, as_of: str | None = None
     ) -> dict[str, Any]:
         """The memory's history and why it is (not) usable."""
         return warden.explain(memory_id, tenant=tenant, access=who.access, as_of=as_of)
 
-    @app.get("/v1/memories/{memory_id:path}", tags=["memories"])
+    @app.get("/v1/memories/{memory_id:path}", tags=["memories"], **documented(R.Memory, 200, 404, 409))
     def get_memory(
-        memory_id: str, who: Caller, tenant: str | None = None, min_seq: int | None = None
+        memory_id: str, who: Caller, tenant: str | None = None, min_seq: Seq | None = None
     ) -> dict[str, Any]:
         """One memory, its text checked now; ``usable`` says whether to use it.
         A memory outside the key's rights is 404, as one that does not exist;
         ``tenant`` names it where the id is in more than one of the key's tenants."""
         return warden.get(memory_id, tenant=tenant, access=who.access, min_seq=min_seq).as_dict()
 
-    @app.get("/v1/due", tags=["memories"])
-    def due(who: Caller, limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
+    @app.get("/v1/due", tags=["memories"], **documented(R.Due))
+    def due(who: Caller, limit: Annotated[int | None, Query(ge=1, le=2**31)] = None) -> dict[str, Any]:
         """What must be re-verified now (for an agent key: in its rights only)."""
         return {"due": [i.as_dict() for i in warden.due(limit=limit, access=who.access)]}
 
     # -- security --------------------------------------------------------------------------
 
-    @app.post("/v1/revocations", status_code=201, tags=["security"])
+    @app.post("/v1/revocations", tags=["security"], **documented(R.Revocation, 201))
     def revoke(body: RevokeBody, who: Caller, request: Request) -> dict[str, Any]:
         """Take a scope out of every read path, at commit."""
         require(who, "security", request=request)
@@ -249,24 +253,24 @@ def create_app(
             data["readback"] = readback.read_back(result.revocation_id)
         return data
 
-    @app.get("/v1/revocations/{revocation_id}", tags=["security"])
+    @app.get("/v1/revocations/{revocation_id}", tags=["security"], **documented(R.Revocation, 200, 404))
     def revocation(revocation_id: str, who: Caller, request: Request) -> dict[str, Any]:
         require(who, "security", "auditor", request=request)
         return warden.revocation(revocation_id)
 
-    @app.get("/v1/revocations/{revocation_id}/readback", tags=["security"])
+    @app.get("/v1/revocations/{revocation_id}/readback", tags=["security"], **documented(R.Readback, 200, 404))
     def readback(revocation_id: str, who: Caller, request: Request) -> dict[str, Any]:
         """The read-back confirmation records of a revocation."""
         require(who, "security", "auditor", request=request)
         return readback_records(warden, revocation_id)
 
-    @app.post("/v1/policies/{policy}", tags=["security"])
+    @app.post("/v1/policies/{policy}", tags=["security"], **documented(R.PolicySet))
     def set_policy(policy: str, body: PolicyBody, who: Caller, request: Request) -> dict[str, Any]:
         require(who, "security", request=request)
         seq = warden.set_policy(policy, body.version, actor=f"key:{who.key_id}")
         return {"policy": policy, "version": body.version, "seq": seq}
 
-    @app.post("/v1/erasures", tags=["security"])
+    @app.post("/v1/erasures", tags=["security"], **documented(R.Erased, 200, 404))
     def erase(body: EraseBody, who: Caller, request: Request) -> dict[str, Any]:
         """A deletion request: the text is destroyed, the history stays."""
         require(who, "security", request=request)
@@ -282,35 +286,35 @@ def create_app(
 
     # -- auditors ----------------------------------------------------------------------------
 
-    @app.get("/v1/replay", tags=["auditors"])
+    @app.get("/v1/replay", tags=["auditors"], **documented(R.Replay))
     def replay(
-        who: Caller, request: Request, as_of: str | None = None, seq: int | None = None, tenant: str | None = None
+        who: Caller, request: Request, as_of: str | None = None, seq: Seq | None = None, tenant: str | None = None
     ) -> dict[str, Any]:
         """The usable view as it was then, rebuilt from the log."""
         require(who, "security", "auditor", request=request)
         return warden.replay(as_of=as_of, seq=seq, tenant=tenant)
 
-    @app.get("/v1/audit/verify", tags=["auditors"])
+    @app.get("/v1/audit/verify", tags=["auditors"], **documented(R.AuditReport))
     def audit_verify(who: Caller, request: Request, against: str | None = None) -> JSONResponse:
         require(who, "security", "auditor", request=request)
         data = warden.audit_verify(against)
         return JSONResponse(data, status_code=200)
 
-    @app.get("/v1/audit/head", tags=["auditors"])
+    @app.get("/v1/audit/head", tags=["auditors"], **documented(R.Head))
     def audit_head(who: Caller, request: Request) -> dict[str, Any]:
         require(who, "security", "auditor", request=request)
         return warden.audit_head()
 
-    @app.get("/v1/stats", tags=["auditors"])
+    @app.get("/v1/stats", tags=["auditors"], **documented(R.Stats))
     def stats(who: Caller, request: Request) -> dict[str, Any]:
         require(who, "security", "auditor", request=request)
         return {"weeks": warden.stats()}
 
-    @app.get("/v1/events", tags=["auditors"])
+    @app.get("/v1/events", tags=["auditors"], **documented(R.Events))
     async def events(
         who: Caller,
         request: Request,
-        after: Annotated[int, Query(ge=0)] = 0,
+        after: Seq = 0,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
         wait: Annotated[float, Query(ge=0, le=60)] = 0,
     ) -> dict[str, Any]:
@@ -326,20 +330,18 @@ def create_app(
 
     # -- the Memory API pair --------------------------------------------------------------------
 
-    @app.post("/memory/save", tags=["memory api"])
+    @app.post("/memory/save", tags=["memory api"], **documented(R.KeySaved, 200, 409))
     def memory_save(body: MemoryApiSave, who: Caller, request: Request, tenant: str | None = None) -> dict[str, Any]:
         """Save a key's content (a new version if the key exists)."""
         require(who, "agent", request=request)
         tenant = one_tenant(who, tenant, request)
         if who.agent is not None and body.agent != who.agent:
             raise Denied(403, f"this key saves only as agent {who.agent!r}")
-        if len(body.content.encode("utf-8")) > max_content:
-            raise InvalidInput("content", f"is larger than {max_content} bytes")
         return warden.memory_save(
             tenant=tenant, agent=body.agent, key=body.key, content=body.content, access=who.access
         )
 
-    @app.get("/memory/load", tags=["memory api"])
+    @app.get("/memory/load", tags=["memory api"], **documented(R.KeysLoaded))
     def memory_load(
         who: Caller, request: Request, agent: str, tenant: str | None = None, history: bool = False
     ) -> dict[str, Any]:
@@ -349,7 +351,7 @@ def create_app(
             raise Denied(403, f"this key reads only agent {who.agent!r}")
         return warden.memory_load(tenant=tenant, agent=agent, history=history, access=who.access)
 
-    @app.get("/healthz", tags=["operations"])
+    @app.get("/healthz", tags=["operations"], response_model=None, responses={200: {"model": R.Health}})
     def health() -> dict[str, Any]:
         return {"ok": True, "head_seq": warden.log.head().seq}
 
@@ -361,7 +363,8 @@ def create_app(
                 keys,
             ),
         )
-    return with_body_limit(app, max_content * 6 + 64 * 1024)
+    # JSON may escape each byte of content as six (\u00XX): room for that
+    return with_body_limit(app, warden.limits.max_content_bytes * 6 + 64 * 1024)
 
 
 def _events_after(warden: Warden, after: int, limit: int) -> list[dict[str, Any]]:

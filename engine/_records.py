@@ -1,0 +1,244 @@
+"""Memory records as operators keep them (one JSON object a line): importing
+them into the log, and scanning a file of them as the article's own scan does.
+
+A record's ``revocation_version`` is a version of the policy named by its
+``policy`` field (``"default"`` when absent), compared with that policy's
+current version (``_versions``). On import, for each policy:
+
+* a record under the current version is imported;
+* a policy that was never set adopts the one version its records name (with
+  numbered versions only, the highest); records naming two different keys
+  for such a policy refuse the file, since nothing says which is current;
+* a record under a retired version (or a number below the current one) is
+  imported as history: not usable (``policy_changed``) until re-verified,
+  exactly like a memory the policy change found in the log;
+* a record under any other version is refused and reported (the file is
+  ahead of this database: ``memwarden policy set`` first), as is a record
+  fetched before a revocation that covers it.
+
+A file with an invalid line is refused whole and nothing is written; valid
+records are each imported or refused, and the refusals are reported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from memwarden.events import (
+    MemoryInvalidated,
+    MemorySaved,
+    PolicyVersion,
+    Scope,
+    canonical_json,
+    content_checksum,
+    format_ts,
+    sha256_hex,
+    version_key,
+)
+from memwarden.events._models import Identifier, NonEmptyStr, UTCDateTime
+from memwarden.projections import fetch_row, load_revocations, revocation_blocks, selector_covers
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ._errors import InvalidInput
+from ._validation import build, field_error
+from ._versions import adopt, current_version, is_retired
+from ._views import DueItem, ImportResult
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ._warden import Warden
+
+log = structlog.get_logger("memwarden.records")
+
+
+class MemoryRecord(BaseModel):
+    """One line of a memory-record file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    memory_id: Identifier
+    kind: Identifier
+    summary: NonEmptyStr
+    source_url: NonEmptyStr
+    fetched_at: UTCDateTime
+    expires_at: UTCDateTime | None = None
+    scope: Scope
+    policy: Identifier = "default"
+    revocation_version: PolicyVersion = 1
+    invalidation_reason: str | None = None
+    verified_at: UTCDateTime | None = None
+    content: str | None = None
+
+
+Line = tuple[int, MemoryRecord, str]  # line number, record, digest of its bytes
+
+
+def read_records(path: str | Path) -> list[Line]:
+    """Every record of the file, or InvalidInput naming the first bad line."""
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InvalidInput("file", f"{path}: {exc.strerror or exc}") from None
+    records: list[Line] = []
+    with fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+                raise InvalidInput(f"line {number}", f"not valid JSON: {exc}") from None
+            if not isinstance(data, dict):
+                raise InvalidInput(f"line {number}", "a record must be a JSON object")
+            try:
+                record = MemoryRecord.model_validate(data)
+            except ValidationError as exc:
+                raise field_error(exc, f"line {number}") from None
+            if record.expires_at is not None and record.expires_at <= record.fetched_at:
+                raise InvalidInput(f"line {number}.expires_at", "must be after fetched_at")
+            records.append((number, record, sha256_hex(canonical_json(data))))
+    return records
+
+
+def scan_records(path: str | Path, now: datetime) -> list[DueItem]:
+    """The article's scan, in file order: a record with an
+    ``invalidation_reason`` is ``revoked``; else one at or past its
+    ``expires_at`` is ``expired``. Nothing is written anywhere."""
+    due: list[DueItem] = []
+    for _, record, _ in read_records(path):
+        if record.invalidation_reason:
+            due.append(DueItem(record.memory_id, record.source_url, "revoked", record.scope.tenant))
+        elif record.expires_at is not None and record.expires_at <= now:
+            due.append(DueItem(record.memory_id, record.source_url, "expired", record.scope.tenant))
+    return due
+
+
+def import_records(warden: Warden, path: str | Path) -> ImportResult:
+    """Turn a file of memory records into events.
+
+    A record has no separate content: its summary is its text unless a
+    ``content`` field is given. Re-importing the same file is a no-op
+    (event ids come from each record's bytes).
+    """
+    records = read_records(path)
+    refused: list[dict[str, Any]] = []
+    imported = skipped = 0
+    with warden.log.transaction() as tx:
+        conn = tx.conn
+        adoptions = list(_adoptions(conn, records))
+        if adoptions:
+            tx.append(adoptions)
+        revocations = load_revocations(conn)
+        for number, record, digest in records:
+            event_id = f"rec_{digest[:40]}"
+            if conn.execute("SELECT 1 FROM events WHERE event_id = ?", (event_id,)).fetchone():
+                skipped += 1  # this very record was imported before
+                continue
+            refusal = _refusal(conn, record, revocations)
+            if refusal is not None:
+                refused.append({"line": number, "memory_id": record.memory_id, **refusal})
+                continue
+            row = fetch_row(conn, record.scope.tenant, record.memory_id)
+            if row is not None and row["status"] == "erased":
+                refused.append({"line": number, "memory_id": record.memory_id, "reason": "erased"})
+                continue
+            _append(warden, tx, record, event_id, f"line {number}", (row["version"] + 1) if row else 1)
+            imported += 1
+    if refused:
+        log.warning("records_refused", count=len(refused))
+    return ImportResult(imported, refused, skipped)
+
+
+def _adoptions(conn: sqlite3.Connection, records: list[Line]) -> Iterator[Any]:
+    """The policy versions this file makes current (policies never set)."""
+    named: dict[str, dict[str, tuple[int, int | str]]] = {}
+    for number, record, _ in records:
+        named.setdefault(record.policy, {}).setdefault(
+            version_key(record.revocation_version), (number, record.revocation_version)
+        )
+    for policy, versions in named.items():
+        if current_version(conn, policy) is not None:
+            continue
+        candidates = {k: v for k, v in versions.items() if k != "1"}
+        if not candidates:
+            continue
+        values = [v for _, v in candidates.values()]
+        if all(isinstance(v, int) for v in values):
+            chosen = max(values, key=int)
+        elif len(candidates) == 1:
+            chosen = values[0]
+        else:
+            (a_line, a), (b_line, b) = sorted(candidates.values(), key=lambda lv: lv[0])[:2]
+            raise InvalidInput(
+                f"line {b_line}.revocation_version",
+                f"policy {policy!r} has no current version and the file names {a!r} (line {a_line}) and {b!r}: "
+                f"make the current one known first (`memwarden policy set {policy} VERSION`)",
+            )
+        event = adopt(conn, policy, chosen, actor="import")
+        if event is not None:
+            yield event
+
+
+def _refusal(
+    conn: sqlite3.Connection, record: MemoryRecord, revocations: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    if not is_retired(conn, record.policy, record.revocation_version):
+        try:
+            adopt(conn, record.policy, record.revocation_version, actor="import")
+        except InvalidInput as exc:
+            return {"reason": "policy_version", "detail": exc.problem}
+    candidate = {
+        "memory_id": record.memory_id,
+        "kind": record.kind,
+        "source_url": record.source_url,
+        **record.scope.model_dump(),
+    }
+    fetched = format_ts(record.fetched_at)
+    for r in revocations:
+        if revocation_blocks(r["effective_at"], fetched) and selector_covers(r["selector"], candidate):
+            return {"reason": "revoked", "revocation_id": r["revocation_id"]}
+    return None
+
+
+def _append(warden: Warden, tx: Any, record: MemoryRecord, event_id: str, where: str, version: int) -> None:
+    text = record.content if record.content is not None else record.summary
+    warden.limits.check_text(f"{where}.content", text, "max_content_bytes")
+    saved = build(
+        MemorySaved,
+        where,
+        event_id=event_id,
+        memory_id=record.memory_id,
+        version=version,
+        kind=record.kind,
+        summary_checksum=content_checksum(record.summary),
+        content_checksum=content_checksum(text),
+        content_length=len(text.encode("utf-8")),
+        source_url=record.source_url,
+        fetched_at=record.fetched_at,
+        expires_at=record.expires_at,
+        verified_at=record.verified_at,
+        scope=record.scope.model_dump(),
+        policy=record.policy,
+        revocation_version=record.revocation_version,
+        actor="import",
+    )
+    warden.texts.put(saved.tenant, record.memory_id, saved.version, record.summary, text)
+    tx.append([saved])
+    if record.invalidation_reason:
+        tx.append(
+            [
+                MemoryInvalidated(
+                    event_id=f"{event_id}_inv",
+                    tenant=saved.tenant,
+                    memory_id=record.memory_id,
+                    version=saved.version,
+                    reason=record.invalidation_reason,
+                    actor="import",
+                )
+            ]
+        )

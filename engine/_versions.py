@@ -1,0 +1,107 @@
+"""Policy versions: which version of a policy is current, and the rule that
+a version once left behind is retired for good.
+
+A memory records the version of its policy it was checked under
+(``revocation_version``); it is usable only while that is the policy's
+current version. ``policy set`` names a new current version and retires the
+one before it, so every memory checked under an older version leaves the
+read paths until it is re-verified, and no later change can bring the old
+version (and its memories) back. Numbered versions also only go up.
+
+The first version named for a policy nobody has set (every policy starts
+at the implicit version 1) becomes its current version: a save or an
+import under ``policy-42-v7`` on a fresh database adopts it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from memwarden.events import PolicyVersion, PolicyVersionChanged, version_key, version_value
+from memwarden.projections import retired_version
+from pydantic import TypeAdapter, ValidationError
+
+from ._errors import InvalidInput
+from ._validation import build
+
+_VERSION = TypeAdapter(PolicyVersion)
+
+
+def parse_version(value: Any, field: str) -> int | str:
+    """A policy version as given (``7``, ``"7"``, ``"policy-42-v7"``), or refused."""
+    try:
+        return _VERSION.validate_python(value)
+    except ValidationError:
+        raise InvalidInput(
+            field,
+            f"{str(value)[:40]!r} is not a version: a number from 1 to 2**53, or a key of letters, digits "
+            "and . _ : + - (up to 128, starting with a letter or digit)",
+        ) from None
+
+
+def current_version(conn: sqlite3.Connection, policy: str) -> int | str | None:
+    """The current version of ``policy``, or None if it was never set."""
+    row = conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
+    return version_value(row[0]) if row else None
+
+
+def is_retired(conn: sqlite3.Connection, policy: str, version: int | str) -> bool:
+    """Whether ``version`` was left behind: once current and then replaced,
+    or a number below the current number."""
+    version = parse_version(version, "revocation_version")
+    if retired_version(conn, policy, version_key(version)) is not None:
+        return True
+    current = current_version(conn, policy)
+    return isinstance(version, int) and isinstance(current, int) and version < current
+
+
+def _refuse_retired(conn: sqlite3.Connection, policy: str, version: int | str, field: str) -> None:
+    seq = retired_version(conn, policy, version_key(version))
+    if seq is not None:
+        raise InvalidInput(
+            field,
+            f"version {version!r} of policy {policy!r} was retired at seq {seq}; a retired version never comes back",
+        )
+
+
+def change(
+    conn: sqlite3.Connection, policy: str, version: int | str, *, actor: str, field: str = "version"
+) -> PolicyVersionChanged:
+    """The event that makes ``version`` current (``policy set``)."""
+    version = parse_version(version, field)
+    current = current_version(conn, policy)
+    previous = 1 if current is None else current
+    if version_key(version) == version_key(previous):
+        raise InvalidInput(field, f"policy {policy!r} is already at version {version!r}")
+    _refuse_retired(conn, policy, version, field)
+    if isinstance(version, int) and isinstance(previous, int) and version < previous:
+        raise InvalidInput(field, f"policy {policy!r} is at version {previous}; a numbered version only goes up")
+    return _event(policy, version, previous, actor, field)
+
+
+def adopt(
+    conn: sqlite3.Connection, policy: str, version: int | str, *, actor: str, field: str = "revocation_version"
+) -> PolicyVersionChanged | None:
+    """Check that a memory may be recorded under ``version`` of ``policy``.
+
+    None: it is the current version. An event to append: the policy was never
+    set and this first named version becomes current. Refused: the version is
+    retired, or another version is current (name it with ``policy set``).
+    """
+    version = parse_version(version, field)
+    current = current_version(conn, policy)
+    if current is not None and version_key(version) == version_key(current):
+        return None
+    _refuse_retired(conn, policy, version, field)
+    if current is None:
+        return None if version_key(version) == "1" else _event(policy, version, 1, actor, field)
+    raise InvalidInput(
+        field,
+        f"policy {policy!r} is at version {current!r}, not {version!r}; a memory is recorded under the current "
+        f"version (make {version!r} current with `memwarden policy set {policy} {version}`)",
+    )
+
+
+def _event(policy: str, version: int | str, previous: int | str, actor: str, field: str) -> PolicyVersionChanged:
+    return build(PolicyVersionChanged, policy=policy, version=version, previous_version=previous, actor=actor)

@@ -1,0 +1,173 @@
+"""What the HTTP API answers, as models for the OpenAPI document, so that a
+client generator gets types. They document; the routes return plain dicts
+(validating every answer again would cost the query path a third of its
+speed), and every model allows fields beyond those named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorBody(Answer):
+    """Every refusal: a code, the field at fault (if one is) and the problem."""
+
+    error: str
+    field: str | None = None
+    problem: str
+
+
+class Saved(Answer):
+    memory_id: str
+    version: int
+    checksum: str
+    seq: int
+    expires_at: str | None = None
+    tenant: str
+
+
+class Memory(Answer):
+    memory_id: str
+    version: int
+    status: str
+    usable: bool
+    reason: str | None = None
+    action: str
+    detail: str | None = None
+    kind: str
+    summary: str | None = None
+    checksum: str
+    content: str | None = None
+    scope: dict[str, str | None]
+    source_url: str
+    fetched_at: str
+    expires_at: str | None = None
+    verified_at: str | None = None
+    policy: str
+    revocation_version: int | str
+    derived_from: list[dict[str, Any]]
+    last_seq: int
+
+
+class Memories(Answer):
+    memories: list[Memory]
+
+
+class Verified(Answer):
+    memory_id: str
+    outcome: str
+    detail: str | None = None
+    seq: int | None = None
+    tenant: str
+
+
+class Verifications(Answer):
+    results: list[Verified]
+
+
+class Explanation(Answer):
+    memory_id: str
+    usable: bool
+    reason: str | None = None
+    history: list[dict[str, Any]]
+
+
+class DueItem(Answer):
+    memory_id: str
+    source_url: str
+    reason: str
+    tenant: str
+
+
+class Due(Answer):
+    due: list[DueItem]
+
+
+class Revocation(Answer):
+    revocation_id: str
+    seq: int
+    covered: int
+
+
+class Readback(Answer):
+    revocation_id: str
+    confirmed: bool
+    records: list[dict[str, Any]]
+
+
+class PolicySet(Answer):
+    policy: str
+    version: int | str
+    seq: int
+
+
+class Erased(Answer):
+    erased: int
+
+
+class Replay(Answer):
+    as_of: str
+    seq: int
+    memories: list[dict[str, Any]]
+
+
+class AuditReport(Answer):
+    ok: bool
+    head_seq: int | None = None
+    first_bad_seq: int | None = None
+    problem: str | None = None
+
+
+class Head(Answer):
+    seq: int
+    hash: str
+
+
+class Stats(Answer):
+    weeks: list[dict[str, Any]]
+
+
+class Events(Answer):
+    events: list[dict[str, Any]]
+    head: int
+
+
+class KeySaved(Answer):
+    status: str
+    agent: str
+    key: str
+    version: int
+    checksum: str
+    seq: int
+
+
+class KeysLoaded(Answer):
+    memories: list[dict[str, Any]]
+
+
+class Health(Answer):
+    ok: bool
+    head_seq: int
+
+
+def documented(model: type[BaseModel], status: int = 200, *errors: int) -> dict[str, Any]:
+    """Route arguments that document ``model`` as the answer and every
+    refusal the route can give (all routes behind a key can answer 401)."""
+    described = {
+        400: "the body is not valid JSON",
+        401: "no valid x-api-key",
+        403: "the key's role or tenants do not allow this",
+        404: "no such memory or revocation (or one the key may not see)",
+        409: "a conflict: the id is taken, erased, revoked, or the view is behind min_seq",
+        413: "the body or the content is over a limit",
+        422: "bad input: the field and the problem",
+    }
+    responses: dict[int | str, dict[str, Any]] = {status: {"model": model}}
+    for code in sorted({400, 401, 403, 413, 422, *errors}):
+        responses[code] = {"model": ErrorBody, "description": described[code]}
+    return {"response_model": None, "responses": responses, "status_code": status}
