@@ -49,7 +49,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running.proc.wait(timeout=30)
 
 
-def start_server(db: Path, *extra: str) -> Server:
+def start_server(db: Path, *extra: str, policy_file: Path | None = None) -> Server:
     w = Warden(db)
     store = KeyStore(w)
     keys = {
@@ -70,6 +70,7 @@ def start_server(db: Path, *extra: str) -> Server:
             str(Path(sys.executable).with_name("memwarden")),
             "--db",
             str(db),
+            *(["--policy-file", str(policy_file)] if policy_file else []),
             "serve",
             "--host",
             "127.0.0.1",

@@ -197,12 +197,22 @@ def test_a_file_naming_two_keys_for_an_unset_policy_is_refused_whole(run_cli: Cl
     assert run_cli.json("audit", "head")["seq"] == 0
 
 
-def test_the_policy_and_its_retired_versions_survive_a_rebuild(run_cli: Cli, article: Path, warden: Warden) -> None:
+def test_the_policy_and_its_retired_versions_survive_a_rebuild_and_an_export(
+    run_cli: Cli, article: Path, warden: Warden, tmp_path: Path
+) -> None:
     run_cli.json("import-records", str(article))
     run_cli.json("policy", "set", "default", "policy-42-v8")
     assert run_cli.json("projections", "check")["ok"]
     run_cli.json("rebuild")
     assert run_cli("policy", "set", "default", "policy-42-v7").exit_code == 2
+    exported = tmp_path / "log.jsonl"
+    run_cli.json("export", str(exported))
+    other = Cli(tmp_path / "other.db")
+    other.json("import", str(exported))
+    assert other.json("policy", "show")["policies"] == {"default": "policy-42-v8"}
+    assert other.json("get", "mem_01J9R", code=1)["reason"] == "policy_changed"
+    assert other("policy", "set", "default", "policy-42-v7").exit_code == 2
+    assert other.json("audit", "verify")["ok"]
 
 
 def test_http_policy_versions(server: Server) -> None:  # noqa: F811

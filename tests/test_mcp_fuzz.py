@@ -1,0 +1,123 @@
+"""Property-based fuzzing of every MCP tool through the official client
+(in memory, against the real server object): no call crashes, every
+refusal names the field or the reason, and a refused call leaves the log
+as it was."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+from memwarden.engine import Warden
+from memwarden.engine.faces.mcp import build_server
+
+from .test_http_fuzz import JSON, SCALAR
+
+# the generic message of a crash: the tool's own text never reaches the model
+CRASH = "Error executing tool {name}"
+
+HOSTILE = st.sampled_from(
+    [
+        "9" * 23,
+        "99999999999d",
+        "0001-01-01T00:00:00+14:00",
+        "a\x00b",
+        "\ud800",
+        "[" * 3000,
+        "x" * 70_000,
+        "sha256:" + "A" * 64,
+        "http://127.0.0.1:9/secret",
+        "not a url",
+    ]
+)
+VALUE = JSON | SCALAR | HOSTILE | st.integers(-(2**80), 2**80) | st.lists(SCALAR | HOSTILE, max_size=3)
+PLAUSIBLE = st.sampled_from(
+    ["seed", "acme", "globex", "external_fact", "https://e.example/x", "1h", "2026-01-05T09:00:00Z", "서울 날씨"]
+)
+TEXT = PLAUSIBLE | SCALAR | HOSTILE
+
+
+def value_for(prop: dict[str, Any], wild: bool) -> st.SearchStrategy[Any]:
+    """Of the declared type (so a call gets past argument validation and
+    into memwarden), or for a ``wild`` call anything at all."""
+    if wild:
+        return VALUE
+    types = {prop.get("type")} | {p.get("type") for p in prop.get("anyOf", [])}
+    typed: st.SearchStrategy[Any] = TEXT
+    if "boolean" in types:
+        typed = st.booleans()
+    elif "integer" in types:
+        typed = st.integers(-(2**70), 2**70) | st.integers(0, 200)
+    elif "array" in types:
+        typed = st.lists(TEXT, max_size=4)
+    return typed
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Warden]]:
+    warden = Warden(tmp_path_factory.mktemp("mcpfuzz") / "m.db", synchronous="OFF")
+    warden.save(
+        memory_id="seed",
+        kind="external_fact",
+        summary="s",
+        content="c",
+        source_url="https://e.example",
+        scope={"tenant": "acme"},
+    )
+    server = build_server(warden, allow_local_sources=False)
+    yield server, warden
+    warden.close()
+
+
+def schemas(server: Any) -> dict[str, dict[str, Any]]:
+    async def listed() -> Any:
+        async with Client(server) as client:
+            return (await client.list_tools()).tools
+
+    return {t.name: t.input_schema for t in asyncio.run(listed())}
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_no_tool_crashes_and_refusals_change_nothing(world: tuple[Any, Warden], data: st.DataObject) -> None:
+    server, warden = world
+    tools = schemas(server)
+    calls = []
+    for _ in range(data.draw(st.integers(1, 4))):
+        name = data.draw(st.sampled_from(sorted(tools)))
+        properties = tools[name].get("properties", {})
+        required = set(tools[name].get("required", []))
+        wild = data.draw(st.integers(0, 4)) == 0
+        arguments = {
+            key: data.draw(value_for(properties[key], wild))
+            for key in properties
+            if (key in required and data.draw(st.integers(0, 9))) or data.draw(st.booleans())
+        }
+        calls.append((name, arguments))
+
+    async def run() -> list[tuple[str, dict[str, Any], Any, int, int]]:
+        out = []
+        async with Client(server) as client:
+            for name, arguments in calls:
+                before = warden.log.head().seq
+                result = await client.call_tool(name, arguments)
+                out.append((name, arguments, result, before, warden.log.head().seq))
+        return out
+
+    for name, arguments, result, before, after in asyncio.run(run()):
+        if result.is_error:
+            text = result.content[0].text
+            assert text != CRASH.format(name=name), (name, arguments)  # a crash, not a refusal
+            assert text.startswith(CRASH.format(name=name) + ": ") and len(text) > len(name) + 25, text
+            assert after == before, (name, arguments, text)
+
+
+def test_the_fuzzer_reaches_every_tool(world: tuple[Any, Warden]) -> None:
+    assert set(schemas(world[0])) == {"memory_save", "memory_query", "memory_get", "memory_verify", "memory_explain"}
+    assert Path(__file__).exists()
