@@ -40,7 +40,7 @@ from memwarden.events import (
     sha256_hex,
     version_key,
 )
-from memwarden.events._models import Identifier, NonEmptyStr, UTCDateTime
+from memwarden.events._types import Identifier, NonEmptyStr, UTCDateTime
 from memwarden.projections import fetch_row, load_revocations, revocation_blocks, selector_covers
 from pydantic import BaseModel, ConfigDict, ValidationError
 

@@ -19,7 +19,6 @@ from ._models import (
     MemoryVerificationFailed,
     MemoryVerified,
     ParentRef,
-    PolicyVersion,
     PolicyVersionChanged,
     ReadbackConfirmed,
     ReadbackFailed,
@@ -28,8 +27,6 @@ from ._models import (
     Selector,
     memory_stream,
     new_id,
-    version_key,
-    version_value,
 )
 from ._recorded import (
     ChainReport,
@@ -55,6 +52,7 @@ from ._time import (
     parse_ts,
     to_utc,
 )
+from ._types import PolicyVersion, version_key, version_value
 
 __all__ = [
     "CONTENT_BYTES",

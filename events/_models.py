@@ -11,68 +11,26 @@ from __future__ import annotations
 import secrets
 import time
 from abc import abstractmethod
-from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
-    StringConstraints,
     TypeAdapter,
     model_validator,
 )
 
 from ._canonical import content_checksum
-from ._time import format_ts, parse_ts, to_utc
-
-
-def _parse_datetime(value: Any) -> Any:
-    if isinstance(value, str):
-        return parse_ts(value)
-    return value
-
-
-UTCDateTime = Annotated[
-    datetime,
-    BeforeValidator(_parse_datetime),
-    AfterValidator(to_utc),
-    PlainSerializer(format_ts, return_type=str, when_used="json"),
-]
-NonEmptyStr = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
-Identifier = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s\x00-\x1f]+$")]
-Checksum = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-# A policy version is a key compared for equality with the policy's current
-# version: "policy-42-v7", or a number (7 and "7" are the same key).
-# Numbers stay below 2**53 so that every JSON reader reads them exactly.
-VersionText = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")]
-
-
-def _numeric_version(value: Any) -> Any:
-    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
-
-
-PolicyVersion = Annotated[
-    Annotated[Annotated[int, Field(ge=1, le=2**53)] | VersionText, Field(union_mode="left_to_right")],
-    BeforeValidator(_numeric_version),
-]
-
-
-def version_key(version: int | str) -> str:
-    """The text a policy version is compared and stored as."""
-    return str(version)
-
-
-def version_value(key: str | int) -> int | str:
-    """A stored version as callers gave it: numbers come back as numbers."""
-    text = str(key)
-    return int(text) if text.isdigit() and not text.startswith("0") and len(text) < 19 else text
-
+from ._types import (
+    Checksum,
+    Identifier,
+    NonEmptyStr,
+    NonNegativeInt,
+    PolicyVersion,
+    PositiveInt,
+    UTCDateTime,
+)
 
 ENVELOPE_FIELDS = frozenset({"type", "event_id", "occurred_at", "actor"})
 
