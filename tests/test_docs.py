@@ -28,11 +28,25 @@ def test_there_are_commands() -> None:
     assert len(ALL) >= 28
 
 
+# the flags the README names once, as "[scope flags]"
+SCOPE_FLAGS = ("--project", "--permission", "--user", "--agent")
+
+
 @pytest.mark.parametrize(("path", "command"), ALL, ids=[" ".join(p) for p, _ in ALL])
 def test_every_command_is_documented(path: tuple[str, ...], command: click.Command) -> None:
-    assert command.help, f"memwarden {' '.join(path)} has no help text"
-    assert f"memwarden {' '.join(path)}" in README, f"README does not document memwarden {' '.join(path)}"
+    name = f"memwarden {' '.join(path)}"
+    assert command.help, f"{name} has no help text"
+    rows = [line for line in README.splitlines() if line.startswith(f"| `{name}")]
+    assert rows, f"the README's command table has no row for {name}"
     for param in command.params:
-        if isinstance(param, click.Option) and param.name not in ("as_json",):
-            flag = max(param.opts, key=len)
-            assert flag.startswith("-"), flag
+        if not isinstance(param, click.Option) or param.name == "as_json":
+            continue
+        flag = max(param.opts, key=len)
+        assert param.help, f"{name} {flag} has no help text"
+        documented = any(flag in row for row in rows) or (flag in SCOPE_FLAGS and "[scope flags]" in rows[0])
+        assert documented, f"the README's row for {name} does not name {flag}"
+
+
+def test_scope_flags_are_spelled_out() -> None:
+    line = next(line for line in README.splitlines() if line.startswith("`[scope flags]`"))
+    assert all(flag in line for flag in SCOPE_FLAGS)

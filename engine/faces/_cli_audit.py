@@ -39,9 +39,9 @@ def explain(warden: Warden, memory_id: str, tenant: str | None, as_of: str | Non
 
 
 @cli.command()
-@click.option("--as-of", default=None)
-@click.option("--seq", type=click.IntRange(0, 2**62), default=None)
-@click.option("--tenant", default=None)
+@click.option("--as-of", default=None, help="The moment to rebuild the view at (ISO 8601 with a zone).")
+@click.option("--seq", type=click.IntRange(0, 2**62), default=None, help="The seq to rebuild the view at.")
+@click.option("--tenant", default=None, help="Only this tenant's memories.")
 @click.option("--all", "include_unusable", is_flag=True, help="Also the memories that were not usable then.")
 @json_option
 @with_warden
@@ -187,18 +187,20 @@ def cache_group() -> None:
 
 def _cache_key_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = scope_options(fn)
-    fn = click.option("--tenant", required=True)(fn)
-    fn = click.option("--input-hash", required=True)(fn)
-    fn = click.option("--tool-version", required=True)(fn)
-    return click.option("--tool", required=True)(fn)
+    fn = click.option("--tenant", required=True, help="Tenant the result belongs to.")(fn)
+    fn = click.option("--input-hash", required=True, help="Hash of the tool's input (part of the cache key).")(fn)
+    fn = click.option("--tool-version", required=True, help="Version of the tool (part of the cache key).")(fn)
+    return click.option("--tool", required=True, help="Name of the tool (part of the cache key).")(fn)
 
 
 @cache_group.command("put")
 @_cache_key_options
-@click.option("--content", default=None)
-@click.option("--content-file", default=None, type=click.Path(dir_okay=False))
-@click.option("--source-url", required=True)
-@click.option("--ttl", default=None)
+@click.option("--content", default=None, help="The tool's result as text.")
+@click.option(
+    "--content-file", default=None, type=click.Path(dir_okay=False), help="Read the result from this UTF-8 file."
+)
+@click.option("--source-url", required=True, help="Where the result came from.")
+@click.option("--ttl", default=None, help="How long the result may be used (default: the tool_result kind's).")
 @json_option
 @with_warden
 def cache_put(
@@ -279,7 +281,7 @@ def log_group() -> None:
 
 
 @log_group.command("tail")
-@click.option("-n", "count", type=click.IntRange(0, 100_000), default=20, show_default=True)
+@click.option("-n", "count", type=click.IntRange(0, 100_000), default=20, show_default=True, help="How many events.")
 @json_option
 @with_warden
 def log_tail(warden: Warden, count: int, as_json: bool) -> None:

@@ -12,14 +12,14 @@ from ._cli_common import VERSION, Group, cli, emit, json_option, scope_options, 
 
 
 @cli.command()
-@click.option("--tenant", default=None)
+@click.option("--tenant", default=None, help="Cover this tenant's memories.")
 @scope_options
-@click.option("--tool", default=None)
-@click.option("--kind", default=None)
+@click.option("--tool", default=None, help="Cover the results of this tool.")
+@click.option("--kind", default=None, help="Cover memories of this kind.")
 @click.option("--source-prefix", default=None, help="Every memory whose source_url starts with this.")
 @click.option("--id", "ids", multiple=True, help="A memory id (repeatable).")
 @click.option("--everything", is_flag=True, help="The real emergency: every memory.")
-@click.option("--reason", required=True)
+@click.option("--reason", required=True, help="Why: kept in the log.")
 @click.option("--by", default="security", show_default=True, help="Who issues the revocation.")
 @click.option("--wait", is_flag=True, help="Block until the read-back is recorded; print its latency.")
 @json_option
@@ -128,10 +128,10 @@ def policy_show(warden: Warden, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--id", "memory_id", default=None)
-@click.option("--user", default=None)
+@click.option("--id", "memory_id", default=None, help="Erase this memory (every version).")
+@click.option("--user", default=None, help="Erase every memory about or for this user.")
 @click.option("--tenant", default=None, help="Only in this tenant (needed for an id held in several).")
-@click.option("--reason", required=True)
+@click.option("--reason", required=True, help="Why: kept in the log.")
 @json_option
 @with_warden
 def erase(

@@ -15,9 +15,15 @@ from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_wa
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=click.IntRange(0, 65535), default=8077, show_default=True)
-@click.option("--scheduler-interval", type=click.FloatRange(0.1, 86400), default=30.0, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8077, show_default=True, help="Port to listen on.")
+@click.option(
+    "--scheduler-interval",
+    type=click.FloatRange(0.1, 86400),
+    default=30.0,
+    show_default=True,
+    help="Seconds between runs of the embedded scheduler's jobs.",
+)
 @click.option("--no-scheduler", is_flag=True, help="Do not embed the scheduler.")
 @click.option(
     "--max-content",
@@ -73,7 +79,12 @@ def keys_group() -> None:
 
 
 @keys_group.command("create")
-@click.option("--role", type=click.Choice(["agent", "security", "auditor"]), required=True)
+@click.option(
+    "--role",
+    type=click.Choice(["agent", "security", "auditor"]),
+    required=True,
+    help="agent: its tenants' memories; security: revoke, erase, policies; auditor: read only.",
+)
 @click.option("--tenant", "tenants", multiple=True, help="A tenant an agent key may use (repeatable).")
 @click.option("--agent", default=None, help="Bind an agent key to this agent name.")
 @json_option

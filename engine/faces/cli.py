@@ -41,18 +41,18 @@ from ._cli_common import (
 @click.option("--content", default=None, help="The remembered text.")
 @click.option("--content-file", default=None, type=click.Path(dir_okay=False), help="Read the text from a file.")
 @click.option("--source-url", required=True, help="Where the content came from.")
-@click.option("--tenant", required=True)
+@click.option("--tenant", required=True, help="Tenant the memory belongs to.")
 @scope_options
 @click.option("--tool", default=None, help="Tool that produced it (a tool result).")
-@click.option("--tool-version", default=None)
-@click.option("--input-hash", default=None)
+@click.option("--tool-version", default=None, help="Version of the tool (a tool result).")
+@click.option("--input-hash", default=None, help="Hash of the tool's input (a tool result).")
 @click.option("--source", default=None, help="Path of the source (in --repo when given).")
 @click.option("--repo", default=None, type=click.Path(file_okay=False), help="Git repository holding --source.")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Git branch of --source in --repo (default HEAD).")
 @click.option("--fetched-at", default=None, help="When the content was fetched (default: now).")
-@click.option("--expires-at", default=None)
+@click.option("--expires-at", default=None, help="When it stops being usable (default: from the TTL).")
 @click.option("--ttl", default=None, help="Lifetime from fetched_at: 90s, 15m, 6h, 30d.")
-@click.option("--policy", "policy_key", default="default", show_default=True)
+@click.option("--policy", "policy_key", default="default", show_default=True, help="The policy it was checked under.")
 @click.option("--revocation-version", type=VERSION, default=None, help="Policy version (default: the current one).")
 @click.option("--checksum", default=None, help="sha256:<hex> the content must match.")
 @click.option(
@@ -155,14 +155,18 @@ def get(warden: Warden, memory_id: str, tenant: str | None, min_seq: int | None,
 
 
 @cli.command()
-@click.option("--tenant", required=True)
+@click.option("--tenant", required=True, help="Only this tenant's memories.")
 @scope_options
-@click.option("--tool", default=None)
-@click.option("--kind", default=None)
+@click.option("--tool", default=None, help="Only results of this tool.")
+@click.option("--kind", default=None, help="Only memories of this kind.")
 @click.option("--text", default=None, help="Full-text search over summary and content.")
 @click.option("--all", "include_unusable", is_flag=True, help="Every memory, with why it is not usable.")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
-@click.option("--min-seq", type=click.IntRange(0, 2**62), default=None)
+@click.option(
+    "--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="At most this many memories."
+)
+@click.option(
+    "--min-seq", type=click.IntRange(0, 2**62), default=None, help="Serve only a view that has applied this seq."
+)
 @click.option("--no-content", is_flag=True, help="Leave the texts out of the answer.")
 @json_option
 @with_warden
@@ -212,7 +216,7 @@ def query(
 @click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--due", "all_due", is_flag=True, help="Re-verify everything that is due.")
 @click.option("--accept", is_flag=True, help="Save changed content as a new version.")
-@click.option("--limit", type=click.IntRange(1, 2**31), default=None)
+@click.option("--limit", type=click.IntRange(1, 2**31), default=None, help="At most this many.")
 @json_option
 @with_warden
 def verify(
@@ -243,7 +247,7 @@ def verify(
 
 
 @cli.command()
-@click.option("--limit", type=click.IntRange(1, 2**31), default=None)
+@click.option("--limit", type=click.IntRange(1, 2**31), default=None, help="At most this many.")
 @click.option(
     "--records",
     "records",
