@@ -18,7 +18,8 @@ from ._errors import (
 )
 from ._fetchers import Fetchers
 from ._gate import ACTIONS, REASONS, Decision, decide
-from ._limits import Limits, TooLarge
+from ._keys import KeyStore, Principal
+from ._limits import Limits, TooLarge, refuse_local_source
 from ._logging import configure_logging
 from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
@@ -43,6 +44,7 @@ __all__ = [
     "HostBackoff",
     "ImportResult",
     "InvalidInput",
+    "KeyStore",
     "KindRule",
     "Limits",
     "MemoryErased",
@@ -50,6 +52,7 @@ __all__ = [
     "MemoryNotFound",
     "MemoryView",
     "PolicyFile",
+    "Principal",
     "RevocationNotFound",
     "RevocationResult",
     "RevokedScope",
@@ -66,4 +69,5 @@ __all__ = [
     "fts_query",
     "read_back",
     "readback_records",
+    "refuse_local_source",
 ]

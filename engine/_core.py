@@ -21,7 +21,6 @@ from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
 from ._limits import Limits
 from ._policy import TtlPolicy
-from ._versions import current_version
 
 log = structlog.get_logger("memwarden")
 
@@ -110,11 +109,6 @@ class WardenCore:
             if time.monotonic() >= deadline:
                 raise StaleView(have, min_seq)
             time.sleep(0.02)
-
-    def _policy_version(self, conn: sqlite3.Connection, policy: str) -> int | str:
-        """The current version of ``policy`` (1 if it was never set)."""
-        current = current_version(conn, policy)
-        return 1 if current is None else current
 
     def find_row(
         self, conn: sqlite3.Connection, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE

@@ -18,11 +18,12 @@ from pydantic import TypeAdapter
 
 from ._access import EVERYONE, Access
 from ._gate import Decision, ParentState, decide
+from ._versions import in_force
 
 CASCADE_TRIGGERS = frozenset({"memory.erased", "memory.invalidated", "memory.integrity_failed"})
-# one validation call for a cascade's events: a quarter cheaper than one
-# model at a time, and still every field checked (engine-made events get
-# no shortcut)
+# one validation call for a cascade's events, cheaper than one model at a
+# time, and still every field checked: engine-made events get no shortcut
+# (figure: BENCHMARKS.md, "Choices in the code")
 _INVALIDATIONS: TypeAdapter[list[MemoryInvalidated]] = TypeAdapter(list[MemoryInvalidated])
 
 
@@ -59,7 +60,7 @@ class Judge:
         return decide(
             row,
             now=self.now,
-            policy_version=self.policies.get(row["policy"], 1),
+            policy_version=in_force(self.policies, row["policy"]),
             content_ok=content_ok,
             parents=self.parents(row),
         )
@@ -92,7 +93,7 @@ class Judge:
                 self._decisions[key] = decide(
                     row,
                     now=self.now,
-                    policy_version=self.policies.get(row["policy"], 1),
+                    policy_version=in_force(self.policies, row["policy"]),
                     parents=self._states(row, path),
                 )
                 continue

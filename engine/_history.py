@@ -41,6 +41,7 @@ from ._access import EVERYONE, Access
 from ._derivation import Judge
 from ._errors import InvalidInput, MemoryNotFound
 from ._gate import decide
+from ._versions import in_force
 from ._views import MemoryView
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ def explain(
         with warden.reading() if view is None else _as_context(view) as conn:
             judge = Judge(conn, when, current_policies(conn))
             answer: Any = decide(
-                row, now=when, policy_version=policies.get(row["policy"], 1), parents=judge.parents(row)
+                row, now=when, policy_version=in_force(policies, row["policy"]), parents=judge.parents(row)
             )
             tree = judge.tree(row, access=access) if row["derived_from"] != "[]" else None
     finally:

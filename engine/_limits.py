@@ -84,6 +84,15 @@ def check_source_url(field: str, value: object) -> str:
     return value
 
 
+def refuse_local_source(source_url: str, source: str | None = None) -> None:
+    """What a remote caller (HTTP, MCP over HTTP) may not name unless the
+    operator allows local sources: a file on this machine, or a git source."""
+    if source is not None:
+        raise InvalidInput("source", "local file and git sources are not accepted from remote callers")
+    if isinstance(source_url, str) and (source_url.lower().startswith("file:") or source_url.startswith("/")):
+        raise InvalidInput("source_url", "local file sources are not accepted from remote callers")
+
+
 def _parses(value: str) -> bool:
     try:
         urlsplit(value).hostname  # noqa: B018  (raises on a bad port or bracket)

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memwarden.events import content_checksum, parse_ts
-from memwarden.projections import SCOPE_COLUMNS, load_revocations, revocation_blocks, selector_covers
+from memwarden.projections import SCOPE_COLUMNS, blocking_revocation, load_revocations
 
 from ._access import EVERYONE, Access
 from ._errors import ChecksumMismatch, InvalidInput, MemoryNotFound
@@ -199,10 +199,7 @@ def versions(warden: Warden, tenant: str, memory_id: str) -> list[dict[str, Any]
         revocations = load_revocations(conn)
     out = []
     for version, info in sorted(saved.items()):
-        revoked = any(
-            revocation_blocks(r["effective_at"], info["fetched_at"]) and selector_covers(r["selector"], info["row"])
-            for r in revocations
-        )
+        revoked = blocking_revocation(revocations, {**info["row"], "fetched_at": info["fetched_at"]}) is not None
         servable = not (erased or revoked or version in tainted)
         out.append(
             {

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
-from memwarden.projections import selector_sql, summaries
+from memwarden.projections import BLOCKED_FETCH_SQL, selector_sql, summaries
 
 from ._derivation import descendants, rows_for
 from ._errors import RevocationNotFound
@@ -34,7 +34,7 @@ def covered_ids(warden: Warden, revocation: dict[str, Any]) -> dict[str, list[st
     by_tenant: dict[str, list[str]] = defaultdict(list)
     with warden.reading() as conn:
         direct = conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND fetched_at <= ? ORDER BY memory_id",
+            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND {BLOCKED_FETCH_SQL} ORDER BY memory_id",
             [*params, revocation["effective_at"]],
         ).fetchall()
         below = descendants(conn, direct) - set(direct)

@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
-from memwarden.projections import VIEW_COLUMNS, current_policies, fetch_row, select_rows_with_text
+from memwarden.projections import TERMINAL, VIEW_COLUMNS, current_policies, fetch_row, select_rows_with_text
 
 from ._access import EVERYONE, Access
 from ._core import WardenCore, log
 from ._derivation import Judge
 from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
+from ._versions import in_force, version_of
 from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, TENANT, MemoryView, derivation_row, gate_row
 
 MAX_LIMIT = 10_000
@@ -36,7 +37,7 @@ class Reading(WardenCore):
             if len(found) > 1:
                 raise AmbiguousMemory(memory_id)
             values = found[0]
-            policy_version = self._policy_version(conn, values[POLICY])
+            policy_version = version_of(conn, values[POLICY])
             parents = Judge(conn, now, current_policies(conn)).parents(derivation_row(values))
         return self._judge(values, policy_version, now, parents)
 
@@ -74,7 +75,7 @@ class Reading(WardenCore):
             log.error("integrity_failed", memory_id=memory_id, expected=row["checksum"], actual=actual_checksum(data))
             with self.log.transaction() as tx:
                 current = fetch_row(tx.conn, tenant, memory_id)
-                if current is not None and current["status"] not in ("quarantined", "erased", "revoked"):
+                if current is not None and current["status"] != "quarantined" and current["status"] not in TERMINAL:
                     tx.append(
                         [
                             MemoryIntegrityFailed(
@@ -196,7 +197,7 @@ class Reading(WardenCore):
                 judge = Judge(conn, now, policies)
                 evidence = {v[0]: judge.parents(derivation_row(v)) for v in rows if v[DERIVED_FROM] != "[]"}
             for values in rows:
-                view = self._judge(values, policies.get(values[POLICY], 1), now, evidence.get(values[0], ()))
+                view = self._judge(values, in_force(policies, values[POLICY]), now, evidence.get(values[0], ()))
                 if not with_content:
                     view = _without_content(view)
                 if include_unusable or view.usable:

@@ -41,7 +41,7 @@ from memwarden.events import (
     version_key,
 )
 from memwarden.events._types import Identifier, NonEmptyStr, UTCDateTime
-from memwarden.projections import fetch_row, load_revocations, revocation_blocks, selector_covers
+from memwarden.projections import blocking_revocation, fetch_row, load_revocations
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._errors import InvalidInput
@@ -198,11 +198,8 @@ def _refusal(
         "source_url": record.source_url,
         **record.scope.model_dump(),
     }
-    fetched = format_ts(record.fetched_at)
-    for r in revocations:
-        if revocation_blocks(r["effective_at"], fetched) and selector_covers(r["selector"], candidate):
-            return {"reason": "revoked", "revocation_id": r["revocation_id"]}
-    return None
+    blocking = blocking_revocation(revocations, {**candidate, "fetched_at": format_ts(record.fetched_at)})
+    return None if blocking is None else {"reason": "revoked", "revocation_id": blocking["revocation_id"]}
 
 
 def _append(warden: Warden, tx: Any, record: MemoryRecord, event_id: str, where: str, version: int) -> None:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memwarden.events import MemorySaved, ParentRef, Scope, content_checksum, format_ts, parse_duration
-from memwarden.projections import current_policies, fetch_row, load_revocations, revocation_blocks, selector_covers
+from memwarden.projections import blocking_revocation, current_policies, fetch_row, load_revocations
 
 from ._access import EVERYONE, Access
 from ._core import WardenCore, log
@@ -18,7 +18,7 @@ from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
 from ._errors import MemoryErased as MemoryErasedError
 from ._limits import TooLarge, check_source_url, encoded, normal_checksum
 from ._validation import build, when
-from ._versions import adopt
+from ._versions import IMPLICIT_VERSION, adopt, version_of
 from ._views import SaveResult
 
 # A fetch claimed to be this far in the future is a clock problem or a lie.
@@ -115,7 +115,7 @@ class Saving(WardenCore):
                 raise MemoryErasedError(memory_id)
             adopted = None
             if revocation_version is None:
-                revocation_version = self._policy_version(conn, policy) if isinstance(policy, str) else 1
+                revocation_version = version_of(conn, policy) if isinstance(policy, str) else IMPLICIT_VERSION
             elif isinstance(policy, str):
                 adopted = adopt(conn, policy, revocation_version, actor=actor)
             parents = self._evidence(conn, tenant, memory_id, derived_from, access) if derived_from else ()
@@ -230,6 +230,6 @@ class Saving(WardenCore):
         }
         if event.cache_key and not candidate.get("tool"):
             candidate["tool"] = event.cache_key.tool
-        for rev in load_revocations(conn):
-            if revocation_blocks(rev["effective_at"], fetched) and selector_covers(rev["selector"], candidate):
-                raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)
+        rev = blocking_revocation(load_revocations(conn), {**candidate, "fetched_at": fetched})
+        if rev is not None:
+            raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)

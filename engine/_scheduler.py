@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -242,6 +241,3 @@ def _host(url: str) -> str:
     itself (one callable, one file, one repository), so that one failing
     callable does not hold back every other."""
     return urlparse(url).netloc or url
-
-
-SchedulerFactory = Callable[["Warden"], Scheduler]

@@ -18,6 +18,7 @@ from memwarden.events import (
 from memwarden.projections import (
     RECHECK,
     SCOPE_COLUMNS,
+    TERMINAL,
     current_policies,
     fetch_row,
     parent_refs,
@@ -26,6 +27,7 @@ from memwarden.projections import (
 from ._access import EVERYONE, Access
 from ._derivation import Judge
 from ._errors import FetchFailed, MemoryNotFound
+from ._versions import version_of
 from ._views import DueItem, VerifyResult
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ def verify(
     with warden.reading() as conn:
         row = warden.find_row(conn, memory_id, tenant=tenant, access=access)
     tenant = row["tenant"]
-    if row["status"] in ("erased", "revoked"):
+    if row["status"] in TERMINAL:
         return _refused(row)
     if _is_derived(row):
         return _verify_derived(warden, row, access=access)
@@ -72,7 +74,7 @@ def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> Veri
     now = warden.clock.now()
     with warden.log.transaction() as tx:
         current = fetch_row(tx.conn, tenant, memory_id)
-        if current is None or current["version"] != row["version"] or current["status"] in ("erased", "revoked"):
+        if current is None or current["version"] != row["version"] or current["status"] in TERMINAL:
             return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified", None, tenant)
         if text is None:
             seq = tx.append(
@@ -91,7 +93,7 @@ def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> Veri
             return VerifyResult(memory_id, "failed", problem, seq, tenant)
         checksum = content_checksum(text)
         if checksum == row["checksum"]:
-            policy_version = warden._policy_version(tx.conn, row["policy"])
+            policy_version = version_of(tx.conn, row["policy"])
             expires = _renewed_expiry(row, now)
             # also heals a damaged stored text
             warden.texts.restore(tenant, memory_id, row["version"], checksum, text)
@@ -145,7 +147,7 @@ def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> Veri
                     verified_at=now,
                     scope={k: row[k] for k in SCOPE_COLUMNS},
                     policy=row["policy"],
-                    revocation_version=warden._policy_version(tx.conn, row["policy"]),
+                    revocation_version=version_of(tx.conn, row["policy"]),
                     derived_from=parent_refs(memory_id, row["derived_from"]),
                     cache_key=(
                         {"tool": row["tool"], "tool_version": row["tool_version"], "input_hash": row["input_hash"]}
@@ -172,7 +174,7 @@ def _verify_derived(warden: Warden, row: dict[str, Any], *, access: Access) -> V
     the caller may not see is not checked."""
     outcomes: dict[str, str] = {}
     for evidence in _deepest_first(warden, row, access):
-        if evidence["status"] in ("erased", "revoked"):
+        if evidence["status"] in TERMINAL:
             outcomes[evidence["memory_id"]] = _refused(evidence).outcome
         elif _is_derived(evidence):
             outcomes[evidence["memory_id"]] = _reissue(warden, evidence, []).outcome
@@ -218,7 +220,7 @@ def _reissue(warden: Warden, row: dict[str, Any], outcomes: list[tuple[str, str]
     now = warden.clock.now()
     with warden.log.transaction() as tx:
         current = fetch_row(tx.conn, tenant, memory_id)
-        if current is None or current["version"] != row["version"] or current["status"] in ("erased", "revoked"):
+        if current is None or current["version"] != row["version"] or current["status"] in TERMINAL:
             return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified", None, tenant)
         judge = Judge(tx.conn, format_ts(now), current_policies(tx.conn))
         parents = judge.parents(current)
@@ -242,7 +244,7 @@ def _reissue(warden: Warden, row: dict[str, Any], outcomes: list[tuple[str, str]
                     fetched_at=now,
                     verified_at=now,
                     expires_at=_renewed_expiry(row, now),
-                    revocation_version=warden._policy_version(tx.conn, row["policy"]),
+                    revocation_version=version_of(tx.conn, row["policy"]),
                     after_expiry=row["expires_at"] is not None and row["expires_at"] <= format_ts(now),
                     actor="memwarden",
                 )

@@ -40,10 +40,25 @@ def parse_version(value: Any, field: str) -> int | str:
         ) from None
 
 
+# every policy is at this version until it is first set
+IMPLICIT_VERSION = 1
+
+
 def current_version(conn: sqlite3.Connection, policy: str) -> int | str | None:
     """The current version of ``policy``, or None if it was never set."""
     row = conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
     return version_value(row[0]) if row else None
+
+
+def version_of(conn: sqlite3.Connection, policy: str) -> int | str:
+    """The version a memory of ``policy`` is checked under now."""
+    current = current_version(conn, policy)
+    return IMPLICIT_VERSION if current is None else current
+
+
+def in_force(policies: dict[str, str], policy: str) -> int | str:
+    """``version_of`` from a map already read (``current_policies``)."""
+    return policies.get(policy, IMPLICIT_VERSION)
 
 
 def is_retired(conn: sqlite3.Connection, policy: str, version: int | str) -> bool:
@@ -71,7 +86,7 @@ def change(
     """The event that makes ``version`` current (``policy set``)."""
     version = parse_version(version, field)
     current = current_version(conn, policy)
-    previous = 1 if current is None else current
+    previous = IMPLICIT_VERSION if current is None else current
     if version_key(version) == version_key(previous):
         raise InvalidInput(field, f"policy {policy!r} is already at version {version!r}")
     _refuse_retired(conn, policy, version, field)
@@ -95,7 +110,9 @@ def adopt(
         return None
     _refuse_retired(conn, policy, version, field)
     if current is None:
-        return None if version_key(version) == "1" else _event(policy, version, 1, actor, field)
+        if version_key(version) == version_key(IMPLICIT_VERSION):
+            return None
+        return _event(policy, version, IMPLICIT_VERSION, actor, field)
     raise InvalidInput(
         field,
         f"policy {policy!r} is at version {current!r}, not {version!r}; a memory is recorded under the current "

@@ -21,8 +21,10 @@ STATUS, CHECKSUM, POLICY, DERIVED_FROM, TENANT = (
 
 
 def gate_row(v: Sequence[Any]) -> dict[str, Any]:
-    """What the gate reads of a row selected as ``VIEW_COLUMNS`` (a literal:
-    twice as fast as zipping names, and tests hold it to the names)."""
+    """What the gate reads of a row selected as ``VIEW_COLUMNS``: the one
+    place that reads a row by position, since a literal is much quicker
+    than zipping names (BENCHMARKS.md, "Choices in the code"); tests hold it
+    to the names."""
     return {
         "memory_id": v[0],
         "status": v[2],
@@ -44,7 +46,7 @@ class MemoryView(NamedTuple):
     """One memory as an agent sees it, with the gate's answer.
 
     A named tuple rather than a frozen dataclass: a query builds a hundred
-    of these per call, and a tuple is made in a fifth of the time.
+    of these per call, and a tuple is made much faster.
     """
 
     memory_id: str

@@ -34,6 +34,15 @@ class Warden(Caching, Revoking):
     def tail(self, n: int = 20) -> list[dict[str, Any]]:
         return [e.envelope() for e in self.log.tail(n)]
 
+    def head_seq(self) -> int:
+        """The seq of the last event in the log (0 for an empty log)."""
+        return self.log.head().seq
+
+    def events_after(self, after: int, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` events after seq ``after``, as envelopes (the feed
+        downstream caches follow)."""
+        return [e.envelope() for e in self.log.read(after_seq=after, until_seq=after + limit)]
+
     # -- verification, history and audit (their own modules) ---------------------------
 
     def verify(

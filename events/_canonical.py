@@ -55,8 +55,8 @@ _ENCODER = json.JSONEncoder(
     default=_default,
 )
 # The same settings, as the C encoder json.JSONEncoder.encode would build on
-# every call; made once, it saves a fifth of the cost of encoding a payload
-# (the log's hot path). Without markers there is no cycle check: what is
+# every call; made once, it spares each payload's encoding (the log's hot
+# path) that work. Without markers there is no cycle check: what is
 # encoded here comes from pydantic models and the log, never cyclic.
 _C_ENCODER = (
     c_make_encoder(None, _default, encode_basestring, None, ":", ",", True, False, False)
@@ -176,11 +176,12 @@ def preimage_bytes(
     /,
 ) -> bytes:
     """``envelope_preimage`` as the UTF-8 bytes the hash takes, positional
-    (in ``ROW_COLUMNS`` order): the append path runs it per event, and
-    keywords cost a fifth more."""
+    (in ``ROW_COLUMNS`` order): the append path runs it per event, where
+    keywords cost measurably more."""
     # Keys in sorted order already; orjson escapes strings exactly as json's
     # encode_basestring does (every code point but lone surrogates, checked
-    # in tests/test_canonical.py), at half the cost of formatting by hand.
+    # in tests/test_canonical.py), for less than formatting by hand costs
+    # (BENCHMARKS.md, "Choices in the code").
     try:
         return orjson.dumps(
             {

@@ -139,7 +139,7 @@ class Event(Model):
         the two mean the same, and the shorter form is cheaper to hash.
         """
         # model_dump() without its wrapper, and the envelope dropped
-        # afterwards (cheaper than pydantic's exclude=): this runs per append
+        # afterwards rather than by pydantic's exclude=: this runs per append
         data = type(self).__pydantic_serializer__.to_python(self, mode="json", exclude_none=True)
         del data["type"], data["event_id"], data["actor"]  # never None
         data.pop("occurred_at", None)

@@ -81,8 +81,9 @@ def connect(
     # SQLite's default page cache is 2 MB: far too small once the view holds
     # a million memories (a revocation rewrites index pages all over it)
     conn.execute(f"PRAGMA cache_size=-{cache_mb * 1024}")
-    # Reads through a memory map skip a copy per page: a quarter off a
-    # query or a due list over a million memories. Writes still go through
+    # Reads through a memory map skip a copy per page, which a query or a
+    # due list over a million memories feels (BENCHMARKS.md, "Choices in the
+    # code"). Writes still go through
     # the WAL. The prices: a failing disk read is a signal, not an error,
     # and the mapped pages a process has read count in its RSS (they are
     # the OS's page cache, shared). mmap_mb=0 turns it off.
@@ -136,12 +137,6 @@ class WriteTransaction:
 
     def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
         return self._append(events, expected_version)[0]
-
-    def append_events(
-        self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None
-    ) -> list[RecordedEvent]:
-        """Like ``append`` but returns the newly written events."""
-        return self._append(events, expected_version)[1]
 
     def _append(
         self, events: Iterable[Event], expected_version: int | dict[str, int] | None

@@ -12,9 +12,11 @@ from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json, version_key
 
-from ._selector import revocation_blocks, selector_covers
+from ._selector import blocking_revocation, revokes
 
 TERMINAL = frozenset({"erased", "revoked"})
+# the same, for a SQL ``status NOT IN`` / ``IN``
+TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in sorted(TERMINAL)) + ")"
 STATUSES = ("usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined")
 
 SCOPE_COLUMNS = ("tenant", "project", "permission", "user", "agent", "tool")
@@ -96,10 +98,9 @@ def fold_memory(
         }
         # A save can never undo a revocation that came before it: only a
         # fetch made after the revocation took effect escapes it.
-        for rev in revocations:
-            if revocation_blocks(rev["effective_at"], new["fetched_at"]) and selector_covers(rev["selector"], new):
-                new.update(status="revoked", reason="revoked", revoked_by=rev["revocation_id"])
-                break
+        blocking = blocking_revocation(revocations, new)
+        if blocking is not None:
+            new.update(status="revoked", reason="revoked", revoked_by=blocking["revocation_id"])
         return new
     if row is None:
         return None  # an event about a memory never saved: nothing to show
@@ -152,11 +153,7 @@ def _reason_of(status: str, row: dict[str, Any]) -> str | None:
 
 def revoke_row(row: dict[str, Any], revocation: dict[str, Any], seq: int) -> dict[str, Any] | None:
     """The row after a revocation, or None if the revocation does not touch it."""
-    if (
-        row["status"] not in TERMINAL
-        and revocation_blocks(revocation["effective_at"], row["fetched_at"])
-        and selector_covers(revocation["selector"], row)
-    ):
+    if row["status"] not in TERMINAL and revokes(revocation, row):
         return {
             **row,
             "status": "revoked",

@@ -36,7 +36,7 @@ BATCH = 1000
 Progress = Callable[[int], None]
 # A build streams: it needs a page cache for the rows a batch touches, not
 # one that grows with the view. The same bound at every log size keeps a
-# rebuild's memory flat (measured: 3% slower than with 64 MB at 1M events).
+# rebuild's memory flat, for little speed (BENCHMARKS.md, "Choices in the code").
 BUILD_CACHE_MB = 24
 
 
@@ -193,7 +193,7 @@ class Projector:
         try:
             conn.execute(TRACKING)
             # The old view's pages are not zeroed as they are freed
-            # (secure_delete=ON would write every one: 5 s of a 1M-event
+            # (secure_delete=ON would write every one, seconds of a large
             # rebuild). They hold only what the new view holds again: erased
             # text was zeroed when it was erased. Dropping reads every page
             # it frees, so it runs under the build's bounded cache too.

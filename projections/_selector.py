@@ -50,6 +50,24 @@ def revocation_blocks(effective_at: str, fetched_at: str) -> bool:
     return fetched_at <= effective_at
 
 
+# ``revocation_blocks`` over the memories table (one parameter: effective_at)
+BLOCKED_FETCH_SQL = "fetched_at <= ?"
+
+
+def revokes(revocation: dict[str, Any], row: dict[str, Any]) -> bool:
+    """No resurrection: ``revocation`` takes ``row`` out when its selector
+    covers the row and it took effect at or after the row's fetch. Saving,
+    importing, folding and serving history all ask this one question."""
+    return revocation_blocks(revocation["effective_at"], row["fetched_at"]) and selector_covers(
+        revocation["selector"], row
+    )
+
+
+def blocking_revocation(revocations: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
+    """The first of ``revocations`` that takes ``row`` out, if any."""
+    return next((r for r in revocations if revokes(r, row)), None)
+
+
 def selector_sql(selector: dict[str, Any]) -> tuple[str, list[Any]]:
     """A WHERE clause over ``memories`` equivalent to ``selector_covers``."""
     if selector.get("everything"):

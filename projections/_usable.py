@@ -17,9 +17,9 @@ from typing import Any
 
 from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, RecordedEvent, canonical_json, version_key
 
-from ._fold import COLUMNS, STATUSES, fold_memory
+from ._fold import COLUMNS, STATUSES, TERMINAL_SQL, fold_memory
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, Key, fetch_rows, load_revocations
-from ._selector import selector_sql
+from ._selector import BLOCKED_FETCH_SQL, selector_sql
 from ._text_index import drop_text_index
 
 SCHEMA = [
@@ -75,7 +75,7 @@ SCHEMA = [
 # memories that wait for a re-verification (a partial index's condition).
 # Spelled with OR, not IN: SQLite builds an IN list's lookup table each time
 # a statement runs, and an UPDATE of status evaluates this for every row it
-# writes, so IN cost a 10,000-row cascade 28 ms.
+# writes (what IN cost a cascade: BENCHMARKS.md, "Choices in the code").
 RECHECK = "(status = 'expired' OR status = 'unknown' OR status = 'invalidated')"
 
 _SCOPE_KEY = ("tenant", "project", "last_seq")
@@ -91,7 +91,7 @@ INDEXES = [
     "DROP INDEX IF EXISTS memories_usable_by_scope",  # older databases: not covering
     # Covering: it carries every column a view shows, so the query for a
     # scope reads a few neighbouring index pages instead of one table page
-    # per memory (at 1M memories, p99 1.14 -> 0.82 ms). A usable memory is
+    # per memory (BENCHMARKS.md, "Choices in the code"). A usable memory is
     # stored twice; a view column that changes (a re-verification's times)
     # rewrites its entry.
     f"CREATE INDEX IF NOT EXISTS memories_usable_view ON memories ({_VIEW_KEY}) WHERE status = 'usable'",
@@ -260,7 +260,7 @@ class UsableProjection:
         where, params = selector_sql(p["selector"])
         cursor = conn.execute(
             f"UPDATE memories SET status='revoked', reason='revoked', revoked_by=?, last_seq=? "
-            f"WHERE ({where}) AND fetched_at <= ? AND status NOT IN ('erased', 'revoked')",  # revocation_blocks
+            f"WHERE ({where}) AND {BLOCKED_FETCH_SQL} AND status NOT IN {TERMINAL_SQL}",
             [p["revocation_id"], event.seq, *params, p["effective_at"]],
         )
         conn.execute(

@@ -119,7 +119,7 @@ def rebuild(warden: Warden, as_json: bool) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    total = warden.log.head().seq
+    total = warden.head_seq()
     with Progress(
         TextColumn("rebuild"),
         BarColumn(),

@@ -91,7 +91,7 @@ def keys_group() -> None:
 @with_warden
 def keys_create(warden: Warden, role: str, tenants: tuple[str, ...], agent: str | None, as_json: bool) -> None:
     """Create a key; it is printed once and only its hash is kept."""
-    from memwarden.engine._keys import KeyStore
+    from memwarden.engine import KeyStore
 
     key, principal = KeyStore(warden).create(role, tenants=tenants, agent=agent)
     emit({"key": key, **principal.as_dict()}, as_json, key)
@@ -102,7 +102,7 @@ def keys_create(warden: Warden, role: str, tenants: tuple[str, ...], agent: str 
 @with_warden
 def keys_list(warden: Warden, as_json: bool) -> None:
     """Every key (never the secret)."""
-    from memwarden.engine._keys import KeyStore
+    from memwarden.engine import KeyStore
 
     keys = KeyStore(warden).list()
 
@@ -120,7 +120,7 @@ def keys_list(warden: Warden, as_json: bool) -> None:
 @with_warden
 def keys_revoke(warden: Warden, key_id: str, as_json: bool) -> None:
     """Disable a key at once; exit 1 if no active key has that id."""
-    from memwarden.engine._keys import KeyStore
+    from memwarden.engine import KeyStore
 
     done = KeyStore(warden).revoke(key_id)
     emit({"key_id": key_id, "revoked": done}, as_json, f"{key_id} revoked" if done else f"{key_id}: no active key")

@@ -14,15 +14,16 @@ from fastapi.responses import JSONResponse
 from memwarden.engine import (
     ChecksumMismatch,
     InvalidInput,
+    KeyStore,
     MemoryErased,
     MemoryIdTaken,
     MemoryNotFound,
+    Principal,
     RevocationNotFound,
     RevokedScope,
     StaleView,
     TooLarge,
 )
-from memwarden.engine._keys import KeyStore, Principal
 from memwarden.events import EventRowDamaged, StorageError
 from memwarden.projections import ProjectionDamaged
 from starlette.exceptions import HTTPException as StarletteHTTPException

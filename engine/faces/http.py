@@ -18,8 +18,15 @@ import httpx
 import structlog
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
-from memwarden.engine import InvalidInput, Scheduler, Warden, readback_records
-from memwarden.engine._keys import KeyStore, Principal
+from memwarden.engine import (
+    InvalidInput,
+    KeyStore,
+    Principal,
+    Scheduler,
+    Warden,
+    readback_records,
+    refuse_local_source,
+)
 
 from . import _http_responses as R
 from ._http_guard import Caller, Denied, McpAuth, install_error_handlers, with_body_limit
@@ -137,11 +144,8 @@ def create_app(
             if scope.get("agent", who.agent) != who.agent:
                 raise Denied(403, f"this key saves only as agent {who.agent!r}")
             scope["agent"] = who.agent
-        if not allow_local_sources and not body.source_url.startswith(("http://", "https://", "callable:")):
-            if body.source_url.startswith("file:") or body.source_url.startswith("/") or body.source:
-                raise InvalidInput("source_url", "local file and git sources are not accepted over HTTP")
-        if body.source is not None and not allow_local_sources:
-            raise InvalidInput("source", "local file and git sources are not accepted over HTTP")
+        if not allow_local_sources:
+            refuse_local_source(body.source_url, body.source)
         result = warden.save(
             memory_id=body.memory_id,
             kind=body.kind,
@@ -323,9 +327,9 @@ def create_app(
         require(who, "security", "auditor", request=request)
         deadline = time.monotonic() + wait
         while True:
-            batch = await asyncio.to_thread(_events_after, warden, after, limit)
+            batch = await asyncio.to_thread(warden.events_after, after, limit)
             if batch or time.monotonic() >= deadline or await request.is_disconnected():
-                return {"events": batch, "head": warden.log.head().seq}
+                return {"events": batch, "head": warden.head_seq()}
             await asyncio.sleep(0.05)
 
     # -- the Memory API pair --------------------------------------------------------------------
@@ -353,7 +357,7 @@ def create_app(
 
     @app.get("/healthz", tags=["operations"], response_model=None, responses={200: {"model": R.Health}})
     def health() -> dict[str, Any]:
-        return {"ok": True, "head_seq": warden.log.head().seq}
+        return {"ok": True, "head_seq": warden.head_seq()}
 
     if mcp_server is not None:
         app.mount(
@@ -365,13 +369,6 @@ def create_app(
         )
     # JSON may escape each byte of content as six (\u00XX): room for that
     return with_body_limit(app, warden.limits.max_content_bytes * 6 + 64 * 1024)
-
-
-def _events_after(warden: Warden, after: int, limit: int) -> list[dict[str, Any]]:
-    out = []
-    for event in warden.log.read(after_seq=after, until_seq=after + limit):
-        out.append(event.envelope())
-    return out
 
 
 def _http_read_path(base_url: str, key: str) -> Callable[[str, list[str]], list[str]]:

@@ -20,11 +20,12 @@ from memwarden.engine import (
     InvalidInput,
     MemoryErased,
     MemoryNotFound,
+    Principal,
     RevokedScope,
     StaleView,
     Warden,
+    refuse_local_source,
 )
-from memwarden.engine._keys import Principal
 
 LOCAL = Principal("local", "security")
 Authenticate = Callable[[str | None], Principal | None]
@@ -112,8 +113,8 @@ def build_server(
             agent = agent or who.agent
             if agent != who.agent:
                 raise PermissionError(f"this key saves only as agent {who.agent!r}")
-        if not allow_local_sources and not source_url.startswith(("http://", "https://", "callable:")):
-            raise InvalidInput("source_url", "local file sources are not accepted here")
+        if not allow_local_sources:
+            refuse_local_source(source_url)
         scope = {
             k: v
             for k, v in dict(
@@ -207,7 +208,7 @@ def build_server(
 
 
 def run_stdio(warden: Warden) -> None:
-    from memwarden.engine._keys import KeyStore
+    from memwarden.engine import KeyStore
 
     keys = KeyStore(warden)
     build_server(warden, authenticate=keys.authenticate, stdio_key=os.environ.get("MEMWARDEN_API_KEY")).run("stdio")
