@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
-from ._errors import EventIdReused, EventRowDamaged, LogDamaged, LogDiverged, StorageError, VersionConflict
+from ._errors import (
+    DATABASE_ERRORS,
+    EventIdReused,
+    EventRowDamaged,
+    LogDamaged,
+    LogDiverged,
+    StorageError,
+    VersionConflict,
+)
 from ._jsonl import JsonlEventLog, read_texts, read_verified, verify_export, verify_file, write_export
 from ._models import (
     EVENT_ADAPTER,
@@ -56,6 +64,7 @@ from ._types import PolicyVersion, version_key, version_value
 
 __all__ = [
     "CONTENT_BYTES",
+    "DATABASE_ERRORS",
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "GENESIS_HASH",

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
+
+# What a store raises when its database cannot answer (a damaged file, a
+# failing disk): the faces catch these without knowing the backend. A second
+# backend adds its driver's error here.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
+
 
 class EventIdReused(ValueError):
     """A different event was appended under an event_id already in the log."""

@@ -65,6 +65,10 @@ def start_server(db: Path, *extra: str, policy_file: Path | None = None) -> Serv
     keys["bogus"] = "mw_000000000000_notakey"
     w.close()
     port = free_port()
+    # the server's output goes to a file beside its database: a pipe nobody
+    # reads fills up after some thousands of log lines and blocks every
+    # thread that logs (found by a long fuzz run)
+    output = open(db.with_suffix(".log"), "w", encoding="utf-8")
     proc = subprocess.Popen(
         [
             str(Path(sys.executable).with_name("memwarden")),
@@ -80,10 +84,11 @@ def start_server(db: Path, *extra: str, policy_file: Path | None = None) -> Serv
             "200000",
             *extra,
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=output,
+        stderr=subprocess.STDOUT,
         text=True,
     )
+    output.close()  # the child has its own descriptor
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -93,7 +98,7 @@ def start_server(db: Path, *extra: str, policy_file: Path | None = None) -> Serv
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"server did not start: {proc.stderr.read() if proc.stderr else ''}")
+            raise RuntimeError(f"server did not start: {db.with_suffix('.log').read_text(encoding='utf-8')}")
         time.sleep(0.1)
     return Server(url, db, keys, proc)
 

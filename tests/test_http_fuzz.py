@@ -3,6 +3,7 @@ answer is a 5xx, and a refused request leaves the log as it was."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -13,6 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .test_http import Server, start_server
+
+# examples per run; MEMWARDEN_FUZZ_EXAMPLES=3000 for a long hunt
+EXAMPLES = int(os.environ.get("MEMWARDEN_FUZZ_EXAMPLES", "300"))
 
 JSON = st.recursive(
     st.none()
@@ -104,7 +108,11 @@ def body_strategy(op: dict[str, Any], spec_components: dict[str, Any]) -> st.Sea
     return shaped | JSON
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(data=st.data())
 def test_no_5xx_and_refusals_change_nothing(quiet_server: Server, data: st.DataObject) -> None:
     server = quiet_server

@@ -6,6 +6,7 @@ as it was."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,9 @@ from memwarden.engine import Warden
 from memwarden.engine.faces.mcp import build_server
 
 from .test_http_fuzz import JSON, SCALAR
+
+# examples per run; MEMWARDEN_FUZZ_EXAMPLES=3000 for a long hunt
+EXAMPLES = int(os.environ.get("MEMWARDEN_FUZZ_EXAMPLES", "250"))
 
 # for each tool: whether it answered (False) and refused (True) at least once
 REACHED: dict[str, set[bool]] = {}
@@ -84,7 +88,11 @@ def schemas(server: Any) -> dict[str, dict[str, Any]]:
     return {t.name: t.input_schema for t in asyncio.run(listed())}
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(data=st.data())
 def test_no_tool_crashes_and_refusals_change_nothing(world: tuple[Any, Warden], data: st.DataObject) -> None:
     server, warden = world

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +19,7 @@ from memwarden.engine import (
     Warden,
     configure_logging,
 )
-from memwarden.events import LogDamaged, LogDiverged, StorageError, canonical_json
+from memwarden.events import DATABASE_ERRORS, LogDamaged, LogDiverged, StorageError, canonical_json
 
 
 class Answer(Exception):
@@ -47,7 +46,7 @@ class Group(click.Group):
         except StorageError as exc:
             click.echo(f"Error: storage: {exc}", err=True)
             ctx.exit(2)
-        except sqlite3.DatabaseError as exc:
+        except DATABASE_ERRORS as exc:
             click.echo(f"Error: database: {exc} (is the file damaged? run 'memwarden audit verify')", err=True)
             ctx.exit(2)
 

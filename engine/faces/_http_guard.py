@@ -4,7 +4,6 @@ errors answered as JSON that names the field."""
 from __future__ import annotations
 
 import secrets
-import sqlite3
 from typing import Annotated, Any
 
 import structlog
@@ -24,7 +23,7 @@ from memwarden.engine import (
     StaleView,
     TooLarge,
 )
-from memwarden.events import EventRowDamaged, StorageError
+from memwarden.events import DATABASE_ERRORS, EventRowDamaged, StorageError
 from memwarden.projections import ProjectionDamaged
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -218,10 +217,12 @@ def install_error_handlers(app: FastAPI) -> None:
         log.error("storage_error", error=str(exc), path=request.url.path)
         return error(507, "storage", str(exc))
 
-    @app.exception_handler(sqlite3.DatabaseError)
-    async def _database(request: Request, exc: sqlite3.DatabaseError) -> JSONResponse:
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
         log.error("database_error", error=str(exc), path=request.url.path)
         return error(503, "database", "the database could not answer; see the server log")
+
+    for database_error in DATABASE_ERRORS:
+        app.add_exception_handler(database_error, _database)
 
 
 class McpAuth:
