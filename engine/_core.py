@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -11,9 +10,9 @@ from pathlib import Path
 from typing import Any, Self
 
 import structlog
-from memwarden.events import Clock, LegacyTenants, SQLiteEventLog, SystemClock, TextStore, format_ts
+from memwarden.events import DATABASE_ERRORS, Clock, SQLiteEventLog, SystemClock, TextStore, format_ts, migrate_blobs
 from memwarden.events._sqlite import Synchronous
-from memwarden.projections import SELECT_MEMORIES, ProjectionDamaged, Projector, row_dict
+from memwarden.projections import ProjectionDamaged, Projector, rows_where
 
 from ._access import EVERYONE, Access
 from ._derivation import cascade
@@ -77,10 +76,9 @@ class WardenCore:
         hash chain cannot see damage to the projections or the blobs)."""
         try:
             with self.log.lock:
-                rows = self.conn.execute("PRAGMA quick_check").fetchall()
-        except sqlite3.DatabaseError as exc:
+                problems = self.log.quick_check()
+        except DATABASE_ERRORS as exc:
             return [str(exc)]
-        problems = [r[0] for r in rows if r[0] != "ok"]
         if problems:
             log.error("database_damaged", path=self.path, problems=problems[:10])
         return problems
@@ -121,43 +119,15 @@ class WardenCore:
         if not isinstance(memory_id, str) or not memory_id:
             raise MemoryNotFound(str(memory_id))
         where, args = access.naming("memory_id", memory_id, tenant)
-        found = conn.execute(f"{SELECT_MEMORIES} WHERE {where} LIMIT 2", args).fetchall()
+        found = rows_where(conn, where, args, limit=2)
         if not found:
             raise MemoryNotFound(memory_id)
         if len(found) > 1:
             raise AmbiguousMemory(memory_id)
-        return row_dict(found[0])
+        return found[0]
 
     # -- save -------------------------------------------------------------------
 
     def transaction(self) -> Any:
         """A write transaction for callers composing several appends."""
         return self.log.transaction()
-
-
-def migrate_blobs(conn: sqlite3.Connection, texts: TextStore, tenants: LegacyTenants) -> None:
-    """A database from before per-memory texts kept contents shared by
-    checksum (``blobs``) and summaries in the hashed payloads: give every
-    saved version its own texts, none to an erased memory, and drop the
-    shared table. The log is not touched."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").fetchone() is None:
-        return
-    erased = {stream for (stream,) in conn.execute("SELECT DISTINCT stream FROM events WHERE type = 'memory.erased'")}
-    saves = conn.execute(
-        "SELECT stream, payload FROM events WHERE type = 'memory.saved' AND schema_version = 1 ORDER BY seq"
-    ).fetchall()
-    moved = 0
-    for stream, payload in saves:
-        if stream in erased:
-            continue
-        p = json.loads(payload)
-        tenant = tenants(stream) or p["scope"]["tenant"]
-        blob = conn.execute("SELECT CAST(content AS BLOB) FROM blobs WHERE checksum = ?", (p["content_checksum"],))
-        data = blob.fetchone()
-        content = None
-        if data is not None and data[0] is not None:
-            content = bytes(data[0]).decode("utf-8", "replace")
-        texts.put(tenant, p["memory_id"], p["version"], p.get("summary"), content)
-        moved += 1
-    conn.execute("DROP TABLE blobs")
-    log.warning("texts_migrated", versions=moved, note="per-memory texts replace the shared blob table")

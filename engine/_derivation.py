@@ -9,11 +9,11 @@ descendants) both need.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction
-from memwarden.projections import Key, fetch_row, fetch_rows, parent_refs, selector_sql
+from memwarden.projections import Key, children, fetch_row, fetch_rows, parent_refs, revoked_evidence
 from pydantic import TypeAdapter
 
 from ._access import EVERYONE, Access
@@ -138,60 +138,6 @@ class Judge:
         return node
 
 
-def ancestors(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) -> set[str]:
-    """Every memory of ``tenant`` the given ones were drawn from, at any depth
-    (a recursive query: no Python recursion, whatever the depth)."""
-    if not memory_ids:
-        return set()
-    marks = ",".join("?" * len(memory_ids))
-    return {
-        r[0]
-        for r in conn.execute(
-            f"WITH RECURSIVE up(id) AS (SELECT parent_id FROM derivations WHERE tenant = ? AND child_id IN ({marks}) "
-            "UNION SELECT d.parent_id FROM derivations d JOIN up ON d.tenant = ? AND d.child_id = up.id) "
-            "SELECT id FROM up",
-            [tenant, *memory_ids, tenant],
-        )
-    }
-
-
-def depth(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str], limit: int) -> int:
-    """How many levels of evidence lie under the given memories (1: they
-    were drawn from nothing), counted up to ``limit + 1`` and no further."""
-    if not memory_ids:
-        return 0
-    marks = ",".join("?" * len(memory_ids))
-    found = conn.execute(
-        f"WITH RECURSIVE up(id, d) AS (SELECT parent_id, 2 FROM derivations WHERE tenant = ? AND child_id IN ({marks}) "
-        "UNION SELECT d.parent_id, up.d + 1 FROM derivations d JOIN up ON d.tenant = ? AND d.child_id = up.id "
-        "WHERE up.d <= ?) SELECT max(d) FROM up",
-        [tenant, *memory_ids, tenant, limit],
-    ).fetchone()[0]
-    return found or 1
-
-
-def descendants(conn: sqlite3.Connection, keys: Iterable[Key]) -> set[Key]:
-    """Every memory drawn from the given ones, at any depth, in their tenants."""
-    by_tenant: dict[str, list[str]] = {}
-    for tenant, memory_id in keys:
-        by_tenant.setdefault(tenant, []).append(memory_id)
-    found: set[Key] = set()
-    for tenant, ids in by_tenant.items():
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            found.update(
-                (tenant, r[0])
-                for r in conn.execute(
-                    "WITH RECURSIVE down(id) AS (SELECT child_id FROM derivations WHERE tenant = ? "
-                    f"AND parent_id IN ({marks}) UNION SELECT d.child_id FROM derivations d "
-                    "JOIN down ON d.tenant = ? AND d.parent_id = down.id) SELECT id FROM down",
-                    [tenant, *chunk, tenant],
-                )
-            )
-    return found
-
-
 def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
     """A reactor: when evidence is revoked, erased, invalidated or
     quarantined, invalidate what was drawn from it, at every depth, in this
@@ -208,14 +154,8 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
             # what this revocation took out, found the way its UPDATE found
             # it (so the cost follows its size, not every derivation ever
             # recorded), and of that only what is someone's evidence
-            where, params = selector_sql(record.payload["selector"])
-            for tenant, memory_id in conn.execute(
-                f"SELECT m.tenant, m.memory_id FROM memories m WHERE ({where}) AND m.revoked_by = ? "
-                "AND m.last_seq = ? AND EXISTS (SELECT 1 FROM derivations d WHERE d.tenant = m.tenant "
-                "AND d.parent_id = m.memory_id)",
-                [*params, record.payload["revocation_id"], record.seq],
-            ):
-                roots[(tenant, memory_id)] = (record.seq, "revoked")
+            for key in revoked_evidence(conn, record.payload["selector"], record.payload["revocation_id"], record.seq):
+                roots[key] = (record.seq, "revoked")
         elif record.type in CASCADE_TRIGGERS:
             why = {"memory.erased": "erased", "memory.integrity_failed": "integrity_failed"}.get(
                 record.type, record.payload.get("reason", "invalidated")
@@ -227,7 +167,7 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
     frontier = roots
     while frontier:
         following: dict[Key, tuple[int, str]] = {}
-        for tenant, child_id, version, parent_id in _children(conn, frontier):
+        for tenant, child_id, version, parent_id in children(conn, frontier):
             if (tenant, child_id) in seen:  # drawn from two parents that went out together
                 continue
             seen.add((tenant, child_id))
@@ -251,26 +191,6 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
         frontier = following
     if fields:
         tx.append(_INVALIDATIONS.validate_python(fields))
-
-
-def _children(conn: sqlite3.Connection, parents: Iterable[Key]) -> list[tuple[str, str, int, str]]:
-    """Memories drawn from ``parents`` that are still in the read paths,
-    sorted by child so that the log's order does not depend on SQLite's plan."""
-    by_tenant: dict[str, list[str]] = {}
-    for tenant, memory_id in parents:
-        by_tenant.setdefault(tenant, []).append(memory_id)
-    children: list[tuple[str, str, int, str]] = []
-    for tenant, ids in by_tenant.items():
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            children += conn.execute(
-                "SELECT d.tenant, d.child_id, m.version, d.parent_id FROM derivations d JOIN memories m "
-                "ON m.tenant = d.tenant AND m.memory_id = d.child_id "
-                f"WHERE d.tenant = ? AND d.parent_id IN ({','.join('?' * len(chunk))}) "
-                "AND m.status NOT IN ('erased', 'revoked', 'invalidated')",
-                [tenant, *chunk],
-            ).fetchall()
-    return sorted(children)
 
 
 def rows_for(conn: sqlite3.Connection, keys: Sequence[Key]) -> list[dict[str, Any]]:

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memwarden.events import (
-    CONTENT_BYTES,
     GENESIS_HASH,
-    TEXT_JOIN,
     LogDamaged,
     actual_checksum,
     memory_stream,
@@ -26,11 +24,10 @@ from memwarden.events import (
 from memwarden.events._recorded import event_from_row
 from memwarden.projections import (
     CheckResult,
-    Projector,
-    StatsProjection,
-    UsableProjection,
     current_policies,
+    current_texts,
     fold_memory,
+    private_view,
     revoke_row,
     select_rows,
     stored_texts,
@@ -72,12 +69,7 @@ def resolve_point(warden: Warden, *, as_of: str | None = None, seq: int | None =
 def build_view(warden: Warden, until_seq: int) -> sqlite3.Connection:
     """The usable view as it stood right after ``until_seq``, in a private
     in-memory database: the live one is never touched."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    projector = Projector([UsableProjection(text_source=None), StatsProjection()])
-    conn.execute("BEGIN")
-    projector.build(conn, warden.log.read(until_seq=until_seq))
-    conn.execute("COMMIT")
-    return conn
+    return private_view(warden.log.read(until_seq=until_seq))
 
 
 def replay(
@@ -263,22 +255,17 @@ def check_projections(warden: Warden) -> CheckResult:
     """Rebuild into a temporary database and compare it with the live view."""
     live = warden.conn
     with tempfile.TemporaryDirectory(prefix="memwarden-check-") as tmp:
-        conn = sqlite3.connect(str(Path(tmp) / "check.db"), isolation_level=None)
-        try:
-            projector = Projector(
-                [
-                    UsableProjection(text_source=lambda _c, *version: stored_texts(live, *version)),
-                    StatsProjection(),
-                ]
+        with warden.log.snapshot():
+            head = warden.log.head().seq
+            conn = private_view(
+                warden.log.read(until_seq=head),
+                path=str(Path(tmp) / "check.db"),
+                text_source=lambda _c, *version: stored_texts(live, *version),
             )
-            with warden.log.snapshot():
-                head = warden.log.head().seq
-                conn.execute("BEGIN")
-                projector.build(conn, warden.log.read(until_seq=head))
-                conn.execute("COMMIT")
+            try:
                 return warden.projector.compare(live, conn)
-        finally:
-            conn.close()
+            finally:
+                conn.close()
 
 
 def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
@@ -351,9 +338,7 @@ def texts_damaged(warden: Warden) -> int:
     reported, not failed on."""
     bad = 0
     with warden.log.snapshot() as conn:
-        for checksum, content in conn.execute(
-            f"SELECT m.checksum, {CONTENT_BYTES} FROM memories m {TEXT_JOIN} WHERE m.status <> 'erased'"
-        ):
+        for checksum, content in current_texts(conn):
             if content is not None and actual_checksum(content) != checksum:
                 bad += 1
     return bad

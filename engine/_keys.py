@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
-import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from memwarden.projections import create_keys_table, insert_key, key_row, key_rows, revoke_key
 
 from ._access import EVERYONE, Access
 from ._errors import InvalidInput
@@ -21,10 +20,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("memwarden.keys")
 
 ROLES = ("agent", "security", "auditor")
-SCHEMA = """CREATE TABLE IF NOT EXISTS api_keys (
-    key_id TEXT PRIMARY KEY, key_hash TEXT NOT NULL, role TEXT NOT NULL, tenants TEXT NOT NULL,
-    agent TEXT, created_at TEXT NOT NULL, revoked_at TEXT
-)"""
 
 
 @dataclass(frozen=True)
@@ -61,7 +56,7 @@ class KeyStore:
     def __init__(self, warden: Warden) -> None:
         self.warden = warden
         with warden.transaction() as tx:
-            tx.conn.execute(SCHEMA)
+            create_keys_table(tx.conn)
 
     def create(
         self, role: str, *, tenants: tuple[str, ...] | list[str] = (), agent: str | None = None
@@ -79,10 +74,7 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(24)
         with self.warden.transaction() as tx:
-            tx.conn.execute(
-                "INSERT INTO api_keys (key_id, key_hash, role, tenants, agent, created_at) VALUES (?,?,?,?,?,?)",
-                (key_id, _hash(secret), role, json.dumps(list(tenants)), agent, self.warden.now()),
-            )
+            insert_key(tx.conn, key_id, _hash(secret), role, list(tenants), agent, self.warden.now())
         log.info("api_key_created", key_id=key_id, role=role, tenants=list(tenants), agent=agent)
         return f"mw_{key_id}_{secret}", Principal(key_id, role, tenants, agent)
 
@@ -92,31 +84,18 @@ class KeyStore:
             return None
         key_id, _, secret = key[3:].partition("_")
         with self.warden.reading() as conn:
-            try:
-                row = conn.execute(
-                    "SELECT key_hash, role, tenants, agent, revoked_at FROM api_keys WHERE key_id = ?", (key_id,)
-                ).fetchone()
-            except sqlite3.OperationalError:
-                return None
-        if row is None or row[4] is not None or not hmac.compare_digest(row[0], _hash(secret)):
+            row = key_row(conn, key_id)
+        if row is None or row["revoked_at"] is not None or not hmac.compare_digest(row["key_hash"], _hash(secret)):
             return None
-        return Principal(key_id, row[1], tuple(json.loads(row[2])), row[3])
+        return Principal(key_id, row["role"], tuple(row["tenants"]), row["agent"])
 
     def list(self) -> list[dict[str, Any]]:
         with self.warden.reading() as conn:
-            return [
-                {"key_id": k, "role": r, "tenants": json.loads(t), "agent": a, "created_at": c, "revoked_at": v}
-                for k, r, t, a, c, v in conn.execute(
-                    "SELECT key_id, role, tenants, agent, created_at, revoked_at FROM api_keys ORDER BY created_at"
-                )
-            ]
+            return key_rows(conn)
 
     def revoke(self, key_id: str) -> bool:
         with self.warden.transaction() as tx:
-            done = tx.conn.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
-                (self.warden.now(), key_id),
-            ).rowcount
+            done = revoke_key(tx.conn, key_id, self.warden.now())
         if done:
             log.warning("api_key_revoked", key_id=key_id)
         return bool(done)

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
-from memwarden.projections import BLOCKED_FETCH_SQL, selector_sql, summaries
+from memwarden.projections import descendants, readback_state, revoked_by, summaries
 
-from ._derivation import descendants, rows_for
+from ._derivation import rows_for
 from ._errors import RevocationNotFound
 
 if TYPE_CHECKING:
@@ -30,13 +30,9 @@ def covered_ids(warden: Warden, revocation: dict[str, Any]) -> dict[str, list[st
     """Every memory the revocation covers, and every memory drawn from
     those, by tenant (whatever its status now: an erased or earlier-revoked
     memory must stay invisible too)."""
-    where, params = selector_sql(revocation["selector"])
     by_tenant: dict[str, list[str]] = defaultdict(list)
     with warden.reading() as conn:
-        direct = conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND {BLOCKED_FETCH_SQL} ORDER BY memory_id",
-            [*params, revocation["effective_at"]],
-        ).fetchall()
+        direct = revoked_by(conn, revocation)
         below = descendants(conn, direct) - set(direct)
         for tenant, memory_id in direct + [(r["tenant"], r["memory_id"]) for r in rows_for(conn, sorted(below))]:
             by_tenant[tenant].append(memory_id)
@@ -101,9 +97,7 @@ def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = Non
     checked = [*paths, "fts_text_search"]
     latency_ms = max((warden.clock.now() - parse_ts(revocation["recorded_at"])).total_seconds() * 1000, 0.0)
     with warden.transaction() as tx:
-        current = tx.conn.execute(
-            "SELECT readback_status, leaked_ids FROM revocations WHERE revocation_id = ?", (revocation_id,)
-        ).fetchone()
+        current = readback_state(tx.conn, revocation_id)
         if current is None:
             raise RevocationNotFound(revocation_id)
         status, previous = current

@@ -6,7 +6,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
-from memwarden.projections import TERMINAL, VIEW_COLUMNS, current_policies, fetch_row, select_rows_with_text
+from memwarden.projections import (
+    TERMINAL,
+    VIEW_COLUMNS,
+    agent_query,
+    current_policies,
+    fetch_row,
+    select_rows_with_text,
+    text_matches,
+)
 
 from ._access import EVERYONE, Access
 from ._core import WardenCore, log
@@ -151,47 +159,34 @@ class Reading(WardenCore):
         if not access.allows_tenant(tenant):
             raise PermissionError(f"this key is not bound to tenant {tenant!r}")
         allowed, allowed_params = access.where("m")
-        clauses = ["m.tenant = ?", allowed]
-        params: list[Any] = [tenant, *allowed_params]
         if access.agent is not None:
             # a bound key reads its own agent's memories, whatever it asked for
             if agent not in (None, access.agent):
                 raise PermissionError(f"this key reads only agent {access.agent!r}")
             agent = access.agent
-        for column, value in (
-            ("project", project),
-            ("permission", permission),
-            ('"user"', user),
-            ("agent", agent),
-            ("tool", tool),
-            ("kind", kind),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
+        filters = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind)
         if ids is not None:
             ids = list(ids)
             if not ids or len(ids) > MAX_LIMIT:
                 raise InvalidInput("ids", f"give between 1 and {MAX_LIMIT} ids")
-            clauses.append(f"m.memory_id IN ({','.join('?' * len(ids))})")
-            params.extend(ids)
-        if text is not None:
-            match = fts_query(text)
-            clauses.append("mid IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)")
-            params.append(match)
+        match = fts_query(text) if text is not None else None
         now = self.now()
-        if not include_unusable:
-            # an index-friendly prefilter; the gate below still decides
-            clauses.append("status = 'usable' AND (expires_at IS NULL OR expires_at > ?)")
-            params.append(now)
-        where = " AND ".join(clauses)
         views: list[MemoryView] = []
         offset = 0
         while len(views) < limit:
             page = max(limit - len(views), 16)
             with self.reading(min_seq) as conn:
-                rows = select_rows_with_text(
-                    conn, VIEW_COLUMNS, where, [*params, page, offset], "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?"
+                rows = agent_query(
+                    conn,
+                    tenant=tenant,
+                    allowed=allowed,
+                    allowed_params=allowed_params,
+                    filters=filters,
+                    ids=ids,
+                    match=match,
+                    usable_at=None if include_unusable else now,
+                    limit=page,
+                    offset=offset,
                 )
                 policies = current_policies(conn)
                 judge = Judge(conn, now, policies)
@@ -214,15 +209,7 @@ class Reading(WardenCore):
         text-index path, used by read-back to prove nothing leaks there."""
         allowed, params = access.where("m")
         with self.reading() as conn:
-            sql = (
-                "SELECT m.memory_id, m.status FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {allowed}"
-            )
-            args: list[Any] = [fts_query(text), *params]
-            if tenant is not None:
-                sql += " AND m.tenant = ?"
-                args.append(tenant)
-            return [r[0] for r in conn.execute(sql, args)]
+            return text_matches(conn, fts_query(text), allowed, params, tenant)
 
 
 def _without_content(view: MemoryView) -> MemoryView:

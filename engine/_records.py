@@ -136,7 +136,7 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
         revocations = load_revocations(conn)
         for number, record, digest in records:
             event_id = f"rec_{digest[:40]}"
-            if conn.execute("SELECT 1 FROM events WHERE event_id = ?", (event_id,)).fetchone():
+            if tx.holds(event_id):
                 skipped += 1  # this very record was imported before
                 continue
             refusal = _refusal(conn, record, revocations)

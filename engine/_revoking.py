@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id, version_value
-from memwarden.projections import current_policies, purge_text_index, select_rows
+from memwarden.projections import current_policies, purge_text_index, revocation_row, select_rows
 
 from ._access import EVERYONE, Access
 from ._core import WardenCore, log
@@ -42,9 +42,7 @@ class Revoking(WardenCore):
         )
         with self.log.transaction() as tx:
             seq = tx.append([event])[0]
-            covered = tx.conn.execute(
-                "SELECT covered FROM revocations WHERE revocation_id = ?", (event.revocation_id,)
-            ).fetchone()[0]
+            covered = revocation_row(tx.conn, event.revocation_id)["covered"]  # type: ignore[index]
             cascaded = sum(1 for r in tx.recorded if r.type == "memory.invalidated")
         log.warning(
             "revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, cascaded=cascaded, by=by
@@ -58,30 +56,9 @@ class Revoking(WardenCore):
 
     def revocation(self, revocation_id: str) -> dict[str, Any]:
         with self.reading() as conn:
-            row = conn.execute(
-                "SELECT revocation_id, seq, selector, reason, issued_by, effective_at, recorded_at, covered, "
-                "readback_status, readback_seq, readback_latency_ms, still_visible, leaked_ids "
-                "FROM revocations WHERE revocation_id = ?",
-                (revocation_id,),
-            ).fetchone()
-        if row is None:
+            out = revocation_row(conn, revocation_id)
+        if out is None:
             raise RevocationNotFound(revocation_id)
-        keys = (
-            "revocation_id",
-            "seq",
-            "selector",
-            "reason",
-            "issued_by",
-            "effective_at",
-            "recorded_at",
-            "covered",
-            "readback_status",
-            "readback_seq",
-            "readback_latency_ms",
-            "still_visible",
-            "leaked_ids",
-        )
-        out = dict(zip(keys, row, strict=True))
         out["selector"] = json.loads(out["selector"])
         out["leaked_ids"] = json.loads(out["leaked_ids"]) if out["leaked_ids"] else []
         return out
@@ -143,6 +120,6 @@ class Revoking(WardenCore):
             self.texts.erase((r["tenant"], r["memory_id"]) for r in rows)
             tx.append(events)
             purge_text_index(conn)
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.log.checkpoint()  # erased text leaves the write-ahead log too
         log.warning("memories_erased", count=len(events), memory_id=memory_id, user=user, tenant=tenant)
         return len(events)

@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memwarden.events import MemorySaved, ParentRef, Scope, content_checksum, format_ts, parse_duration
-from memwarden.projections import blocking_revocation, current_policies, fetch_row, load_revocations
+from memwarden.projections import ancestors, blocking_revocation, current_policies, depth, fetch_row, load_revocations
 
 from ._access import EVERYONE, Access
 from ._core import WardenCore, log
-from ._derivation import Judge, ancestors, depth
+from ._derivation import Judge
 from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
 from ._errors import MemoryErased as MemoryErasedError
 from ._limits import TooLarge, check_source_url, encoded, normal_checksum

@@ -19,6 +19,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
+from memwarden.projections import memories_of_kinds, past_expiry, unconfirmed_revocations
 
 from ._readback import ReadPath, read_back
 from ._views import VerifyResult
@@ -89,12 +90,7 @@ class Scheduler:
         now = self.warden.now()
         while True:
             with self.warden.reading() as conn:
-                rows = conn.execute(
-                    # "+status": the expiry index, not the status index, drives this
-                    "SELECT tenant, memory_id, version, expires_at FROM memories WHERE +status = 'usable' "
-                    "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at, memory_id, tenant LIMIT ?",
-                    (now, SWEEP_BATCH),
-                ).fetchall()
+                rows = past_expiry(conn, now, SWEEP_BATCH)
             if not rows:
                 return written
             events = [
@@ -117,13 +113,7 @@ class Scheduler:
 
     def pending_readbacks(self) -> list[str]:
         with self.warden.reading() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    "SELECT revocation_id FROM revocations WHERE readback_status IS NULL OR readback_status = 'failed' "
-                    "ORDER BY seq"
-                )
-            ]
+            return unconfirmed_revocations(conn)
 
     def read_back(self, revocation_id: str) -> dict[str, Any]:
         return read_back(self.warden, revocation_id, http=self.http_path)
@@ -138,12 +128,7 @@ class Scheduler:
         if not kinds:
             return []
         with self.warden.reading() as conn:
-            wanted = set(
-                conn.execute(
-                    f"SELECT tenant, memory_id FROM memories WHERE kind IN ({','.join('?' * len(kinds))})",
-                    sorted(kinds),
-                ).fetchall()
-            )
+            wanted = memories_of_kinds(conn, kinds)
         items = [d for d in self.warden.due() if (d.tenant, d.memory_id) in wanted]
         # the warden's clock, so a frozen clock governs the waits too
         now = self.warden.clock.now().timestamp()

@@ -16,10 +16,10 @@ from memwarden.events import (
     parse_ts,
 )
 from memwarden.projections import (
-    RECHECK,
     SCOPE_COLUMNS,
     TERMINAL,
     current_policies,
+    due_rows,
     fetch_row,
     parent_refs,
 )
@@ -271,26 +271,10 @@ def due(warden: Warden, *, limit: int | None = None, access: Access = EVERYONE) 
     allowed, params = access.where()
     items: dict[tuple[str, str], DueItem] = {}
 
-    def add(sql: str, args: list[Any], reason: str) -> None:
-        for tenant, memory_id, url in conn.execute(
-            f"SELECT tenant, memory_id, source_url FROM memories WHERE {sql} AND {allowed}", [*args, *params]
-        ):
-            items.setdefault((memory_id, tenant), DueItem(memory_id, url, reason, tenant))
-
     with warden.reading() as conn:
-        add(f"status = 'invalidated' AND {RECHECK}", [], "revoked")
-        # "+status": walk the expiry index (the few past due), not a status
-        # index; memories marked expired come from the recheck index. Separate
-        # statements, not a UNION: the dict drops the overlap for free.
-        add("expires_at <= ? AND +status IN ('usable', 'expired', 'unknown')", [now], "expired")
-        add(f"status = 'expired' AND {RECHECK}", [], "expired")
-        add(f"status = 'unknown' AND {RECHECK}", [], "unknown")
-        for policy, version in conn.execute("SELECT policy, version FROM policies").fetchall():
-            add(
-                "policy = ? AND revocation_version != ? AND +status IN ('usable', 'expired', 'unknown')",
-                [policy, version],
-                "policy_changed",
-            )
+        rows = due_rows(conn, now, allowed, params)
+    for tenant, memory_id, url, reason in rows:  # the first reason a memory comes with counts
+        items.setdefault((memory_id, tenant), DueItem(memory_id, url, reason, tenant))
     ordered = sorted(items)  # by memory id, then tenant
     return [items[k] for k in (ordered[:limit] if limit is not None else ordered)]
 

@@ -19,7 +19,7 @@ import sqlite3
 from typing import Any
 
 from memwarden.events import PolicyVersion, PolicyVersionChanged, version_key, version_value
-from memwarden.projections import retired_version
+from memwarden.projections import policy_version, retired_version
 from pydantic import TypeAdapter, ValidationError
 
 from ._errors import InvalidInput
@@ -46,8 +46,8 @@ IMPLICIT_VERSION = 1
 
 def current_version(conn: sqlite3.Connection, policy: str) -> int | str | None:
     """The current version of ``policy``, or None if it was never set."""
-    row = conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
-    return version_value(row[0]) if row else None
+    key = policy_version(conn, policy)
+    return None if key is None else version_value(key)
 
 
 def version_of(conn: sqlite3.Connection, policy: str) -> int | str:

@@ -46,7 +46,7 @@ from ._recorded import (
     register_upcaster,
 )
 from ._sqlite import SQLiteEventLog, WriteTransaction, connect, legacy_tenants
-from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum
+from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
 from ._time import (
     UTC,
     Clock,
@@ -119,6 +119,7 @@ __all__ = [
     "iso_week",
     "legacy_tenants",
     "memory_stream",
+    "migrate_blobs",
     "new_id",
     "parse_duration",
     "parse_ts",

@@ -135,6 +135,10 @@ class WriteTransaction:
     def head(self) -> Head:
         return self._head
 
+    def holds(self, event_id: str) -> bool:
+        """Whether the log, as this transaction sees it, has an event ``event_id``."""
+        return self.conn.execute("SELECT 1 FROM events WHERE event_id = ?", (event_id,)).fetchone() is not None
+
     def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
         return self._append(events, expected_version)[0]
 
@@ -401,6 +405,19 @@ class SQLiteEventLog:
         with self._lock:
             row = self.conn.execute(f"SELECT {ROW_COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchone()
         return event_from_row(row, self.legacy_tenants) if row else None
+
+    def quick_check(self) -> list[str]:
+        """What SQLite's own check finds wrong with the file ([] if nothing);
+        raises the driver's DatabaseError if it cannot even look."""
+        with self._lock:
+            rows = self.conn.execute("PRAGMA quick_check").fetchall()
+        return [r[0] for r in rows if r[0] != "ok"]
+
+    def checkpoint(self) -> None:
+        """Move the write-ahead log into the database file and truncate it,
+        so that what was overwritten (erased text) leaves the WAL."""
+        with self._lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def tail(self, n: int) -> list[RecordedEvent]:
         with self._lock:

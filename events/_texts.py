@@ -8,11 +8,19 @@ chain covers each text's checksum, so the log still verifies after.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import structlog
 
 from ._canonical import content_checksum
+
+if TYPE_CHECKING:
+    from ._recorded import LegacyTenants
+
+_log = structlog.get_logger("memwarden.texts")
 
 # A rowid table, not WITHOUT ROWID: its rows are texts of any size, which
 # SQLite keeps better behind a small rowid b-tree entry.
@@ -120,3 +128,31 @@ def _text(data: bytes | None) -> str | None:
 
 def actual_checksum(data: bytes | None) -> str | None:
     return None if data is None else content_checksum(data)
+
+
+def migrate_blobs(conn: sqlite3.Connection, texts: TextStore, tenants: LegacyTenants) -> None:
+    """A database from before per-memory texts kept contents shared by
+    checksum (``blobs``) and summaries in the hashed payloads: give every
+    saved version its own texts, none to an erased memory, and drop the
+    shared table. The log is not touched."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").fetchone() is None:
+        return
+    erased = {stream for (stream,) in conn.execute("SELECT DISTINCT stream FROM events WHERE type = 'memory.erased'")}
+    saves = conn.execute(
+        "SELECT stream, payload FROM events WHERE type = 'memory.saved' AND schema_version = 1 ORDER BY seq"
+    ).fetchall()
+    moved = 0
+    for stream, payload in saves:
+        if stream in erased:
+            continue
+        p = json.loads(payload)
+        tenant = tenants(stream) or p["scope"]["tenant"]
+        blob = conn.execute("SELECT CAST(content AS BLOB) FROM blobs WHERE checksum = ?", (p["content_checksum"],))
+        data = blob.fetchone()
+        content = None
+        if data is not None and data[0] is not None:
+            content = bytes(data[0]).decode("utf-8", "replace")
+        texts.put(tenant, p["memory_id"], p["version"], p.get("summary"), content)
+        moved += 1
+    conn.execute("DROP TABLE blobs")
+    _log.warning("texts_migrated", versions=moved, note="per-memory texts replace the shared blob table")

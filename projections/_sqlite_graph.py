@@ -1,0 +1,99 @@
+"""The SQLite store's derivation graph: which memories were drawn from which
+(the ``derivations`` table), walked by recursive queries, so no walk
+recurses in Python however deep a chain goes."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ._rows import Key
+from ._selector import selector_sql
+
+
+def ancestors(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) -> set[str]:
+    """Every memory of ``tenant`` the given ones were drawn from, at any depth
+    (a recursive query: no Python recursion, whatever the depth)."""
+    if not memory_ids:
+        return set()
+    marks = ",".join("?" * len(memory_ids))
+    return {
+        r[0]
+        for r in conn.execute(
+            f"WITH RECURSIVE up(id) AS (SELECT parent_id FROM derivations WHERE tenant = ? AND child_id IN ({marks}) "
+            "UNION SELECT d.parent_id FROM derivations d JOIN up ON d.tenant = ? AND d.child_id = up.id) "
+            "SELECT id FROM up",
+            [tenant, *memory_ids, tenant],
+        )
+    }
+
+
+def depth(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str], limit: int) -> int:
+    """How many levels of evidence lie under the given memories (1: they
+    were drawn from nothing), counted up to ``limit + 1`` and no further."""
+    if not memory_ids:
+        return 0
+    marks = ",".join("?" * len(memory_ids))
+    found = conn.execute(
+        f"WITH RECURSIVE up(id, d) AS (SELECT parent_id, 2 FROM derivations WHERE tenant = ? AND child_id IN ({marks}) "
+        "UNION SELECT d.parent_id, up.d + 1 FROM derivations d JOIN up ON d.tenant = ? AND d.child_id = up.id "
+        "WHERE up.d <= ?) SELECT max(d) FROM up",
+        [tenant, *memory_ids, tenant, limit],
+    ).fetchone()[0]
+    return found or 1
+
+
+def descendants(conn: sqlite3.Connection, keys: Iterable[Key]) -> set[Key]:
+    """Every memory drawn from the given ones, at any depth, in their tenants."""
+    by_tenant: dict[str, list[str]] = {}
+    for tenant, memory_id in keys:
+        by_tenant.setdefault(tenant, []).append(memory_id)
+    found: set[Key] = set()
+    for tenant, ids in by_tenant.items():
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                (tenant, r[0])
+                for r in conn.execute(
+                    "WITH RECURSIVE down(id) AS (SELECT child_id FROM derivations WHERE tenant = ? "
+                    f"AND parent_id IN ({marks}) UNION SELECT d.child_id FROM derivations d "
+                    "JOIN down ON d.tenant = ? AND d.parent_id = down.id) SELECT id FROM down",
+                    [tenant, *chunk, tenant],
+                )
+            )
+    return found
+
+
+def children(conn: sqlite3.Connection, parents: Iterable[Key]) -> list[tuple[str, str, int, str]]:
+    """Memories drawn from ``parents`` that are still in the read paths,
+    sorted by child so that the log's order does not depend on SQLite's plan."""
+    by_tenant: dict[str, list[str]] = {}
+    for tenant, memory_id in parents:
+        by_tenant.setdefault(tenant, []).append(memory_id)
+    children: list[tuple[str, str, int, str]] = []
+    for tenant, ids in by_tenant.items():
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            children += conn.execute(
+                "SELECT d.tenant, d.child_id, m.version, d.parent_id FROM derivations d JOIN memories m "
+                "ON m.tenant = d.tenant AND m.memory_id = d.child_id "
+                f"WHERE d.tenant = ? AND d.parent_id IN ({','.join('?' * len(chunk))}) "
+                "AND m.status NOT IN ('erased', 'revoked', 'invalidated')",
+                [tenant, *chunk],
+            ).fetchall()
+    return sorted(children)
+
+
+def revoked_evidence(conn: sqlite3.Connection, selector: dict[str, Any], revocation_id: str, seq: int) -> list[Key]:
+    """What the revocation at ``seq`` took out that is someone's evidence,
+    found the way its UPDATE found it (so the cost follows its size, not
+    every derivation ever recorded)."""
+    where, params = selector_sql(selector)
+    return conn.execute(
+        f"SELECT m.tenant, m.memory_id FROM memories m WHERE ({where}) AND m.revoked_by = ? "
+        "AND m.last_seq = ? AND EXISTS (SELECT 1 FROM derivations d WHERE d.tenant = m.tenant "
+        "AND d.parent_id = m.memory_id)",
+        [*params, revocation_id, seq],
+    ).fetchall()
