@@ -9,8 +9,8 @@ descendants) both need.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction
 from memwarden.projections import Key, children, fetch_row, fetch_rows, parent_refs, revoked_evidence
@@ -25,6 +25,36 @@ CASCADE_TRIGGERS = frozenset({"memory.erased", "memory.invalidated", "memory.int
 # time, and still every field checked: engine-made events get no shortcut
 # (figure: BENCHMARKS.md, "Choices in the code")
 _INVALIDATIONS: TypeAdapter[list[MemoryInvalidated]] = TypeAdapter(list[MemoryInvalidated])
+_CYCLE = Decision(False, "derived_from_unusable", "treat_as_unknown", "cycle")
+
+T = TypeVar("T")
+
+
+def deepest_first(root: T, parents_of: Callable[[T], Iterable[T]], key: Callable[[T], Hashable]) -> list[T]:
+    """``root`` and everything it rests on, each once, each after its own
+    evidence (a parent met again on the current path, a cycle, is not
+    followed). An explicit stack, not recursion: a chain of derivations may
+    be as deep as the limits allow, far past Python's recursion limit."""
+    order: list[T] = []
+    done: set[Hashable] = set()
+    path: set[Hashable] = set()  # expanded, not yet finished
+    stack: list[tuple[T, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        k = key(node)
+        if expanded:
+            path.discard(k)
+            done.add(k)
+            order.append(node)
+        elif k not in done and k not in path:
+            path.add(k)
+            stack.append((node, True))
+            stack.extend((p, False) for p in parents_of(node) if key(p) not in done and key(p) not in path)
+    return order
+
+
+def _key(row: dict[str, Any]) -> Key:
+    return (row["tenant"], row["memory_id"])
 
 
 class Judge:
@@ -50,7 +80,7 @@ class Judge:
             parent = self.row(row["tenant"], ref["memory_id"])
             if parent is not None:
                 self._settle(parent)
-        return self._states(row, frozenset())
+        return self._states(row)
 
     def decide(self, row: dict[str, Any], *, content_ok: bool | None = None) -> Decision:
         key = (row["tenant"], row["memory_id"])
@@ -65,47 +95,38 @@ class Judge:
             parents=self.parents(row),
         )
 
-    def _states(self, row: dict[str, Any], path: set[Key] | frozenset[Key]) -> list[ParentState]:
+    def _states(self, row: dict[str, Any]) -> list[ParentState]:
+        """``row``'s parents as the gate sees them. A parent that exists but is
+        not decided yet is on the walk's current path: a cycle, which only a
+        crafted log could hold."""
         states: list[ParentState] = []
         for ref in parent_refs(row["memory_id"], row["derived_from"]):
             key = (row["tenant"], ref["memory_id"])
             parent = self.row(*key)
             if parent is None:
                 states.append(ParentState(ref["memory_id"], ref["version"], None, None))
-            elif key in path:  # only a crafted log could hold a cycle
-                cycle = Decision(False, "derived_from_unusable", "treat_as_unknown", "cycle")
-                states.append(ParentState(ref["memory_id"], ref["version"], parent["version"], cycle))
             else:
-                states.append(ParentState(ref["memory_id"], ref["version"], parent["version"], self._decisions[key]))
+                decision = self._decisions.get(key, _CYCLE)
+                states.append(ParentState(ref["memory_id"], ref["version"], parent["version"], decision))
         return states
 
     def _settle(self, root: dict[str, Any]) -> None:
-        """Decide ``root`` and all its evidence, deepest first. An explicit
-        stack, not recursion: a chain of derivations may be as deep as the
-        limits allow, far past Python's recursion limit."""
-        path: set[Key] = set()  # expanded and not yet decided: the walk's current path
-        stack: list[tuple[dict[str, Any], bool]] = [(root, False)]
-        while stack:
-            row, expanded = stack.pop()
-            key = (row["tenant"], row["memory_id"])
-            if expanded:
-                path.discard(key)
-                self._decisions[key] = decide(
-                    row,
-                    now=self.now,
-                    policy_version=in_force(self.policies, row["policy"]),
-                    parents=self._states(row, path),
-                )
-                continue
-            if key in self._decisions or key in path:
-                continue
-            path.add(key)
-            stack.append((row, True))
+        """Decide ``root`` and all its evidence not decided yet, deepest first."""
+
+        def undecided_parents(row: dict[str, Any]) -> list[dict[str, Any]]:
+            found = []
             for ref in parent_refs(row["memory_id"], row["derived_from"]):
-                pkey = (row["tenant"], ref["memory_id"])
-                parent = self.row(*pkey)
-                if parent is not None and pkey not in self._decisions and pkey not in path:
-                    stack.append((parent, False))
+                parent = self.row(row["tenant"], ref["memory_id"])
+                if parent is not None and (row["tenant"], ref["memory_id"]) not in self._decisions:
+                    found.append(parent)
+            return found
+
+        if _key(root) in self._decisions:
+            return
+        for row in deepest_first(root, undecided_parents, _key):
+            self._decisions[_key(row)] = decide(
+                row, now=self.now, policy_version=in_force(self.policies, row["policy"]), parents=self._states(row)
+            )
 
     def tree(self, row: dict[str, Any], depth: int = 0, access: Access = EVERYONE) -> dict[str, Any]:
         """The derivation tree under ``row``, each node with its status; a

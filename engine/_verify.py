@@ -25,7 +25,7 @@ from memwarden.projections import (
 )
 
 from ._access import EVERYONE, Access
-from ._derivation import Judge
+from ._derivation import Judge, deepest_first
 from ._errors import FetchFailed, MemoryNotFound
 from ._versions import version_of
 from ._views import DueItem, VerifyResult
@@ -173,7 +173,7 @@ def _verify_derived(warden: Warden, row: dict[str, Any], *, access: Access) -> V
     cascade takes this memory with it: it is never silently kept. Evidence
     the caller may not see is not checked."""
     outcomes: dict[str, str] = {}
-    for evidence in _deepest_first(warden, row, access):
+    for evidence in _evidence_of(warden, row, access):
         if evidence["status"] in TERMINAL:
             outcomes[evidence["memory_id"]] = _refused(evidence).outcome
         elif _is_derived(evidence):
@@ -187,32 +187,22 @@ def _verify_derived(warden: Warden, row: dict[str, Any], *, access: Access) -> V
     return _reissue(warden, row, direct)
 
 
-def _deepest_first(warden: Warden, row: dict[str, Any], access: Access) -> list[dict[str, Any]]:
-    """The memories ``row`` rests on, each once, every one after its own
-    evidence (an explicit stack: a chain may be deeper than Python recurses)."""
-    tenant = row["tenant"]
-    order: list[dict[str, Any]] = []
-    seen = {row["memory_id"]}
-    stack: list[tuple[dict[str, Any], bool]] = [(row, False)]
-    with warden.reading() as conn:
-        while stack:
-            current, expanded = stack.pop()
-            if expanded:
-                if current is not row:
-                    order.append(current)
+def _evidence_of(warden: Warden, row: dict[str, Any], access: Access) -> list[dict[str, Any]]:
+    """The memories ``row`` rests on, each once, each after its own evidence.
+    Evidence is in the same tenant, and checked only within the caller's
+    rights: a parent the caller may not see is left out."""
+
+    def parents_of(current: dict[str, Any]) -> list[dict[str, Any]]:
+        found = []
+        for ref in parent_refs(current["memory_id"], current["derived_from"]):
+            try:
+                found.append(warden.find_row(conn, ref["memory_id"], tenant=row["tenant"], access=access))
+            except MemoryNotFound:
                 continue
-            stack.append((current, True))
-            for ref in parent_refs(current["memory_id"], current["derived_from"]):
-                if ref["memory_id"] in seen:
-                    continue
-                seen.add(ref["memory_id"])
-                try:
-                    # evidence is in the same tenant, and checked only within the caller's rights
-                    parent = warden.find_row(conn, ref["memory_id"], tenant=tenant, access=access)
-                except MemoryNotFound:
-                    continue
-                stack.append((parent, False))
-    return order
+        return found
+
+    with warden.reading() as conn:
+        return deepest_first(row, parents_of, lambda r: r["memory_id"])[:-1]  # the last is row itself
 
 
 def _reissue(warden: Warden, row: dict[str, Any], outcomes: list[tuple[str, str]]) -> VerifyResult:

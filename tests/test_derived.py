@@ -133,6 +133,27 @@ def test_verify_walks_down_to_the_evidence(tree: Warden, clock: FrozenClock) -> 
     assert tree.get("conclusion").expires_at == "2026-01-05T22:00:00.000000Z"  # its own 6h, from now
 
 
+def test_verify_takes_shared_evidence_first_whatever_order_it_is_named_in(tree: Warden, clock: FrozenClock) -> None:
+    # "verdict" names the evidence before the summary drawn from it: the
+    # evidence must still be verified before the summary is re-issued
+    tree.save(
+        memory_id="verdict",
+        kind="external_fact",
+        summary="판단",
+        content="채용 확대",
+        source_url="agent://judge",
+        scope={"tenant": "acme"},
+        derived_from=["evidence", "summary"],
+        ttl="6h",
+    )
+    clock.advance("7h")  # everything expired
+    result = tree.verify("verdict")
+    assert result.outcome == "verified", result
+    verified = [e.payload["memory_id"] for e in tree.log.read(types=("memory.verified",))]
+    assert verified == ["evidence", "summary", "verdict"]
+    assert tree.get("verdict").usable
+
+
 def test_verify_with_changed_evidence_never_keeps_the_summary(tree: Warden) -> None:
     tree.evidence_file.write_text("다른 내용", encoding="utf-8")  # type: ignore[attr-defined]
     result = tree.verify("conclusion")
