@@ -8,6 +8,8 @@ hold a total deadline and a size cap.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -63,16 +65,9 @@ class Fetchers:
         )
 
     def allowing_local(self) -> Fetchers:
-        """The same fetchers, allowed every address (development)."""
-        other = Fetchers(
-            timeout=self.timeout,
-            max_bytes=self.max_bytes,
-            max_redirects=self.max_redirects,
-            addresses=AddressPolicy(self.addresses.networks, self.addresses.hosts, allow_local=True),
-            resolver=self.resolver,
-            transport=self.transport,
-        )
-        other._callables = self._callables
+        """The same fetchers (and registered callables), allowed every address (development)."""
+        other = copy.copy(self)
+        other.addresses = dataclasses.replace(self.addresses, allow_local=True)
         return other
 
     def register(self, name: str, fn: SourceFn) -> None:

@@ -6,18 +6,17 @@ documented model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from memwarden.engine import Warden
 from memwarden.engine.faces.http import create_app
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
-from .test_http import Server, start_server
+from .test_http import Server
+from .test_http_fuzz import quiet_server  # noqa: F401  (the live server fixture: one server with a seed memory)
 
 ROLE_OF = {
     "/v1/revocations": "security",
@@ -28,26 +27,6 @@ ROLE_OF = {
     "/v1/stats": "auditor",
     "/v1/replay": "auditor",
 }
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("openapi") / "o.db", "--no-scheduler")
-    with running.client("agent") as c:  # something to find
-        c.post(
-            "/v1/memories",
-            json={
-                "memory_id": "seed",
-                "kind": "external_fact",
-                "summary": "s",
-                "content": "c",
-                "source_url": "https://e.example",
-                "scope": {"tenant": "acme"},
-            },
-        )
-    yield running
-    running.proc.terminate()
-    running.proc.wait(timeout=30)
 
 
 def _document() -> dict[str, Any]:
@@ -74,22 +53,24 @@ def key_for(path: str, keys: dict[str, str]) -> str:
 
 @schema.parametrize()
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-def test_every_operation_keeps_to_its_document(case: Any, live: Server) -> None:
+def test_every_operation_keeps_to_its_document(case: Any, quiet_server: Server) -> None:  # noqa: F811
     if case.query and "wait" in case.query:
         case.query["wait"] = 0  # a long poll would only make the run slower
-    before = live.head()
-    response = case.call(base_url=live.url, headers={"x-api-key": key_for(case.path, live.keys)}, timeout=30)
+    before = quiet_server.head()
+    response = case.call(
+        base_url=quiet_server.url, headers={"x-api-key": key_for(case.path, quiet_server.keys)}, timeout=30
+    )
     assert response.status_code < 500, (case.method, case.path, response.text)
     if response.status_code >= 400:
         body = response.json()
         assert {"error", "field", "problem"} <= set(body) and "detail" not in body, body
-        assert live.head() == before, (case.method, case.path, response.text)
+        assert quiet_server.head() == before, (case.method, case.path, response.text)
     # the status is declared, and a 2xx answer fits its model
     case.validate_response(response, checks=[status_code_conformance, response_schema_conformance])
 
 
-def test_the_document_declares_refusals_and_models(live: Server) -> None:
-    spec = httpx.get(f"{live.url}/openapi.json").json()
+def test_the_document_declares_refusals_and_models(quiet_server: Server) -> None:  # noqa: F811
+    spec = httpx.get(f"{quiet_server.url}/openapi.json").json()
     assert spec == DOCUMENT
     for path, item in spec["paths"].items():
         if not path.startswith(("/v1", "/memory")):

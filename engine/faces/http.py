@@ -190,10 +190,7 @@ def create_app(
     ) -> dict[str, Any]:
         """Usable memories in a scope (``all=true``: every memory and why not)."""
         tenant_ok(who, tenant, request)
-        if who.agent is not None:
-            if agent not in (None, who.agent):
-                raise Denied(403, f"this key reads only agent {who.agent!r}")
-            agent = who.agent
+        # a bound key's agent is applied (and another agent refused) by the query itself
         views = warden.query(
             tenant=tenant,
             project=project,
