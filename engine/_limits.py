@@ -78,7 +78,10 @@ def check_source_url(field: str, value: object) -> str:
     if not SOURCE_URL.match(value) or any(ord(c) < 32 for c in value):
         raise InvalidInput(field, f"{value[:60]!r} is not a URL: give a scheme (https://, file://, callable:)")
     if value.lower().startswith(("http://", "https://")):
-        host = urlsplit(value).hostname if _parses(value) else None
+        try:
+            host = urlsplit(value).hostname
+        except ValueError:  # a bad port or bracket
+            host = None
         if not host:
             raise InvalidInput(field, f"{value[:60]!r} has no host")
     return value
@@ -91,11 +94,3 @@ def refuse_local_source(source_url: str, source: str | None = None) -> None:
         raise InvalidInput("source", "local file and git sources are not accepted from remote callers")
     if isinstance(source_url, str) and (source_url.lower().startswith("file:") or source_url.startswith("/")):
         raise InvalidInput("source_url", "local file sources are not accepted from remote callers")
-
-
-def _parses(value: str) -> bool:
-    try:
-        urlsplit(value).hostname  # noqa: B018  (raises on a bad port or bracket)
-        return True
-    except ValueError:
-        return False
