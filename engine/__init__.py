@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._access import EVERYONE, Access
+from memwarden.projections import EVERYONE, Access
+
 from ._addresses import AddressPolicy, AddressRefused
 from ._errors import (
     AmbiguousMemory,

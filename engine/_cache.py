@@ -6,78 +6,77 @@ from datetime import timedelta
 from typing import Any
 
 from memwarden.events import Scope, canonical_json, sha256_hex
-from memwarden.projections import fetch_row
+from memwarden.projections import EVERYONE, Access
 
-from ._access import EVERYONE, Access
+from ._core import Core
 from ._errors import InvalidInput, MemoryNotFound
-from ._reading import Reading
-from ._saving import Saving
+from ._reading import get
+from ._saving import save
 from ._validation import build
 from ._views import MemoryView, SaveResult
 
 
-class Caching(Saving, Reading):
-    """``cache_put`` and ``cache_get`` over saved memories."""
+def cache_put(
+    core: Core,
+    *,
+    tool: str,
+    tool_version: str,
+    input_hash: str,
+    scope: Scope | dict[str, Any],
+    content: str,
+    source_url: str,
+    ttl: timedelta | str | None = None,
+    kind: str = "tool_result",
+    actor: str = "agent",
+    access: Access = EVERYONE,
+) -> SaveResult:
+    """Store a tool result under its full cache key (tool, version, input, scope)."""
+    scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+    key = _cache_id(tool, tool_version, input_hash, scope_model)
+    return save(
+        core,
+        memory_id=key,
+        kind=kind,
+        summary=f"{tool} {tool_version} result for {input_hash}",
+        content=content,
+        source_url=source_url,
+        scope=scope_model,
+        ttl=ttl,
+        cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash},
+        actor=actor,
+        access=access,
+    )
 
-    def cache_put(
-        self,
-        *,
-        tool: str,
-        tool_version: str,
-        input_hash: str,
-        scope: Scope | dict[str, Any],
-        content: str,
-        source_url: str,
-        ttl: timedelta | str | None = None,
-        kind: str = "tool_result",
-        actor: str = "agent",
-        access: Access = EVERYONE,
-    ) -> SaveResult:
-        """Store a tool result under its full cache key (tool, version, input, scope)."""
-        scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
-        key = _cache_id(tool, tool_version, input_hash, scope_model)
-        return self.save(
-            memory_id=key,
-            kind=kind,
-            summary=f"{tool} {tool_version} result for {input_hash}",
-            content=content,
-            source_url=source_url,
-            scope=scope_model,
-            ttl=ttl,
-            cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash},
-            actor=actor,
-            access=access,
-        )
 
-    def cache_get(
-        self,
-        *,
-        tool: str,
-        tool_version: str,
-        input_hash: str,
-        scope: Scope | dict[str, Any],
-        access: Access = EVERYONE,
-    ) -> tuple[bool, MemoryView | None, str]:
-        """(hit, view, reason): a hit only if every key part matches and it is usable."""
-        scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
-        key = _cache_id(tool, tool_version, input_hash, scope_model)
-        try:
-            view = self.get(key, tenant=scope_model.tenant, access=access)
-        except MemoryNotFound:
-            return False, None, "miss"
-        with self.reading() as conn:
-            row = fetch_row(conn, scope_model.tenant, key)
-        expected = {
-            **scope_model.model_dump(),
-            "tool": scope_model.tool or tool,
-            "tool_version": tool_version,
-            "input_hash": input_hash,
-        }
-        if row is None or any(row[k] != v for k, v in expected.items()):
-            return False, view, "key_mismatch"
-        if not view.usable:
-            return False, view, view.reason or "not_usable"
-        return True, view, "hit"
+def cache_get(
+    core: Core,
+    *,
+    tool: str,
+    tool_version: str,
+    input_hash: str,
+    scope: Scope | dict[str, Any],
+    access: Access = EVERYONE,
+) -> tuple[bool, MemoryView | None, str]:
+    """(hit, view, reason): a hit only if every key part matches and it is usable."""
+    scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+    key = _cache_id(tool, tool_version, input_hash, scope_model)
+    try:
+        view = get(core, key, tenant=scope_model.tenant, access=access)
+    except MemoryNotFound:
+        return False, None, "miss"
+    with core.reading() as reader:
+        row = reader.row(scope_model.tenant, key)
+    expected = {
+        **scope_model.model_dump(),
+        "tool": scope_model.tool or tool,
+        "tool_version": tool_version,
+        "input_hash": input_hash,
+    }
+    if row is None or any(row[k] != v for k, v in expected.items()):
+        return False, view, "key_mismatch"
+    if not view.usable:
+        return False, view, view.reason or "not_usable"
+    return True, view, "hit"
 
 
 def _cache_id(tool: str, tool_version: str, input_hash: str, scope: Scope) -> str:

@@ -8,15 +8,13 @@ descendants) both need.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from memwarden.events import MemoryInvalidated, RecordedEvent, WriteTransaction
-from memwarden.projections import Key, children, fetch_row, fetch_rows, parent_refs, revoked_evidence
+from memwarden.events import MemoryInvalidated, RecordedEvent
+from memwarden.projections import EVERYONE, Access, Key, ViewReader, Write, parent_refs
 from pydantic import TypeAdapter
 
-from ._access import EVERYONE, Access
 from ._gate import Decision, ParentState, decide
 from ._versions import in_force
 
@@ -60,8 +58,8 @@ def _key(row: dict[str, Any]) -> Key:
 class Judge:
     """Decides rows with their evidence, memoised for one read."""
 
-    def __init__(self, conn: sqlite3.Connection, now: str, policies: dict[str, str]) -> None:
-        self.conn = conn
+    def __init__(self, view: ViewReader, now: str, policies: dict[str, str]) -> None:
+        self.view = view
         self.now = now
         self.policies = policies
         self._rows: dict[Key, dict[str, Any] | None] = {}
@@ -71,7 +69,7 @@ class Judge:
         """A memory of the view; evidence is always in its child's tenant."""
         key = (tenant, memory_id)
         if key not in self._rows:
-            self._rows[key] = fetch_row(self.conn, tenant, memory_id)
+            self._rows[key] = self.view.row(tenant, memory_id)
         return self._rows[key]
 
     def parents(self, row: dict[str, Any]) -> list[ParentState]:
@@ -159,7 +157,7 @@ class Judge:
         return node
 
 
-def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
+def cascade(tx: Write, records: Sequence[RecordedEvent]) -> None:
     """A reactor: when evidence is revoked, erased, invalidated or
     quarantined, invalidate what was drawn from it, at every depth, in this
     transaction. The depths are walked here, level by level, and appended
@@ -169,13 +167,13 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
     ``caused_by`` the event that took that parent out: the batch takes the
     seqs after the head, in order, so a parent's seq is known beforehand."""
     roots: dict[Key, tuple[int, str]] = {}  # parent -> (the seq that took it out, why)
-    conn = tx.conn
+    view = tx.view
     for record in records:
         if record.type == "revocation.issued":
             # what this revocation took out, found the way its UPDATE found
             # it (so the cost follows its size, not every derivation ever
             # recorded), and of that only what is someone's evidence
-            for key in revoked_evidence(conn, record.payload["selector"], record.payload["revocation_id"], record.seq):
+            for key in view.revoked_evidence(record.payload["selector"], record.payload["revocation_id"], record.seq):
                 roots[key] = (record.seq, "revoked")
         elif record.type in CASCADE_TRIGGERS:
             why = {"memory.erased": "erased", "memory.integrity_failed": "integrity_failed"}.get(
@@ -188,7 +186,7 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
     frontier = roots
     while frontier:
         following: dict[Key, tuple[int, str]] = {}
-        for tenant, child_id, version, parent_id in children(conn, frontier):
+        for tenant, child_id, version, parent_id in view.children(frontier):
             if (tenant, child_id) in seen:  # drawn from two parents that went out together
                 continue
             seen.add((tenant, child_id))
@@ -214,5 +212,5 @@ def cascade(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
         tx.append(_INVALIDATIONS.validate_python(fields))
 
 
-def rows_for(conn: sqlite3.Connection, keys: Sequence[Key]) -> list[dict[str, Any]]:
-    return [row for row in fetch_rows(conn, list(keys)).values() if row is not None]
+def rows_for(view: ViewReader, keys: Sequence[Key]) -> list[dict[str, Any]]:
+    return [row for row in view.rows(list(keys)).values() if row is not None]

@@ -3,17 +3,14 @@ check the projections, verify the chain, export and import the log."""
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memwarden.events import (
+    DATABASE_ERRORS,
     GENESIS_HASH,
-    LogDamaged,
     actual_checksum,
     memory_stream,
     read_texts,
@@ -21,33 +18,20 @@ from memwarden.events import (
     verify_export,
     write_export,
 )
-from memwarden.events._recorded import event_from_row
-from memwarden.projections import (
-    CheckResult,
-    current_policies,
-    current_texts,
-    fold_memory,
-    private_view,
-    revoke_row,
-    select_rows,
-    stored_texts,
-    summaries,
-)
+from memwarden.projections import EVERYONE, Access, CheckResult, fold_memory, revoke_row
 
-from ._access import EVERYONE, Access
+from ._core import Core
 from ._derivation import Judge
 from ._errors import InvalidInput, MemoryNotFound
 from ._gate import decide
+from ._reading import get
 from ._versions import in_force
 from ._views import MemoryView
-
-if TYPE_CHECKING:
-    from ._warden import Warden
 
 _CONTEXT_TYPES = ("revocation.issued", "policy.version_changed")
 
 
-def resolve_point(warden: Warden, *, as_of: str | None = None, seq: int | None = None) -> tuple[int, str]:
+def resolve_point(warden: Core, *, as_of: str | None = None, seq: int | None = None) -> tuple[int, str]:
     """(seq, time) of a past point given either a time or a seq."""
     if (as_of is None) == (seq is None):
         raise InvalidInput("as_of", "give exactly one of as_of or seq")
@@ -66,14 +50,8 @@ def resolve_point(warden: Warden, *, as_of: str | None = None, seq: int | None =
     return warden.log.seq_at(when), when
 
 
-def build_view(warden: Warden, until_seq: int) -> sqlite3.Connection:
-    """The usable view as it stood right after ``until_seq``, in a private
-    in-memory database: the live one is never touched."""
-    return private_view(warden.log.read(until_seq=until_seq))
-
-
 def replay(
-    warden: Warden,
+    warden: Core,
     *,
     as_of: str | None = None,
     seq: int | None = None,
@@ -81,20 +59,16 @@ def replay(
     include_unusable: bool = False,
 ) -> dict[str, Any]:
     point, when = resolve_point(warden, as_of=as_of, seq=seq)
-    conn = build_view(warden, point)
-    try:
-        judge = Judge(conn, when, current_policies(conn))
-        where, params = ("tenant = ?", [tenant]) if tenant is not None else ("1", [])
+    with warden.store.as_of(point) as past:
+        judge = Judge(past, when, past.policies())
         shown = [
             (row, decision)
-            for row in select_rows(conn, where, params, "ORDER BY tenant, memory_id")
+            for row in past.every_row(tenant)
             if (decision := judge.decide(row)).usable or include_unusable
         ]
-    finally:
-        conn.close()
     # the past shows that a memory existed, never a text erased since
     with warden.reading() as live:
-        labels = summaries(live, [row for row, _ in shown])
+        labels = live.summaries([row for row, _ in shown])
     memories = []
     for row, decision in shown:
         view = MemoryView.of(row, decision, None, labels.get((row["tenant"], row["memory_id"]))).as_dict()
@@ -104,7 +78,7 @@ def replay(
 
 
 def explain(
-    warden: Warden,
+    warden: Core,
     memory_id: str,
     *,
     tenant: str | None = None,
@@ -119,18 +93,14 @@ def explain(
         point, when = resolve_point(warden, as_of=as_of)
     else:
         point, when = warden.log.head().seq, warden.now()
-    with warden.reading() as conn:
-        tenant = warden.find_row(conn, memory_id, tenant=tenant, access=access)["tenant"]
+    with warden.reading() as view:
+        tenant = warden.find_row(view, memory_id, tenant=tenant, access=access)["tenant"]
     streams = (memory_stream(tenant, memory_id), memory_id)  # the second: its stream before schema 2
     row: dict[str, Any] | None = None
     revocations: list[dict[str, Any]] = []
     policies: dict[str, int] = {}
     history: list[dict[str, Any]] = []
-    rows = warden.log.rows(
-        0, point, f"stream IN (?, ?) OR type IN ({','.join('?' * len(_CONTEXT_TYPES))})", [*streams, *_CONTEXT_TYPES]
-    )
-    for raw in rows:
-        event = event_from_row(raw, warden.log.legacy_tenants)
+    for event in warden.log.read_any(streams=streams, types=_CONTEXT_TYPES, until_seq=point):
         note: str | None = None
         if event.type.startswith("memory."):
             if event.payload["tenant"] != tenant:
@@ -170,28 +140,18 @@ def explain(
     if row is None:
         raise MemoryNotFound(memory_id, as_of)
     # the evidence (and its own evidence) as the view stood at that point
-    view = build_view(warden, point) if as_of is not None else None
-    try:
-        with warden.reading() if view is None else _as_context(view) as conn:
-            judge = Judge(conn, when, current_policies(conn))
-            answer: Any = decide(
-                row, now=when, policy_version=in_force(policies, row["policy"]), parents=judge.parents(row)
-            )
-            tree = judge.tree(row, access=access) if row["derived_from"] != "[]" else None
-    finally:
-        if view is not None:
-            view.close()
+    with warden.reading() if as_of is None else warden.store.as_of(point) as then:
+        judge = Judge(then, when, then.policies())
+        answer: Any = decide(
+            row, now=when, policy_version=in_force(policies, row["policy"]), parents=judge.parents(row)
+        )
+        tree = judge.tree(row, access=access) if row["derived_from"] != "[]" else None
     if as_of is None and answer.usable:
-        answer = warden.get(memory_id, tenant=tenant)  # the live answer also checks the text
+        answer = get(warden, memory_id, tenant=tenant)  # the live answer also checks the text
     out = _explained(memory_id, when, point, history, row, answer.usable, answer.reason, answer.action, answer.detail)
     out["tenant"] = tenant
     out["derivation"] = tree
     return out
-
-
-@contextlib.contextmanager
-def _as_context(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    yield conn
 
 
 def _explained(
@@ -243,32 +203,19 @@ def _note(event: Any) -> str | None:
     return None
 
 
-def rebuild(warden: Warden, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+def rebuild(warden: Core, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
-    with warden.log.lock:
-        count = warden.projector.rebuild(warden.conn, warden.log.read(), progress=progress)
+    count = warden.store.rebuild(progress=progress)
     seconds = time.perf_counter() - started
     return {"ok": True, "events": count, "seq": warden.log.head().seq, "seconds": round(seconds, 3)}
 
 
-def check_projections(warden: Warden) -> CheckResult:
-    """Rebuild into a temporary database and compare it with the live view."""
-    live = warden.conn
-    with tempfile.TemporaryDirectory(prefix="memwarden-check-") as tmp:
-        with warden.log.snapshot():
-            head = warden.log.head().seq
-            conn = private_view(
-                warden.log.read(until_seq=head),
-                path=str(Path(tmp) / "check.db"),
-                text_source=lambda _c, *version: stored_texts(live, *version),
-            )
-            try:
-                return warden.projector.compare(live, conn)
-            finally:
-                conn.close()
+def check_projections(warden: Core) -> CheckResult:
+    """Rebuild from the log apart from the live view and compare the two."""
+    return warden.store.check()
 
 
-def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
+def audit_verify(warden: Core, against: str | None = None) -> dict[str, Any]:
     """Check the whole chain; with ``against`` (``SEQ:HASH`` kept earlier),
     also prove that today's log still extends that head."""
     anchor: tuple[int, str] | None = None
@@ -285,7 +232,7 @@ def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
     damage = warden.file_problems()
     try:
         report = warden.log.verify_chain()
-    except sqlite3.DatabaseError as exc:
+    except DATABASE_ERRORS as exc:
         return {
             "ok": False,
             "head_seq": None,
@@ -332,32 +279,32 @@ def audit_verify(warden: Warden, against: str | None = None) -> dict[str, Any]:
     return out
 
 
-def texts_damaged(warden: Warden) -> int:
+def texts_damaged(warden: Core) -> int:
     """How many memories' current texts no longer hash to their checksum.
     Not chain damage: each is quarantined and resynced when read, so it is
     reported, not failed on."""
     bad = 0
-    with warden.log.snapshot() as conn:
-        for checksum, content in current_texts(conn):
+    with warden.store.reading() as view:  # no freshness asked: an audit reads a damaged view too
+        for checksum, content in view.current_texts():
             if content is not None and actual_checksum(content) != checksum:
                 bad += 1
     return bad
 
 
-def audit_head(warden: Warden) -> dict[str, Any]:
+def audit_head(warden: Core) -> dict[str, Any]:
     head = warden.log.head()
     return {"seq": head.seq, "hash": head.hash, "recorded_at": head.recorded_at}
 
 
-def export_log(warden: Warden, path: str | Path) -> int:
+def export_log(warden: Core, path: str | Path) -> int:
     """The log and every text not erased, in one file: a backup that
     ``import_log`` restores into an empty database."""
-    with warden.log.snapshot():
+    with warden.store.reading():  # one state for the events and the texts; the view is not read
         head = warden.log.head().seq
         return write_export(warden.log.read(until_seq=head), path, warden.texts.all())
 
 
-def import_log(warden: Warden, path: str | Path) -> int:
+def import_log(warden: Core, path: str | Path) -> int:
     """Verify the events and the chain first; then, in one transaction, the
     texts (each checked as it is read: a damaged one rolls everything back)
     and the events. Texts go in first, so the text index is built from
@@ -366,17 +313,14 @@ def import_log(warden: Warden, path: str | Path) -> int:
         raise InvalidInput("file", f"{path} does not exist")
     _, checksums = verify_export(path, texts=False)
     written = 0
-    try:
-        with warden.log.transaction() as tx:
-            for texts in read_texts(path, checksums):
-                warden.texts.put(*texts)
-            batch: list[Any] = []
-            for record in read_verified(path):
-                batch.append(record)
-                if len(batch) >= 5000:
-                    written += tx.append_recorded(batch)
-                    batch = []
-            written += tx.append_recorded(batch)
-    except sqlite3.IntegrityError as exc:
-        raise LogDamaged(f"the file repeats an event id or stream version: {exc}") from None
+    with warden.transaction() as tx:
+        for texts in read_texts(path, checksums):
+            tx.texts.put(*texts)
+        batch: list[Any] = []
+        for record in read_verified(path):
+            batch.append(record)
+            if len(batch) >= 5000:
+                written += tx.append_recorded(batch)
+                batch = []
+        written += tx.append_recorded(batch)
     return written

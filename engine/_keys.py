@@ -6,16 +6,13 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
-from memwarden.projections import create_keys_table, insert_key, key_row, key_rows, revoke_key
+from memwarden.projections import EVERYONE, Access
 
-from ._access import EVERYONE, Access
 from ._errors import InvalidInput
-
-if TYPE_CHECKING:
-    from ._warden import Warden
+from ._warden import Warden
 
 log = structlog.get_logger("memwarden.keys")
 
@@ -55,8 +52,6 @@ def _hash(secret: str) -> str:
 class KeyStore:
     def __init__(self, warden: Warden) -> None:
         self.warden = warden
-        with warden.transaction() as tx:
-            create_keys_table(tx.conn)
 
     def create(
         self, role: str, *, tenants: tuple[str, ...] | list[str] = (), agent: str | None = None
@@ -74,7 +69,7 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(24)
         with self.warden.transaction() as tx:
-            insert_key(tx.conn, key_id, _hash(secret), role, list(tenants), agent, self.warden.now())
+            tx.view.add_key(key_id, _hash(secret), role, list(tenants), agent, self.warden.now())
         log.info("api_key_created", key_id=key_id, role=role, tenants=list(tenants), agent=agent)
         return f"mw_{key_id}_{secret}", Principal(key_id, role, tenants, agent)
 
@@ -83,19 +78,19 @@ class KeyStore:
         if not key or not key.isascii() or not key.startswith("mw_") or key.count("_") < 2:
             return None
         key_id, _, secret = key[3:].partition("_")
-        with self.warden.reading() as conn:
-            row = key_row(conn, key_id)
+        with self.warden.reading() as view:
+            row = view.key(key_id)
         if row is None or row["revoked_at"] is not None or not hmac.compare_digest(row["key_hash"], _hash(secret)):
             return None
         return Principal(key_id, row["role"], tuple(row["tenants"]), row["agent"])
 
     def list(self) -> list[dict[str, Any]]:
-        with self.warden.reading() as conn:
-            return key_rows(conn)
+        with self.warden.reading() as view:
+            return view.keys()
 
     def revoke(self, key_id: str) -> bool:
         with self.warden.transaction() as tx:
-            done = revoke_key(tx.conn, key_id, self.warden.now())
+            done = tx.view.revoke_key(key_id, self.warden.now())
         if done:
             log.warning("api_key_revoked", key_id=key_id)
         return bool(done)

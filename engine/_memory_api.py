@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memwarden.events import content_checksum, parse_ts
-from memwarden.projections import SCOPE_COLUMNS, blocking_revocation, load_revocations
+from memwarden.projections import EVERYONE, SCOPE_COLUMNS, Access, blocking_revocation
 
-from ._access import EVERYONE, Access
+from ._core import Core
 from ._errors import ChecksumMismatch, InvalidInput, MemoryNotFound
 from ._limits import TooLarge, encoded, normal_checksum
-
-if TYPE_CHECKING:
-    from ._warden import Warden
+from ._reading import query
+from ._saving import save as save_memory
 
 KIND = "agent_memory"
 # the only characters escaped in an id's parts: the separator and the escape
@@ -78,9 +77,8 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
-def save(
-    warden: Warden, *, tenant: str, agent: str, key: str, content: str, access: Access = EVERYONE
-) -> dict[str, Any]:
+def save(warden: Core, *, tenant: str, agent: str, key: str, content: str, access: Access = EVERYONE) -> dict[str, Any]:
+    """``/memory/save``: the memory (tenant, agent, key), a new version each time."""
     for field, value in (("agent", agent), ("key", key)):
         if not value or any(c.isspace() or ord(c) < 32 for c in value):
             raise InvalidInput(field, "must be non-empty, without spaces or control characters")
@@ -102,7 +100,8 @@ def save(
         if isinstance(envelope.get("branch"), str) and envelope["branch"]:
             branch = envelope["branch"]
         fetched_at = _saved_at(envelope.get("saved_at"), warden.clock.now())
-    result = warden.save(
+    result = save_memory(
+        warden,
         memory_id=memory_id_of(agent, key),
         kind=KIND,
         summary=key,
@@ -135,11 +134,10 @@ def _saved_at(value: Any, now: datetime) -> datetime | None:
     return when if when <= now else None
 
 
-def load(
-    warden: Warden, *, tenant: str, agent: str, history: bool = False, access: Access = EVERYONE
-) -> dict[str, Any]:
+def load(warden: Core, *, tenant: str, agent: str, history: bool = False, access: Access = EVERYONE) -> dict[str, Any]:
+    """``/memory/load``: every key of an agent; texts only while they may be used."""
     prefix = memory_id_of(agent, "")
-    views = warden.query(tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=10_000, access=access)
+    views = query(warden, tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=10_000, access=access)
     memories = []
     for view in sorted(views, key=lambda v: v.memory_id):
         if not view.memory_id.startswith(prefix):
@@ -163,7 +161,7 @@ def load(
     return {"memories": memories}
 
 
-def versions(warden: Warden, tenant: str, memory_id: str) -> list[dict[str, Any]]:
+def versions(warden: Core, tenant: str, memory_id: str) -> list[dict[str, Any]]:
     """Every saved version, oldest first, with its text only while that
     version may still be served: not covered by any revocation (whatever
     was saved after it), never invalidated or quarantined, not erased, and
@@ -195,8 +193,8 @@ def versions(warden: Warden, tenant: str, memory_id: str) -> list[dict[str, Any]
             erased = True
     if not saved:
         raise MemoryNotFound(memory_id)
-    with warden.reading() as conn:
-        revocations = load_revocations(conn)
+    with warden.reading() as view:
+        revocations = view.revocations()
     out = []
     for version, info in sorted(saved.items()):
         revoked = blocking_revocation(revocations, {**info["row"], "fetched_at": info["fetched_at"]}) is not None

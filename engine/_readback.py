@@ -6,17 +6,16 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
-from memwarden.projections import descendants, readback_state, revoked_by, summaries
 
+from ._core import Core
 from ._derivation import rows_for
 from ._errors import RevocationNotFound
-
-if TYPE_CHECKING:
-    from ._warden import Warden
+from ._reading import query
+from ._revoking import revocation as revocation_of
 
 log = structlog.get_logger("memwarden.readback")
 
@@ -26,31 +25,31 @@ CHUNK = 500
 FTS_SAMPLE = 50
 
 
-def covered_ids(warden: Warden, revocation: dict[str, Any]) -> dict[str, list[str]]:
+def covered_ids(warden: Core, revocation: dict[str, Any]) -> dict[str, list[str]]:
     """Every memory the revocation covers, and every memory drawn from
     those, by tenant (whatever its status now: an erased or earlier-revoked
     memory must stay invisible too)."""
     by_tenant: dict[str, list[str]] = defaultdict(list)
-    with warden.reading() as conn:
-        direct = revoked_by(conn, revocation)
-        below = descendants(conn, direct) - set(direct)
-        for tenant, memory_id in direct + [(r["tenant"], r["memory_id"]) for r in rows_for(conn, sorted(below))]:
+    with warden.reading() as view:
+        direct = view.revoked_by(revocation)
+        below = view.descendants(direct) - set(direct)
+        for tenant, memory_id in direct + [(r["tenant"], r["memory_id"]) for r in rows_for(view, sorted(below))]:
             by_tenant[tenant].append(memory_id)
     return by_tenant
 
 
-def python_path(warden: Warden) -> ReadPath:
+def python_path(warden: Core) -> ReadPath:
     def visible(tenant: str, ids: list[str]) -> list[str]:
-        return [v.memory_id for v in warden.query(tenant=tenant, ids=ids, limit=len(ids), with_content=True)]
+        return [v.memory_id for v in query(warden, tenant=tenant, ids=ids, limit=len(ids), with_content=True)]
 
     return visible
 
 
-def fts_path(warden: Warden) -> Callable[[str, str], set[str]]:
+def fts_path(warden: Core) -> Callable[[str, str], set[str]]:
     """The ids a text search for ``word`` returns in ``tenant`` (the query agents run)."""
 
     def visible(tenant: str, word: str) -> set[str]:
-        return {v.memory_id for v in warden.query(tenant=tenant, text=word, limit=10_000, with_content=False)}
+        return {v.memory_id for v in query(warden, tenant=tenant, text=word, limit=10_000, with_content=False)}
 
     return visible
 
@@ -59,14 +58,14 @@ def _first_word(summary: str) -> str | None:
     return next((w for w in summary.split() if any(c.isalnum() for c in w)), None)
 
 
-def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = None) -> dict[str, Any]:
+def read_back(warden: Core, revocation_id: str, *, http: ReadPath | None = None) -> dict[str, Any]:
     """Check every read path and record the outcome as an event.
 
     Returns the record written (or the one already there): a confirmed
     read-back is written once; a failed one again only when what leaks
     changes, so a scheduler retrying it does not flood the log.
     """
-    revocation = warden.revocation(revocation_id)
+    revocation = revocation_of(warden, revocation_id)
     by_tenant = covered_ids(warden, revocation)
     covered = sum(len(ids) for ids in by_tenant.values())
     paths: dict[str, ReadPath] = {"python_query": python_path(warden)}
@@ -82,10 +81,10 @@ def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = Non
     fts = fts_path(warden)
     sampled = 0
     picked = [(tenant, m) for tenant, ids in by_tenant.items() for m in ids][:FTS_SAMPLE]
-    with warden.reading() as conn:
+    with warden.reading() as view:
         sample = [
             (memory_id, tenant, summary)
-            for (tenant, memory_id), summary in summaries(conn, rows_for(conn, picked)).items()
+            for (tenant, memory_id), summary in view.summaries(rows_for(view, picked)).items()
             if summary is not None
         ]
     # one search per distinct (tenant, word): whatever it returns of the covered leaks
@@ -97,12 +96,12 @@ def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = Non
     checked = [*paths, "fts_text_search"]
     latency_ms = max((warden.clock.now() - parse_ts(revocation["recorded_at"])).total_seconds() * 1000, 0.0)
     with warden.transaction() as tx:
-        current = readback_state(tx.conn, revocation_id)
+        current = tx.view.readback_state(revocation_id)
         if current is None:
             raise RevocationNotFound(revocation_id)
         status, previous = current
         if status == "confirmed" or (status == "failed" and leaked and json.loads(previous or "[]") == sorted(leaked)):
-            return {**warden.revocation(revocation_id), "written": False}
+            return {**revocation_of(warden, revocation_id), "written": False}
         if leaked:
             event: Any = ReadbackFailed(
                 revocation_id=revocation_id,
@@ -132,12 +131,12 @@ def read_back(warden: Warden, revocation_id: str, *, http: ReadPath | None = Non
             latency_ms=round(latency_ms, 1),
             fts_sampled=sampled,
         )
-    return {**warden.revocation(revocation_id), "written": True}
+    return {**revocation_of(warden, revocation_id), "written": True}
 
 
-def readback_records(warden: Warden, revocation_id: str) -> dict[str, Any]:
+def readback_records(warden: Core, revocation_id: str) -> dict[str, Any]:
     """The read-back events recorded for a revocation, oldest first."""
-    warden.revocation(revocation_id)  # raises if unknown
+    revocation_of(warden, revocation_id)  # raises if unknown
     records = [
         {"seq": e.seq, "recorded_at": e.recorded_at, "type": e.type, **e.payload}
         for e in warden.log.read(streams=[revocation_id], types=("readback.confirmed", "readback.failed"))

@@ -6,18 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
-from memwarden.projections import (
-    TERMINAL,
-    VIEW_COLUMNS,
-    agent_query,
-    current_policies,
-    fetch_row,
-    select_rows_with_text,
-    text_matches,
-)
+from memwarden.projections import EVERYONE, TERMINAL, Access
 
-from ._access import EVERYONE, Access
-from ._core import WardenCore, log
+from ._core import Core, log
 from ._derivation import Judge
 from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
@@ -27,189 +18,185 @@ from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, TENANT, MemoryView, 
 MAX_LIMIT = 10_000
 
 
-class Reading(WardenCore):
-    """``get``, ``query`` and the integrity resync a failed checksum starts."""
+def get(
+    core: Core, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, min_seq: int | None = None
+) -> MemoryView:
+    """One memory with its content checked against its checksum now.
+    ``tenant`` names it where the id alone is ambiguous for the caller;
+    ``access`` narrows the lookup to what the caller may read."""
+    now = core.now()
+    with core.reading(min_seq) as view:
+        found = view.named_with_text(memory_id, tenant=tenant, access=access)
+        if not found:
+            raise MemoryNotFound(memory_id)
+        if len(found) > 1:
+            raise AmbiguousMemory(memory_id)
+        values = found[0]
+        policy_version = version_of(view, values[POLICY])
+        parents = Judge(view, now, view.policies()).parents(derivation_row(values))
+    return _judge(core, values, policy_version, now, parents)
 
-    def get(
-        self, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, min_seq: int | None = None
-    ) -> MemoryView:
-        """One memory with its content checked against its checksum now.
-        ``tenant`` names it where the id alone is ambiguous for the caller;
-        ``access`` narrows the lookup to what the caller may read."""
-        now = self.now()
-        where, args = access.naming("memory_id", memory_id, tenant, alias="m")
-        with self.reading(min_seq) as conn:
-            found = select_rows_with_text(conn, VIEW_COLUMNS, where, args, "LIMIT 2")
-            if not found:
-                raise MemoryNotFound(memory_id)
-            if len(found) > 1:
-                raise AmbiguousMemory(memory_id)
-            values = found[0]
-            policy_version = version_of(conn, values[POLICY])
-            parents = Judge(conn, now, current_policies(conn)).parents(derivation_row(values))
-        return self._judge(values, policy_version, now, parents)
 
-    def _judge(
-        self, values: Sequence[Any], policy_version: int, now: str, parents: Sequence[ParentState]
-    ) -> MemoryView:
-        """Apply the gate to one row selected as ``VIEW_COLUMNS`` with its
-        summary and stored content (the last two values), its evidence
-        already judged; on a checksum mismatch, record it, quarantine, and
-        try a resync."""
-        status, summary, data = values[STATUS], values[-2], values[-1]
-        if status == "erased" or status == "revoked":
-            decision = decide(gate_row(values), now=now, policy_version=policy_version, parents=parents)
-            return MemoryView.of_values(values, decision, None, summary)
-        ok = actual_checksum(data) == values[CHECKSUM]
-        if not ok or status == "quarantined":
-            key = (values[TENANT], values[0])
-            row, ok, text = self._integrity(key, data, ok)
-            if row is None:
-                raise MemoryNotFound(values[0])
-            decision = decide(row, now=now, policy_version=policy_version, content_ok=ok, parents=parents)
-            return MemoryView.of(row, decision, text if ok else None, summary)
-        decision = decide(gate_row(values), now=now, policy_version=policy_version, content_ok=True, parents=parents)
-        return MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, summary)
-
-    def _integrity(
-        self, key: tuple[str, str], data: bytes | None, ok: bool
-    ) -> tuple[dict[str, Any] | None, bool, str | None]:
-        tenant, memory_id = key
-        with self.reading() as conn:
-            row = fetch_row(conn, tenant, memory_id)  # every column: the fetchers need the source's
+def _judge(
+    core: Core, values: Sequence[Any], policy_version: int, now: str, parents: Sequence[ParentState]
+) -> MemoryView:
+    """Apply the gate to one row selected as ``VIEW_COLUMNS`` with its
+    summary and stored content (the last two values), its evidence
+    already judged; on a checksum mismatch, record it, quarantine, and
+    try a resync."""
+    status, summary, data = values[STATUS], values[-2], values[-1]
+    if status == "erased" or status == "revoked":
+        decision = decide(gate_row(values), now=now, policy_version=policy_version, parents=parents)
+        return MemoryView.of_values(values, decision, None, summary)
+    ok = actual_checksum(data) == values[CHECKSUM]
+    if not ok or status == "quarantined":
+        key = (values[TENANT], values[0])
+        row, ok, text = _integrity(core, key, data, ok)
         if row is None:
-            return None, False, None
-        if not ok and row["status"] != "quarantined":
-            log.error("integrity_failed", memory_id=memory_id, expected=row["checksum"], actual=actual_checksum(data))
-            with self.log.transaction() as tx:
-                current = fetch_row(tx.conn, tenant, memory_id)
-                if current is not None and current["status"] != "quarantined" and current["status"] not in TERMINAL:
-                    tx.append(
-                        [
-                            MemoryIntegrityFailed(
-                                tenant=tenant,
-                                memory_id=memory_id,
-                                version=current["version"],
-                                expected_checksum=current["checksum"],
-                                actual_checksum=actual_checksum(data),
-                                actor="memwarden",
-                            )
-                        ]
-                    )
-        # Resync: the memory's own source may still hold the recorded text.
-        try:
-            text = self.fetchers.fetch(row)
-        except FetchFailed as exc:
-            log.warning("resync_failed", memory_id=memory_id, category=exc.category)
-            text = None
-        if text is None and ok:
-            text = data.decode("utf-8") if data is not None else None  # the blob was restored meanwhile
-        with self.log.transaction() as tx:
-            current = fetch_row(tx.conn, tenant, memory_id)
-            if (
-                text is not None
-                and current is not None
-                and content_checksum(text) == current["checksum"]
-                and current["status"] == "quarantined"
-            ):
-                self.texts.restore(tenant, memory_id, current["version"], current["checksum"], text)
+            raise MemoryNotFound(values[0])
+        decision = decide(row, now=now, policy_version=policy_version, content_ok=ok, parents=parents)
+        return MemoryView.of(row, decision, text if ok else None, summary)
+    decision = decide(gate_row(values), now=now, policy_version=policy_version, content_ok=True, parents=parents)
+    return MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, summary)
+
+
+def _integrity(
+    core: Core, key: tuple[str, str], data: bytes | None, ok: bool
+) -> tuple[dict[str, Any] | None, bool, str | None]:
+    tenant, memory_id = key
+    with core.reading() as view:
+        row = view.row(tenant, memory_id)  # every column: the fetchers need the source's
+    if row is None:
+        return None, False, None
+    if not ok and row["status"] != "quarantined":
+        log.error("integrity_failed", memory_id=memory_id, expected=row["checksum"], actual=actual_checksum(data))
+        with core.transaction() as tx:
+            current = tx.view.row(tenant, memory_id)
+            if current is not None and current["status"] != "quarantined" and current["status"] not in TERMINAL:
                 tx.append(
                     [
-                        MemoryResynced(
+                        MemoryIntegrityFailed(
                             tenant=tenant,
                             memory_id=memory_id,
                             version=current["version"],
-                            content_checksum=current["checksum"],
-                            resynced_from=self.fetchers.describe(current),
+                            expected_checksum=current["checksum"],
+                            actual_checksum=actual_checksum(data),
                             actor="memwarden",
                         )
                     ]
                 )
-                log.info("memory_resynced", memory_id=memory_id)
-                return fetch_row(tx.conn, tenant, memory_id) or current, True, text
-        return current or row, False, None
+    # Resync: the memory's own source may still hold the recorded text.
+    try:
+        text = core.fetchers.fetch(row)
+    except FetchFailed as exc:
+        log.warning("resync_failed", memory_id=memory_id, category=exc.category)
+        text = None
+    if text is None and ok:
+        text = data.decode("utf-8") if data is not None else None  # the blob was restored meanwhile
+    with core.transaction() as tx:
+        current = tx.view.row(tenant, memory_id)
+        if (
+            text is not None
+            and current is not None
+            and content_checksum(text) == current["checksum"]
+            and current["status"] == "quarantined"
+        ):
+            tx.texts.restore(tenant, memory_id, current["version"], current["checksum"], text)
+            tx.append(
+                [
+                    MemoryResynced(
+                        tenant=tenant,
+                        memory_id=memory_id,
+                        version=current["version"],
+                        content_checksum=current["checksum"],
+                        resynced_from=core.fetchers.describe(current),
+                        actor="memwarden",
+                    )
+                ]
+            )
+            log.info("memory_resynced", memory_id=memory_id)
+            return tx.view.row(tenant, memory_id) or current, True, text
+    return current or row, False, None
 
-    def query(
-        self,
-        *,
-        tenant: str,
-        project: str | None = None,
-        permission: str | None = None,
-        user: str | None = None,
-        agent: str | None = None,
-        tool: str | None = None,
-        kind: str | None = None,
-        text: str | None = None,
-        include_unusable: bool = False,
-        limit: int = 100,
-        min_seq: int | None = None,
-        with_content: bool = True,
-        ids: Sequence[str] | None = None,
-        access: Access = EVERYONE,
-    ) -> list[MemoryView]:
-        """Usable memories in a scope, newest first; with ``include_unusable``,
-        every memory in it and why it is not usable. ``ids`` narrows the
-        scope to those memories (read-back uses it to ask about exactly the
-        memories a revocation covers, through this same path). ``access``
-        confines the statement itself to what the caller may read."""
-        if not isinstance(tenant, str) or not tenant:
-            raise InvalidInput("tenant", "is required")
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}")
-        if not access.allows_tenant(tenant):
-            raise PermissionError(f"this key is not bound to tenant {tenant!r}")
-        allowed, allowed_params = access.where("m")
-        if access.agent is not None:
-            # a bound key reads its own agent's memories, whatever it asked for
-            if agent not in (None, access.agent):
-                raise PermissionError(f"this key reads only agent {access.agent!r}")
-            agent = access.agent
-        filters = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind)
-        if ids is not None:
-            ids = list(ids)
-            if not ids or len(ids) > MAX_LIMIT:
-                raise InvalidInput("ids", f"give between 1 and {MAX_LIMIT} ids")
-        match = fts_query(text) if text is not None else None
-        now = self.now()
-        views: list[MemoryView] = []
-        offset = 0
-        while len(views) < limit:
-            page = max(limit - len(views), 16)
-            with self.reading(min_seq) as conn:
-                rows = agent_query(
-                    conn,
-                    tenant=tenant,
-                    allowed=allowed,
-                    allowed_params=allowed_params,
-                    filters=filters,
-                    ids=ids,
-                    match=match,
-                    usable_at=None if include_unusable else now,
-                    limit=page,
-                    offset=offset,
-                )
-                policies = current_policies(conn)
-                judge = Judge(conn, now, policies)
-                evidence = {v[0]: judge.parents(derivation_row(v)) for v in rows if v[DERIVED_FROM] != "[]"}
-            for values in rows:
-                view = self._judge(values, in_force(policies, values[POLICY]), now, evidence.get(values[0], ()))
-                if not with_content:
-                    view = _without_content(view)
-                if include_unusable or view.usable:
-                    views.append(view)
-                    if len(views) >= limit:
-                        break
-            if len(rows) < page:
-                break
-            offset += page
-        return views
 
-    def search_ids(self, text: str, *, tenant: str | None = None, access: Access = EVERYONE) -> list[str]:
-        """Ids of memories whose summary or text match (any status): the raw
-        text-index path, used by read-back to prove nothing leaks there."""
-        allowed, params = access.where("m")
-        with self.reading() as conn:
-            return text_matches(conn, fts_query(text), allowed, params, tenant)
+def query(
+    core: Core,
+    *,
+    tenant: str,
+    project: str | None = None,
+    permission: str | None = None,
+    user: str | None = None,
+    agent: str | None = None,
+    tool: str | None = None,
+    kind: str | None = None,
+    text: str | None = None,
+    include_unusable: bool = False,
+    limit: int = 100,
+    min_seq: int | None = None,
+    with_content: bool = True,
+    ids: Sequence[str] | None = None,
+    access: Access = EVERYONE,
+) -> list[MemoryView]:
+    """Usable memories in a scope, newest first; with ``include_unusable``,
+    every memory in it and why it is not usable. ``ids`` narrows the
+    scope to those memories (read-back uses it to ask about exactly the
+    memories a revocation covers, through this same path). ``access``
+    confines the statement itself to what the caller may read."""
+    if not isinstance(tenant, str) or not tenant:
+        raise InvalidInput("tenant", "is required")
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}")
+    if not access.allows_tenant(tenant):
+        raise PermissionError(f"this key is not bound to tenant {tenant!r}")
+    if access.agent is not None:
+        # a bound key reads its own agent's memories, whatever it asked for
+        if agent not in (None, access.agent):
+            raise PermissionError(f"this key reads only agent {access.agent!r}")
+        agent = access.agent
+    filters = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind)
+    if ids is not None:
+        ids = list(ids)
+        if not ids or len(ids) > MAX_LIMIT:
+            raise InvalidInput("ids", f"give between 1 and {MAX_LIMIT} ids")
+    match = fts_query(text) if text is not None else None
+    now = core.now()
+    views: list[MemoryView] = []
+    offset = 0
+    while len(views) < limit:
+        page = max(limit - len(views), 16)
+        with core.reading(min_seq) as view:
+            rows = view.agent_query(
+                tenant=tenant,
+                access=access,
+                filters=filters,
+                ids=ids,
+                match=match,
+                usable_at=None if include_unusable else now,
+                limit=page,
+                offset=offset,
+            )
+            policies = view.policies()
+            judge = Judge(view, now, policies)
+            evidence = {v[0]: judge.parents(derivation_row(v)) for v in rows if v[DERIVED_FROM] != "[]"}
+        for values in rows:
+            view = _judge(core, values, in_force(policies, values[POLICY]), now, evidence.get(values[0], ()))
+            if not with_content:
+                view = _without_content(view)
+            if include_unusable or view.usable:
+                views.append(view)
+                if len(views) >= limit:
+                    break
+        if len(rows) < page:
+            break
+        offset += page
+    return views
+
+
+def search_ids(core: Core, text: str, *, tenant: str | None = None, access: Access = EVERYONE) -> list[str]:
+    """Ids of memories whose summary or text match (any status): the raw
+    text-index path, used by read-back to prove nothing leaks there."""
+    with core.reading() as view:
+        return view.text_matches(fts_query(text), access, tenant)
 
 
 def _without_content(view: MemoryView) -> MemoryView:

@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from memwarden.events import (
@@ -41,18 +41,14 @@ from memwarden.events import (
     version_key,
 )
 from memwarden.events._types import Identifier, NonEmptyStr, UTCDateTime
-from memwarden.projections import blocking_revocation, fetch_row, load_revocations
+from memwarden.projections import ViewReader, Write, blocking_revocation
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._core import Core
 from ._errors import InvalidInput
 from ._validation import build, field_error
 from ._versions import adopt, current_version, is_retired
 from ._views import DueItem, ImportResult
-
-if TYPE_CHECKING:
-    import sqlite3
-
-    from ._warden import Warden
 
 log = structlog.get_logger("memwarden.records")
 
@@ -118,7 +114,7 @@ def scan_records(path: str | Path, now: datetime) -> list[DueItem]:
     return due
 
 
-def import_records(warden: Warden, path: str | Path) -> ImportResult:
+def import_records(warden: Core, path: str | Path) -> ImportResult:
     """Turn a file of memory records into events.
 
     A record has no separate content: its summary is its text unless a
@@ -128,22 +124,21 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
     records = read_records(path)
     refused: list[dict[str, Any]] = []
     imported = skipped = 0
-    with warden.log.transaction() as tx:
-        conn = tx.conn
-        adoptions = list(_adoptions(conn, records))
+    with warden.transaction() as tx:
+        adoptions = list(_adoptions(tx.view, records))
         if adoptions:
             tx.append(adoptions)
-        revocations = load_revocations(conn)
+        revocations = tx.view.revocations()
         for number, record, digest in records:
             event_id = f"rec_{digest[:40]}"
             if tx.holds(event_id):
                 skipped += 1  # this very record was imported before
                 continue
-            refusal = _refusal(conn, record, revocations)
+            refusal = _refusal(tx.view, record, revocations)
             if refusal is not None:
                 refused.append({"line": number, "memory_id": record.memory_id, **refusal})
                 continue
-            row = fetch_row(conn, record.scope.tenant, record.memory_id)
+            row = tx.view.row(record.scope.tenant, record.memory_id)
             if row is not None and row["status"] == "erased":
                 refused.append({"line": number, "memory_id": record.memory_id, "reason": "erased"})
                 continue
@@ -154,7 +149,7 @@ def import_records(warden: Warden, path: str | Path) -> ImportResult:
     return ImportResult(imported, refused, skipped)
 
 
-def _adoptions(conn: sqlite3.Connection, records: list[Line]) -> Iterator[Any]:
+def _adoptions(view: ViewReader, records: list[Line]) -> Iterator[Any]:
     """The policy versions this file makes current (policies never set)."""
     named: dict[str, dict[str, tuple[int, int | str]]] = {}
     for number, record, _ in records:
@@ -162,7 +157,7 @@ def _adoptions(conn: sqlite3.Connection, records: list[Line]) -> Iterator[Any]:
             version_key(record.revocation_version), (number, record.revocation_version)
         )
     for policy, versions in named.items():
-        if current_version(conn, policy) is not None:
+        if current_version(view, policy) is not None:
             continue
         candidates = {k: v for k, v in versions.items() if k != "1"}
         if not candidates:
@@ -179,17 +174,15 @@ def _adoptions(conn: sqlite3.Connection, records: list[Line]) -> Iterator[Any]:
                 f"policy {policy!r} has no current version and the file names {a!r} (line {a_line}) and {b!r}: "
                 f"make the current one known first (`memwarden policy set {policy} VERSION`)",
             )
-        event = adopt(conn, policy, chosen, actor="import")
+        event = adopt(view, policy, chosen, actor="import")
         if event is not None:
             yield event
 
 
-def _refusal(
-    conn: sqlite3.Connection, record: MemoryRecord, revocations: list[dict[str, Any]]
-) -> dict[str, Any] | None:
-    if not is_retired(conn, record.policy, record.revocation_version):
+def _refusal(view: ViewReader, record: MemoryRecord, revocations: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not is_retired(view, record.policy, record.revocation_version):
         try:
-            adopt(conn, record.policy, record.revocation_version, actor="import")
+            adopt(view, record.policy, record.revocation_version, actor="import")
         except InvalidInput as exc:
             return {"reason": "policy_version", "detail": exc.problem}
     candidate = {
@@ -202,7 +195,7 @@ def _refusal(
     return None if blocking is None else {"reason": "revoked", "revocation_id": blocking["revocation_id"]}
 
 
-def _append(warden: Warden, tx: Any, record: MemoryRecord, event_id: str, where: str, version: int) -> None:
+def _append(warden: Core, tx: Write, record: MemoryRecord, event_id: str, where: str, version: int) -> None:
     text = record.content if record.content is not None else record.summary
     warden.limits.check_text(f"{where}.content", text, "max_content_bytes")
     saved = build(
@@ -224,7 +217,7 @@ def _append(warden: Warden, tx: Any, record: MemoryRecord, event_id: str, where:
         revocation_version=record.revocation_version,
         actor="import",
     )
-    warden.texts.put(saved.tenant, record.memory_id, saved.version, record.summary, text)
+    tx.texts.put(saved.tenant, record.memory_id, saved.version, record.summary, text)
     tx.append([saved])
     if record.invalidation_reason:
         tx.append(

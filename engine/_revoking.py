@@ -7,119 +7,118 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id, version_value
-from memwarden.projections import current_policies, purge_text_index, revocation_row, select_rows
+from memwarden.projections import EVERYONE, Access
 
-from ._access import EVERYONE, Access
-from ._core import WardenCore, log
+from ._core import Core, log
 from ._errors import InvalidInput, RevocationNotFound
 from ._validation import build, when
 from ._versions import change
 from ._views import RevocationResult
 
 
-class Revoking(WardenCore):
-    """What security staff do: revoke a scope, raise a policy version, erase."""
+def revoke(
+    core: Core,
+    selector: Selector | dict[str, Any],
+    *,
+    reason: str,
+    by: str = "security",
+    effective_at: datetime | str | None = None,
+) -> RevocationResult:
+    """Take everything ``selector`` covers out of every read path, at commit."""
+    sel = selector if isinstance(selector, Selector) else build(Selector, "selector", **selector)
+    effective = when("effective_at", effective_at) or core.clock.now()
+    event = build(
+        RevocationIssued,
+        revocation_id=new_id("rev_"),
+        selector=sel,
+        reason=reason,
+        issued_by=by,
+        effective_at=effective,
+        actor=by,
+    )
+    with core.transaction() as tx:
+        seq = tx.append([event])[0]
+        covered = tx.view.revocation(event.revocation_id)["covered"]  # type: ignore[index]
+        cascaded = sum(1 for r in tx.recorded if r.type == "memory.invalidated")
+    log.warning(
+        "revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, cascaded=cascaded, by=by
+    )
+    for listener in list(core.revocation_listeners):
+        try:
+            listener(event.revocation_id)
+        except Exception:  # a listener must never undo or hide a committed revocation
+            log.exception("revocation_listener_failed", revocation_id=event.revocation_id)
+    return RevocationResult(event.revocation_id, seq, covered, format_ts(effective), cascaded)
 
-    def revoke(
-        self,
-        selector: Selector | dict[str, Any],
-        *,
-        reason: str,
-        by: str = "security",
-        effective_at: datetime | str | None = None,
-    ) -> RevocationResult:
-        """Take everything ``selector`` covers out of every read path, at commit."""
-        sel = selector if isinstance(selector, Selector) else build(Selector, "selector", **selector)
-        effective = when("effective_at", effective_at) or self.clock.now()
-        event = build(
-            RevocationIssued,
-            revocation_id=new_id("rev_"),
-            selector=sel,
-            reason=reason,
-            issued_by=by,
-            effective_at=effective,
-            actor=by,
-        )
-        with self.log.transaction() as tx:
-            seq = tx.append([event])[0]
-            covered = revocation_row(tx.conn, event.revocation_id)["covered"]  # type: ignore[index]
-            cascaded = sum(1 for r in tx.recorded if r.type == "memory.invalidated")
-        log.warning(
-            "revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, cascaded=cascaded, by=by
-        )
-        for listener in list(self.revocation_listeners):
-            try:
-                listener(event.revocation_id)
-            except Exception:  # a listener must never undo or hide a committed revocation
-                log.exception("revocation_listener_failed", revocation_id=event.revocation_id)
-        return RevocationResult(event.revocation_id, seq, covered, format_ts(effective), cascaded)
 
-    def revocation(self, revocation_id: str) -> dict[str, Any]:
-        with self.reading() as conn:
-            out = revocation_row(conn, revocation_id)
-        if out is None:
-            raise RevocationNotFound(revocation_id)
-        out["selector"] = json.loads(out["selector"])
-        out["leaked_ids"] = json.loads(out["leaked_ids"]) if out["leaked_ids"] else []
-        return out
+def revocation(core: Core, revocation_id: str) -> dict[str, Any]:
+    with core.reading() as view:
+        out = view.revocation(revocation_id)
+    if out is None:
+        raise RevocationNotFound(revocation_id)
+    out["selector"] = json.loads(out["selector"])
+    out["leaked_ids"] = json.loads(out["leaked_ids"]) if out["leaked_ids"] else []
+    return out
 
-    def set_policy(self, policy: str, version: int | str, *, actor: str = "security") -> int:
-        """Make ``version`` current and retire the version before it for good:
-        memories checked under it stop being usable until re-verified, and
-        no later change can make it current again (see ``_versions``)."""
-        if not isinstance(policy, str) or not policy or any(c.isspace() or ord(c) < 32 for c in policy):
-            raise InvalidInput("policy", "must be a non-empty name without spaces or control characters")
-        with self.log.transaction() as tx:
-            event = change(tx.conn, policy, version, actor=actor)
-            seq = tx.append([event])[0]
-        log.warning("policy_version_changed", policy=policy, version=version, seq=seq)
-        return seq
 
-    def policies(self) -> dict[str, int | str]:
-        with self.reading() as conn:
-            return {policy: version_value(v) for policy, v in current_policies(conn).items()}
+def set_policy(core: Core, policy: str, version: int | str, *, actor: str = "security") -> int:
+    """Make ``version`` current and retire the version before it for good:
+    memories checked under it stop being usable until re-verified, and
+    no later change can make it current again (see ``_versions``)."""
+    if not isinstance(policy, str) or not policy or any(c.isspace() or ord(c) < 32 for c in policy):
+        raise InvalidInput("policy", "must be a non-empty name without spaces or control characters")
+    with core.transaction() as tx:
+        event = change(tx.view, policy, version, actor=actor)
+        seq = tx.append([event])[0]
+    log.warning("policy_version_changed", policy=policy, version=version, seq=seq)
+    return seq
 
-    # -- erasure ------------------------------------------------------------------------
 
-    def erase(
-        self,
-        *,
-        memory_id: str | None = None,
-        user: str | None = None,
-        tenant: str | None = None,
-        reason: str,
-        actor: str = "security",
-        access: Access = EVERYONE,
-    ) -> int:
-        """Destroy the texts of a memory (or of all of a user's memories, in
-        ``tenant`` when given): its summary and content, every version.
+def policies(core: Core) -> dict[str, int | str]:
+    with core.reading() as view:
+        return {policy: version_value(v) for policy, v in view.policies().items()}
 
-        Exactly what it names: another memory holding the very same words
-        keeps them (texts are kept per memory, never shared). The events
-        stay, so the chain still verifies and explain shows that the memory
-        existed and was erased; the texts leave the text store, the text
-        index, free pages (secure_delete) and the WAL (checkpoint).
-        """
-        if (memory_id is None) == (user is None):
-            raise InvalidInput("memory_id", "give exactly one of memory_id or user")
-        if not isinstance(reason, str) or not reason.strip():
-            raise InvalidInput("reason", "is required")
-        with self.log.transaction() as tx:
-            conn = tx.conn
-            if memory_id is not None:
-                rows = [self.find_row(conn, memory_id, tenant=tenant, access=access)]
-            else:
-                rows = select_rows(conn, *access.naming("user", user, tenant))
-            targets = sorted((r["tenant"], r["memory_id"], r["checksum"]) for r in rows if r["status"] != "erased")
-            events = [
-                MemoryErased(tenant=t, memory_id=m, reason=reason, content_checksum=c, actor=actor)
-                for t, m, c in targets
-            ]
-            # the texts first: the projection's apply drops the erased rows
-            # from the text index in this same transaction
-            self.texts.erase((r["tenant"], r["memory_id"]) for r in rows)
-            tx.append(events)
-            purge_text_index(conn)
-        self.log.checkpoint()  # erased text leaves the write-ahead log too
-        log.warning("memories_erased", count=len(events), memory_id=memory_id, user=user, tenant=tenant)
-        return len(events)
+
+# -- erasure ------------------------------------------------------------------------
+
+
+def erase(
+    core: Core,
+    *,
+    memory_id: str | None = None,
+    user: str | None = None,
+    tenant: str | None = None,
+    reason: str,
+    actor: str = "security",
+    access: Access = EVERYONE,
+) -> int:
+    """Destroy the texts of a memory (or of all of a user's memories, in
+    ``tenant`` when given): its summary and content, every version.
+
+    Exactly what it names: another memory holding the very same words
+    keeps them (texts are kept per memory, never shared). The events
+    stay, so the chain still verifies and explain shows that the memory
+    existed and was erased; the texts leave the text store, the text
+    index, free pages (secure_delete) and the WAL (checkpoint).
+    """
+    if (memory_id is None) == (user is None):
+        raise InvalidInput("memory_id", "give exactly one of memory_id or user")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput("reason", "is required")
+    with core.transaction() as tx:
+        if memory_id is not None:
+            rows = [core.find_row(tx.view, memory_id, tenant=tenant, access=access)]
+        else:
+            rows = tx.view.of_user(user, tenant=tenant, access=access)
+        targets = sorted((r["tenant"], r["memory_id"], r["checksum"]) for r in rows if r["status"] != "erased")
+        events = [
+            MemoryErased(tenant=t, memory_id=m, reason=reason, content_checksum=c, actor=actor) for t, m, c in targets
+        ]
+        # the texts first: the projection's apply drops the erased rows
+        # from the text index in this same transaction
+        tx.texts.erase((r["tenant"], r["memory_id"]) for r in rows)
+        tx.append(events)
+        tx.view.purge_text_index()
+    core.store.after_erasure()  # e.g. erased text leaves SQLite's write-ahead log
+    log.warning("memories_erased", count=len(events), memory_id=memory_id, user=user, tenant=tenant)
+    return len(events)

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from memwarden.events import MemorySaved, ParentRef, Scope, content_checksum, format_ts, parse_duration
-from memwarden.projections import ancestors, blocking_revocation, current_policies, depth, fetch_row, load_revocations
+from memwarden.projections import EVERYONE, Access, ViewReader, blocking_revocation
 
-from ._access import EVERYONE, Access
-from ._core import WardenCore, log
+from ._core import Core, log
 from ._derivation import Judge
 from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
 from ._errors import MemoryErased as MemoryErasedError
@@ -30,9 +28,9 @@ def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResul
     """Every refused save leaves a ``save_refused`` log line naming why."""
 
     @functools.wraps(save)
-    def wrapper(self: Saving, **kwargs: Any) -> SaveResult:
+    def wrapper(core: Core, **kwargs: Any) -> SaveResult:
         try:
-            return save(self, **kwargs)
+            return save(core, **kwargs)
         except (ValueError, PermissionError) as exc:
             memory_id = kwargs.get("memory_id")
             log.warning(
@@ -47,189 +45,187 @@ def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResul
     return wrapper
 
 
-class Saving(WardenCore):
-    """``save`` and what it checks before anything is written."""
+@_records_refusal
+def save(
+    core: Core,
+    *,
+    memory_id: str,
+    kind: str,
+    summary: str,
+    content: str,
+    source_url: str,
+    scope: Scope | dict[str, Any],
+    fetched_at: datetime | str | None = None,
+    expires_at: datetime | str | None = None,
+    ttl: timedelta | str | None = None,
+    verified_at: datetime | str | None = None,
+    source: str | None = None,
+    repo: str | None = None,
+    branch: str | None = None,
+    policy: str = "default",
+    revocation_version: int | str | None = None,
+    checksum: str | None = None,
+    derived_from: Sequence[str | ParentRef | dict[str, Any]] = (),
+    cache_key: dict[str, Any] | None = None,
+    actor: str = "agent",
+    event_id: str | None = None,
+    access: Access = EVERYONE,
+) -> SaveResult:
+    """Record a memory (a new version if (tenant, memory_id) exists) with
+    its provenance. ``access`` is what the caller may write: its tenants,
+    and for a key bound to an agent, that agent's memories only.
 
-    @_records_refusal
-    def save(
-        self,
-        *,
-        memory_id: str,
-        kind: str,
-        summary: str,
-        content: str,
-        source_url: str,
-        scope: Scope | dict[str, Any],
-        fetched_at: datetime | str | None = None,
-        expires_at: datetime | str | None = None,
-        ttl: timedelta | str | None = None,
-        verified_at: datetime | str | None = None,
-        source: str | None = None,
-        repo: str | None = None,
-        branch: str | None = None,
-        policy: str = "default",
-        revocation_version: int | str | None = None,
-        checksum: str | None = None,
-        derived_from: Sequence[str | ParentRef | dict[str, Any]] = (),
-        cache_key: dict[str, Any] | None = None,
-        actor: str = "agent",
-        event_id: str | None = None,
-        access: Access = EVERYONE,
-    ) -> SaveResult:
-        """Record a memory (a new version if (tenant, memory_id) exists) with
-        its provenance. ``access`` is what the caller may write: its tenants,
-        and for a key bound to an agent, that agent's memories only.
+    A refused save (bad input, a revoked scope, an erased memory) raises
+    and is recorded as a ``save_refused`` log line; the log is unchanged.
+    """
+    if not isinstance(content, str):
+        raise InvalidInput("content", "must be text")
+    core.limits.check_text("content", content, "max_content_bytes")
+    actual = content_checksum(content)
+    if checksum is not None and normal_checksum("checksum", checksum) != actual:
+        raise ChecksumMismatch("checksum", checksum, actual)
+    now = core.clock.now()
+    fetched = when("fetched_at", fetched_at) or now
+    if fetched > now + MAX_CLOCK_SKEW:
+        raise InvalidInput("fetched_at", f"{format_ts(fetched)} is in the future (now is {format_ts(now)})")
+    expires = _expiry(core, kind, fetched, expires_at, ttl)
+    scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+    tenant = scope_model.tenant
+    if not access.allows_tenant(tenant):
+        raise PermissionError(f"this key is not bound to tenant {tenant!r}")
+    if access.agent is not None and scope_model.agent != access.agent:
+        raise PermissionError(f"this key saves only as agent {access.agent!r}")
+    if not isinstance(summary, str) or not summary:
+        raise InvalidInput("summary", "must be non-empty text")
+    if len(summary) > MAX_SUMMARY:
+        raise InvalidInput("summary", f"is longer than {MAX_SUMMARY} characters")
+    encoded("summary", summary)
 
-        A refused save (bad input, a revoked scope, an erased memory) raises
-        and is recorded as a ``save_refused`` log line; the log is unchanged.
-        """
-        if not isinstance(content, str):
-            raise InvalidInput("content", "must be text")
-        self.limits.check_text("content", content, "max_content_bytes")
-        actual = content_checksum(content)
-        if checksum is not None and normal_checksum("checksum", checksum) != actual:
-            raise ChecksumMismatch("checksum", checksum, actual)
-        now = self.clock.now()
-        fetched = when("fetched_at", fetched_at) or now
-        if fetched > now + MAX_CLOCK_SKEW:
-            raise InvalidInput("fetched_at", f"{format_ts(fetched)} is in the future (now is {format_ts(now)})")
-        expires = self._expiry(kind, fetched, expires_at, ttl)
-        scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
-        tenant = scope_model.tenant
-        if not access.allows_tenant(tenant):
-            raise PermissionError(f"this key is not bound to tenant {tenant!r}")
-        if access.agent is not None and scope_model.agent != access.agent:
-            raise PermissionError(f"this key saves only as agent {access.agent!r}")
-        if not isinstance(summary, str) or not summary:
-            raise InvalidInput("summary", "must be non-empty text")
-        if len(summary) > MAX_SUMMARY:
-            raise InvalidInput("summary", f"is longer than {MAX_SUMMARY} characters")
-        encoded("summary", summary)
+    with core.transaction() as tx:
+        view = tx.view
+        row = view.row(tenant, memory_id) if isinstance(memory_id, str) else None
+        if row is not None and not access.allows(row["tenant"], row["agent"]):
+            raise MemoryIdTaken(memory_id)
+        if row is not None and row["status"] == "erased":
+            raise MemoryErasedError(memory_id)
+        adopted = None
+        if revocation_version is None:
+            revocation_version = version_of(view, policy) if isinstance(policy, str) else IMPLICIT_VERSION
+        elif isinstance(policy, str):
+            adopted = adopt(view, policy, revocation_version, actor=actor)
+        parents = _evidence(core, view, tenant, memory_id, derived_from, access) if derived_from else ()
+        event = build(
+            MemorySaved,
+            memory_id=memory_id,
+            version=(row["version"] + 1) if row else 1,
+            kind=kind,
+            summary_checksum=content_checksum(summary),
+            content_checksum=actual,
+            content_length=len(content.encode("utf-8")),
+            source_url=source_url,
+            source=source,
+            repo=repo,
+            branch=branch,
+            fetched_at=fetched,
+            expires_at=expires,
+            verified_at=when("verified_at", verified_at),
+            scope=scope_model,
+            policy=policy,
+            revocation_version=revocation_version,
+            derived_from=parents,
+            cache_key=cache_key,
+            actor=actor,
+            **({"event_id": event_id} if event_id else {}),
+        )
+        check_source_url("source_url", event.source_url)
+        _refuse_if_revoked(view, event)
+        tx.texts.put(tenant, memory_id, event.version, summary, content)
+        seq = tx.append([adopted, event] if adopted else [event])[-1]
+    log.info("memory_saved", tenant=tenant, memory_id=memory_id, version=event.version, seq=seq, kind=kind)
+    return SaveResult(memory_id, event.version, actual, seq, format_ts(expires) if expires else None, tenant)
 
-        with self.log.transaction() as tx:
-            conn = tx.conn
-            row = fetch_row(conn, tenant, memory_id) if isinstance(memory_id, str) else None
-            if row is not None and not access.allows(row["tenant"], row["agent"]):
-                raise MemoryIdTaken(memory_id)
-            if row is not None and row["status"] == "erased":
-                raise MemoryErasedError(memory_id)
-            adopted = None
-            if revocation_version is None:
-                revocation_version = version_of(conn, policy) if isinstance(policy, str) else IMPLICIT_VERSION
-            elif isinstance(policy, str):
-                adopted = adopt(conn, policy, revocation_version, actor=actor)
-            parents = self._evidence(conn, tenant, memory_id, derived_from, access) if derived_from else ()
-            event = build(
-                MemorySaved,
-                memory_id=memory_id,
-                version=(row["version"] + 1) if row else 1,
-                kind=kind,
-                summary_checksum=content_checksum(summary),
-                content_checksum=actual,
-                content_length=len(content.encode("utf-8")),
-                source_url=source_url,
-                source=source,
-                repo=repo,
-                branch=branch,
-                fetched_at=fetched,
-                expires_at=expires,
-                verified_at=when("verified_at", verified_at),
-                scope=scope_model,
-                policy=policy,
-                revocation_version=revocation_version,
-                derived_from=parents,
-                cache_key=cache_key,
-                actor=actor,
-                **({"event_id": event_id} if event_id else {}),
-            )
-            check_source_url("source_url", event.source_url)
-            self._refuse_if_revoked(conn, event)
-            self.texts.put(tenant, memory_id, event.version, summary, content)
-            seq = tx.append([adopted, event] if adopted else [event])[-1]
-        log.info("memory_saved", tenant=tenant, memory_id=memory_id, version=event.version, seq=seq, kind=kind)
-        return SaveResult(memory_id, event.version, actual, seq, format_ts(expires) if expires else None, tenant)
 
-    def _evidence(
-        self,
-        conn: sqlite3.Connection,
-        tenant: str,
-        memory_id: str,
-        derived_from: Sequence[str | ParentRef | dict[str, Any]],
-        access: Access,
-    ) -> tuple[ParentRef, ...]:
-        """The parents of a new memory: each a memory of the same tenant that
-        the caller may read (one it may not answers as one that does not
-        exist), usable now (a conclusion cannot be drawn from evidence that
-        may not be used), and none descended from the memory itself."""
-        if isinstance(derived_from, str):
-            derived_from = [derived_from]
-        if len(derived_from) > self.limits.max_parents:
-            raise TooLarge(
-                "derived_from",
-                f"names {len(derived_from)} parents; the limit is {self.limits.max_parents} (limits.max_parents)",
-            )
-        judge = Judge(conn, self.now(), current_policies(conn))
-        refs: list[ParentRef] = []
-        for item in derived_from:
-            parent_id = (
-                item
-                if isinstance(item, str)
-                else (item.memory_id if isinstance(item, ParentRef) else item.get("memory_id"))
-            )
-            if not isinstance(parent_id, str) or not parent_id:
-                raise InvalidInput("derived_from", "each parent must be a memory id")
-            if parent_id == memory_id:
-                raise InvalidInput("derived_from", f"memory {memory_id!r} cannot be derived from itself")
-            parent = judge.row(tenant, parent_id)
-            if parent is None or not access.allows(parent["tenant"], parent["agent"]):
-                raise InvalidInput("derived_from", f"parent {parent_id!r} does not exist")
-            decision = judge.decide(parent)
-            if not decision.usable:
-                raise InvalidInput(
-                    "derived_from",
-                    f"parent {parent_id!r} is not usable ({decision.reason}): nothing may be drawn from it",
-                )
-            if parent_id not in {r.memory_id for r in refs}:
-                refs.append(ParentRef(memory_id=parent_id, version=parent["version"]))
-        if memory_id in ancestors(conn, tenant, [r.memory_id for r in refs]):
-            raise InvalidInput(
-                "derived_from", f"a cycle: memory {memory_id!r} is already evidence for one of its parents"
-            )
-        limit = self.limits.max_derivation_depth
-        levels = depth(conn, tenant, [r.memory_id for r in refs], limit) + 1
-        if levels > limit:
+def _evidence(
+    core: Core,
+    view: ViewReader,
+    tenant: str,
+    memory_id: str,
+    derived_from: Sequence[str | ParentRef | dict[str, Any]],
+    access: Access,
+) -> tuple[ParentRef, ...]:
+    """The parents of a new memory: each a memory of the same tenant that
+    the caller may read (one it may not answers as one that does not
+    exist), usable now (a conclusion cannot be drawn from evidence that
+    may not be used), and none descended from the memory itself."""
+    if isinstance(derived_from, str):
+        derived_from = [derived_from]
+    if len(derived_from) > core.limits.max_parents:
+        raise TooLarge(
+            "derived_from",
+            f"names {len(derived_from)} parents; the limit is {core.limits.max_parents} (limits.max_parents)",
+        )
+    judge = Judge(view, core.now(), view.policies())
+    refs: list[ParentRef] = []
+    for item in derived_from:
+        parent_id = (
+            item
+            if isinstance(item, str)
+            else (item.memory_id if isinstance(item, ParentRef) else item.get("memory_id"))
+        )
+        if not isinstance(parent_id, str) or not parent_id:
+            raise InvalidInput("derived_from", "each parent must be a memory id")
+        if parent_id == memory_id:
+            raise InvalidInput("derived_from", f"memory {memory_id!r} cannot be derived from itself")
+        parent = judge.row(tenant, parent_id)
+        if parent is None or not access.allows(parent["tenant"], parent["agent"]):
+            raise InvalidInput("derived_from", f"parent {parent_id!r} does not exist")
+        decision = judge.decide(parent)
+        if not decision.usable:
             raise InvalidInput(
                 "derived_from",
-                f"would make a chain of derivations more than {limit} deep (limits.max_derivation_depth)",
+                f"parent {parent_id!r} is not usable ({decision.reason}): nothing may be drawn from it",
             )
-        return tuple(refs)
+        if parent_id not in {r.memory_id for r in refs}:
+            refs.append(ParentRef(memory_id=parent_id, version=parent["version"]))
+    if memory_id in view.ancestors(tenant, [r.memory_id for r in refs]):
+        raise InvalidInput("derived_from", f"a cycle: memory {memory_id!r} is already evidence for one of its parents")
+    limit = core.limits.max_derivation_depth
+    levels = view.depth(tenant, [r.memory_id for r in refs], limit) + 1
+    if levels > limit:
+        raise InvalidInput(
+            "derived_from",
+            f"would make a chain of derivations more than {limit} deep (limits.max_derivation_depth)",
+        )
+    return tuple(refs)
 
-    def _expiry(
-        self, kind: str, fetched: datetime, expires_at: datetime | str | None, ttl: timedelta | str | None
-    ) -> datetime | None:
-        if expires_at is not None and ttl is not None:
-            raise InvalidInput("ttl", "give either expires_at or ttl, not both")
-        if expires_at is not None:
-            return when("expires_at", expires_at)
-        if ttl is not None:
-            try:
-                return fetched + (parse_duration(ttl) if isinstance(ttl, str) else ttl)
-            except ValueError as exc:
-                raise InvalidInput("ttl", str(exc)) from None
-        rule_ttl = self.policy.ttl_for(kind) if isinstance(kind, str) else None
-        return None if rule_ttl is None else fetched + rule_ttl
 
-    def _refuse_if_revoked(self, conn: sqlite3.Connection, event: MemorySaved) -> None:
-        """No resurrection: a fetch older than a revocation covering it is refused."""
-        fetched = format_ts(event.fetched_at)
-        candidate = {
-            "memory_id": event.memory_id,
-            "kind": event.kind,
-            "source_url": event.source_url,
-            **event.scope.model_dump(),
-        }
-        if event.cache_key and not candidate.get("tool"):
-            candidate["tool"] = event.cache_key.tool
-        rev = blocking_revocation(load_revocations(conn), {**candidate, "fetched_at": fetched})
-        if rev is not None:
-            raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)
+def _expiry(
+    core: Core, kind: str, fetched: datetime, expires_at: datetime | str | None, ttl: timedelta | str | None
+) -> datetime | None:
+    if expires_at is not None and ttl is not None:
+        raise InvalidInput("ttl", "give either expires_at or ttl, not both")
+    if expires_at is not None:
+        return when("expires_at", expires_at)
+    if ttl is not None:
+        try:
+            return fetched + (parse_duration(ttl) if isinstance(ttl, str) else ttl)
+        except ValueError as exc:
+            raise InvalidInput("ttl", str(exc)) from None
+    rule_ttl = core.policy.ttl_for(kind) if isinstance(kind, str) else None
+    return None if rule_ttl is None else fetched + rule_ttl
+
+
+def _refuse_if_revoked(view: ViewReader, event: MemorySaved) -> None:
+    """No resurrection: a fetch older than a revocation covering it is refused."""
+    fetched = format_ts(event.fetched_at)
+    candidate = {
+        "memory_id": event.memory_id,
+        "kind": event.kind,
+        "source_url": event.source_url,
+        **event.scope.model_dump(),
+    }
+    if event.cache_key and not candidate.get("tool"):
+        candidate["tool"] = event.cache_key.tool
+    rev = blocking_revocation(view.revocations(), {**candidate, "fetched_at": fetched})
+    if rev is not None:
+        raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)

@@ -12,20 +12,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
-from memwarden.projections import memories_of_kinds, past_expiry, unconfirmed_revocations
 
 from ._readback import ReadPath, read_back
 from ._views import VerifyResult
-
-if TYPE_CHECKING:
-    from ._warden import Warden
+from ._warden import Warden
 
 log = structlog.get_logger("memwarden.scheduler")
 
@@ -89,8 +86,8 @@ class Scheduler:
         written = 0
         now = self.warden.now()
         while True:
-            with self.warden.reading() as conn:
-                rows = past_expiry(conn, now, SWEEP_BATCH)
+            with self.warden.reading() as view:
+                rows = view.past_expiry(now, SWEEP_BATCH)
             if not rows:
                 return written
             events = [
@@ -112,8 +109,8 @@ class Scheduler:
                 return written
 
     def pending_readbacks(self) -> list[str]:
-        with self.warden.reading() as conn:
-            return unconfirmed_revocations(conn)
+        with self.warden.reading() as view:
+            return view.unconfirmed_revocations()
 
     def read_back(self, revocation_id: str) -> dict[str, Any]:
         return read_back(self.warden, revocation_id, http=self.http_path)
@@ -127,8 +124,8 @@ class Scheduler:
         kinds = {k for k, rule in self.warden.policy.rules.items() if rule.reverify}
         if not kinds:
             return []
-        with self.warden.reading() as conn:
-            wanted = memories_of_kinds(conn, kinds)
+        with self.warden.reading() as view:
+            wanted = view.of_kinds(kinds)
         items = [d for d in self.warden.due() if (d.tenant, d.memory_id) in wanted]
         # the warden's clock, so a frozen clock governs the waits too
         now = self.warden.clock.now().timestamp()

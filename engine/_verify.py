@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from memwarden.events import (
@@ -15,33 +15,23 @@ from memwarden.events import (
     format_ts,
     parse_ts,
 )
-from memwarden.projections import (
-    SCOPE_COLUMNS,
-    TERMINAL,
-    current_policies,
-    due_rows,
-    fetch_row,
-    parent_refs,
-)
+from memwarden.projections import EVERYONE, SCOPE_COLUMNS, TERMINAL, Access, parent_refs
 
-from ._access import EVERYONE, Access
+from ._core import Core
 from ._derivation import Judge, deepest_first
 from ._errors import FetchFailed, MemoryNotFound
 from ._versions import version_of
 from ._views import DueItem, VerifyResult
 
-if TYPE_CHECKING:
-    from ._warden import Warden
-
 log = structlog.get_logger("memwarden.verify")
 
 
 def verify(
-    warden: Warden, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, accept: bool = False
+    warden: Core, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, accept: bool = False
 ) -> VerifyResult:
     """Fetch the source again and compare it with the recorded checksum."""
-    with warden.reading() as conn:
-        row = warden.find_row(conn, memory_id, tenant=tenant, access=access)
+    with warden.reading() as view:
+        row = warden.find_row(view, memory_id, tenant=tenant, access=access)
     tenant = row["tenant"]
     if row["status"] in TERMINAL:
         return _refused(row)
@@ -64,7 +54,7 @@ def _is_derived(row: dict[str, Any]) -> bool:
     return row["derived_from"] not in (None, "[]")
 
 
-def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> VerifyResult:
+def _verify_source(warden: Core, row: dict[str, Any], *, accept: bool) -> VerifyResult:
     memory_id, tenant = row["memory_id"], row["tenant"]
     try:
         text: str | None = warden.fetchers.fetch(row)
@@ -72,8 +62,8 @@ def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> Veri
     except FetchFailed as exc:  # the caller sees the category; the detail is in the log
         text, problem = None, exc.public
     now = warden.clock.now()
-    with warden.log.transaction() as tx:
-        current = fetch_row(tx.conn, tenant, memory_id)
+    with warden.transaction() as tx:
+        current = tx.view.row(tenant, memory_id)
         if current is None or current["version"] != row["version"] or current["status"] in TERMINAL:
             return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified", None, tenant)
         if text is None:
@@ -93,10 +83,10 @@ def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> Veri
             return VerifyResult(memory_id, "failed", problem, seq, tenant)
         checksum = content_checksum(text)
         if checksum == row["checksum"]:
-            policy_version = version_of(tx.conn, row["policy"])
+            policy_version = version_of(tx.view, row["policy"])
             expires = _renewed_expiry(row, now)
             # also heals a damaged stored text
-            warden.texts.restore(tenant, memory_id, row["version"], checksum, text)
+            tx.texts.restore(tenant, memory_id, row["version"], checksum, text)
             seq = tx.append(
                 [
                     MemoryVerified(
@@ -127,8 +117,8 @@ def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> Veri
         ]
         if accept:
             expires = _renewed_expiry(row, now)
-            summary = warden.texts.summary(tenant, memory_id, row["version"]) or row["kind"]
-            warden.texts.put(tenant, memory_id, row["version"] + 1, summary, text)
+            summary = tx.texts.summary(tenant, memory_id, row["version"]) or row["kind"]
+            tx.texts.put(tenant, memory_id, row["version"] + 1, summary, text)
             events.append(
                 MemorySaved(
                     tenant=tenant,
@@ -147,7 +137,7 @@ def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> Veri
                     verified_at=now,
                     scope={k: row[k] for k in SCOPE_COLUMNS},
                     policy=row["policy"],
-                    revocation_version=version_of(tx.conn, row["policy"]),
+                    revocation_version=version_of(tx.view, row["policy"]),
                     derived_from=parent_refs(memory_id, row["derived_from"]),
                     cache_key=(
                         {"tool": row["tool"], "tool_version": row["tool_version"], "input_hash": row["input_hash"]}
@@ -164,7 +154,7 @@ def _verify_source(warden: Warden, row: dict[str, Any], *, accept: bool) -> Veri
         )
 
 
-def _verify_derived(warden: Warden, row: dict[str, Any], *, access: Access) -> VerifyResult:
+def _verify_derived(warden: Core, row: dict[str, Any], *, access: Access) -> VerifyResult:
     """A derived memory is re-checked from its evidence: each memory it
     rests on, at any depth, is verified first (against its own source, or
     re-issued from its own evidence), each once, deepest first; only if every
@@ -187,7 +177,7 @@ def _verify_derived(warden: Warden, row: dict[str, Any], *, access: Access) -> V
     return _reissue(warden, row, direct)
 
 
-def _evidence_of(warden: Warden, row: dict[str, Any], access: Access) -> list[dict[str, Any]]:
+def _evidence_of(warden: Core, row: dict[str, Any], access: Access) -> list[dict[str, Any]]:
     """The memories ``row`` rests on, each once, each after its own evidence.
     Evidence is in the same tenant, and checked only within the caller's
     rights: a parent the caller may not see is left out."""
@@ -196,23 +186,23 @@ def _evidence_of(warden: Warden, row: dict[str, Any], access: Access) -> list[di
         found = []
         for ref in parent_refs(current["memory_id"], current["derived_from"]):
             try:
-                found.append(warden.find_row(conn, ref["memory_id"], tenant=row["tenant"], access=access))
+                found.append(warden.find_row(view, ref["memory_id"], tenant=row["tenant"], access=access))
             except MemoryNotFound:
                 continue
         return found
 
-    with warden.reading() as conn:
+    with warden.reading() as view:
         return deepest_first(row, parents_of, lambda r: r["memory_id"])[:-1]  # the last is row itself
 
 
-def _reissue(warden: Warden, row: dict[str, Any], outcomes: list[tuple[str, str]]) -> VerifyResult:
+def _reissue(warden: Core, row: dict[str, Any], outcomes: list[tuple[str, str]]) -> VerifyResult:
     memory_id, tenant = row["memory_id"], row["tenant"]
     now = warden.clock.now()
-    with warden.log.transaction() as tx:
-        current = fetch_row(tx.conn, tenant, memory_id)
+    with warden.transaction() as tx:
+        current = tx.view.row(tenant, memory_id)
         if current is None or current["version"] != row["version"] or current["status"] in TERMINAL:
             return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified", None, tenant)
-        judge = Judge(tx.conn, format_ts(now), current_policies(tx.conn))
+        judge = Judge(tx.view, format_ts(now), tx.view.policies())
         parents = judge.parents(current)
         broken = next((p for p in parents if p.current != p.wanted or not (p.decision and p.decision.usable)), None)
         if broken is not None:
@@ -234,7 +224,7 @@ def _reissue(warden: Warden, row: dict[str, Any], outcomes: list[tuple[str, str]
                     fetched_at=now,
                     verified_at=now,
                     expires_at=_renewed_expiry(row, now),
-                    revocation_version=version_of(tx.conn, row["policy"]),
+                    revocation_version=version_of(tx.view, row["policy"]),
                     after_expiry=row["expires_at"] is not None and row["expires_at"] <= format_ts(now),
                     actor="memwarden",
                 )
@@ -252,17 +242,15 @@ def _renewed_expiry(row: dict[str, Any], now: datetime) -> datetime | None:
     return now + max(lifetime, timedelta(seconds=1))
 
 
-def due(warden: Warden, *, limit: int | None = None, access: Access = EVERYONE) -> list[DueItem]:
+def due(warden: Core, *, limit: int | None = None, access: Access = EVERYONE) -> list[DueItem]:
     """What must be re-verified now, in precedence: an invalidated memory is
     listed as ``revoked`` (the record format's word), one past its expiry as
     ``expired``, then failed checks (``unknown``) and older policy versions.
     ``access`` confines every statement to what the caller may see."""
     now = warden.now()
-    allowed, params = access.where()
     items: dict[tuple[str, str], DueItem] = {}
-
-    with warden.reading() as conn:
-        rows = due_rows(conn, now, allowed, params)
+    with warden.reading() as view:
+        rows = view.due(now, access)
     for tenant, memory_id, url, reason in rows:  # the first reason a memory comes with counts
         items.setdefault((memory_id, tenant), DueItem(memory_id, url, reason, tenant))
     ordered = sorted(items)  # by memory id, then tenant
@@ -270,7 +258,7 @@ def due(warden: Warden, *, limit: int | None = None, access: Access = EVERYONE) 
 
 
 def verify_due(
-    warden: Warden, *, accept: bool = False, limit: int | None = None, access: Access = EVERYONE
+    warden: Core, *, accept: bool = False, limit: int | None = None, access: Access = EVERYONE
 ) -> list[VerifyResult]:
     return [
         verify(warden, item.memory_id, tenant=item.tenant, access=access, accept=accept)

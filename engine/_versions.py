@@ -15,11 +15,10 @@ import under ``policy-42-v7`` on a fresh database adopts it.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from memwarden.events import PolicyVersion, PolicyVersionChanged, version_key, version_value
-from memwarden.projections import policy_version, retired_version
+from memwarden.projections import ViewReader
 from pydantic import TypeAdapter, ValidationError
 
 from ._errors import InvalidInput
@@ -44,15 +43,15 @@ def parse_version(value: Any, field: str) -> int | str:
 IMPLICIT_VERSION = 1
 
 
-def current_version(conn: sqlite3.Connection, policy: str) -> int | str | None:
+def current_version(view: ViewReader, policy: str) -> int | str | None:
     """The current version of ``policy``, or None if it was never set."""
-    key = policy_version(conn, policy)
+    key = view.policy_version(policy)
     return None if key is None else version_value(key)
 
 
-def version_of(conn: sqlite3.Connection, policy: str) -> int | str:
+def version_of(view: ViewReader, policy: str) -> int | str:
     """The version a memory of ``policy`` is checked under now."""
-    current = current_version(conn, policy)
+    current = current_version(view, policy)
     return IMPLICIT_VERSION if current is None else current
 
 
@@ -61,18 +60,18 @@ def in_force(policies: dict[str, str], policy: str) -> int | str:
     return policies.get(policy, IMPLICIT_VERSION)
 
 
-def is_retired(conn: sqlite3.Connection, policy: str, version: int | str) -> bool:
+def is_retired(view: ViewReader, policy: str, version: int | str) -> bool:
     """Whether ``version`` was left behind: once current and then replaced,
     or a number below the current number."""
     version = parse_version(version, "revocation_version")
-    if retired_version(conn, policy, version_key(version)) is not None:
+    if view.retired_version(policy, version_key(version)) is not None:
         return True
-    current = current_version(conn, policy)
+    current = current_version(view, policy)
     return isinstance(version, int) and isinstance(current, int) and version < current
 
 
-def _refuse_retired(conn: sqlite3.Connection, policy: str, version: int | str, field: str) -> None:
-    seq = retired_version(conn, policy, version_key(version))
+def _refuse_retired(view: ViewReader, policy: str, version: int | str, field: str) -> None:
+    seq = view.retired_version(policy, version_key(version))
     if seq is not None:
         raise InvalidInput(
             field,
@@ -81,22 +80,22 @@ def _refuse_retired(conn: sqlite3.Connection, policy: str, version: int | str, f
 
 
 def change(
-    conn: sqlite3.Connection, policy: str, version: int | str, *, actor: str, field: str = "version"
+    view: ViewReader, policy: str, version: int | str, *, actor: str, field: str = "version"
 ) -> PolicyVersionChanged:
     """The event that makes ``version`` current (``policy set``)."""
     version = parse_version(version, field)
-    current = current_version(conn, policy)
+    current = current_version(view, policy)
     previous = IMPLICIT_VERSION if current is None else current
     if version_key(version) == version_key(previous):
         raise InvalidInput(field, f"policy {policy!r} is already at version {version!r}")
-    _refuse_retired(conn, policy, version, field)
+    _refuse_retired(view, policy, version, field)
     if isinstance(version, int) and isinstance(previous, int) and version < previous:
         raise InvalidInput(field, f"policy {policy!r} is at version {previous}; a numbered version only goes up")
     return _event(policy, version, previous, actor, field)
 
 
 def adopt(
-    conn: sqlite3.Connection, policy: str, version: int | str, *, actor: str, field: str = "revocation_version"
+    view: ViewReader, policy: str, version: int | str, *, actor: str, field: str = "revocation_version"
 ) -> PolicyVersionChanged | None:
     """Check that a memory may be recorded under ``version`` of ``policy``.
 
@@ -105,10 +104,10 @@ def adopt(
     retired, or another version is current (name it with ``policy set``).
     """
     version = parse_version(version, field)
-    current = current_version(conn, policy)
+    current = current_version(view, policy)
     if current is not None and version_key(version) == version_key(current):
         return None
-    _refuse_retired(conn, policy, version, field)
+    _refuse_retired(view, policy, version, field)
     if current is None:
         if version_key(version) == version_key(IMPLICIT_VERSION):
             return None

@@ -2,34 +2,70 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memwarden.projections import CheckResult, weekly
-
-from . import _history, _memory_api, _records, _verify
-from ._access import EVERYONE, Access
-from ._cache import Caching
-from ._revoking import Revoking
-from ._views import DueItem, ImportResult, VerifyResult
+from . import _cache, _history, _memory_api, _reading, _records, _revoking, _saving, _verify
+from ._core import Core
+from ._views import DueItem
 
 
-class Warden(Caching, Revoking):
+class Warden(Core):
     """Decides whether a remembered fact may be used now.
 
-    Open one per process (or per thread); it owns a connection to the
-    database at ``path``. Writes are serialised across processes by
-    SQLite's write lock; reads see committed state. Its parts live in
-    their own modules: saving, reading, revoking, the cache; verification
-    and history delegate to theirs.
+    Open one per process (or per thread). What it owns is ``Core``: the
+    store behind the ``--db`` URL (writes serialised by the store's write
+    lock, reads of committed state), the clock, the TTL policy, the
+    fetchers and the limits. Each operation below is a function of that
+    state in the module named beside it, taking the Warden first; none
+    reaches into another's private parts.
     """
+
+    # saving (_saving), reading (_reading), the tool cache (_cache)
+    save = _saving.save
+    get = _reading.get
+    query = _reading.query
+    search_ids = _reading.search_ids
+    cache_put = _cache.cache_put
+    cache_get = _cache.cache_get
+
+    # what security staff do (_revoking)
+    revoke = _revoking.revoke
+    revocation = _revoking.revocation
+    set_policy = _revoking.set_policy
+    policies = _revoking.policies
+    erase = _revoking.erase
+
+    # re-verification (_verify) and the article's record format (_records)
+    verify = _verify.verify
+    verify_due = _verify.verify_due
+    due = _verify.due
+    import_records = _records.import_records
+
+    # the Memory API pair (_memory_api): (tenant, agent, key) memories
+    memory_save = _memory_api.save
+    memory_load = _memory_api.load
+
+    # for auditors (_history): the past, the view's repair, the chain
+    explain = _history.explain
+    replay = _history.replay
+    rebuild = _history.rebuild
+    check_projections = _history.check_projections
+    audit_verify = _history.audit_verify
+    audit_head = _history.audit_head
+    export = _history.export_log
+    import_log = _history.import_log
+
+    def scan_records(self, path: str | Path) -> list[DueItem]:
+        """What the article's scan prints for a file of records (nothing is written)."""
+        return _records.scan_records(path, self.clock.now())
 
     # -- reporting ----------------------------------------------------------------------
 
     def stats(self) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return weekly(conn)
+        """The counters per ISO week (saves, re-fetches after expiry, blocks by revocation, ...)."""
+        with self.reading() as view:
+            return view.weekly()
 
     def tail(self, n: int = 20) -> list[dict[str, Any]]:
         return [e.envelope() for e in self.log.tail(n)]
@@ -42,72 +78,3 @@ class Warden(Caching, Revoking):
         """Up to ``limit`` events after seq ``after``, as envelopes (the feed
         downstream caches follow)."""
         return [e.envelope() for e in self.log.read(after_seq=after, until_seq=after + limit)]
-
-    # -- verification, history and audit (their own modules) ---------------------------
-
-    def verify(
-        self, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, accept: bool = False
-    ) -> VerifyResult:
-        return _verify.verify(self, memory_id, tenant=tenant, access=access, accept=accept)
-
-    def verify_due(
-        self, *, accept: bool = False, limit: int | None = None, access: Access = EVERYONE
-    ) -> list[VerifyResult]:
-        return _verify.verify_due(self, accept=accept, limit=limit, access=access)
-
-    def due(self, *, limit: int | None = None, access: Access = EVERYONE) -> list[DueItem]:
-        return _verify.due(self, limit=limit, access=access)
-
-    def import_records(self, path: str | Path) -> ImportResult:
-        return _records.import_records(self, path)
-
-    def scan_records(self, path: str | Path) -> list[DueItem]:
-        """What the article's scan prints for a file of records (nothing is written)."""
-        return _records.scan_records(path, self.clock.now())
-
-    def explain(
-        self, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, as_of: str | None = None
-    ) -> dict[str, Any]:
-        return _history.explain(self, memory_id, tenant=tenant, access=access, as_of=as_of)
-
-    # -- the Memory API pair -------------------------------------------------------------
-
-    def memory_save(
-        self, *, tenant: str, agent: str, key: str, content: str, access: Access = EVERYONE
-    ) -> dict[str, Any]:
-        """``/memory/save``: the memory (tenant, agent, key), a new version each time."""
-        return _memory_api.save(self, tenant=tenant, agent=agent, key=key, content=content, access=access)
-
-    def memory_load(
-        self, *, tenant: str, agent: str, history: bool = False, access: Access = EVERYONE
-    ) -> dict[str, Any]:
-        """``/memory/load``: every key of an agent; texts only while they may be used."""
-        return _memory_api.load(self, tenant=tenant, agent=agent, history=history, access=access)
-
-    def replay(
-        self,
-        *,
-        as_of: str | None = None,
-        seq: int | None = None,
-        tenant: str | None = None,
-        include_unusable: bool = False,
-    ) -> dict[str, Any]:
-        return _history.replay(self, as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable)
-
-    def rebuild(self, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-        return _history.rebuild(self, progress=progress)
-
-    def check_projections(self) -> CheckResult:
-        return _history.check_projections(self)
-
-    def audit_verify(self, against: str | None = None) -> dict[str, Any]:
-        return _history.audit_verify(self, against)
-
-    def audit_head(self) -> dict[str, Any]:
-        return _history.audit_head(self)
-
-    def export(self, path: str | Path) -> int:
-        return _history.export_log(self, path)
-
-    def import_log(self, path: str | Path) -> int:
-        return _history.import_log(self, path)

@@ -45,7 +45,7 @@ from ._recorded import (
     current_schema_version,
     register_upcaster,
 )
-from ._sqlite import SQLiteEventLog, WriteTransaction, connect, legacy_tenants
+from ._sqlite import SQLiteEventLog, Synchronous, WriteTransaction, connect, legacy_tenants
 from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
 from ._time import (
     UTC,
@@ -100,6 +100,7 @@ __all__ = [
     "RecordedEvent",
     "RevocationIssued",
     "SQLiteEventLog",
+    "Synchronous",
     "Scope",
     "Selector",
     "StorageError",

@@ -139,26 +139,30 @@ def envelope_preimage(
     payload_json: str,
     prev_hash: str,
 ) -> str:
-    """``canonical_json`` of the envelope without its hash, built directly.
+    """What a chain hash covers, by definition: ``canonical_json`` of the
+    envelope without its hash. The payload is given as the canonical text
+    the log stores, and stands in the envelope as the value it encodes.
 
-    It splices the already-canonical payload text in place instead of
-    decoding and re-encoding it. ``tests/test_canonical.py`` proves it equal
-    to ``canonical_json`` of the same envelope, so there is still one
-    encoding.
+    The one definition. Its faster spellings are ``preimage_bytes`` (append),
+    the verify loop in ``_recorded.check_rows`` and the audit's SQL
+    (``_sqlite_chain.PREIMAGE_SQL``); ``tests/test_canonical.py`` and
+    ``tests/sqlite/test_sqlite_chain.py`` hold each one equal to this.
     """
-    return preimage_bytes(
-        seq,
-        event_id,
-        type,
-        stream,
-        stream_version,
-        occurred_at,
-        recorded_at,
-        actor,
-        schema_version,
-        payload_json,
-        prev_hash,
-    ).decode("utf-8")
+    return canonical_json(
+        {
+            "actor": actor,
+            "event_id": event_id,
+            "occurred_at": occurred_at,
+            "payload": json.loads(payload_json),
+            "prev_hash": prev_hash,
+            "recorded_at": recorded_at,
+            "schema_version": schema_version,
+            "seq": seq,
+            "stream": stream,
+            "stream_version": stream_version,
+            "type": type,
+        }
+    )
 
 
 def preimage_bytes(
@@ -176,8 +180,8 @@ def preimage_bytes(
     /,
 ) -> bytes:
     """``envelope_preimage`` as the UTF-8 bytes the hash takes, positional
-    (in ``ROW_COLUMNS`` order): the append path runs it per event, where
-    keywords cost measurably more."""
+    (in ``ROW_COLUMNS`` order), for the append path: the payload's text is
+    spliced in as it is (never parsed again), and orjson writes the rest."""
     # Keys in sorted order already; orjson escapes strings exactly as json's
     # encode_basestring does (every code point but lone surrogates, checked
     # in tests/test_canonical.py), for less than formatting by hand costs
@@ -198,14 +202,20 @@ def preimage_bytes(
                 "type": type_,
             }
         )
-    except TypeError:  # lone surrogates, a seq past 64 bits: json's escaping decides (and refuses surrogates)
-        e = encode_basestring
-        return (
-            f'{{"actor":{e(actor)},"event_id":{e(event_id)},"occurred_at":{e(occurred_at)},'
-            f'"payload":{payload_json},"prev_hash":{e(prev_hash)},"recorded_at":{e(recorded_at)},'
-            f'"schema_version":{int(schema_version)},"seq":{int(seq)},"stream":{e(stream)},'
-            f'"stream_version":{int(stream_version)},"type":{e(type_)}}}'
-        ).encode()
+    except TypeError:  # lone surrogates, a seq past 64 bits: the definition decides (and refuses surrogates)
+        return envelope_preimage(
+            seq=int(seq),
+            event_id=event_id,
+            type=type_,
+            stream=stream,
+            stream_version=int(stream_version),
+            occurred_at=occurred_at,
+            recorded_at=recorded_at,
+            actor=actor,
+            schema_version=int(schema_version),
+            payload_json=payload_json,
+            prev_hash=prev_hash,
+        ).encode("utf-8")
 
 
 def chain_hash(prev_hash: str, preimage: str | bytes) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
@@ -293,8 +293,9 @@ def check_rows(
             else:
                 problem = f"reordering: seq {seq} appears after seq {prev_seq}"
         else:
-            # the preimage is envelope_preimage() written out: this loop is the
-            # cost of verify_chain; tests hold the two to the same output
+            # envelope_preimage() written out (a fast spelling of the one
+            # definition): this loop is the cost of verify_chain, and
+            # tests/test_canonical.py holds it to the definition's output
             try:
                 digest: str | None = sha(
                     (
@@ -321,14 +322,34 @@ def check_rows(
 
 
 class EventLog(Protocol):
-    """What every log backend offers."""
+    """What every log backend offers (the engine reads the log through this)."""
 
     def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]: ...
 
     def read(
-        self, after_seq: int = 0, until_seq: int | None = None, until_time: str | None = None
+        self,
+        after_seq: int = 0,
+        until_seq: int | None = None,
+        until_time: str | None = None,
+        *,
+        types: Sequence[str] | None = None,
+        streams: Sequence[str] | None = None,
+    ) -> Iterator[RecordedEvent]: ...
+
+    def read_any(
+        self, *, streams: Sequence[str], types: Sequence[str], until_seq: int | None = None
+    ) -> Iterator[RecordedEvent]: ...
+
+    def memory_events(
+        self, tenant: str, memory_id: str, *, until_seq: int | None = None, types: Sequence[str] | None = None
     ) -> Iterator[RecordedEvent]: ...
 
     def head(self) -> Head: ...
+
+    def get(self, seq: int) -> RecordedEvent | None: ...
+
+    def seq_at(self, when: str) -> int: ...
+
+    def tail(self, n: int) -> list[RecordedEvent]: ...
 
     def verify_chain(self, from_seq: int = 1, to_seq: int | None = None) -> ChainReport: ...

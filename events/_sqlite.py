@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from ._append import Existing, prepare_batch
-from ._errors import LogDiverged, StorageError
+from ._errors import LogDamaged, LogDiverged, StorageError
 from ._models import Event, memory_stream
 from ._recorded import (
     EMPTY_HEAD,
@@ -129,7 +129,7 @@ class WriteTransaction:
         self.log = log
         self.conn = conn
         self.recorded: list[RecordedEvent] = []
-        self._head = log._read_head(conn)
+        self._head = log.head_in(conn)
 
     @property
     def head(self) -> Head:
@@ -182,10 +182,10 @@ class WriteTransaction:
                 raise LogDiverged(record.seq, f"does not continue the log's head (seq {expected_seq - 1})")
             new.append(record)
         if new:
-            self.conn.executemany(
-                _INSERT,
-                [r.row() for r in new],
-            )
+            try:
+                self.conn.executemany(_INSERT, [r.row() for r in new])
+            except sqlite3.IntegrityError as exc:
+                raise LogDamaged(f"the import repeats an event id or stream version: {exc}") from None
             self._publish(new, react=False)
             self._head = Head(new[-1].seq, new[-1].hash, new[-1].recorded_at)
         return len(new)
@@ -321,13 +321,14 @@ class SQLiteEventLog:
 
     # -- reading -----------------------------------------------------------
 
-    def _read_head(self, conn: sqlite3.Connection) -> Head:
+    def head_in(self, conn: sqlite3.Connection) -> Head:
+        """The last event's seq and hash, as ``conn`` (a snapshot, a transaction) sees it."""
         row = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
         return Head(*row) if row else EMPTY_HEAD
 
     def head(self) -> Head:
         with self._lock:
-            return self._read_head(self.conn)
+            return self.head_in(self.conn)
 
     def rows(
         self, after_seq: int = 0, until_seq: int | None = None, where: str = "", params: Sequence[object] = ()
@@ -375,6 +376,15 @@ class SQLiteEventLog:
         for row in self.rows(after_seq, until_seq, " AND ".join(clauses), params):
             yield event_from_row(row, self.legacy_tenants)
 
+    def read_any(
+        self, *, streams: Sequence[str], types: Sequence[str], until_seq: int | None = None
+    ) -> Iterator[RecordedEvent]:
+        """Events in any of ``streams`` or of any of ``types``, in seq order
+        (a memory's story with the revocations and policy changes around it)."""
+        where = f"stream IN ({','.join('?' * len(streams))}) OR type IN ({','.join('?' * len(types))})"
+        for row in self.rows(0, until_seq, where, [*streams, *types]):
+            yield event_from_row(row, self.legacy_tenants)
+
     def memory_events(
         self, tenant: str, memory_id: str, *, until_seq: int | None = None, types: Sequence[str] | None = None
     ) -> Iterator[RecordedEvent]:
@@ -391,7 +401,7 @@ class SQLiteEventLog:
         on the primary key rather than an index on time.
         """
         with self._lock:
-            lo, hi = 0, self._read_head(self.conn).seq
+            lo, hi = 0, self.head_in(self.conn).seq
             while lo < hi:
                 mid = (lo + hi + 1) // 2
                 row = self.conn.execute("SELECT recorded_at FROM events WHERE seq = ?", (mid,)).fetchone()

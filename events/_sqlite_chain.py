@@ -19,13 +19,24 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._recorded import EMPTY_HEAD, ROW_COLUMNS, ChainReport, Head, Row, check_rows
 
-if TYPE_CHECKING:
-    from ._sqlite import SQLiteEventLog
+
+class ChainedFile(Protocol):
+    """What the check needs of the SQLite log (which passes itself)."""
+
+    path: str
+    conn: sqlite3.Connection
+
+    @property
+    def lock(self) -> threading.RLock: ...
+    def snapshot(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def head_in(self, conn: sqlite3.Connection) -> Head: ...
+
 
 PARALLEL_FROM = 200_000  # below this a second process costs more than it saves
 PAGE = 5000
@@ -140,7 +151,7 @@ def verify_range(path: str, after: int, until: int) -> RangeResult:
 
 
 def verify_chain(
-    log: SQLiteEventLog, from_seq: int = 1, to_seq: int | None = None, *, workers: int | None = None
+    log: ChainedFile, from_seq: int = 1, to_seq: int | None = None, *, workers: int | None = None
 ) -> ChainReport:
     """``SQLiteEventLog.verify_chain``: the ranges are checked in parallel;
     the links between them are checked here."""
@@ -151,7 +162,7 @@ def verify_chain(
 
     from_seq = max(from_seq, 1)
     with log.snapshot() as conn:  # the head and the issued count, seen together
-        head = log._read_head(conn)
+        head = log.head_in(conn)
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
         issued = row[0] if row else 0
     end = head.seq if to_seq is None else min(to_seq, head.seq)

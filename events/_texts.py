@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import structlog
 
 from ._canonical import content_checksum
-
-if TYPE_CHECKING:
-    from ._recorded import LegacyTenants
+from ._recorded import LegacyTenants
+from ._sqlite_schema import has_table
 
 _log = structlog.get_logger("memwarden.texts")
 
@@ -135,7 +134,7 @@ def migrate_blobs(conn: sqlite3.Connection, texts: TextStore, tenants: LegacyTen
     checksum (``blobs``) and summaries in the hashed payloads: give every
     saved version its own texts, none to an erased memory, and drop the
     shared table. The log is not touched."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").fetchone() is None:
+    if not has_table(conn, "blobs"):
         return
     erased = {stream for (stream,) in conn.execute("SELECT DISTINCT stream FROM events WHERE type = 'memory.erased'")}
     saves = conn.execute(

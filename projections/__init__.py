@@ -2,50 +2,16 @@
 
 from __future__ import annotations
 
+from ._access import EVERYONE, Access
 from ._errors import ProjectionDamaged
 from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, TERMINAL, TERMINAL_SQL, fold_memory, revoke_row
-from ._rows import (
-    SELECT_MEMORIES,
-    VIEW_COLUMNS,
-    Key,
-    current_policies,
-    fetch_row,
-    fetch_rows,
-    load_revocations,
-    parent_refs,
-    retired_version,
-    row_dict,
-    select_rows,
-    select_rows_with_text,
-    summaries,
-)
+from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_path
+from ._rows import VIEW_COLUMNS, Key, parent_refs
 from ._runner import CheckResult, Projection, Projector, default_projections
-from ._selector import (
-    BLOCKED_FETCH_SQL,
-    blocking_revocation,
-    revocation_blocks,
-    revokes,
-    selector_covers,
-    selector_sql,
-)
-from ._sqlite_graph import ancestors, children, depth, descendants, revoked_evidence
-from ._sqlite_keys import create_keys_table, insert_key, key_row, key_rows, revoke_key
-from ._sqlite_store import (
-    agent_query,
-    current_texts,
-    due_rows,
-    memories_of_kinds,
-    past_expiry,
-    policy_version,
-    private_view,
-    readback_state,
-    revocation_row,
-    revoked_by,
-    rows_where,
-    text_matches,
-    unconfirmed_revocations,
-)
-from ._stats import COUNTERS, StatsProjection, weekly
+from ._selector import BLOCKED_FETCH_SQL, blocking_revocation, revocation_blocks, revokes, selector_covers, selector_sql
+from ._sqlite_store import SQLiteStore, SQLiteWrite, private_view
+from ._sqlite_view import SQLiteView
+from ._stats import COUNTERS, StatsProjection
 from ._text_index import purge_text_index, text_index_levels
 from ._usable import RECHECK, UsableProjection, stored_texts
 
@@ -53,63 +19,43 @@ __all__ = [
     "BLOCKED_FETCH_SQL",
     "COLUMNS",
     "COUNTERS",
+    "EVERYONE",
     "RECHECK",
     "SCOPE_COLUMNS",
-    "SELECT_MEMORIES",
     "STATUSES",
     "TERMINAL",
     "TERMINAL_SQL",
     "VIEW_COLUMNS",
+    "Access",
     "CheckResult",
     "Key",
     "Projection",
     "ProjectionDamaged",
     "Projector",
+    "SQLiteStore",
+    "SQLiteView",
+    "SQLiteWrite",
     "StatsProjection",
+    "Store",
+    "Texts",
+    "UnknownBackend",
     "UsableProjection",
-    "agent_query",
-    "ancestors",
+    "ViewReader",
+    "ViewWriter",
+    "Write",
     "blocking_revocation",
-    "children",
-    "create_keys_table",
-    "current_policies",
-    "current_texts",
     "default_projections",
-    "depth",
-    "descendants",
-    "due_rows",
-    "fetch_row",
-    "fetch_rows",
     "fold_memory",
-    "insert_key",
-    "key_row",
-    "key_rows",
-    "load_revocations",
-    "memories_of_kinds",
+    "open_store",
     "parent_refs",
-    "past_expiry",
-    "policy_version",
     "private_view",
     "purge_text_index",
-    "readback_state",
-    "retired_version",
     "revocation_blocks",
-    "revocation_row",
-    "revoke_key",
     "revoke_row",
-    "revoked_by",
-    "revoked_evidence",
     "revokes",
-    "row_dict",
-    "rows_where",
-    "select_rows",
-    "select_rows_with_text",
     "selector_covers",
     "selector_sql",
+    "sqlite_path",
     "stored_texts",
-    "summaries",
     "text_index_levels",
-    "text_matches",
-    "unconfirmed_revocations",
-    "weekly",
 ]

@@ -19,12 +19,9 @@ from memwarden.events import RecordedEvent, canonical_json, legacy_tenants
 from memwarden.events._recorded import ROW_COLUMNS, event_from_row
 
 from ._errors import ProjectionDamaged
+from ._sqlite_schema import create_tracking_table
 from ._stats import StatsProjection
 from ._usable import UsableProjection
-
-TRACKING = """CREATE TABLE IF NOT EXISTS projection_tracking (
-    name TEXT PRIMARY KEY, seq INTEGER NOT NULL
-)"""
 
 # Only forward: a stale writer can never move a checkpoint back.
 _TRACK = (
@@ -85,7 +82,7 @@ class Projector:
     def install(self, conn: sqlite3.Connection) -> None:
         """Create the tables; a projection whose tables are of an older
         layout is dropped and set back to seq 0, to be rebuilt from the log."""
-        conn.execute(TRACKING)
+        create_tracking_table(conn)
         for projection in self.projections:
             outdated = getattr(projection, "outdated", None)
             if outdated is not None and outdated(conn):
@@ -165,7 +162,7 @@ class Projector:
         """Fill empty projection tables from ``events`` (no transaction
         handling: the caller owns it). Indexes and the text index are made
         once at the end, which is what keeps a rebuild fast."""
-        conn.execute(TRACKING)
+        create_tracking_table(conn)
         for projection in self.projections:
             projection.create(conn, indexes=False)
         last = 0
@@ -191,7 +188,7 @@ class Projector:
         the old view until the new one commits whole."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(TRACKING)
+            create_tracking_table(conn)
             # The old view's pages are not zeroed as they are freed
             # (secure_delete=ON would write every one, seconds of a large
             # rebuild). They hold only what the new view holds again: erased

@@ -1,202 +1,189 @@
-"""The SQLite store: the engine's questions to the usable view, in SQLite's
-SQL. The store port of issue #18 grows here: each engine module's statements
-move in, named for what they answer, and the engine asks by name. (The
-agent query's SQL is in ``_rows`` and ``_usable``; the log's in
-``memwarden.events._sqlite``.)"""
+"""The SQLite store: memwarden's embedded backend. One database file holds
+the log (``memwarden.events.SQLiteEventLog``), the texts, and the usable
+view the log's projections keep in the same transactions; the engine reads
+the view through ``SQLiteView`` (where the agent query's SQL is) and writes
+through ``SQLiteWrite``. ``Store`` in ``_port`` is the contract it keeps."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from memwarden.events import CONTENT_BYTES, TEXT_JOIN, RecordedEvent
+import structlog
+from memwarden.events import (
+    Clock,
+    Event,
+    Head,
+    RecordedEvent,
+    SQLiteEventLog,
+    Synchronous,
+    TextStore,
+    WriteTransaction,
+    migrate_blobs,
+)
 
-from ._rows import SELECT_MEMORIES, VIEW_COLUMNS, Key, row_dict, select_rows_with_text
-from ._runner import Projector
-from ._selector import BLOCKED_FETCH_SQL, selector_sql
+from ._errors import ProjectionDamaged
+from ._runner import CheckResult, Projector
+from ._sqlite_schema import create_keys_table
+from ._sqlite_view import SQLiteView
 from ._stats import StatsProjection
-from ._usable import RECHECK, UsableProjection
+from ._usable import UsableProjection, stored_texts
 
-REVOCATION_FIELDS = (
-    "revocation_id",
-    "seq",
-    "selector",
-    "reason",
-    "issued_by",
-    "effective_at",
-    "recorded_at",
-    "covered",
-    "readback_status",
-    "readback_seq",
-    "readback_latency_ms",
-    "still_visible",
-    "leaked_ids",
-)
+log = structlog.get_logger("memwarden")
 
 
-def rows_where(conn: sqlite3.Connection, where: str, args: list[Any], *, limit: int) -> list[dict[str, Any]]:
-    """Up to ``limit`` whole memory rows matching ``where`` (a caller's
-    naming of a memory, confined to what it may see)."""
-    return [row_dict(r) for r in conn.execute(f"{SELECT_MEMORIES} WHERE {where} LIMIT ?", [*args, limit])]
+class SQLiteWrite:
+    """One write transaction under the database's write lock: events
+    appended here are folded into the view (and their consequences appended
+    by the reactors) before it commits; ``view`` sees the transaction's own
+    writes."""
+
+    def __init__(self, tx: WriteTransaction, view: SQLiteView, texts: TextStore) -> None:
+        self._tx = tx
+        self.view = view
+        self.texts = texts
+
+    @property
+    def head(self) -> Head:
+        return self._tx.head
+
+    @property
+    def recorded(self) -> list[RecordedEvent]:
+        """Every event this transaction recorded so far, reactions included."""
+        return self._tx.recorded
+
+    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
+        return self._tx.append(events, expected_version)
+
+    def append_recorded(self, records: Sequence[RecordedEvent]) -> int:
+        return self._tx.append_recorded(records)
+
+    def holds(self, event_id: str) -> bool:
+        return self._tx.holds(event_id)
 
 
-def policy_version(conn: sqlite3.Connection, policy: str) -> str | None:
-    """The current version key of ``policy``, or None if it was never set."""
-    row = conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
-    return row[0] if row else None
+Reactor = Callable[[SQLiteWrite, Sequence[RecordedEvent]], None]
 
 
-def past_expiry(conn: sqlite3.Connection, now: str, limit: int) -> list[tuple[str, str, int, str]]:
-    """(tenant, memory_id, version, expires_at) of usable memories at or past
-    their expiry, the earliest first."""
-    return conn.execute(
-        # "+status": the expiry index, not the status index, drives this
-        "SELECT tenant, memory_id, version, expires_at FROM memories WHERE +status = 'usable' "
-        "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at, memory_id, tenant LIMIT ?",
-        (now, limit),
-    ).fetchall()
+class SQLiteStore:
+    """The log, the texts and the usable view in one SQLite database."""
 
+    backend = "sqlite"
 
-def unconfirmed_revocations(conn: sqlite3.Connection) -> list[str]:
-    """Revocations with no read-back yet, or a failed one, oldest first."""
-    return [
-        r[0]
-        for r in conn.execute(
-            "SELECT revocation_id FROM revocations WHERE readback_status IS NULL OR readback_status = 'failed' "
-            "ORDER BY seq"
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock,
+        synchronous: Synchronous = "FULL",
+        mmap_mb: int = 1024,
+    ) -> None:
+        self.path = str(path)
+        self.projector = Projector()
+        self.log = SQLiteEventLog(
+            path, clock=clock, synchronous=synchronous, subscribers=[self.projector.on_append], mmap_mb=mmap_mb
         )
-    ]
+        self.conn = self.log.conn
+        with self.log.transaction() as tx:
+            self.texts = TextStore(tx.conn)
+            migrate_blobs(tx.conn, self.texts, self.log.legacy_tenants)
+            self.projector.install(tx.conn)
+            create_keys_table(tx.conn)
+        try:
+            behind = self.projector.position(self.conn) < self.log.head().seq
+        except ProjectionDamaged as exc:
+            # still open: the audit and `memwarden rebuild` (the repair)
+            # need no view, and every read names the damage
+            log.error("projection_damaged", problem=str(exc))
+            behind = False
+        if behind:
+            # a copied database or a new projection: catch up before serving
+            self.projector.catch_up(self.conn, lambda after: self.log.read(after_seq=after))
 
+    def close(self) -> None:
+        self.log.close()
 
-def memories_of_kinds(conn: sqlite3.Connection, kinds: Iterable[str]) -> set[Key]:
-    """(tenant, memory_id) of every memory of the given kinds."""
-    wanted = sorted(kinds)
-    return set(
-        conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE kind IN ({','.join('?' * len(wanted))})", wanted
-        ).fetchall()
-    )
+    def react(self, reactor: Reactor) -> None:
+        """Run ``reactor`` after every append, inside its transaction, to
+        append what those events imply (the derivation cascade)."""
 
+        def react(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
+            reactor(SQLiteWrite(tx, SQLiteView(tx.conn, self.projector), self.texts), records)
 
-def revoked_by(conn: sqlite3.Connection, revocation: dict[str, Any]) -> list[Key]:
-    """(tenant, memory_id) of what ``revocation`` covers, by memory id."""
-    where, params = selector_sql(revocation["selector"])
-    return conn.execute(
-        f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND {BLOCKED_FETCH_SQL} ORDER BY memory_id",
-        [*params, revocation["effective_at"]],
-    ).fetchall()
+        self.log.reactors.append(react)
 
+    # -- reading and writing --------------------------------------------------
 
-def readback_state(conn: sqlite3.Connection, revocation_id: str) -> tuple[str | None, str | None] | None:
-    """(readback_status, leaked_ids JSON) of a revocation; None if there is none."""
-    row = conn.execute(
-        "SELECT readback_status, leaked_ids FROM revocations WHERE revocation_id = ?", (revocation_id,)
-    ).fetchone()
-    return (row[0], row[1]) if row else None
+    @contextmanager
+    def reading(self) -> Iterator[SQLiteView]:
+        """The view as of one committed state (inside a write transaction: that one's)."""
+        with self.log.snapshot() as conn:
+            yield SQLiteView(conn, self.projector)
 
+    @contextmanager
+    def writing(self) -> Iterator[SQLiteWrite]:
+        """A write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any error."""
+        with self.log.transaction() as tx:
+            yield SQLiteWrite(tx, SQLiteView(tx.conn, self.projector), self.texts)
 
-def revocation_row(conn: sqlite3.Connection, revocation_id: str) -> dict[str, Any] | None:
-    """A revocation as the view holds it (selector and leaked ids as JSON text)."""
-    row = conn.execute(
-        f"SELECT {', '.join(REVOCATION_FIELDS)} FROM revocations WHERE revocation_id = ?", (revocation_id,)
-    ).fetchone()
-    return dict(zip(REVOCATION_FIELDS, row, strict=True)) if row else None
+    @contextmanager
+    def as_of(self, until_seq: int) -> Iterator[SQLiteView]:
+        """The view as it stood right after ``until_seq``, built from the log
+        alone in a private in-memory database: the live one is never touched."""
+        conn = private_view(self.log.read(until_seq=until_seq))
+        try:
+            yield SQLiteView(conn, Projector())
+        finally:
+            conn.close()
 
+    # -- repair and checks ----------------------------------------------------
 
-def due_rows(conn: sqlite3.Connection, now: str, allowed: str, params: list[Any]) -> list[tuple[str, str, str, str]]:
-    """(tenant, memory_id, source_url, reason) of what must be re-verified,
-    in precedence (a memory may come more than once: the first counts):
-    invalidated as ``revoked``, past expiry, failed checks, older policy
-    versions. ``allowed`` and ``params`` confine every statement to a caller."""
-    found: list[tuple[str, str, str, str]] = []
+    def rebuild(self, *, progress: Callable[[int], None] | None = None) -> int:
+        """Drop the view and build it again from the log, in one transaction."""
+        with self.log.lock:
+            return self.projector.rebuild(self.conn, self.log.read(), progress=progress)
 
-    def add(sql: str, args: list[Any], reason: str) -> None:
-        found.extend(
-            (tenant, memory_id, url, reason)
-            for tenant, memory_id, url in conn.execute(
-                f"SELECT tenant, memory_id, source_url FROM memories WHERE {sql} AND {allowed}", [*args, *params]
+    def check(self) -> CheckResult:
+        """Rebuild into a temporary database and compare it with the live view."""
+        live = self.conn
+        with tempfile.TemporaryDirectory(prefix="memwarden-check-") as tmp, self.log.snapshot():
+            head = self.log.head().seq
+            conn = private_view(
+                self.log.read(until_seq=head),
+                path=str(Path(tmp) / "check.db"),
+                text_source=lambda _c, *version: stored_texts(live, *version),
             )
-        )
+            try:
+                return self.projector.compare(live, conn)
+            finally:
+                conn.close()
 
-    add(f"status = 'invalidated' AND {RECHECK}", [], "revoked")
-    # "+status": walk the expiry index (the few past due), not a status
-    # index; memories marked expired come from the recheck index. Separate
-    # statements, not a UNION: the caller drops the overlap for free.
-    add("expires_at <= ? AND +status IN ('usable', 'expired', 'unknown')", [now], "expired")
-    add(f"status = 'expired' AND {RECHECK}", [], "expired")
-    add(f"status = 'unknown' AND {RECHECK}", [], "unknown")
-    for policy, version in conn.execute("SELECT policy, version FROM policies").fetchall():
-        add(
-            "policy = ? AND revocation_version != ? AND +status IN ('usable', 'expired', 'unknown')",
-            [policy, version],
-            "policy_changed",
-        )
-    return found
+    def view_rows(self, until_seq: int | None = None) -> dict[str, list[tuple[Any, ...]]]:
+        """The usable view's rows, table by table, each in key order: the
+        live view, or with ``until_seq`` the view a replay to that seq
+        builds (its text index holds summaries only: a replay reads no
+        stored text). What ``check`` compares, for callers comparing views."""
+        if until_seq is None:
+            with self.log.snapshot() as conn:
+                return UsableProjection().digest_rows(conn)
+        conn = private_view(self.log.read(until_seq=until_seq))
+        try:
+            return UsableProjection(text_source=None).digest_rows(conn)
+        finally:
+            conn.close()
 
+    def file_problems(self) -> list[str]:
+        """What SQLite's own check finds wrong with the file ([] if nothing);
+        raises the driver's DatabaseError if it cannot even look."""
+        return self.log.quick_check()
 
-# the scope filters of the agent query: argument name -> column
-SCOPE_FILTERS = (
-    ("project", "project"),
-    ("permission", "permission"),
-    ("user", '"user"'),
-    ("agent", "agent"),
-    ("tool", "tool"),
-    ("kind", "kind"),
-)
-
-
-def agent_query(
-    conn: sqlite3.Connection,
-    *,
-    tenant: str,
-    allowed: str,
-    allowed_params: list[Any],
-    filters: dict[str, str | None],
-    ids: list[str] | None,
-    match: str | None,
-    usable_at: str | None,
-    limit: int,
-    offset: int,
-) -> list[tuple[Any, ...]]:
-    """One page of the agent query, newest first, as ``VIEW_COLUMNS`` rows
-    with their texts: a tenant's memories that ``allowed`` lets the caller
-    read, narrowed by scope ``filters``, ``ids`` and a text-index ``match``;
-    with ``usable_at``, only rows the view holds usable and unexpired then
-    (an index-friendly prefilter: the gate still decides)."""
-    clauses = ["m.tenant = ?", allowed]
-    params: list[Any] = [tenant, *allowed_params]
-    for name, column in SCOPE_FILTERS:
-        if filters.get(name) is not None:
-            clauses.append(f"{column} = ?")
-            params.append(filters[name])
-    if ids is not None:
-        clauses.append(f"m.memory_id IN ({','.join('?' * len(ids))})")
-        params.extend(ids)
-    if match is not None:
-        clauses.append("mid IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)")
-        params.append(match)
-    if usable_at is not None:
-        clauses.append("status = 'usable' AND (expires_at IS NULL OR expires_at > ?)")
-        params.append(usable_at)
-    return select_rows_with_text(
-        conn, VIEW_COLUMNS, " AND ".join(clauses), [*params, limit, offset], "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?"
-    )
-
-
-def text_matches(
-    conn: sqlite3.Connection, match: str, allowed: str, allowed_params: list[Any], tenant: str | None = None
-) -> list[str]:
-    """Ids of memories whose texts match (any status): the raw text index."""
-    sql = (
-        "SELECT m.memory_id FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
-        f"WHERE memories_fts MATCH ? AND {allowed}"
-    )
-    args: list[Any] = [match, *allowed_params]
-    if tenant is not None:
-        sql += " AND m.tenant = ?"
-        args.append(tenant)
-    return [r[0] for r in conn.execute(sql, args)]
+    def after_erasure(self) -> None:
+        """Erased text leaves the write-ahead log too."""
+        self.log.checkpoint()
 
 
 def private_view(
@@ -214,10 +201,3 @@ def private_view(
     projector.build(conn, events)
     conn.execute("COMMIT")
     return conn
-
-
-def current_texts(conn: sqlite3.Connection) -> Iterator[tuple[str, bytes | None]]:
-    """(checksum, content bytes) of every memory not erased."""
-    yield from conn.execute(
-        f"SELECT m.checksum, {CONTENT_BYTES} FROM memories m {TEXT_JOIN} WHERE m.status <> 'erased'"
-    )

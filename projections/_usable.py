@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, RecordedEvent, canonical_json, version_key
+from memwarden.events._sqlite_schema import column_types, has_table
 
 from ._fold import COLUMNS, STATUSES, TERMINAL_SQL, fold_memory
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, Key, fetch_rows, load_revocations
@@ -162,8 +163,8 @@ class UsableProjection:
         """Whether the tables are of an older layout (memory ids global, the
         summary in the row, numbered policy versions only): they are dropped
         and rebuilt from the log."""
-        columns = {r[1]: r[2] for r in conn.execute("PRAGMA table_info(memories)")}
-        derivation_columns = {r[1] for r in conn.execute("PRAGMA table_info(derivations)")}
+        columns = column_types(conn, "memories")
+        derivation_columns = column_types(conn, "derivations")
         return bool(columns) and (
             "summary" in columns or "tenant" not in derivation_columns or columns["revocation_version"] != "TEXT"
         )
@@ -371,7 +372,7 @@ class UsableProjection:
     def finish_bulk(self, conn: sqlite3.Connection) -> None:
         self.create_indexes(conn)
         conn.execute("DELETE FROM memories_fts")
-        if self.text_source is stored_texts and _has_table(conn, "texts"):
+        if self.text_source is stored_texts and has_table(conn, "texts"):
             conn.execute(
                 "INSERT INTO memories_fts (rowid, summary, content) "
                 "SELECT m.mid, coalesce(CAST(t.summary AS TEXT), ''), coalesce(CAST(t.content AS TEXT), '') "
@@ -412,7 +413,3 @@ class UsableProjection:
                 "ORDER BY m.tenant, m.memory_id"
             ).fetchall(),
         }
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None

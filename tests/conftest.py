@@ -15,6 +15,8 @@ from memwarden.engine import Warden, configure_logging
 from memwarden.engine.faces.cli import cli
 from memwarden.events import FrozenClock, MemorySaved, Scope, SQLiteEventLog, content_checksum
 
+from .backends import BACKENDS, Backend
+
 START = "2026-01-05T09:00:00Z"
 
 configure_logging(level="WARNING")
@@ -38,9 +40,15 @@ def clock() -> FrozenClock:
     return FrozenClock(START)
 
 
+@pytest.fixture(params=BACKENDS, ids=lambda b: b.name)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The store every contract test runs against, once per backend."""
+    return request.param
+
+
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "memwarden.db"
+def db_path(tmp_path: Path, backend: Backend) -> Path:
+    return backend.db(tmp_path)
 
 
 @pytest.fixture
@@ -55,14 +63,6 @@ def warden(db_path: Path, clock: FrozenClock) -> Iterator[Warden]:
     w = Warden(db_path, clock=clock)
     yield w
     w.close()
-
-
-def text_rowid(conn: Any, checksum: str) -> int:
-    """The text-store row whose content hashes to ``checksum`` (tests that damage a text)."""
-    for rowid, content in conn.execute("SELECT rowid, CAST(content AS BLOB) FROM texts"):
-        if content is not None and content_checksum(bytes(content)) == checksum:
-            return int(rowid)
-    raise LookupError(checksum)
 
 
 def saved(i: int, *, tenant: str = "acme", memory_id: str | None = None, version: int = 1, **extra: Any) -> MemorySaved:
@@ -106,10 +106,50 @@ def save_memory(
     )
 
 
+@pytest.fixture
+def scoped(warden: Warden, clock: FrozenClock) -> Warden:
+    """The query tests' corpus: three memories of acme in two projects and
+    scopes, Korean and English, a second apart, and one of globex."""
+    save_memory(
+        warden,
+        "a",
+        tenant="acme",
+        project="p1",
+        summary="서울에서 열린 회의",
+        kind="external_fact",
+        scope={"user": "kim", "agent": "planner", "permission": "calendar"},
+    )
+    clock.advance("1s")
+    save_memory(
+        warden,
+        "b",
+        tenant="acme",
+        project="p2",
+        summary="부산 출장 계획",
+        kind="research_result",
+        scope={"user": "lee", "agent": "travel"},
+        content="KTX 08:00 출발",
+        ttl=None,
+    )
+    clock.advance("1s")
+    save_memory(
+        warden,
+        "c",
+        tenant="acme",
+        project="p1",
+        summary="Quarterly budget",
+        kind="project_rule",
+        scope={"tool": "sheets"},
+    )
+    clock.advance("1s")
+    save_memory(warden, "x", tenant="globex", project="p1", summary="서울 사무실 이전")
+    return warden
+
+
 class Cli:
     """Runs the real click command in-process against one database."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path | str) -> None:
         self.db = db
         self.runner = CliRunner()
 
@@ -127,7 +167,9 @@ def run_cli(db_path: Path) -> Cli:
     return Cli(db_path)
 
 
-def memwarden_subprocess(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def memwarden_subprocess(
+    db: Path | str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The installed console script, as a user would run it."""
     exe = Path(sys.executable).with_name("memwarden")
     return subprocess.run(

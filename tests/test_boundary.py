@@ -1,8 +1,9 @@
-"""The storage boundary, as far as it is drawn: the faces hold no SQL,
-import no database driver and reach no private part of the engine; the
-engine holds no SQL (it asks the store, under projections/ and events/, by
-name); the engine modules that still take a database connection are named
-here, and the list only shrinks (the store port of issue #18 empties it)."""
+"""The storage boundary: the faces hold no SQL, import no database driver
+and reach no private part of the engine; the engine holds no SQL and
+imports no driver (it asks the store port, ``memwarden.projections.Store``,
+by name); and the contract tests speak to memwarden's public API alone, so
+that they run unchanged on every backend (what they must do behind the
+engine's back goes through ``tests/backends.py``)."""
 
 from __future__ import annotations
 
@@ -15,18 +16,6 @@ SQL = re.compile(
     r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|PRAGMA\s|WITH\s+RECURSIVE)\b",
     re.I | re.S,
 )
-
-# engine modules that still take a database connection (``sqlite3``, for its
-# type): the store port of issue #18 replaces it with a store object, and
-# each module leaves this list as it does; none may join it
-STILL_TAKING_A_CONNECTION = {
-    "_core.py",
-    "_derivation.py",
-    "_history.py",
-    "_records.py",
-    "_saving.py",
-    "_versions.py",
-}
 
 
 def strings(tree: ast.AST) -> list[str]:
@@ -70,11 +59,42 @@ def test_the_engine_holds_no_sql() -> None:
     assert not holding, f"SQL in the engine (it belongs in the store, under projections/ or events/): {holding}"
 
 
-def test_no_engine_module_newly_takes_a_connection() -> None:
-    taking = {p.name for p in (ROOT / "engine").glob("*.py") if "sqlite3" in imports(ast.parse(p.read_text("utf-8")))}
-    assert taking <= STILL_TAKING_A_CONNECTION, f"new in the engine: {sorted(taking - STILL_TAKING_A_CONNECTION)}"
-    # a module that no longer does leaves the list, so the list stays true
-    assert STILL_TAKING_A_CONNECTION <= taking, f"remove from the list: {sorted(STILL_TAKING_A_CONNECTION - taking)}"
+DRIVERS = {"sqlite3", "sqlite_utils", "psycopg", "psycopg_pool"}
+
+
+def test_the_engine_imports_no_database_driver() -> None:
+    for path in sorted((ROOT / "engine").rglob("*.py")):
+        used = imports(ast.parse(path.read_text("utf-8")))
+        assert not used & DRIVERS, f"{path.relative_to(ROOT)} imports {sorted(used & DRIVERS)}"
+        private = {m for m in used if m.startswith("memwarden.projections._")}
+        assert not private, f"{path.relative_to(ROOT)} reaches into the store's private {sorted(private)}"
+
+
+def contract_tests() -> list[Path]:
+    """The behaviour tests: every test file but the SQLite-only ones and this one."""
+    found = [*(ROOT / "tests").glob("test_*.py"), *(ROOT / "tests" / "reliability").glob("test_*.py")]
+    return sorted(p for p in found if p.name != "test_boundary.py")
+
+
+def test_the_contract_tests_speak_only_to_the_public_api() -> None:
+    assert len(contract_tests()) > 20
+    for path in contract_tests():
+        text = path.read_text("utf-8")
+        tree = ast.parse(text)
+        assert not holds_sql(path), f"{path.name} holds SQL: it belongs in tests/backends.py or tests/sqlite/"
+        used = imports(tree)
+        assert not used & DRIVERS, f"{path.name} imports {sorted(used & DRIVERS)}"
+        for reach in (".conn", ".projector", "SQLiteEventLog", "SQLiteStore", "SQLiteView"):
+            assert reach not in text, f"{path.name} reaches the SQLite store ({reach})"
+
+
+def test_every_backend_is_a_whole_backend() -> None:
+    """Each backend the contract suite runs on implements every hook."""
+    from .backends import BACKENDS
+
+    assert BACKENDS
+    for backend in BACKENDS:
+        assert not getattr(type(backend), "__abstractmethods__", None), backend.name
 
 
 def test_the_detector_finds_sql() -> None:

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memwarden.events import canonical_json, canonical_ts, format_ts, parse_ts
-from memwarden.events._canonical import envelope_preimage
+from memwarden.events._canonical import envelope_preimage, preimage_bytes
 
 KST = timezone(timedelta(hours=9))
 
@@ -96,6 +95,21 @@ def test_envelope_preimage_is_canonical_json(
         prev_hash="0" * 64,
     )
     assert got == expected
+    # the append path's spelling writes the same bytes
+    fast = preimage_bytes(
+        seq,
+        event_id,
+        type_,
+        stream,
+        sv,
+        envelope["occurred_at"],
+        envelope["recorded_at"],
+        actor,
+        1,
+        canonical_json(payload),
+        "0" * 64,
+    )
+    assert fast == expected.encode("utf-8")
 
 
 @given(
@@ -144,62 +158,6 @@ def test_the_verify_loop_hashes_exactly_like_append(event_id: str, stream: str, 
     good = (*row[:11], expected)
     assert row_hash(good) == expected
     assert [p for _, p in check_rows([good], prev_seq=seq - 1, prev_hash=prev, prev_time=None)] == [None]
-
-
-_SQL_CONN = sqlite3.connect(":memory:")
-
-
-@settings(max_examples=300)
-@given(
-    st.text(min_size=1),
-    st.text(min_size=1),
-    st.text(min_size=1),
-    st.integers(1, 2**62),
-    st.integers(1, 2**62),
-    st.dictionaries(st.text(), st.text(), max_size=4),
-)
-def test_sqlite_builds_the_same_preimage(
-    event_id: str, stream: str, actor: str, seq: int, stream_version: int, payload: dict
-) -> None:
-    """The audit's fast path (SQLite concatenates the envelope) is the
-    canonical encoding, control characters, quotes and Korean included."""
-    from memwarden.events._sqlite_chain import PREIMAGE_SQL
-
-    try:
-        payload_json = canonical_json(payload)
-        (event_id + stream + actor + payload_json).encode("utf-8")
-    except UnicodeEncodeError:
-        return  # lone surrogates never reach the log: SQLite text is UTF-8
-    prev = "cd" * 32
-    values = {
-        "seq": seq,
-        "event_id": event_id,
-        "type": "memory.saved",
-        "stream": stream,
-        "stream_version": stream_version,
-        "occurred_at": "2026-01-05T09:00:00.000000Z",
-        "recorded_at": "2026-01-05T09:00:00.000001Z",
-        "actor": actor,
-        "schema_version": 1,
-        "payload": payload_json,
-        "prev_hash": prev,
-    }
-    columns = ", ".join(f":{k} AS {k}" for k in values)
-    (got,) = _SQL_CONN.execute(f"SELECT {PREIMAGE_SQL} FROM (SELECT {columns})", values).fetchone()
-    expected = prev + envelope_preimage(
-        seq=seq,
-        event_id=event_id,
-        type="memory.saved",
-        stream=stream,
-        stream_version=stream_version,
-        occurred_at=values["occurred_at"],
-        recorded_at=values["recorded_at"],
-        actor=actor,
-        schema_version=1,
-        payload_json=payload_json,
-        prev_hash=prev,
-    )
-    assert got == expected
 
 
 # -- orjson writes the bytes; json's settings define them -------------------
@@ -312,7 +270,7 @@ def test_only_readback_events_may_hold_floats() -> None:
 
 
 def test_the_preimage_bytes_are_the_envelope_preimage() -> None:
-    from memwarden.events._canonical import chain_hash, preimage_bytes
+    from memwarden.events._canonical import chain_hash
 
     fields = dict(
         seq=7,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
 from memwarden.engine import InvalidInput, Scheduler, Warden, readback_records
 from memwarden.events import FrozenClock, MemoryExpired, MemorySaved, ParentRef, Scope, content_checksum
 
-from .conftest import Cli, text_rowid
+from .backends import Backend
+from .conftest import Cli
 
 
 @pytest.fixture
@@ -70,7 +70,9 @@ def test_a_healthy_tree_is_usable_and_explained(tree: Warden, run_cli: Cli) -> N
 
 
 @pytest.mark.parametrize("how", ["revoked", "erased", "invalidated", "quarantined"])
-def test_evidence_taken_away_invalidates_everything_above_in_the_same_commit(tree: Warden, how: str) -> None:
+def test_evidence_taken_away_invalidates_everything_above_in_the_same_commit(
+    tree: Warden, how: str, backend: Backend
+) -> None:
     head = tree.log.head().seq
     if how == "revoked":
         result = tree.revoke({"ids": ["evidence"]}, reason="leak")
@@ -81,12 +83,7 @@ def test_evidence_taken_away_invalidates_everything_above_in_the_same_commit(tre
         tree.evidence_file.write_text("3분기 매출 3% 감소", encoding="utf-8")  # type: ignore[attr-defined]
         assert tree.verify("evidence").outcome == "changed"
     else:
-        raw = sqlite3.connect(tree.path, isolation_level=None)
-        raw.execute(
-            "UPDATE texts SET content = X'00' WHERE rowid = ?",
-            (text_rowid(raw, content_checksum("3분기 매출 12% 증가")),),
-        )
-        raw.close()
+        backend.replace_text(Path(tree.path), content_checksum("3분기 매출 12% 증가"), b"\x00")
         tree.evidence_file.write_text("gone", encoding="utf-8")  # type: ignore[attr-defined]  # no resync
         assert tree.get("evidence").reason == "integrity_failed"
     new = list(tree.log.read(after_seq=head))

@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import AddressPolicy, Fetchers, FetchFailed, PolicyFile, Scheduler, TtlPolicy, Warden
 from memwarden.events import FrozenClock
 
+from .backends import Backend
 from .test_http import Server, save_body, start_server
 
 SECRET = "internal: db password hunter2"
@@ -387,10 +388,14 @@ def test_the_embedded_scheduler_refuses_every_case(guarded: Server, secret_port:
         assert not pending, f"the scheduler never re-verified {sorted(pending)}"
 
 
-def test_an_in_process_scheduler_refuses_every_case(tmp_path: Path, secret_port: int, allowed_port: int) -> None:
+def test_an_in_process_scheduler_refuses_every_case(
+    tmp_path: Path, secret_port: int, allowed_port: int, backend: Backend
+) -> None:
     clock = FrozenClock("2026-01-05T09:00:00Z")
     policy = TtlPolicy({"watched": {"ttl": "1h", "reverify": True}})
-    w = Warden(tmp_path / "s.db", clock=clock, policy=policy, fetchers=allowed(timeout=1.5, max_bytes=100_000))
+    w = Warden(
+        backend.db(tmp_path, "s.db"), clock=clock, policy=policy, fetchers=allowed(timeout=1.5, max_bytes=100_000)
+    )
     try:
         all_cases = cases(secret_port, allowed_port)
         for n, (_, url, _) in enumerate(all_cases):
@@ -406,10 +411,12 @@ def test_an_in_process_scheduler_refuses_every_case(tmp_path: Path, secret_port:
         w.close()
 
 
-def test_serve_allow_local_sources_lets_development_fetch_loopback(tmp_path: Path, allowed_port: int) -> None:
+def test_serve_allow_local_sources_lets_development_fetch_loopback(
+    tmp_path: Path, allowed_port: int, backend: Backend
+) -> None:
     from memwarden.engine.faces.http import create_app
 
-    w = Warden(tmp_path / "dev.db")
+    w = Warden(backend.db(tmp_path, "dev.db"))
     try:
         create_app(w, allow_local_sources=True, scheduler=False, mcp=False)
         assert w.fetchers.fetch({"source_url": f"http://127.0.0.2:{allowed_port}/"}).endswith("127.0.0.2")

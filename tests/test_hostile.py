@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import InvalidInput, Limits, PolicyFile, TooLarge, Warden
 from memwarden.events import FrozenClock, content_checksum
 
+from .backends import Backend
 from .conftest import Cli
 from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
@@ -165,9 +166,11 @@ def test_limits_come_from_the_policy_file(tmp_path: Path) -> None:
         PolicyFile.read(policy)
 
 
-def test_a_derivation_chain_far_past_the_recursion_limit(tmp_path: Path) -> None:
+def test_a_derivation_chain_far_past_the_recursion_limit(tmp_path: Path, backend: Backend) -> None:
     clock = FrozenClock("2026-01-05T09:00:00Z")
-    w = Warden(tmp_path / "deep.db", clock=clock, limits=Limits(max_derivation_depth=1500), synchronous="OFF")
+    w = Warden(
+        backend.db(tmp_path, "deep.db"), clock=clock, limits=Limits(max_derivation_depth=1500), synchronous="OFF"
+    )
     try:
         w.fetchers.register("same", lambda row: f"c{row['memory_id']}")
         for n in range(1200):  # Python's recursion limit is 1000
@@ -190,8 +193,8 @@ def test_a_derivation_chain_far_past_the_recursion_limit(tmp_path: Path) -> None
         w.close()
 
 
-def test_the_derivation_depth_limit(tmp_path: Path) -> None:
-    w = Warden(tmp_path / "limit.db", limits=Limits(max_derivation_depth=3, max_parents=2))
+def test_the_derivation_depth_limit(tmp_path: Path, backend: Backend) -> None:
+    w = Warden(backend.db(tmp_path, "limit.db"), limits=Limits(max_derivation_depth=3, max_parents=2))
     try:
         for n in range(3):
             w.save(

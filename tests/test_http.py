@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,6 +17,8 @@ import pytest
 from memwarden.engine import Warden
 from memwarden.engine._keys import KeyStore
 from memwarden.events import content_checksum
+
+from .backends import Backend
 
 
 @dataclass
@@ -306,26 +307,18 @@ def test_min_seq_answers_409_when_the_view_is_behind(server: Server) -> None:
     assert response.headers["retry-after"] == "1"
 
 
-def test_damage_to_the_servers_own_log_or_view_is_a_503_naming_it(tmp_path: Path) -> None:
+def test_damage_to_the_servers_own_log_or_view_is_a_503_naming_it(tmp_path: Path, backend: Backend) -> None:
     """Not a 422: the request was fine, the store is not (a file edited by hand)."""
-    damaged = start_server(tmp_path / "damaged.db", "--no-scheduler")
-
-    def tamper(*statements: str) -> None:
-        conn = sqlite3.connect(damaged.db, isolation_level=None)
-        conn.execute("DROP TRIGGER IF EXISTS events_refuse_update")
-        for statement in statements:
-            conn.execute(statement)
-        conn.close()
-
+    damaged = start_server(backend.db(tmp_path, "damaged.db"), "--no-scheduler")
     try:
         with damaged.client("agent") as c:
             seq = c.post("/v1/memories", json=save_body("d-1")).json()["seq"]
-        tamper(f"UPDATE events SET payload = X'006e6f742074657874' WHERE seq = {seq}")
+        backend.rewrite_payload(damaged.db, seq, b"\x00not text")
         with damaged.client("auditor") as c:
             response = c.get("/v1/memories/d-1/explain")
         assert response.status_code == 503, response.text
         assert response.json()["error"] == "log_damaged" and f"event seq {seq}" in response.json()["problem"]
-        tamper("UPDATE memories SET derived_from = '7' WHERE memory_id = 'd-1'")
+        backend.set_view(damaged.db, "d-1", derived_from="7")
         with damaged.client("agent") as c:
             response = c.get("/v1/memories/d-1")
         assert response.status_code == 503, response.text

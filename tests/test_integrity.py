@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -10,19 +9,13 @@ import pytest
 from memwarden.engine import SaveResult, Warden
 from memwarden.events import FrozenClock
 
-from .conftest import Cli, text_rowid
+from .backends import Backend
+from .conftest import Cli
 
 
-def corrupt(db: Path, checksum: str) -> None:
-    conn = sqlite3.connect(db, isolation_level=None)
-    rowid = text_rowid(conn, checksum)
-    data = bytearray(conn.execute("SELECT content FROM texts WHERE rowid = ?", (rowid,)).fetchone()[0])
-    data[0] ^= 0x01  # one bit
-    conn.execute("UPDATE texts SET content = ? WHERE rowid = ?", (bytes(data), rowid))
-    conn.close()
-
-
-def test_bit_flip_is_quarantined_and_resynced_from_a_file(warden: Warden, tmp_path: Path, run_cli: Cli) -> None:
+def test_bit_flip_is_quarantined_and_resynced_from_a_file(
+    warden: Warden, tmp_path: Path, run_cli: Cli, backend: Backend
+) -> None:
     source = tmp_path / "rule.md"
     source.write_text("배포는 금요일에 하지 않는다", encoding="utf-8")
     saved = warden.save(
@@ -33,7 +26,7 @@ def test_bit_flip_is_quarantined_and_resynced_from_a_file(warden: Warden, tmp_pa
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
     )
-    corrupt(Path(warden.path), saved.checksum)
+    backend.flip_text(Path(warden.path), saved.checksum)
     view = warden.get("rule")
     # detected, recorded, restored from the source: usable with the right text
     assert view.usable and view.content == "배포는 금요일에 하지 않는다"
@@ -44,7 +37,7 @@ def test_bit_flip_is_quarantined_and_resynced_from_a_file(warden: Warden, tmp_pa
 
 
 def test_without_a_good_source_it_stays_quarantined_and_is_never_served(
-    warden: Warden, tmp_path: Path, run_cli: Cli
+    warden: Warden, tmp_path: Path, run_cli: Cli, backend: Backend
 ) -> None:
     source = tmp_path / "rule.md"
     source.write_text("original", encoding="utf-8")
@@ -57,7 +50,7 @@ def test_without_a_good_source_it_stays_quarantined_and_is_never_served(
         scope={"tenant": "acme"},
     )
     source.write_text("changed meanwhile", encoding="utf-8")
-    corrupt(Path(warden.path), saved.checksum)
+    backend.flip_text(Path(warden.path), saved.checksum)
     for _ in range(2):
         view = warden.get("rule")
         assert not view.usable and view.reason == "integrity_failed" and view.content is None
@@ -73,7 +66,7 @@ def test_without_a_good_source_it_stays_quarantined_and_is_never_served(
     assert warden.get("rule").usable
 
 
-def test_resync_from_git_show_branch_path(warden: Warden, tmp_path: Path) -> None:
+def test_resync_from_git_show_branch_path(warden: Warden, tmp_path: Path, backend: Backend) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     env = {
@@ -100,7 +93,7 @@ def test_resync_from_git_show_branch_path(warden: Warden, tmp_path: Path) -> Non
         branch="main",
         scope={"tenant": "acme"},
     )
-    corrupt(Path(warden.path), saved.checksum)
+    backend.flip_text(Path(warden.path), saved.checksum)
     view = warden.get("git-rule")
     assert view.usable and view.content == "규칙: 테스트 먼저"
 
@@ -117,17 +110,15 @@ def save_text(warden: Warden) -> SaveResult:
     )
 
 
-def test_a_missing_blob_counts_as_corruption(warden: Warden) -> None:
+def test_a_missing_blob_counts_as_corruption(warden: Warden, backend: Backend) -> None:
     saved = save_text(warden)
-    conn = sqlite3.connect(warden.path, isolation_level=None)
-    conn.execute("UPDATE texts SET content = NULL WHERE rowid = ?", (text_rowid(conn, saved.checksum),))
-    conn.close()
+    backend.replace_text(Path(warden.path), saved.checksum, None)
     view = warden.get("m")
     assert not view.usable and view.reason == "integrity_failed"
 
 
 @pytest.mark.parametrize("flips", [1, 7])
-def test_query_path_detects_flips_too(warden: Warden, clock: FrozenClock, flips: int) -> None:
+def test_query_path_detects_flips_too(warden: Warden, clock: FrozenClock, flips: int, backend: Backend) -> None:
     checksums = []
     for i in range(10):
         checksums.append(
@@ -141,7 +132,7 @@ def test_query_path_detects_flips_too(warden: Warden, clock: FrozenClock, flips:
             ).checksum
         )
     for checksum in checksums[:flips]:
-        corrupt(Path(warden.path), checksum)
+        backend.flip_text(Path(warden.path), checksum)
     served = warden.query(tenant="acme")
     assert len(served) == 10 - flips
     assert all(v.content == f"text {v.memory_id[1:]}" for v in served)
@@ -149,14 +140,12 @@ def test_query_path_detects_flips_too(warden: Warden, clock: FrozenClock, flips:
 
 @pytest.mark.parametrize("stored", ["tampered text", "text", 42, b"\xff\xfe not utf-8"])
 def test_a_blob_rewritten_with_another_type_or_bad_bytes_is_judged_not_crashed(
-    warden: Warden, stored: object, run_cli: Cli
+    warden: Warden, stored: object, run_cli: Cli, backend: Backend
 ) -> None:
     """Raw SQL can put any type in the content column (SQLite does not
     enforce BLOB): the read paths and the audit hash whatever bytes are there."""
     saved = save_text(warden)
-    conn = sqlite3.connect(warden.path, isolation_level=None)
-    conn.execute("UPDATE texts SET content = ? WHERE rowid = ?", (stored, text_rowid(conn, saved.checksum)))
-    conn.close()
+    backend.replace_text(Path(warden.path), saved.checksum, stored)
     same = stored == "text"  # the same text stored as TEXT: the same bytes
     assert run_cli.json("audit", "verify")["texts_damaged"] == (0 if same else 1)
     for view in (warden.get("m"), *warden.query(tenant="acme", include_unusable=True)):

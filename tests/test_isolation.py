@@ -5,7 +5,6 @@ exactly what it names, and an export restores a working database."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,15 +12,11 @@ from memwarden.engine import Access, AmbiguousMemory, InvalidInput, MemoryIdTake
 from memwarden.engine._memory_api import memory_id_of
 from memwarden.events import FrozenClock
 
+from .backends import Backend
 from .conftest import Cli, save_memory
 
 TA = Access(("ta",))
 TB = Access(("tb",))
-DATA = Path(__file__).parent / "data"
-
-
-def raw_files(db: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in db.parent.iterdir() if p.name.startswith(db.name))
 
 
 def test_two_tenants_use_one_id_without_touching_each_other(warden: Warden) -> None:
@@ -121,8 +116,8 @@ def test_revoked_versions_are_never_served_again_whatever_is_saved_after(warden:
     assert [h["version"] for h in entry["history"]] == [1, 2, 3]
 
 
-def test_erasure_destroys_exactly_what_it_names(tmp_path: Path, clock: FrozenClock) -> None:
-    db = tmp_path / "e.db"
+def test_erasure_destroys_exactly_what_it_names(tmp_path: Path, clock: FrozenClock, backend: Backend) -> None:
+    db = backend.db(tmp_path, "e.db")
     w = Warden(db, clock=clock)
     common = "SHAREDWORDS 같은 말"
     save_memory(w, "a1", tenant="ta", content="OLDVERSIONTEXT 옛 버전", summary="OLDSUMMARY")
@@ -136,8 +131,7 @@ def test_erasure_destroys_exactly_what_it_names(tmp_path: Path, clock: FrozenClo
     assert w.audit_verify()["ok"] and w.check_projections().ok
     export = tmp_path / "after.jsonl"
     w.export(export)
-    w.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    files = raw_files(db)
+    files = backend.bytes_at_rest(db)
     for gone in ("OLDVERSIONTEXT", "ERASEDSUMMARY", "OLDSUMMARY"):
         assert gone.encode() not in files, gone
         assert gone not in export.read_text(encoding="utf-8"), gone
@@ -147,8 +141,8 @@ def test_erasure_destroys_exactly_what_it_names(tmp_path: Path, clock: FrozenClo
     w.close()
 
 
-def test_export_is_a_backup(tmp_path: Path, clock: FrozenClock) -> None:
-    w = Warden(tmp_path / "src.db", clock=clock)
+def test_export_is_a_backup(tmp_path: Path, clock: FrozenClock, backend: Backend) -> None:
+    w = Warden(backend.db(tmp_path, "src.db"), clock=clock)
     save_memory(w, "m1", tenant="ta", content="한국어 내용")
     save_memory(w, "m1", tenant="tb", content="other")
     save_memory(w, "gone", tenant="ta", content="to erase")
@@ -163,7 +157,7 @@ def test_export_is_a_backup(tmp_path: Path, clock: FrozenClock) -> None:
     path = tmp_path / "backup.jsonl"
     w.export(path)
     w.close()
-    fresh = Warden(tmp_path / "restored.db", clock=clock)
+    fresh = Warden(backend.db(tmp_path, "restored.db"), clock=clock)
     assert fresh.import_log(path) > 0
     after = {
         (v.scope["tenant"], v.memory_id): (v.status, v.usable, v.content)
@@ -175,8 +169,10 @@ def test_export_is_a_backup(tmp_path: Path, clock: FrozenClock) -> None:
     fresh.close()
 
 
-def test_an_export_whose_text_was_altered_is_refused_naming_the_line(tmp_path: Path, clock: FrozenClock) -> None:
-    w = Warden(tmp_path / "src.db", clock=clock)
+def test_an_export_whose_text_was_altered_is_refused_naming_the_line(
+    tmp_path: Path, clock: FrozenClock, backend: Backend
+) -> None:
+    w = Warden(backend.db(tmp_path, "src.db"), clock=clock)
     save_memory(w, "m1", tenant="ta", content="original")
     path = tmp_path / "backup.jsonl"
     w.export(path)
@@ -184,36 +180,7 @@ def test_an_export_whose_text_was_altered_is_refused_naming_the_line(tmp_path: P
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     lines[-1] = lines[-1].replace("original", "altered!")
     path.write_text("".join(lines), encoding="utf-8")
-    cli = Cli(tmp_path / "target.db")
+    cli = Cli(backend.db(tmp_path, "target.db"))
     result = cli("import", str(path))
     assert result.exit_code == 2 and f"line {len(lines)}" in result.stderr
     assert cli.json("audit", "head")["seq"] == 0
-
-
-def test_a_database_from_before_tenant_identity_opens_verifies_and_answers_the_same(tmp_path: Path) -> None:
-    db = tmp_path / "legacy.db"
-    shutil.copy(DATA / "legacy_v1.db", db)
-    expected = json.loads((DATA / "legacy_v1.json").read_text(encoding="utf-8"))
-    w = Warden(db, clock=FrozenClock(expected["now"]))
-    assert w.audit_verify(f"{expected['head']['seq']}:{expected['head']['hash']}")["ok"]
-    for memory_id, answer in expected["answers"].items():
-        view = w.get(memory_id)
-        got = {
-            "status": view.status,
-            "usable": view.usable,
-            "reason": view.reason,
-            "version": view.version,
-            "content": view.content,
-            "summary": view.summary,
-            "tenant": view.scope["tenant"],
-        }
-        assert got == answer, memory_id
-    assert w.check_projections().ok
-    # the two memories that shared one text now each hold their own
-    w.erase(memory_id="a2", reason="request")
-    assert w.get("b1").content == "shared words"
-    # and the old memory goes on under its tenant
-    save_memory(w, "a1", tenant="ta", content="v3")
-    assert w.get("a1").version == 3
-    assert [h["event"] for h in w.explain("a1")["history"]].count("memory.saved") == 3
-    w.close()

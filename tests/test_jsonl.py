@@ -16,6 +16,7 @@ from memwarden.events import (
     verify_file,
 )
 
+from .backends import Backend
 from .conftest import Cli, save_memory, saved
 
 
@@ -32,9 +33,9 @@ def exported(warden: Warden, tmp_path: Path, clock: FrozenClock) -> Path:
 
 
 def test_export_then_import_gives_identical_hashes(
-    exported: Path, warden: Warden, tmp_path: Path, run_cli: Cli
+    exported: Path, warden: Warden, tmp_path: Path, run_cli: Cli, backend: Backend
 ) -> None:
-    other = Warden(tmp_path / "other.db")
+    other = Warden(backend.db(tmp_path, "other.db"))
     assert other.import_log(exported) == 14
     assert [e.hash for e in other.log.read()] == [e.hash for e in warden.log.read()]
     assert other.log.verify_chain().ok
@@ -50,8 +51,8 @@ def test_export_then_import_gives_identical_hashes(
     other.close()
 
 
-def test_cli_export_import(exported: Path, tmp_path: Path) -> None:
-    target = Cli(tmp_path / "cli.db")
+def test_cli_export_import(exported: Path, tmp_path: Path, backend: Backend) -> None:
+    target = Cli(backend.db(tmp_path, "cli.db"))
     assert target.json("import", str(exported)) == {"events": 14}
     again = tmp_path / "again.jsonl"
     assert target.json("export", str(again)) == {"events": 14}
@@ -59,7 +60,9 @@ def test_cli_export_import(exported: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("line_no", [1, 5, 14])
-def test_one_altered_line_is_refused_with_its_number(exported: Path, tmp_path: Path, line_no: int) -> None:
+def test_one_altered_line_is_refused_with_its_number(
+    exported: Path, tmp_path: Path, line_no: int, backend: Backend
+) -> None:
     lines = exported.read_text(encoding="utf-8").splitlines(keepends=True)
     data = json.loads(lines[line_no - 1])
     data["actor"] = data["actor"] + "x"
@@ -70,7 +73,7 @@ def test_one_altered_line_is_refused_with_its_number(exported: Path, tmp_path: P
         verify_file(bad)
     assert info.value.line == line_no
 
-    target = Cli(tmp_path / "target.db")
+    target = Cli(backend.db(tmp_path, "target.db"))
     result = target("import", str(bad))
     assert result.exit_code == 2 and f"line {line_no}" in result.stderr
     assert target.json("audit", "head")["seq"] == 0  # nothing written
@@ -101,8 +104,8 @@ def test_damage_of_every_kind_names_the_line(exported: Path, tmp_path: Path) -> 
         assert problem in str(info.value), name
 
 
-def test_import_into_a_diverged_log_is_refused(exported: Path, tmp_path: Path) -> None:
-    other = Warden(tmp_path / "other.db")
+def test_import_into_a_diverged_log_is_refused(exported: Path, tmp_path: Path, backend: Backend) -> None:
+    other = Warden(backend.db(tmp_path, "other.db"))
     save_memory(other, "something-else")
     from memwarden.events import LogDiverged
 
@@ -187,7 +190,7 @@ def test_jsonl_log_cuts_a_torn_unacknowledged_tail(tmp_path: Path, clock: Frozen
 
 @pytest.mark.parametrize("latency_ms", [0.00001, 1.5e-07, 0.25, 1e16])
 def test_floats_orjson_spells_otherwise_round_trip_byte_exact(
-    warden: Warden, tmp_path: Path, latency_ms: float
+    warden: Warden, tmp_path: Path, latency_ms: float, backend: Backend
 ) -> None:
     """A read-back latency under 1e-4 is stored as json writes it (1e-05,
     not orjson's 0.00001): export, import and an idempotent re-append all
@@ -201,7 +204,7 @@ def test_floats_orjson_spells_otherwise_round_trip_byte_exact(
     assert warden.log.append([event]) == [seq]  # re-encoded, found equal: no EventIdReused
     path = tmp_path / "floats.jsonl"
     warden.export(path)
-    other = Warden(tmp_path / "other.db")
+    other = Warden(backend.db(tmp_path, "other.db"))
     assert other.import_log(path) == seq
     assert [e.hash for e in other.log.read()] == [e.hash for e in warden.log.read()]
     other.close()

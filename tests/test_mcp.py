@@ -15,6 +15,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import Warden
 
+from .backends import Backend
 from .test_http import Server, server  # noqa: F401  (the live server fixture)
 
 TOOLS = {"memory_save", "memory_query", "memory_get", "memory_verify", "memory_explain"}
@@ -57,8 +58,8 @@ async def exercise(client: Client, tenant: str, source: str) -> None:
     assert refused.is_error and "not found" in refused.content[0].text
 
 
-def test_stdio_server_lists_and_calls_every_tool(tmp_path: Path) -> None:
-    db = tmp_path / "mcp.db"
+def test_stdio_server_lists_and_calls_every_tool(tmp_path: Path, backend: Backend) -> None:
+    db = backend.db(tmp_path, "mcp.db")
     source = tmp_path / "weather.txt"
     source.write_text("서울은 맑음", encoding="utf-8")
     params = StdioServerParameters(

@@ -4,37 +4,29 @@ replay, at every point of the history."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from memwarden.engine import Warden
-from memwarden.engine._history import build_view
-from memwarden.events import FrozenClock, MemoryExpired, RecordedEvent
-from memwarden.projections import COLUMNS, Projector, UsableProjection, fold_memory, select_rows
+from memwarden.events import FrozenClock, MemoryExpired
 
+from .backends import Backend
 from .conftest import Cli, save_memory
 
 
 def live_rows(w: Warden) -> dict[str, list[tuple[Any, ...]]]:
-    return UsableProjection().digest_rows(w.conn)
+    return w.store.view_rows()
 
 
 def replay_rows(w: Warden, seq: int) -> dict[str, list[tuple[Any, ...]]]:
-    conn = build_view(w, seq)
-    try:
-        return UsableProjection(text_source=None).digest_rows(conn)
-    finally:
-        conn.close()
+    return w.store.view_rows(seq)
 
 
 def comparable(rows: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
@@ -47,19 +39,27 @@ def comparable(rows: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
     }
 
 
-def history(w: Warden, clock: FrozenClock) -> None:
-    save_memory(w, "a", summary="서울 날씨 요약", tenant="acme", ttl="1h")
-    save_memory(w, "b", tenant="acme", project="p2", scope={"user": "kim"})
-    save_memory(w, "c", tenant="globex", ttl=None, kind="permission")
-    clock.advance("2h")
-    w.log.append([MemoryExpired(tenant="acme", memory_id="a", version=1, expires_at="2026-01-05T10:00:00Z")])
-    save_memory(w, "a", summary="서울 날씨 새 요약", tenant="acme", ttl="1h")
-    w.set_policy("default", 2)
-    save_memory(w, "d", tenant="acme")
-    w.revoke({"tenant": "acme", "project": "p2"}, reason="leak")
-    w.erase(memory_id="d", reason="asked")
-    clock.advance("1h")
-    save_memory(w, "e", tenant="globex", scope={"user": "kim"})
+def history(w: Warden, clock: FrozenClock, after: Callable[[], None] = lambda: None) -> None:
+    """A little of everything, each step its own commit; ``after`` runs after each."""
+    steps: list[Callable[[], Any]] = [
+        lambda: save_memory(w, "a", summary="서울 날씨 요약", tenant="acme", ttl="1h"),
+        lambda: save_memory(w, "b", tenant="acme", project="p2", scope={"user": "kim"}),
+        lambda: save_memory(w, "c", tenant="globex", ttl=None, kind="permission"),
+        lambda: clock.advance("2h"),
+        lambda: w.log.append(
+            [MemoryExpired(tenant="acme", memory_id="a", version=1, expires_at="2026-01-05T10:00:00Z")]
+        ),
+        lambda: save_memory(w, "a", summary="서울 날씨 새 요약", tenant="acme", ttl="1h"),
+        lambda: w.set_policy("default", 2),
+        lambda: save_memory(w, "d", tenant="acme"),
+        lambda: w.revoke({"tenant": "acme", "project": "p2"}, reason="leak"),
+        lambda: w.erase(memory_id="d", reason="asked"),
+        lambda: clock.advance("1h"),
+        lambda: save_memory(w, "e", tenant="globex", scope={"user": "kim"}),
+    ]
+    for step in steps:
+        step()
+        after()
 
 
 def test_inline_equals_rebuild_equals_replay(warden: Warden, clock: FrozenClock, run_cli: Cli) -> None:
@@ -76,15 +76,13 @@ def test_inline_equals_rebuild_equals_replay(warden: Warden, clock: FrozenClock,
 
 
 def test_replay_at_every_seq_equals_the_inline_view_then(warden: Warden, clock: FrozenClock) -> None:
+    """The view after each commit equals a replay to that commit's last seq."""
     snapshots: dict[int, dict[str, Any]] = {}
-    original = warden.projector.on_append
 
-    def spy(conn: sqlite3.Connection, events: Any) -> None:
-        original(conn, events)
-        snapshots[events[-1].seq] = comparable(UsableProjection().digest_rows(conn))
+    def snapshot() -> None:
+        snapshots[warden.head_seq()] = comparable(live_rows(warden))
 
-    warden.log.subscribers = [spy]
-    history(warden, clock)
+    history(warden, clock, after=snapshot)
     head = warden.log.head().seq
     assert sorted(snapshots)[-1] == head
     for seq in range(1, head + 1):
@@ -112,53 +110,11 @@ def test_replay_cli_as_of_and_seq(warden: Warden, clock: FrozenClock, run_cli: C
     assert warden.check_projections().ok
 
 
-def test_tracking_only_moves_forward(warden: Warden) -> None:
-    for i in range(5):
-        save_memory(warden, f"m{i}")
-    conn = warden.conn
-    warden.projector.track(conn, "usable", 2)
-    assert warden.projector.positions(conn)["usable"] == 5
-    warden.projector.track(conn, "usable", 9)
-    assert warden.projector.positions(conn)["usable"] == 9
-
-
-def test_a_behind_projection_catches_up_from_its_checkpoint(db_path: Path, clock: FrozenClock, tmp_path: Path) -> None:
-    w = Warden(db_path, clock=clock)
-    history(w, clock)
-    expected = live_rows(w)
-    w.close()
-    # a copied database whose projections were never built (or were lost)
-    copy = tmp_path / "copy.db"
-    shutil.copy(db_path, copy)
-    raw = sqlite3.connect(copy, isolation_level=None)
-    for table in ("memories", "memories_fts", "revocations", "policies", "stats", "projection_tracking"):
-        raw.execute(f"DROP TABLE {table}")
-    raw.close()
-    again = Warden(copy, clock=clock)
-    assert live_rows(again)["memories"] == expected["memories"]
-    assert again.check_projections().ok
-    again.close()
-
-
-def test_a_projection_in_another_database_file_catches_up(warden: Warden, clock: FrozenClock, tmp_path: Path) -> None:
+def test_projections_check_names_the_first_differing_memory(
+    warden: Warden, clock: FrozenClock, run_cli: Cli, backend: Backend
+) -> None:
     history(warden, clock)
-    other = sqlite3.connect(tmp_path / "replica.db", isolation_level=None)
-    projector = Projector()
-    projector.install(other)
-    first = warden.log.head().seq
-    assert projector.catch_up(other, lambda after: warden.log.read(after_seq=after)) == first * 2  # two projections
-    save_memory(warden, "late", tenant="acme")
-    assert projector.catch_up(other, lambda after: warden.log.read(after_seq=after)) == 2
-    assert projector.positions(other) == {"usable": first + 1, "stats": first + 1}
-    assert UsableProjection().digest_rows(other)["memories"] == live_rows(warden)["memories"]
-    other.close()
-
-
-def test_projections_check_names_the_first_differing_memory(warden: Warden, clock: FrozenClock, run_cli: Cli) -> None:
-    history(warden, clock)
-    raw = sqlite3.connect(warden.path, isolation_level=None)
-    raw.execute("UPDATE memories SET status = 'usable', reason = NULL WHERE memory_id = 'b'")
-    raw.close()
+    backend.set_view(Path(warden.path), "b", status="usable", reason=None)
     result = run_cli("projections", "check", "--json")
     assert result.exit_code == 1
     import json
@@ -242,7 +198,8 @@ def test_sigkill_between_appends_leaves_view_and_log_consistent(db_path: Path, t
         proc.communicate()
         w = Warden(db_path)
         assert w.log.verify_chain().ok
-        assert w.projector.position(w.conn) == w.log.head().seq
+        with w.reading() as view:
+            assert view.position() == w.log.head().seq
         assert w.check_projections().ok
         w.close()
 
@@ -253,90 +210,3 @@ def test_an_empty_log_has_an_empty_view(tmp_path: Path, n: int) -> None:
     assert w.check_projections().ok
     assert w.replay(seq=0)["memories"] == []
     w.close()
-
-
-STATUSES_FOR_FOLD = ["usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined"]
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    rows=st.lists(st.tuples(st.sampled_from(STATUSES_FOR_FOLD), st.integers(1, 3)), min_size=1, max_size=6),
-    hits=st.lists(st.tuples(st.integers(0, 7), st.integers(1, 3), st.sampled_from(["source_changed", "x"]))),
-)
-def test_a_batch_of_invalidations_equals_the_fold(
-    rows: list[tuple[str, int]], hits: list[tuple[int, int, str]]
-) -> None:
-    """The set form of the cascade's writes (one UPDATE per batch) leaves
-    every row as ``fold_memory`` would, one event at a time."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    view = UsableProjection(text_source=None)
-    view.create(conn)
-    stored = {}
-    for n, (status, version) in enumerate(rows):
-        row = {c: None for c in COLUMNS} | {
-            "memory_id": f"m{n}",
-            "version": version,
-            "kind": "k",
-            "status": status,
-            "tenant": "t",
-            "source_url": "s",
-            "fetched_at": "2026-01-05T09:00:00.000000Z",
-            "policy": "default",
-            "revocation_version": "1",
-            "checksum": "sha256:" + "0" * 64,
-            "content_length": 0,
-            "derived_from": "[]",
-            "first_seq": n + 1,
-            "last_seq": n + 1,
-        }
-        conn.execute(
-            f"INSERT INTO memories (mid, {', '.join(COLUMNS)}) VALUES (?{', ?' * len(COLUMNS)})",
-            [n + 1, *(row[c] for c in COLUMNS)],
-        )
-        stored[row["memory_id"]] = row
-    events = [
-        RecordedEvent(
-            100 + k,
-            f"e{k}",
-            "memory.invalidated",
-            f"m{target}",
-            1,
-            "t",
-            "t",
-            "a",
-            1,
-            {"tenant": "t", "memory_id": f"m{target}", "version": version, "reason": reason},
-            "0",
-            "0",
-        )
-        for k, (target, version, reason) in enumerate(hits)
-    ]
-    expected = dict(stored)
-    for event in events:
-        folded = fold_memory(expected.get(event.payload["memory_id"]), event, [])
-        if folded is not None:
-            expected[event.payload["memory_id"]] = folded
-    view.apply(conn, events)
-    got = {r["memory_id"]: r for r in select_rows(conn, "1", [])}
-    for memory_id, row in expected.items():
-        assert {c: v for c, v in got[memory_id].items() if v != row[c]} == {}, (memory_id, row)
-
-
-def test_a_rebuild_streams_with_a_bounded_cache_and_gives_it_back(warden: Warden, clock: FrozenClock) -> None:
-    from memwarden.projections._runner import BUILD_CACHE_MB
-
-    history(warden, clock)
-    before = warden.conn.execute("PRAGMA cache_size").fetchone()[0]
-    mapped = warden.conn.execute("PRAGMA mmap_size").fetchone()[0]
-    seen: list[tuple[int, int]] = []
-    warden.rebuild(
-        progress=lambda n: seen.append(
-            (
-                warden.conn.execute("PRAGMA cache_size").fetchone()[0],
-                warden.conn.execute("PRAGMA mmap_size").fetchone()[0],
-            )
-        )
-    )
-    assert seen and set(seen) == {(-BUILD_CACHE_MB * 1024, 0)}
-    assert warden.conn.execute("PRAGMA cache_size").fetchone()[0] == before
-    assert warden.conn.execute("PRAGMA mmap_size").fetchone()[0] == mapped > 0

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from memwarden.engine import InvalidInput, Warden
 
+from .backends import Backend
 from .conftest import Cli
 from .test_http import Server, server  # noqa: F401  (the live server fixture)
 
@@ -198,7 +199,7 @@ def test_a_file_naming_two_keys_for_an_unset_policy_is_refused_whole(run_cli: Cl
 
 
 def test_the_policy_and_its_retired_versions_survive_a_rebuild_and_an_export(
-    run_cli: Cli, article: Path, warden: Warden, tmp_path: Path
+    run_cli: Cli, article: Path, warden: Warden, tmp_path: Path, backend: Backend
 ) -> None:
     run_cli.json("import-records", str(article))
     run_cli.json("policy", "set", "default", "policy-42-v8")
@@ -207,7 +208,7 @@ def test_the_policy_and_its_retired_versions_survive_a_rebuild_and_an_export(
     assert run_cli("policy", "set", "default", "policy-42-v7").exit_code == 2
     exported = tmp_path / "log.jsonl"
     run_cli.json("export", str(exported))
-    other = Cli(tmp_path / "other.db")
+    other = Cli(backend.db(tmp_path, "other.db"))
     other.json("import", str(exported))
     assert other.json("policy", "show")["policies"] == {"default": "policy-42-v8"}
     assert other.json("get", "mem_01J9R", code=1)["reason"] == "policy_changed"

@@ -7,18 +7,16 @@ import pytest
 from memwarden.engine import ChecksumMismatch, InvalidInput, TtlPolicy, Warden
 from memwarden.events import FrozenClock, content_checksum
 
+from .backends import Backend
 from .conftest import Cli, save_memory
 
 KOREAN = "서울 본사 3층 회의실은 목요일 오후 2시부터 4시까지 예약되어 있습니다.\n담당: 김민준 🙂"
 
 
-def test_save_stores_content_addressed_and_returns_its_checksum(warden: Warden) -> None:
+def test_save_stores_content_addressed_and_returns_its_checksum(warden: Warden, backend: Backend) -> None:
     result = save_memory(warden, "m1", content=KOREAN)
     assert result.checksum == content_checksum(KOREAN) and result.version == 1 and result.seq == 1
-    stored = warden.conn.execute(
-        "SELECT content FROM texts WHERE tenant = 'acme' AND memory_id = 'm1' AND version = 1"
-    ).fetchone()[0]
-    assert bytes(stored) == KOREAN.encode("utf-8")
+    assert backend.stored_text(Path(warden.path), result.checksum) == KOREAN.encode("utf-8")
     event = warden.log.get(1)
     assert event is not None and event.payload["content_checksum"] == result.checksum
     assert "서울 본사" not in event.payload_json  # the text itself is not in the log
@@ -92,12 +90,12 @@ def test_shipped_ttl_defaults(warden: Warden, kind: str, hours: int | None) -> N
         )
 
 
-def test_ttl_from_a_policy_file_flag_and_expires_at(tmp_path: Path, clock: FrozenClock) -> None:
+def test_ttl_from_a_policy_file_flag_and_expires_at(tmp_path: Path, clock: FrozenClock, backend: Backend) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text(
         '[kinds.weather]\nttl = "15m"\n[kinds.contract]\nreview = "30d"\n[kinds.grant]\nevents_only = true\n'
     )
-    w = Warden(tmp_path / "p.db", clock=clock, policy=TtlPolicy.from_file(policy))
+    w = Warden(backend.db(tmp_path, "p.db"), clock=clock, policy=TtlPolicy.from_file(policy))
     assert save_memory(w, "a", kind="weather", ttl=None).expires_at == "2026-01-05T09:15:00.000000Z"
     assert save_memory(w, "b", kind="grant", ttl=None).expires_at is None
     assert save_memory(w, "c", kind="weather", ttl="90s").expires_at == "2026-01-05T09:01:30.000000Z"
@@ -110,12 +108,12 @@ def test_ttl_from_a_policy_file_flag_and_expires_at(tmp_path: Path, clock: Froze
     with pytest.raises(InvalidInput, match="ttl: give either"):
         save_memory(w, "f", ttl="1h", expires_at="2026-01-06T00:00:00Z")
     w.close()
-    cli = Cli(tmp_path / "p2.db")
+    cli = Cli(backend.db(tmp_path, "p2.db"))
     result = cli.runner.invoke(
         __import__("memwarden.engine.faces.cli", fromlist=["cli"]).cli,
         [
             "--db",
-            str(tmp_path / "p2.db"),
+            str(backend.db(tmp_path, "p2.db")),
             "--policy-file",
             str(policy),
             "save",
@@ -141,7 +139,9 @@ def test_ttl_from_a_policy_file_flag_and_expires_at(tmp_path: Path, clock: Froze
         TtlPolicy.from_file(bad)
 
 
-def test_saving_again_makes_a_new_version_and_keeps_history(warden: Warden, clock: FrozenClock) -> None:
+def test_saving_again_makes_a_new_version_and_keeps_history(
+    warden: Warden, clock: FrozenClock, backend: Backend
+) -> None:
     save_memory(warden, "m1", content="first")
     clock.advance("1m")
     second = save_memory(warden, "m1", content="second")
@@ -149,7 +149,7 @@ def test_saving_again_makes_a_new_version_and_keeps_history(warden: Warden, cloc
     assert warden.get("m1").content == "second"
     history = warden.explain("m1")["history"]
     assert [h["event"] for h in history] == ["memory.saved", "memory.saved"]
-    assert warden.conn.execute("SELECT count(*) FROM texts").fetchone()[0] == 2
+    assert backend.text_versions(Path(warden.path)) == 2
 
 
 @pytest.mark.parametrize(

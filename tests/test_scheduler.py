@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from memwarden.engine import HostBackoff, Scheduler, TtlPolicy, Warden
 from memwarden.engine._scheduler import _host
 from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 
+from .backends import Backend
 from .conftest import Cli, memwarden_subprocess, save_memory
 
 
@@ -80,14 +80,12 @@ def test_restart_and_a_second_scheduler_never_duplicate(db_path: Path, clock: Fr
     assert w.audit_verify()["ok"] and w.check_projections().ok
 
 
-def test_a_stale_read_path_fails_the_readback_naming_the_leak(warden: Warden, run_cli: Cli) -> None:
+def test_a_stale_read_path_fails_the_readback_naming_the_leak(warden: Warden, run_cli: Cli, backend: Backend) -> None:
     save_memory(warden, "a", tenant="acme", summary="서울 계약서")
     save_memory(warden, "b", tenant="acme", summary="부산 계약서")
     rev = warden.revoke({"tenant": "acme"}, reason="breach")
     # leave one read path stale: the view row of "b" goes back to usable behind the engine's back
-    raw = sqlite3.connect(warden.path, isolation_level=None)
-    raw.execute("UPDATE memories SET status = 'usable', reason = NULL WHERE memory_id = 'b'")
-    raw.close()
+    backend.set_view(Path(warden.path), "b", status="usable", reason=None)
     result = Scheduler(warden).run_once()
     assert result["readbacks"] == [{"revocation_id": rev.revocation_id, "status": "failed"}]
     failed = [e for e in warden.log.read(types=("readback.failed",))]
@@ -140,9 +138,9 @@ def test_start_catches_up_on_what_came_due_while_down(warden: Warden, clock: Fro
     assert warden.revocation(warden.log.tail(10)[1].stream)["readback_status"] == "confirmed"
 
 
-def test_reverification_is_opt_in_per_kind_with_backoff(tmp_path: Path, clock: FrozenClock) -> None:
+def test_reverification_is_opt_in_per_kind_with_backoff(tmp_path: Path, clock: FrozenClock, backend: Backend) -> None:
     policy = TtlPolicy({"research_result": {"ttl": "1h", "reverify": True}})
-    w = Warden(tmp_path / "r.db", clock=clock, policy=policy)
+    w = Warden(backend.db(tmp_path, "r.db"), clock=clock, policy=policy)
     calls: list[str] = []
     answers = {"r1": "one", "r2": "two", "f1": "fact"}
     down = {"down"}
@@ -201,11 +199,11 @@ def test_backoff_is_per_network_host_and_per_other_source() -> None:
 
 
 def test_a_host_that_served_and_failed_in_one_round_ends_as_its_last_due_memory_left_it(
-    tmp_path: Path, clock: FrozenClock
+    tmp_path: Path, clock: FrozenClock, backend: Backend
 ) -> None:
     # threads finish in any order; the backoff is recorded in due order
     policy = TtlPolicy({"research_result": {"ttl": "1h", "reverify": True}})
-    w = Warden(tmp_path / "r.db", clock=clock, policy=policy)
+    w = Warden(backend.db(tmp_path, "r.db"), clock=clock, policy=policy)
     w.fetchers.register("src", lambda row: {"a": "one"}[row["memory_id"]])  # "b" fails
     for key in ("a", "b"):
         w.save(
@@ -264,23 +262,21 @@ def _fill_due(db: Path, n: int) -> None:
     w.close()
 
 
-def test_sigkill_during_a_sweep_then_the_next_run_completes_it(tmp_path: Path) -> None:
-    db = tmp_path / "k.db"
+def test_sigkill_during_a_sweep_then_the_next_run_completes_it(tmp_path: Path, backend: Backend) -> None:
+    db = backend.db(tmp_path, "k.db")
     _fill_due(db, 30_000)
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("memwarden")), "--db", str(db), "scheduler", "--once"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    reader = sqlite3.connect(db)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # kill it as soon as the sweep has committed something
-        if reader.execute("SELECT count(*) FROM events WHERE type = 'memory.expired'").fetchone()[0]:
+        if backend.count_events(db, "memory.expired"):
             break
         time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
-    reader.close()
     w = Warden(db)
     partial = len(expiries(w))
     assert 0 < partial < 30_000
@@ -292,8 +288,8 @@ def test_sigkill_during_a_sweep_then_the_next_run_completes_it(tmp_path: Path) -
     assert len(expiries(w)) == 30_000 and len(set(expiries(w))) == 30_000
 
 
-def test_sigterm_stops_cleanly(tmp_path: Path) -> None:
-    db = tmp_path / "t.db"
+def test_sigterm_stops_cleanly(tmp_path: Path, backend: Backend) -> None:
+    db = backend.db(tmp_path, "t.db")
     Warden(db).close()
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("memwarden")), "--db", str(db), "scheduler", "--interval", "0.2"],

@@ -178,7 +178,10 @@ def _content(content: str | None, content_file: str | None, limits: Limits) -> s
     default="memwarden.db",
     show_default=True,
     type=click.Path(dir_okay=False),
-    help="Database file (env MEMWARDEN_DB); created on first use.",
+    help=(
+        "The store: an SQLite file path, or a URL (sqlite:///relative.db, sqlite:////absolute.db); "
+        "env MEMWARDEN_DB. Created on first use."
+    ),
 )
 @click.option(
     "--policy-file",

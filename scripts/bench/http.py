@@ -29,7 +29,7 @@ import time
 import httpx
 from _common import Metric, arguments, report, scratch_dir
 from memwarden.engine import Warden
-from memwarden.engine._keys import KeyStore
+from memwarden.engine import KeyStore
 
 CLIENTS = 16
 BARE = textwrap.dedent(

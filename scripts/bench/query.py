@@ -108,7 +108,7 @@ def main() -> None:
         out = []
         for tenant, project in scopes:
             t = time.perf_counter()
-            rows = w.conn.execute(RAW_QUERY, (tenant, project, now)).fetchall()
+            rows = w.store.conn.execute(RAW_QUERY, (tenant, project, now)).fetchall()
             out.append(time.perf_counter() - t)
             assert rows
         return out
@@ -132,7 +132,7 @@ def main() -> None:
     # due: 2% past expiry, vs a plain scan of the same records exported as JSONL
     records = tmp / "records.jsonl"
     with open(records, "w", encoding="utf-8") as fh:
-        for row in w.conn.execute("SELECT memory_id, source_url, expires_at, status FROM memories"):
+        for row in w.store.conn.execute("SELECT memory_id, source_url, expires_at, status FROM memories"):
             fh.write(
                 json.dumps({"memory_id": row[0], "source_url": row[1], "expires_at": row[2], "status": row[3]}) + "\n"
             )

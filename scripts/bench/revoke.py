@@ -71,9 +71,9 @@ def main() -> None:
         # the floor: the same rows' status flipped by one raw UPDATE
         raw_tenant = f"t{tenants - 1 - k}"
         t = time.perf_counter()
-        w.conn.execute("BEGIN IMMEDIATE")
-        w.conn.execute("UPDATE memories SET status = 'revoked' WHERE tenant = ? AND status = 'usable'", (raw_tenant,))
-        w.conn.execute("COMMIT")
+        w.store.conn.execute("BEGIN IMMEDIATE")
+        w.store.conn.execute("UPDATE memories SET status = 'revoked' WHERE tenant = ? AND status = 'usable'", (raw_tenant,))
+        w.store.conn.execute("COMMIT")
         raws.append((time.perf_counter() - t) * 1000)
     # evidence with `scope` descendants (half direct, half one level further
     # down); then a second tree of the same shape for the floor
@@ -176,8 +176,8 @@ def plant_tree(w: Warden, root: str, tenant: str, size: int, now: datetime) -> N
 def create_floor_table(w: Warden) -> None:
     """``floor_events``: the events table's own definition under another
     name (its triggers guard UPDATE and DELETE only, so inserts cost the same)."""
-    (ddl,) = w.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
-    w.conn.execute(ddl.replace("CREATE TABLE events", "CREATE TABLE floor_events", 1))
+    (ddl,) = w.store.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
+    w.store.conn.execute(ddl.replace("CREATE TABLE events", "CREATE TABLE floor_events", 1))
 
 
 def write_floor(w: Warden, after_seq: int, root: str, floor_root: str, size: int) -> float:
@@ -187,7 +187,7 @@ def write_floor(w: Warden, after_seq: int, root: str, floor_root: str, size: int
     and the other tree's projection rows taken out by one UPDATE, in one
     ``synchronous=FULL`` commit. No validation, encoding, hashing, lookups
     or cascade walk: the floor under the engine's commit, in ms."""
-    conn = w.conn
+    conn = w.store.conn
     (base,) = conn.execute("SELECT coalesce(max(seq), 0) FROM floor_events").fetchone()
     found = conn.execute(
         f"SELECT {ROW_COLUMNS} FROM events WHERE seq >= ? AND type IN ('revocation.issued', 'memory.invalidated') "

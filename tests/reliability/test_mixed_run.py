@@ -19,6 +19,8 @@ import pytest
 from memwarden.engine import Warden
 from memwarden.events import FrozenClock, RecordedEvent
 
+from ..backends import Backend
+
 WORKER = textwrap.dedent(
     """
     import json, random, sys, time
@@ -136,8 +138,8 @@ def reference_usable(events: list[RecordedEvent], now: str) -> dict[str, bool]:
 @pytest.mark.parametrize(
     "seconds", [pytest.param(12.0, id="12s"), pytest.param(120.0, id="120s", marks=pytest.mark.slow)]
 )
-def test_mixed_long_run(tmp_path: Path, seconds: float) -> None:
-    db = tmp_path / "mixed.db"
+def test_mixed_long_run(tmp_path: Path, seconds: float, backend: Backend) -> None:
+    db = backend.db(tmp_path, "mixed.db")
     src = tmp_path / "sources"
     src.mkdir()
     Warden(db).close()
@@ -178,7 +180,7 @@ def test_mixed_long_run(tmp_path: Path, seconds: float) -> None:
     w = Warden(db, clock=FrozenClock(time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now + 1))))
     assert w.audit_verify()["ok"]
     assert w.check_projections().ok
-    revocations = [r[0] for r in w.conn.execute("SELECT revocation_id FROM revocations")]
+    revocations = [e.payload["revocation_id"] for e in w.log.read(types=("revocation.issued",))]
     assert revocations
     for revocation_id in revocations:
         assert w.revocation(revocation_id)["readback_status"] == "confirmed", revocation_id

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from pathlib import Path
 
 from memwarden.engine import InvalidInput, RevokedScope, Warden
 from memwarden.events import FrozenClock, MemorySaved
 from structlog.testing import capture_logs
 
+from ..backends import Backend
+
 TENANTS = [f"t{i}" for i in range(5)]
 
 
-def test_ten_thousand_attempts(tmp_path: Path) -> None:
+def test_ten_thousand_attempts(tmp_path: Path, backend: Backend) -> None:
     clock = FrozenClock("2026-01-05T09:00:00Z")
-    db = tmp_path / "live.db"
+    db = backend.db(tmp_path, "live.db")
     w = Warden(db, clock=clock)
     contents: dict[str, tuple[str, str]] = {}
     for i in range(400):
@@ -32,9 +33,8 @@ def test_ten_thousand_attempts(tmp_path: Path) -> None:
             scope={"tenant": tenant, "project": f"p{i % 3}"},
         )
         contents[f"m{i}"] = (tenant, content)
-    backup = tmp_path / "backup.db"
-    w.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    shutil.copy(db, backup)
+    backup = backend.db(tmp_path, "backup.db")
+    backend.copy_store(db, backup)
     old_export = tmp_path / "before.jsonl"
     w.export(old_export)
     records = tmp_path / "records.jsonl"
@@ -122,8 +122,8 @@ def test_ten_thousand_attempts(tmp_path: Path) -> None:
             except InvalidInput:
                 refused += 1
         # restore the pre-revocation backup as a new database, export it, import it here
-        restored = tmp_path / "restored.db"
-        shutil.copy(backup, restored)
+        restored = backend.db(tmp_path, "restored.db")
+        backend.copy_store(backup, restored)
         other = Warden(restored, clock=clock)
         restored_export = tmp_path / "restored.jsonl"
         other.export(restored_export)
@@ -146,7 +146,7 @@ def test_ten_thousand_attempts(tmp_path: Path) -> None:
     w.rebuild()
     assert all(not w.get(m).usable for m in revoked)
     # and so does a brand-new database importing today's log
-    fresh = Warden(tmp_path / "fresh.db", clock=clock)
+    fresh = Warden(backend.db(tmp_path, "fresh.db"), clock=clock)
     today = tmp_path / "today.jsonl"
     w.export(today)
     fresh.import_log(today)

@@ -9,6 +9,7 @@ import pytest
 from memwarden.engine import Warden
 from memwarden.events import LogDamaged, verify_file
 
+from ..backends import Backend
 from ..conftest import save_memory
 
 
@@ -25,7 +26,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_every_cut_of_the_last_lines(exported: Path, tmp_path: Path) -> None:
+def test_every_cut_of_the_last_lines(exported: Path, tmp_path: Path, backend: Backend) -> None:
     data = exported.read_bytes()
     # the torn lines of interest are events: an export's text lines come after them
     data = b"".join(line for line in data.splitlines(keepends=True) if not line.startswith(b'{"texts":'))
@@ -50,7 +51,7 @@ def test_every_cut_of_the_last_lines(exported: Path, tmp_path: Path) -> None:
     # and the import itself: a torn file writes nothing; a whole prefix imports
     torn = tmp_path / "torn.jsonl"
     torn.write_bytes(data[: len(data) - 7])
-    w = Warden(tmp_path / "into.db")
+    w = Warden(backend.db(tmp_path, "into.db"))
     with pytest.raises(LogDamaged, match=f"line {len(lines)}"):
         w.import_log(torn)
     assert w.log.head().seq == 0

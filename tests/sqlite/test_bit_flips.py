@@ -63,7 +63,7 @@ def test_a_thousand_bit_flips(tmp_path: Path) -> None:
             served_wrong += 1
     assert served_wrong == 0
     counts = dict(
-        w.conn.execute(
+        w.store.conn.execute(
             "SELECT type, count(*) FROM events "
             "WHERE type IN ('memory.integrity_failed', 'memory.resynced') GROUP BY type"
         ).fetchall()

@@ -44,7 +44,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     w = Warden(db)
     for i in range(20):
         save_memory(w, f"seed{i}", ttl=None, kind="permission")
-    w.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    w.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     w.close()
     return db
 

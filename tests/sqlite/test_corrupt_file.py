@@ -25,7 +25,7 @@ def original(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     for i in range(150):
         texts[f"m{i}"] = f"내용 {i} " * 30
         save_memory(w, f"m{i}", content=texts[f"m{i}"], ttl=None, kind="permission")
-    w.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    w.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     w.close()
     return db, texts
 

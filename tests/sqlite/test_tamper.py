@@ -12,7 +12,7 @@ import pytest
 from memwarden.engine import Warden
 from memwarden.events import FrozenClock
 
-from .conftest import Cli, save_memory
+from ..conftest import Cli, save_memory
 
 
 @pytest.fixture

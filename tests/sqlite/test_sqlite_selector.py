@@ -5,7 +5,8 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memwarden.projections import COLUMNS, UsableProjection, row_dict, selector_covers, selector_sql
+from memwarden.projections import COLUMNS, UsableProjection, selector_covers, selector_sql
+from memwarden.projections._rows import row_dict
 
 VALUES = st.sampled_from(["a", "b", "서울"])
 ROWS = st.lists(

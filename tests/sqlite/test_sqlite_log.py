@@ -14,7 +14,7 @@ from memwarden.events import (
     content_checksum,
 )
 
-from .conftest import saved
+from ..conftest import saved
 
 
 def test_append_assigns_gapless_seq_and_stream_versions(fresh_log: SQLiteEventLog) -> None:

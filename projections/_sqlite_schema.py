@@ -1,0 +1,36 @@
+"""The SQLite store's plain tables, declared through sqlite-utils: the API
+keys beside the view, and each projection's position. The view's own
+tables (STRICT rows, a virtual FTS5 index, covering indexes) keep their
+hand-written DDL in ``_usable``: what they need is beyond a declaration."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from memwarden.events._sqlite_schema import database
+
+
+def create_keys_table(conn: sqlite3.Connection) -> None:
+    """API keys: not built from events (a key is a credential, and its
+    secret's hash must never enter the log)."""
+    database(conn)["api_keys"].create(
+        {
+            "key_id": str,
+            "key_hash": str,
+            "role": str,
+            "tenants": str,
+            "agent": str,
+            "created_at": str,
+            "revoked_at": str,
+        },
+        pk="key_id",
+        not_null={"key_hash", "role", "tenants", "created_at"},
+        if_not_exists=True,
+    )
+
+
+def create_tracking_table(conn: sqlite3.Connection) -> None:
+    """The seq each projection has applied; moved only forward (``_runner``)."""
+    database(conn)["projection_tracking"].create(
+        {"name": str, "seq": int}, pk="name", not_null={"seq"}, if_not_exists=True
+    )

@@ -1,0 +1,12 @@
+"""What only the SQLite store has: these tests run on it alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..backends import Backend, SQLiteBackend
+
+
+@pytest.fixture
+def backend() -> Backend:
+    return SQLiteBackend()
