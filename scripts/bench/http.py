@@ -28,8 +28,7 @@ import time
 
 import httpx
 from _common import Metric, arguments, report, scratch_dir
-from memwarden.engine import Warden
-from memwarden.engine import KeyStore
+from memwarden.engine import KeyStore, Warden
 
 CLIENTS = 16
 BARE = textwrap.dedent(

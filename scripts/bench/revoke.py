@@ -70,10 +70,11 @@ def main() -> None:
         covered.append(result.covered)
         # the floor: the same rows' status flipped by one raw UPDATE
         raw_tenant = f"t{tenants - 1 - k}"
+        conn = w.store.conn
         t = time.perf_counter()
-        w.store.conn.execute("BEGIN IMMEDIATE")
-        w.store.conn.execute("UPDATE memories SET status = 'revoked' WHERE tenant = ? AND status = 'usable'", (raw_tenant,))
-        w.store.conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("UPDATE memories SET status = 'revoked' WHERE tenant = ? AND status = 'usable'", (raw_tenant,))
+        conn.execute("COMMIT")
         raws.append((time.perf_counter() - t) * 1000)
     # evidence with `scope` descendants (half direct, half one level further
     # down); then a second tree of the same shape for the floor
