@@ -135,3 +135,12 @@ __all__ = [
     "version_value",
     "write_export",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # the PostgreSQL log needs the driver, an extra: imported when asked for
+    if name == "PostgresEventLog":
+        from ._postgres import PostgresEventLog
+
+        return PostgresEventLog
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import sqlite3
 
+try:  # the PostgreSQL driver is an extra: memwarden[postgres]
+    from psycopg import DatabaseError as _PostgresError
+except ImportError:  # pragma: no cover - without the extra
+    _POSTGRES_ERRORS: tuple[type[Exception], ...] = ()
+else:
+    _POSTGRES_ERRORS = (_PostgresError,)
+
 # What a store raises when its database cannot answer (a damaged file, a
-# failing disk): the faces catch these without knowing the backend. A second
-# backend adds its driver's error here.
-DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
+# failing disk, a server gone): the faces catch these without knowing the
+# backend.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError, *_POSTGRES_ERRORS)
 
 
 class EventIdReused(ValueError):

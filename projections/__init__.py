@@ -1,4 +1,12 @@
-"""memwarden.projections: read models built only from events."""
+"""memwarden.projections: the read models built only from events, and the
+store the engine reaches them through.
+
+``Store`` (``_port``) is the port: what the engine asks of storage, in its
+own words. ``SQLiteStore`` (``_sqlite_store``) is the embedded backend;
+every question it answers, the agent query's SQL among them, is a method
+of ``SQLiteView`` (``_sqlite_view``). The fold (``_fold``), the selectors
+(``_selector``) and the counters are shared by every backend.
+"""
 
 from __future__ import annotations
 

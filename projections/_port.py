@@ -25,6 +25,7 @@ from memwarden.events import Clock, Event, EventLog, Head, RecordedEvent
 from ._access import Access
 from ._rows import Key
 from ._runner import CheckResult
+from ._sqlite_store import SQLiteStore
 
 
 class ViewReader(Protocol):
@@ -163,8 +164,6 @@ def open_store(url: str | Path, *, clock: Clock, **options: Any) -> Store:
     """The backend ``url`` names, opened (see ``sqlite_path`` for SQLite's forms)."""
     path = sqlite_path(url)
     if path is not None:
-        from ._sqlite_store import SQLiteStore
-
         return SQLiteStore(path, clock=clock, **options)
     scheme = urlsplit(str(url)).scheme
     if scheme in ("postgresql", "postgres"):

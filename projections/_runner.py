@@ -38,6 +38,8 @@ BUILD_CACHE_MB = 24
 
 
 class Projection(Protocol):
+    """One of the SQLite store's read models, kept by the log's transactions."""
+
     name: str
     tables: tuple[str, ...]
 

@@ -40,7 +40,7 @@ def clock() -> FrozenClock:
     return FrozenClock(START)
 
 
-@pytest.fixture(params=BACKENDS, ids=lambda b: b.name)
+@pytest.fixture(scope="session", params=BACKENDS, ids=lambda b: b.name)
 def backend(request: pytest.FixtureRequest) -> Backend:
     """The store every contract test runs against, once per backend."""
     return request.param

@@ -59,6 +59,7 @@ def test_the_engine_holds_no_sql() -> None:
     assert not holding, f"SQL in the engine (it belongs in the store, under projections/ or events/): {holding}"
 
 
+STORE_FILE = re.compile(r"/ f?\"[^\"]*\\.db\"")
 DRIVERS = {"sqlite3", "sqlite_utils", "psycopg", "psycopg_pool"}
 
 
@@ -86,6 +87,8 @@ def test_the_contract_tests_speak_only_to_the_public_api() -> None:
         assert not used & DRIVERS, f"{path.name} imports {sorted(used & DRIVERS)}"
         for reach in (".conn", ".projector", "SQLiteEventLog", "SQLiteStore", "SQLiteView"):
             assert reach not in text, f"{path.name} reaches the SQLite store ({reach})"
+        # a store of its own comes from the backend under test, never a file path of its own
+        assert not STORE_FILE.search(text), f"{path.name} names a database file: use backend.db(...)"
 
 
 def test_every_backend_is_a_whole_backend() -> None:

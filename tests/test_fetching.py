@@ -285,12 +285,14 @@ def cases(secret_port: int, allowed_port: int) -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture(scope="module")
-def guarded(tmp_path_factory: pytest.TempPathFactory, secret_port: int, allowed_port: int) -> Iterator[Server]:
+def guarded(
+    tmp_path_factory: pytest.TempPathFactory, secret_port: int, allowed_port: int, backend: Backend
+) -> Iterator[Server]:
     """A live server whose operator allowed 127.0.0.2 and nothing else local."""
     folder = tmp_path_factory.mktemp("guarded")
     policy = folder / "policy.toml"
     policy.write_text(POLICY, encoding="utf-8")
-    running = start_server(folder / "g.db", "--scheduler-interval", "0.3", policy_file=policy)
+    running = start_server(backend.db(folder, "g.db"), "--scheduler-interval", "0.3", policy_file=policy)
     yield running
     running.proc.terminate()
     running.proc.wait(timeout=30)

@@ -43,8 +43,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("http") / "server.db", "--scheduler-interval", "0.5")
+def server(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterator[Server]:
+    running = start_server(backend.db(tmp_path_factory.mktemp("http"), "server.db"), "--scheduler-interval", "0.5")
     yield running
     running.proc.terminate()
     running.proc.wait(timeout=30)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from .backends import Backend
 from .test_http import Server, start_server
 
 # examples per run; MEMWARDEN_FUZZ_EXAMPLES=3000 for a long hunt
@@ -62,8 +63,8 @@ SCALAR = (
 
 
 @pytest.fixture(scope="module")
-def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("fuzz") / "fuzz.db", "--no-scheduler")
+def quiet_server(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterator[Server]:
+    running = start_server(backend.db(tmp_path_factory.mktemp("fuzz"), "fuzz.db"), "--no-scheduler")
     with running.client("agent") as c:  # something to find
         c.post(
             "/v1/memories",

@@ -22,6 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import Warden
 
+from .backends import Backend
 from .conftest import Cli
 from .test_http import Server, start_server
 
@@ -45,8 +46,8 @@ def visible(who: str, tenant: str, agent: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    db = tmp_path_factory.mktemp("matrix") / "matrix.db"
+def live(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterator[Server]:
+    db = backend.db(tmp_path_factory.mktemp("matrix"), "matrix.db")
     w = Warden(db)
     past = w.clock.now() - timedelta(hours=2)  # all expired: every memory is due
     for tenant, memory_id, agent in TARGETS:

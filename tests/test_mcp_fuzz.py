@@ -17,6 +17,7 @@ from mcp import Client
 from memwarden.engine import Warden
 from memwarden.engine.faces.mcp import build_server
 
+from .backends import Backend
 from .test_http_fuzz import JSON, SCALAR
 
 # examples per run; MEMWARDEN_FUZZ_EXAMPLES=3000 for a long hunt
@@ -65,8 +66,8 @@ def value_for(prop: dict[str, Any], wild: bool) -> st.SearchStrategy[Any]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Warden]]:
-    warden = Warden(tmp_path_factory.mktemp("mcpfuzz") / "m.db", synchronous="OFF")
+def world(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterator[tuple[Any, Warden]]:
+    warden = Warden(backend.db(tmp_path_factory.mktemp("mcpfuzz"), "m.db"), synchronous="OFF")
     warden.save(
         memory_id="seed",
         kind="external_fact",

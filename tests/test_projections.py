@@ -205,8 +205,8 @@ def test_sigkill_between_appends_leaves_view_and_log_consistent(db_path: Path, t
 
 
 @pytest.mark.parametrize("n", [0, 1])
-def test_an_empty_log_has_an_empty_view(tmp_path: Path, n: int) -> None:
-    w = Warden(tmp_path / f"e{n}.db")
+def test_an_empty_log_has_an_empty_view(tmp_path: Path, n: int, backend: Backend) -> None:
+    w = Warden(backend.db(tmp_path, f"e{n}.db"))
     assert w.check_projections().ok
     assert w.replay(seq=0)["memories"] == []
     w.close()

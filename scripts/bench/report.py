@@ -1,13 +1,20 @@
-"""Turn benchmark JSON files into the Markdown table of BENCHMARKS.md.
+"""Turn benchmark JSON files into the Markdown tables of BENCHMARKS.md.
 
 .venv/bin/python scripts/bench/report.py bench-results/*.json > BENCHMARKS.md
+.venv/bin/python scripts/bench/report.py --compare BEFORE_DIR AFTER_DIR
+
+With ``--compare``, each directory holds several runs of each benchmark
+(``NAME-ROUND.json``, as ``before_after.sh`` writes them): one table of
+the medians of each side, metric by metric.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def main(paths: list[str]) -> None:
@@ -28,5 +35,34 @@ def main(paths: list[str]) -> None:
         print()
 
 
+def compare(before: Path, after: Path) -> None:
+    runs: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
+    for side, folder in (("before", before), ("after", after)):
+        for path in sorted(folder.glob("*.json")):
+            bench = path.stem.rsplit("-", 1)[0]
+            for r in json.loads(path.read_text(encoding="utf-8")):
+                runs.setdefault((bench, r["metric"]), {}).setdefault(side, []).append(r)
+
+    def median(rows: list[dict[str, Any]], key: str) -> str:
+        values = [r[key] for r in rows if r[key] is not None]
+        if not values:
+            return ""
+        return f"{statistics.median(values):,.3f}" if key == "ratio" else f"{statistics.median(values):,.2f}"
+
+    print("| bench | metric | before | after | unit | ratio before | ratio after | target | met after |")
+    print("|---|---|---:|---:|---|---:|---:|---|---|")
+    for (bench, metric), sides in runs.items():
+        b, a = sides.get("before", []), sides.get("after", [])
+        first = (a or b)[0]
+        met = f"{sum(1 for r in a if r['met'])}/{len(a)}"
+        print(
+            f"| {bench} | {metric} | {median(b, 'value')} | {median(a, 'value')} | {first['unit']} | "
+            f"{median(b, 'ratio')} | {median(a, 'ratio')} | {first['target']} | {met} |"
+        )
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--compare"] and len(sys.argv) == 4:
+        compare(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        main(sys.argv[1:])

@@ -14,9 +14,9 @@ from ..conftest import save_memory
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def exported(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Path:
     tmp = tmp_path_factory.mktemp("torn")
-    w = Warden(tmp / "src.db")
+    w = Warden(backend.db(tmp, "src.db"))
     for i in range(8):
         save_memory(w, f"m{i}", summary=f"한국어 요약 {i} ✓")
     w.revoke({"ids": ["m3"]}, reason="r")

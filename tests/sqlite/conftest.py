@@ -7,6 +7,6 @@ import pytest
 from ..backends import Backend, SQLiteBackend
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def backend() -> Backend:
     return SQLiteBackend()

@@ -1,0 +1,46 @@
+"""A PostgreSQL server for the tests: each test gets a database of its own,
+dropped afterwards. ``MEMWARDEN_TEST_POSTGRES`` names the server (default:
+the development and CI machines' ``127.0.0.1:5432``, trust authentication).
+Without one the tests skip with one line saying so, except under
+``CI=true``, where they must run."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+SERVER = os.environ.get("MEMWARDEN_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
+
+
+def _admin() -> object:
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install 'memwarden[postgres]')"
+    try:
+        return psycopg.connect(f"{SERVER}/postgres", autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        return f"no PostgreSQL server at {SERVER}: {str(exc).strip().splitlines()[0]}"
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> Iterator[object]:
+    admin = _admin()
+    if isinstance(admin, str):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true needs PostgreSQL: {admin}")
+        pytest.skip(admin)
+    yield admin
+    admin.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def pg_url(pg_admin: object) -> Iterator[str]:
+    """The URL of a new, empty database."""
+    name = f"memwarden_test_{secrets.token_hex(6)}"
+    pg_admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[attr-defined]
+    yield f"{SERVER}/{name}"
+    pg_admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[attr-defined]
