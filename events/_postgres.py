@@ -19,7 +19,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -27,7 +26,8 @@ import psycopg
 from ._append import Existing, prepare_batch
 from ._canonical import GENESIS_HASH
 from ._errors import LogDamaged, LogDiverged
-from ._models import Event, memory_stream
+from ._log_reads import LogReads
+from ._models import Event
 from ._recorded import (
     EMPTY_HEAD,
     ROW_COLUMNS,
@@ -37,13 +37,11 @@ from ._recorded import (
     RecordedEvent,
     Row,
     check_rows,
-    event_from_row,
 )
 from ._time import Clock, SystemClock
 
 Subscriber = Callable[[psycopg.Connection, Sequence[RecordedEvent]], None]
 
-_PAGE = 5000
 # bulk imports go through COPY from this many rows on
 _COPY_FROM = 64
 
@@ -202,12 +200,14 @@ class PostgresWriteTransaction:
         return {stream: int(version) for stream, version in rows}
 
 
-class PostgresEventLog:
+class PostgresEventLog(LogReads):
     """The append-only, hash-chained event log in one PostgreSQL database.
 
     ``subscribers`` run inside every write transaction after the events are
     inserted, so they commit or roll back together with the events.
     """
+
+    MARK = "%s"
 
     def __init__(self, url: str, *, clock: Clock | None = None, subscribers: Sequence[Subscriber] = ()) -> None:
         self.url = url
@@ -257,127 +257,6 @@ class PostgresEventLog:
     def lock(self) -> threading.RLock:
         return self._lock
 
-    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
-        """Append atomically; returns the seq of every event (the original
-        seq for an event already in the log)."""
-        with self.transaction() as tx:
-            return tx.append(events, expected_version)
-
-    def import_records(self, records: Iterable[RecordedEvent], *, chunk: int = 5000) -> int:
-        """Append pre-chained events in one transaction (all or nothing)."""
-        written = 0
-        with self.transaction() as tx:
-            buffer: list[RecordedEvent] = []
-            for record in records:
-                buffer.append(record)
-                if len(buffer) >= chunk:
-                    written += tx.append_recorded(buffer)
-                    buffer = []
-            written += tx.append_recorded(buffer)
-        return written
-
-    # -- reading -----------------------------------------------------------
-
-    def head_in(self, conn: psycopg.Connection) -> Head:
-        row = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        return Head(*row) if row else EMPTY_HEAD
-
-    def head(self) -> Head:
-        with self._lock:
-            return self.head_in(self.conn)
-
-    def rows(
-        self, after_seq: int = 0, until_seq: int | None = None, where: str = "", params: Sequence[object] = ()
-    ) -> Iterator[Row]:
-        """Raw rows in seq order, fetched a page at a time (flat memory)."""
-        last = after_seq
-        limit = until_seq if until_seq is not None else -1
-        extra = f" AND ({where})" if where else ""
-        while True:
-            with self._lock:
-                page = self.conn.execute(
-                    f"SELECT {ROW_COLUMNS} FROM events WHERE seq > %s AND (%s < 0 OR seq <= %s){extra} "
-                    f"ORDER BY seq LIMIT {_PAGE}",
-                    (last, limit, limit, *params),
-                ).fetchall()
-            if not page:
-                return
-            yield from page
-            last = page[-1][0]
-            if len(page) < _PAGE:
-                return
-
-    def read(
-        self,
-        after_seq: int = 0,
-        until_seq: int | None = None,
-        until_time: str | None = None,
-        *,
-        types: Sequence[str] | None = None,
-        streams: Sequence[str] | None = None,
-    ) -> Iterator[RecordedEvent]:
-        """Stream events with ``after_seq < seq <= until_seq`` and
-        ``recorded_at <= until_time``, upcast to the current schema."""
-        if until_time is not None:
-            cut = self.seq_at(until_time)
-            until_seq = cut if until_seq is None else min(until_seq, cut)
-        clauses: list[str] = []
-        params: list[object] = []
-        if types:
-            clauses.append("type = ANY(%s)")
-            params.append(list(types))
-        if streams is not None:
-            clauses.append("stream = ANY(%s)")
-            params.append(list(streams))
-        for row in self.rows(after_seq, until_seq, " AND ".join(clauses), params):
-            yield event_from_row(row, self.legacy_tenants)
-
-    def read_any(
-        self, *, streams: Sequence[str], types: Sequence[str], until_seq: int | None = None
-    ) -> Iterator[RecordedEvent]:
-        """Events in any of ``streams`` or of any of ``types``, in seq order."""
-        for row in self.rows(0, until_seq, "stream = ANY(%s) OR type = ANY(%s)", [list(streams), list(types)]):
-            yield event_from_row(row, self.legacy_tenants)
-
-    def memory_events(
-        self, tenant: str, memory_id: str, *, until_seq: int | None = None, types: Sequence[str] | None = None
-    ) -> Iterator[RecordedEvent]:
-        """The events of memory (tenant, memory_id), in seq order: its stream,
-        and the bare-id stream it had before schema 2 if it is that old."""
-        for event in self.read(until_seq=until_seq, types=types, streams=[memory_stream(tenant, memory_id), memory_id]):
-            if event.payload.get("tenant") == tenant:
-                yield event
-
-    def seq_at(self, when: str) -> int:
-        """The last seq recorded at or before ``when`` (recorded_at never
-        decreases along seq: a binary search on the primary key)."""
-        with self._lock:
-            lo, hi = 0, self.head_in(self.conn).seq
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                row = self.conn.execute("SELECT recorded_at FROM events WHERE seq = %s", (mid,)).fetchone()
-                if row is not None and row[0] <= when:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            return lo
-
-    def get(self, seq: int) -> RecordedEvent | None:
-        with self._lock:
-            row = self.conn.execute(f"SELECT {ROW_COLUMNS} FROM events WHERE seq = %s", (seq,)).fetchone()
-        return event_from_row(row, self.legacy_tenants) if row else None
-
-    def tail(self, n: int) -> list[RecordedEvent]:
-        with self._lock:
-            rows = self.conn.execute(
-                f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq DESC LIMIT %s", (max(n, 0),)
-            ).fetchall()
-        return [event_from_row(r, self.legacy_tenants) for r in reversed(rows)]
-
-    def count(self) -> int:
-        with self._lock:
-            return int(self.conn.execute("SELECT count(*) FROM events").fetchone()[0])
-
     # -- auditing ----------------------------------------------------------
 
     def verify_chain(self, from_seq: int = 1, to_seq: int | None = None) -> ChainReport:
@@ -401,7 +280,7 @@ class PostgresEventLog:
                     )
                 prev = Head(*row)
             checked, last = 0, prev
-            rows = self._range(conn, from_seq - 1, end)
+            rows = self.rows(from_seq - 1, end)  # on this snapshot: the same connection, under the same lock
             for row, problem in check_rows(rows, prev_seq=prev.seq, prev_hash=prev.hash, prev_time=prev.recorded_at):
                 if problem is not None:
                     first_bad = last.seq + 1 if problem.startswith("gap") else row[0]
@@ -420,17 +299,6 @@ class PostgresEventLog:
                 f"truncated: {issued} events were appended but the log ends at seq {last.seq}",
             )
         return ChainReport(True, last.seq, last.hash, checked, None, None)
-
-    def _range(self, conn: psycopg.Connection, after: int, until: int) -> Iterator[Any]:
-        while after < until:
-            page = conn.execute(
-                f"SELECT {ROW_COLUMNS} FROM events WHERE seq > %s AND seq <= %s ORDER BY seq LIMIT {_PAGE}",
-                (after, until),
-            ).fetchall()
-            if not page:
-                return
-            yield from page
-            after = page[-1][0]
 
     def close(self) -> None:
         with self._lock:

@@ -11,24 +11,19 @@ from typing import Literal
 
 from ._append import Existing, prepare_batch
 from ._errors import LogDamaged, LogDiverged, StorageError
-from ._models import Event, memory_stream
+from ._log_reads import LogReads
+from ._models import Event
 from ._recorded import (
-    EMPTY_HEAD,
-    ROW_COLUMNS,
     ChainReport,
     Head,
     LegacyTenants,
     RecordedEvent,
-    Row,
-    event_from_row,
 )
 from ._sqlite_chain import verify_chain
 from ._time import Clock, SystemClock
 
 Subscriber = Callable[[sqlite3.Connection, Sequence[RecordedEvent]], None]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
-
-_PAGE = 5000
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -226,7 +221,7 @@ class WriteTransaction:
         return found
 
 
-class SQLiteEventLog:
+class SQLiteEventLog(LogReads):
     """The append-only, hash-chained event log in one SQLite database.
 
     ``subscribers`` run inside every write transaction after the events are
@@ -300,122 +295,6 @@ class SQLiteEventLog:
     def lock(self) -> threading.RLock:
         return self._lock
 
-    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
-        """Append atomically; returns the seq of every event (the original
-        seq for an event already in the log)."""
-        with self.transaction() as tx:
-            return tx.append(events, expected_version)
-
-    def import_records(self, records: Iterable[RecordedEvent], *, chunk: int = 5000) -> int:
-        """Append pre-chained events in one transaction (all or nothing)."""
-        written = 0
-        with self.transaction() as tx:
-            buffer: list[RecordedEvent] = []
-            for record in records:
-                buffer.append(record)
-                if len(buffer) >= chunk:
-                    written += tx.append_recorded(buffer)
-                    buffer = []
-            written += tx.append_recorded(buffer)
-        return written
-
-    # -- reading -----------------------------------------------------------
-
-    def head_in(self, conn: sqlite3.Connection) -> Head:
-        """The last event's seq and hash, as ``conn`` (a snapshot, a transaction) sees it."""
-        row = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        return Head(*row) if row else EMPTY_HEAD
-
-    def head(self) -> Head:
-        with self._lock:
-            return self.head_in(self.conn)
-
-    def rows(
-        self, after_seq: int = 0, until_seq: int | None = None, where: str = "", params: Sequence[object] = ()
-    ) -> Iterator[Row]:
-        """Raw rows in seq order, fetched a page at a time (flat memory)."""
-        last = after_seq
-        limit = until_seq if until_seq is not None else -1
-        extra = f" AND ({where})" if where else ""
-        while True:
-            with self._lock:
-                page = self.conn.execute(
-                    f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND (? < 0 OR seq <= ?){extra} "
-                    f"ORDER BY seq LIMIT {_PAGE}",
-                    (last, limit, limit, *params),
-                ).fetchall()
-            if not page:
-                return
-            yield from page
-            last = page[-1][0]
-            if len(page) < _PAGE:
-                return
-
-    def read(
-        self,
-        after_seq: int = 0,
-        until_seq: int | None = None,
-        until_time: str | None = None,
-        *,
-        types: Sequence[str] | None = None,
-        streams: Sequence[str] | None = None,
-    ) -> Iterator[RecordedEvent]:
-        """Stream events with ``after_seq < seq <= until_seq`` and
-        ``recorded_at <= until_time``, upcast to the current schema."""
-        if until_time is not None:
-            cut = self.seq_at(until_time)
-            until_seq = cut if until_seq is None else min(until_seq, cut)
-        clauses: list[str] = []
-        params: list[object] = []
-        if types:
-            clauses.append(f"type IN ({','.join('?' * len(types))})")
-            params.extend(types)
-        if streams is not None:
-            clauses.append(f"stream IN ({','.join('?' * len(streams))})")
-            params.extend(streams)
-        for row in self.rows(after_seq, until_seq, " AND ".join(clauses), params):
-            yield event_from_row(row, self.legacy_tenants)
-
-    def read_any(
-        self, *, streams: Sequence[str], types: Sequence[str], until_seq: int | None = None
-    ) -> Iterator[RecordedEvent]:
-        """Events in any of ``streams`` or of any of ``types``, in seq order
-        (a memory's story with the revocations and policy changes around it)."""
-        where = f"stream IN ({','.join('?' * len(streams))}) OR type IN ({','.join('?' * len(types))})"
-        for row in self.rows(0, until_seq, where, [*streams, *types]):
-            yield event_from_row(row, self.legacy_tenants)
-
-    def memory_events(
-        self, tenant: str, memory_id: str, *, until_seq: int | None = None, types: Sequence[str] | None = None
-    ) -> Iterator[RecordedEvent]:
-        """The events of memory (tenant, memory_id), in seq order: its stream,
-        and the bare-id stream it had before schema 2 if it is that old."""
-        for event in self.read(until_seq=until_seq, types=types, streams=[memory_stream(tenant, memory_id), memory_id]):
-            if event.payload.get("tenant") == tenant:
-                yield event
-
-    def seq_at(self, when: str) -> int:
-        """The last seq recorded at or before ``when`` (canonical text).
-
-        recorded_at never decreases along seq, so this is a binary search
-        on the primary key rather than an index on time.
-        """
-        with self._lock:
-            lo, hi = 0, self.head_in(self.conn).seq
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                row = self.conn.execute("SELECT recorded_at FROM events WHERE seq = ?", (mid,)).fetchone()
-                if row is not None and row[0] <= when:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            return lo
-
-    def get(self, seq: int) -> RecordedEvent | None:
-        with self._lock:
-            row = self.conn.execute(f"SELECT {ROW_COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchone()
-        return event_from_row(row, self.legacy_tenants) if row else None
-
     def quick_check(self) -> list[str]:
         """What SQLite's own check finds wrong with the file ([] if nothing);
         raises the driver's DatabaseError if it cannot even look."""
@@ -428,17 +307,6 @@ class SQLiteEventLog:
         so that what was overwritten (erased text) leaves the WAL."""
         with self._lock:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def tail(self, n: int) -> list[RecordedEvent]:
-        with self._lock:
-            rows = self.conn.execute(
-                f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq DESC LIMIT ?", (max(n, 0),)
-            ).fetchall()
-        return [event_from_row(r, self.legacy_tenants) for r in reversed(rows)]
-
-    def count(self) -> int:
-        with self._lock:
-            return self.conn.execute("SELECT count(*) FROM events").fetchone()[0]
 
     # -- auditing ----------------------------------------------------------
 

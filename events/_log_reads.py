@@ -1,0 +1,163 @@
+"""What every log backend shares, written once: appending through the
+backend's own transaction, importing a chained log, and every read.
+
+A backend gives its connection (``conn``, used under ``_lock``), its
+``transaction()``, the tenants of its pre-schema-2 streams, and the
+parameter mark of its driver (``?`` for sqlite3, ``%s`` for psycopg); the
+statements here are written with ``?`` and the mark is put in on the way
+to the driver."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from ._models import Event, memory_stream
+from ._recorded import EMPTY_HEAD, ROW_COLUMNS, Head, LegacyTenants, RecordedEvent, Row, event_from_row
+
+PAGE = 5000
+
+
+def marks(values: Sequence[object]) -> str:
+    """``?,?,?``: one mark per value of an IN list."""
+    return ",".join("?" * len(values))
+
+
+class LogReads:
+    conn: Any
+    _lock: threading.RLock
+    legacy_tenants: LegacyTenants
+    MARK = "?"
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.MARK == "?" else sql.replace("?", self.MARK)
+
+    def _fetch(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        with self._lock:
+            return self.conn.execute(self._sql(sql), params).fetchall()
+
+    # -- writing -----------------------------------------------------------
+
+    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
+        """Append atomically; returns the seq of every event (the original
+        seq for an event already in the log)."""
+        with self.transaction() as tx:
+            return tx.append(events, expected_version)
+
+    def import_records(self, records: Iterable[RecordedEvent], *, chunk: int = 5000) -> int:
+        """Append pre-chained events in one transaction (all or nothing)."""
+        written = 0
+        with self.transaction() as tx:
+            buffer: list[RecordedEvent] = []
+            for record in records:
+                buffer.append(record)
+                if len(buffer) >= chunk:
+                    written += tx.append_recorded(buffer)
+                    buffer = []
+            written += tx.append_recorded(buffer)
+        return written
+
+    # -- reading -----------------------------------------------------------
+
+    def head_in(self, conn: Any) -> Head:
+        """The last event's seq and hash, as ``conn`` (a snapshot, a transaction) sees it."""
+        row = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        return Head(*row) if row else EMPTY_HEAD
+
+    def head(self) -> Head:
+        with self._lock:
+            return self.head_in(self.conn)
+
+    def rows(
+        self, after_seq: int = 0, until_seq: int | None = None, where: str = "", params: Sequence[object] = ()
+    ) -> Iterator[Row]:
+        """Raw rows in seq order, fetched a page at a time (flat memory)."""
+        last = after_seq
+        limit = until_seq if until_seq is not None else -1
+        extra = f" AND ({where})" if where else ""
+        sql = f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND (? < 0 OR seq <= ?){extra} ORDER BY seq LIMIT {PAGE}"
+        while True:
+            page = self._fetch(sql, (last, limit, limit, *params))
+            if not page:
+                return
+            yield from page
+            last = page[-1][0]
+            if len(page) < PAGE:
+                return
+
+    def read(
+        self,
+        after_seq: int = 0,
+        until_seq: int | None = None,
+        until_time: str | None = None,
+        *,
+        types: Sequence[str] | None = None,
+        streams: Sequence[str] | None = None,
+    ) -> Iterator[RecordedEvent]:
+        """Stream events with ``after_seq < seq <= until_seq`` and
+        ``recorded_at <= until_time``, upcast to the current schema."""
+        if until_time is not None:
+            cut = self.seq_at(until_time)
+            until_seq = cut if until_seq is None else min(until_seq, cut)
+        clauses: list[str] = []
+        params: list[object] = []
+        if types:
+            clauses.append(f"type IN ({marks(types)})")
+            params.extend(types)
+        if streams is not None:
+            clauses.append(f"stream IN ({marks(streams)})")
+            params.extend(streams)
+        for row in self.rows(after_seq, until_seq, " AND ".join(clauses), params):
+            yield event_from_row(row, self.legacy_tenants)
+
+    def read_any(
+        self, *, streams: Sequence[str], types: Sequence[str], until_seq: int | None = None
+    ) -> Iterator[RecordedEvent]:
+        """Events in any of ``streams`` or of any of ``types``, in seq order
+        (a memory's story with the revocations and policy changes around it)."""
+        where = f"stream IN ({marks(streams)}) OR type IN ({marks(types)})"
+        for row in self.rows(0, until_seq, where, [*streams, *types]):
+            yield event_from_row(row, self.legacy_tenants)
+
+    def memory_events(
+        self, tenant: str, memory_id: str, *, until_seq: int | None = None, types: Sequence[str] | None = None
+    ) -> Iterator[RecordedEvent]:
+        """The events of memory (tenant, memory_id), in seq order: its stream,
+        and the bare-id stream it had before schema 2 if it is that old."""
+        for event in self.read(until_seq=until_seq, types=types, streams=[memory_stream(tenant, memory_id), memory_id]):
+            if event.payload.get("tenant") == tenant:
+                yield event
+
+    def seq_at(self, when: str) -> int:
+        """The last seq recorded at or before ``when`` (canonical text).
+
+        recorded_at never decreases along seq, so this is a binary search
+        on the primary key rather than an index on time.
+        """
+        sql = self._sql("SELECT recorded_at FROM events WHERE seq = ?")
+        with self._lock:
+            lo, hi = 0, self.head_in(self.conn).seq
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                row = self.conn.execute(sql, (mid,)).fetchone()
+                if row is not None and row[0] <= when:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return lo
+
+    def get(self, seq: int) -> RecordedEvent | None:
+        found = self._fetch(f"SELECT {ROW_COLUMNS} FROM events WHERE seq = ?", (seq,))
+        return event_from_row(found[0], self.legacy_tenants) if found else None
+
+    def tail(self, n: int) -> list[RecordedEvent]:
+        rows = self._fetch(f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq DESC LIMIT ?", (max(n, 0),))
+        return [event_from_row(r, self.legacy_tenants) for r in reversed(rows)]
+
+    def count(self) -> int:
+        return int(self._fetch("SELECT count(*) FROM events")[0][0])
