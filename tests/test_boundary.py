@@ -104,3 +104,32 @@ def test_the_detector_finds_sql() -> None:
     assert SQL.search("SELECT tenant FROM memories WHERE x = ?")
     assert SQL.search("INSERT OR IGNORE INTO t VALUES (?)")
     assert not SQL.search("select the memories a selector covers")
+
+
+def test_the_engine_modules_import_each_other_without_a_cycle() -> None:
+    """The Warden delegates to its modules and none of them needs the Warden
+    back: no import cycle, not even one hidden behind TYPE_CHECKING."""
+    modules = {p.stem: p for p in (ROOT / "engine").glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        text = path.read_text("utf-8")
+        assert "TYPE_CHECKING" not in text, f"{path.name} imports for types only"
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps.update([node.module] if node.module else [a.name for a in node.names])
+        graph[name] = deps & set(modules)
+
+    def cycle_from(start: str) -> list[str] | None:
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for dep in graph[node]:
+                if dep == start:
+                    return [*path, dep]
+                if dep not in path:
+                    stack.append((dep, [*path, dep]))
+        return None
+
+    for name in graph:
+        assert cycle_from(name) is None, f"import cycle: {' -> '.join(cycle_from(name) or [])}"
