@@ -24,15 +24,13 @@ from ._limits import Limits, TooLarge, refuse_local_source
 from ._logging import configure_logging
 from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
-from ._reading import fts_query
+from ._reading import search_words
 from ._scheduler import HostBackoff, Scheduler, expiry_event_id
 from ._views import DueItem, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
 from ._warden import Warden
 
 __all__ = [
     "ACTIONS",
-    "EVERYONE",
-    "REASONS",
     "Access",
     "AddressPolicy",
     "AddressRefused",
@@ -40,6 +38,7 @@ __all__ = [
     "ChecksumMismatch",
     "Decision",
     "DueItem",
+    "EVERYONE",
     "FetchFailed",
     "Fetchers",
     "HostBackoff",
@@ -54,6 +53,7 @@ __all__ = [
     "MemoryView",
     "PolicyFile",
     "Principal",
+    "REASONS",
     "RevocationNotFound",
     "RevocationResult",
     "RevokedScope",
@@ -67,8 +67,8 @@ __all__ = [
     "configure_logging",
     "decide",
     "expiry_event_id",
-    "fts_query",
     "read_back",
     "readback_records",
     "refuse_local_source",
+    "search_words",
 ]

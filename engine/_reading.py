@@ -158,7 +158,7 @@ def query(
         ids = list(ids)
         if not ids or len(ids) > MAX_LIMIT:
             raise InvalidInput("ids", f"give between 1 and {MAX_LIMIT} ids")
-    match = fts_query(text) if text is not None else None
+    match = search_words(text) if text is not None else None
     now = core.now()
     views: list[MemoryView] = []
     offset = 0
@@ -196,16 +196,17 @@ def search_ids(core: Core, text: str, *, tenant: str | None = None, access: Acce
     """Ids of memories whose summary or text match (any status): the raw
     text-index path, used by read-back to prove nothing leaks there."""
     with core.reading() as view:
-        return view.text_matches(fts_query(text), access, tenant)
+        return view.text_matches(search_words(text), access, tenant)
 
 
 def _without_content(view: MemoryView) -> MemoryView:
     return view._replace(content=None)
 
 
-def fts_query(text: str) -> str:
-    """User text as an FTS5 query: every word must match as a prefix, so a
-    Korean stem finds its inflected forms (서울 finds 서울에서)."""
+def search_words(text: str) -> list[str]:
+    """The words of a caller's text search, checked: the store matches each
+    as a prefix of a word in a memory's summary or content, so a Korean stem
+    finds its inflected forms (서울 finds 서울에서)."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("text", "must be non-empty")
     if any(ord(c) < 32 and c not in "\t\n\r" for c in text) or len(text) > 1000:
@@ -213,4 +214,4 @@ def fts_query(text: str) -> str:
     words = [w for w in text.split() if w.strip('"')]
     if not words:
         raise InvalidInput("text", "has no searchable words")
-    return " ".join('"' + w.replace('"', '""') + '"*' for w in words)
+    return words

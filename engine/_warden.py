@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import _cache, _history, _memory_api, _reading, _records, _revoking, _saving, _verify
+from . import _cache, _history, _memory_api, _migrate, _reading, _records, _revoking, _saving, _verify
 from ._core import Core
 from ._views import DueItem
 
@@ -55,6 +55,7 @@ class Warden(Core):
     audit_head = _history.audit_head
     export = _history.export_log
     import_log = _history.import_log
+    migrate = _migrate.migrate
 
     def scan_records(self, path: str | Path) -> list[DueItem]:
         """What the article's scan prints for a file of records (nothing is written)."""

@@ -139,8 +139,8 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     # the PostgreSQL log needs the driver, an extra: imported when asked for
-    if name == "PostgresEventLog":
-        from ._postgres import PostgresEventLog
+    if name in ("PostgresEventLog", "PostgresTextStore", "QmarkConnection"):
+        from . import _postgres
 
-        return PostgresEventLog
+        return getattr(_postgres, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

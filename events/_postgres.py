@@ -16,9 +16,11 @@ PostgreSQL's statements.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -38,6 +40,7 @@ from ._recorded import (
     Row,
     check_rows,
 )
+from ._texts import TextStore
 from ._time import Clock, SystemClock
 
 Subscriber = Callable[[psycopg.Connection, Sequence[RecordedEvent]], None]
@@ -98,6 +101,51 @@ _INSERT = f"INSERT INTO events ({ROW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%
 _MOVE_HEAD = "UPDATE log_head SET seq = %s, hash = %s, recorded_at = %s"
 
 
+@functools.lru_cache(maxsize=1024)
+def _qmark(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class QmarkConnection:
+    """A psycopg connection that takes the ``?`` marks of the SQL both
+    backends share (the view's questions, the fold's set statements), so
+    each is written once. A literal ``%`` survives; no shared statement
+    holds a ``?`` of its own (PostgreSQL's jsonb ``?`` operators are never
+    used through this)."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        return self.raw.execute(_qmark(sql), parameters)
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]]) -> psycopg.Cursor[Any]:
+        cursor = self.raw.cursor()
+        cursor.executemany(_qmark(sql), parameters)
+        return cursor
+
+
+class PostgresTextStore(TextStore):
+    """Each memory version's summary and content as ``bytea``: UTF-8 bytes
+    as they were hashed. An erasure deletes the rows; the store's purge
+    (``VACUUM FULL`` after it commits) rewrites the table files without
+    them (README, "Erasure on PostgreSQL")."""
+
+    SCHEMA = (
+        """CREATE TABLE IF NOT EXISTS texts (
+            tenant text NOT NULL, memory_id text NOT NULL, version bigint NOT NULL,
+            summary bytea, content bytea,
+            PRIMARY KEY (tenant, memory_id, version)
+        )""",
+    )
+    CONTENT = "t.content"
+    SUMMARY = "convert_from(t.summary, 'UTF8')"
+    SUMMARY_BYTES = "t.summary"
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        super().__init__(QmarkConnection(conn))
+
+
 def redacted(url: str) -> str:
     """``url`` without its password, for messages and logs."""
     parts = urlsplit(url)
@@ -149,10 +197,11 @@ class PostgresWriteTransaction:
         the first new one must link to the current head.
         """
         new: list[RecordedEvent] = []
+        held = [r.seq for r in records if r.seq <= self._head.seq]
+        hashes = dict(self.conn.execute("SELECT seq, hash FROM events WHERE seq = ANY(%s)", (held,))) if held else {}
         for record in records:
             if record.seq <= self._head.seq:
-                row = self.conn.execute("SELECT hash FROM events WHERE seq = %s", (record.seq,)).fetchone()
-                if row is None or row[0] != record.hash:
+                if hashes.get(record.seq) != record.hash:
                     raise LogDiverged(record.seq, "the import disagrees with the event the log holds at this seq")
                 continue
             expected_prev = new[-1].hash if new else self._head.hash

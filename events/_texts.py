@@ -50,11 +50,18 @@ class Texts(NamedTuple):
 
 
 class TextStore:
-    """Summary and content of each memory version, as UTF-8 bytes."""
+    """Summary and content of each memory version, as UTF-8 bytes, in
+    SQLite (a backend's subclass gives its own schema and reads; its
+    connection takes ``?`` marks)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    SCHEMA = TEXT_SCHEMA
+    CONTENT = CONTENT_BYTES
+    SUMMARY = SUMMARY_TEXT
+    SUMMARY_BYTES = "CAST(t.summary AS BLOB)"
+
+    def __init__(self, conn: Any) -> None:
         self.conn = conn
-        for statement in TEXT_SCHEMA:
+        for statement in self.SCHEMA:
             conn.execute(statement)
 
     def put(self, tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
@@ -73,7 +80,8 @@ class TextStore:
         return row[0] if row else None
 
     def content_bytes(self, tenant: str, memory_id: str, version: int) -> bytes | None:
-        return self._one(CONTENT_BYTES, tenant, memory_id, version)
+        data = self._one(self.CONTENT, tenant, memory_id, version)
+        return None if data is None else bytes(data)
 
     def content(self, tenant: str, memory_id: str, version: int, checksum: str) -> str | None:
         """The text only if its bytes still hash to ``checksum``."""
@@ -83,7 +91,7 @@ class TextStore:
         return data.decode("utf-8")
 
     def summary(self, tenant: str, memory_id: str, version: int) -> str | None:
-        return self._one(SUMMARY_TEXT, tenant, memory_id, version)
+        return self._one(self.SUMMARY, tenant, memory_id, version)
 
     def restore(self, tenant: str, memory_id: str, version: int, checksum: str, text: str) -> None:
         """Put back a version's content (a resync, a re-verification) after
@@ -106,7 +114,7 @@ class TextStore:
     def all(self) -> Iterator[Texts]:
         """Every stored version's texts, for an export."""
         for tenant, memory_id, version, summary, content in self.conn.execute(
-            "SELECT tenant, memory_id, version, CAST(summary AS BLOB), CAST(content AS BLOB) FROM texts "
+            f"SELECT tenant, memory_id, version, {self.SUMMARY_BYTES}, {self.CONTENT} FROM texts t "
             "ORDER BY tenant, memory_id, version"
         ):
             yield Texts(tenant, memory_id, version, _text(summary), _text(content))
@@ -120,7 +128,7 @@ def _text(data: bytes | None) -> str | None:
     if data is None:
         return None
     try:
-        return data.decode("utf-8")
+        return bytes(data).decode("utf-8")
     except UnicodeDecodeError:
         return None  # damaged: an export leaves it out, and the reader quarantines it
 

@@ -2,9 +2,11 @@
 store the engine reaches them through.
 
 ``Store`` (``_port``) is the port: what the engine asks of storage, in its
-own words. ``SQLiteStore`` (``_sqlite_store``) is the embedded backend;
-every question it answers, the agent query's SQL among them, is a method
-of ``SQLiteView`` (``_sqlite_view``). The fold (``_fold``), the selectors
+own words. ``SQLiteStore`` (``_sqlite_store``) is the embedded backend,
+``PostgresStore`` (``_postgres_store``, imported when a URL names it) the
+shared one; every question either answers, the agent query's SQL among
+them, is a method of ``SQLView`` (``_sql_view``), each backend's view
+spelling what its SQL says its own way. The fold (``_fold``), the selectors
 (``_selector``) and the counters are shared by every backend.
 """
 
@@ -17,11 +19,13 @@ from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, 
 from ._rows import VIEW_COLUMNS, Key, parent_refs
 from ._runner import CheckResult, Projection, Projector, default_projections
 from ._selector import BLOCKED_FETCH_SQL, blocking_revocation, revocation_blocks, revokes, selector_covers, selector_sql
-from ._sqlite_store import SQLiteStore, SQLiteWrite, private_view
+from ._sql_view import SQLView
+from ._sqlite_store import SQLiteStore, private_view
 from ._sqlite_view import SQLiteView
 from ._stats import COUNTERS, StatsProjection
 from ._text_index import purge_text_index, text_index_levels
 from ._usable import RECHECK, UsableProjection, stored_texts
+from ._write import LogWrite
 
 __all__ = [
     "BLOCKED_FETCH_SQL",
@@ -37,12 +41,13 @@ __all__ = [
     "Access",
     "CheckResult",
     "Key",
+    "LogWrite",
     "Projection",
     "ProjectionDamaged",
     "Projector",
     "SQLiteStore",
     "SQLiteView",
-    "SQLiteWrite",
+    "SQLView",
     "StatsProjection",
     "Store",
     "Texts",

@@ -8,8 +8,9 @@ each event changes (``_fold``), which memories a selector covers
 (``_selector``), the gate and the batch preparation are shared by every
 backend; each backend turns them into its own statements.
 
-Backends: ``SQLiteStore`` (``_sqlite_store``, the embedded default). The
-URL given to ``--db`` / ``MEMWARDEN_DB`` picks one (``open_store``).
+Backends: ``SQLiteStore`` (``_sqlite_store``, the embedded default) and
+``PostgresStore`` (``_postgres_store``, many processes on one database).
+The URL given to ``--db`` / ``MEMWARDEN_DB`` picks one (``open_store``).
 """
 
 from __future__ import annotations
@@ -167,5 +168,11 @@ def open_store(url: str | Path, *, clock: Clock, **options: Any) -> Store:
         return SQLiteStore(path, clock=clock, **options)
     scheme = urlsplit(str(url)).scheme
     if scheme in ("postgresql", "postgres"):
-        raise UnknownBackend(str(url), "the PostgreSQL backend is not part of this version")
+        try:
+            from ._postgres_store import PostgresStore  # the driver is an extra
+        except ImportError:
+            raise UnknownBackend(
+                str(url), "the PostgreSQL backend needs its driver: pip install 'memwarden[postgres]'"
+            ) from None
+        return PostgresStore(str(url), clock=clock, **options)
     raise UnknownBackend(str(url), f"no backend for {scheme!r} URLs (a file path or sqlite:/// is SQLite)")

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN
 
 from ._errors import ProjectionDamaged
 from ._fold import COLUMNS, SCOPE_COLUMNS
+
+
+class Connection(Protocol):
+    """What the view's SQL runs on: sqlite3's connection, or PostgreSQL's
+    wrapped to take ``?`` marks (``memwarden.events.QmarkConnection``)."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+
+
+# summary (text) and content (bytes) of a version in SQLite, over ``texts t``
+SQLITE_TEXTS = f"{SUMMARY_TEXT}, {CONTENT_BYTES}"
 
 QUOTED_COLUMNS = ", ".join(f'"{c}"' for c in COLUMNS)
 SELECT_MEMORIES = f"SELECT {QUOTED_COLUMNS} FROM memories"
@@ -62,7 +73,7 @@ Key = tuple[str, str]  # (tenant, memory_id): a memory's identity
 _SELECT_BY_KEYS = f"SELECT {QUOTED_COLUMNS} FROM k JOIN memories ON memories.tenant = k.t AND memories.memory_id = k.m"
 
 
-def fetch_rows(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
+def fetch_rows(conn: Connection, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
     """The rows of the memories ``keys`` name (absent ones left out)."""
     found: dict[Key, dict[str, Any] | None] = {}
     for start in range(0, len(keys), 400):
@@ -77,40 +88,49 @@ def fetch_rows(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[Key, dict[
     return found
 
 
-def fetch_row(conn: sqlite3.Connection, tenant: str, memory_id: str) -> dict[str, Any] | None:
+def fetch_row(conn: Connection, tenant: str, memory_id: str) -> dict[str, Any] | None:
     values = conn.execute(f"{SELECT_MEMORIES} WHERE tenant = ? AND memory_id = ?", (tenant, memory_id)).fetchone()
     return row_dict(values) if values else None
 
 
 def select_rows_with_text(
-    conn: sqlite3.Connection, columns: Sequence[str], where: str, params: Sequence[Any], tail: str = ""
+    conn: Connection,
+    columns: Sequence[str],
+    where: str,
+    params: Sequence[Any],
+    tail: str = "",
+    *,
+    texts: str = SQLITE_TEXTS,
 ) -> list[tuple[Any, ...]]:
     """``columns`` of the rows and, last, their summary (text) and stored
-    content (bytes; None without one), in one statement: the agent query path."""
+    content (bytes; None without one), in one statement: the agent query
+    path. ``texts`` is how the backend reads the two (``SQLView.TEXTS``)."""
     selected = ", ".join(f'm."{c}"' for c in columns)
     return conn.execute(
-        f"SELECT {selected}, {SUMMARY_TEXT}, {CONTENT_BYTES} FROM memories m {TEXT_JOIN} WHERE {where} {tail}",
+        f"SELECT {selected}, {texts} FROM memories m {TEXT_JOIN} WHERE {where} {tail}",
         params,
     ).fetchall()
 
 
-def select_rows(conn: sqlite3.Connection, where: str, params: Sequence[Any], tail: str = "") -> list[dict[str, Any]]:
+def select_rows(conn: Connection, where: str, params: Sequence[Any], tail: str = "") -> list[dict[str, Any]]:
     return [row_dict(v) for v in conn.execute(f"{SELECT_MEMORIES} WHERE {where} {tail}", params)]
 
 
-def summaries(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> dict[Key, str | None]:
+def summaries(
+    conn: Connection, rows: Sequence[dict[str, Any]], *, summary: str = SUMMARY_TEXT
+) -> dict[Key, str | None]:
     """The summary of each row's current version (None once erased)."""
     found: dict[Key, str | None] = {}
     for row in rows:
         hit = conn.execute(
-            f"SELECT {SUMMARY_TEXT} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
+            f"SELECT {summary} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
             (row["tenant"], row["memory_id"], row["version"]),
         ).fetchone()
         found[(row["tenant"], row["memory_id"])] = hit[0] if hit else None
     return found
 
 
-def load_revocations(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def load_revocations(conn: Connection) -> list[dict[str, Any]]:
     return [
         {"revocation_id": rid, "selector": json.loads(selector), "effective_at": effective_at}
         for rid, selector, effective_at in conn.execute(
@@ -119,12 +139,12 @@ def load_revocations(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     ]
 
 
-def current_policies(conn: sqlite3.Connection) -> dict[str, str]:
+def current_policies(conn: Connection) -> dict[str, str]:
     """Each policy's current version key (a policy never set is at "1")."""
     return dict(conn.execute("SELECT policy, version FROM policies").fetchall())
 
 
-def retired_version(conn: sqlite3.Connection, policy: str, version: str) -> int | None:
+def retired_version(conn: Connection, policy: str, version: str) -> int | None:
     """The seq that retired ``version`` of ``policy``, or None if it never was."""
     row = conn.execute(
         "SELECT retired_seq FROM retired_versions WHERE policy = ? AND version = ?", (policy, version)

@@ -9,9 +9,8 @@ ahead of, or disagreeing with, what it claims to have applied.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,6 +18,7 @@ from memwarden.events import RecordedEvent, canonical_json, legacy_tenants
 from memwarden.events._recorded import ROW_COLUMNS, event_from_row
 
 from ._errors import ProjectionDamaged
+from ._rows import Connection
 from ._sqlite_schema import create_tracking_table
 from ._stats import StatsProjection
 from ._usable import UsableProjection
@@ -31,6 +31,8 @@ _TRACK = (
 
 BATCH = 1000
 Progress = Callable[[int], None]
+# the events after one seq up to another, read in the transaction of ``conn``
+Backlog = Callable[[Connection, int, int], Iterable[RecordedEvent]]
 # A build streams: it needs a page cache for the rows a batch touches, not
 # one that grows with the view. The same bound at every log size keeps a
 # rebuild's memory flat, for little speed (BENCHMARKS.md, "Choices in the code").
@@ -38,17 +40,17 @@ BUILD_CACHE_MB = 24
 
 
 class Projection(Protocol):
-    """One of the SQLite store's read models, kept by the log's transactions."""
+    """One of a store's read models, kept by the log's transactions."""
 
     name: str
     tables: tuple[str, ...]
 
-    def create(self, conn: sqlite3.Connection, *, indexes: bool = True) -> None: ...
-    def create_indexes(self, conn: sqlite3.Connection) -> None: ...
-    def drop(self, conn: sqlite3.Connection) -> None: ...
-    def apply(self, conn: sqlite3.Connection, events: Sequence[RecordedEvent], *, bulk: bool = False) -> None: ...
-    def finish_bulk(self, conn: sqlite3.Connection) -> None: ...
-    def digest_rows(self, conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]: ...
+    def create(self, conn: Connection, *, indexes: bool = True) -> None: ...
+    def create_indexes(self, conn: Connection) -> None: ...
+    def drop(self, conn: Connection) -> None: ...
+    def apply(self, conn: Connection, events: Sequence[RecordedEvent], *, bulk: bool = False) -> None: ...
+    def finish_bulk(self, conn: Connection) -> None: ...
+    def digest_rows(self, conn: Connection) -> dict[str, list[tuple[Any, ...]]]: ...
 
 
 def default_projections() -> list[Projection]:
@@ -76,15 +78,35 @@ class CheckResult:
 
 
 class Projector:
-    """Applies a fixed, ordered set of projections to one database."""
+    """Applies a fixed, ordered set of projections to one database (SQLite's
+    by default: a backend's projector overrides what it does its own way,
+    the tracking table and the settings of a bulk build)."""
 
-    def __init__(self, projections: Sequence[Projection] | None = None) -> None:
+    def __init__(self, projections: Sequence[Projection] | None = None, *, backlog: Backlog | None = None) -> None:
         self.projections = list(projections) if projections is not None else default_projections()
+        self.backlog: Backlog = backlog or _events_in
 
-    def install(self, conn: sqlite3.Connection) -> None:
+    def create_tracking(self, conn: Connection) -> None:
+        create_tracking_table(conn)
+
+    def bulk(self, conn: Connection) -> AbstractContextManager[None]:
+        """The connection's settings while a build streams through the log."""
+        return bounded_cache(conn)
+
+    def dropping(self, conn: Connection) -> AbstractContextManager[None]:
+        """The connection's settings while a rebuild drops the old view.
+
+        SQLite: the old view's pages are not zeroed as they are freed
+        (secure_delete=ON would write every one, seconds of a large rebuild).
+        They hold only what the new view holds again: erased text was zeroed
+        when it was erased. Dropping reads every page it frees, so it runs
+        under the build's bounded cache too."""
+        return _dropping(conn)
+
+    def install(self, conn: Connection) -> None:
         """Create the tables; a projection whose tables are of an older
         layout is dropped and set back to seq 0, to be rebuilt from the log."""
-        create_tracking_table(conn)
+        self.create_tracking(conn)
         for projection in self.projections:
             outdated = getattr(projection, "outdated", None)
             if outdated is not None and outdated(conn):
@@ -92,7 +114,7 @@ class Projector:
                 conn.execute("DELETE FROM projection_tracking WHERE name = ?", (projection.name,))
             projection.create(conn)
 
-    def positions(self, conn: sqlite3.Connection) -> dict[str, int]:
+    def positions(self, conn: Connection) -> dict[str, int]:
         tracked = dict(conn.execute("SELECT name, seq FROM projection_tracking").fetchall())
         positions = {p.name: tracked.get(p.name, 0) for p in self.projections}
         for name, seq in positions.items():
@@ -100,16 +122,16 @@ class Projector:
                 raise ProjectionDamaged(f"projection_tracking {name}", f"seq is {seq!r}, not a number")
         return positions
 
-    def position(self, conn: sqlite3.Connection) -> int:
+    def position(self, conn: Connection) -> int:
         """The seq every projection has applied (the view's freshness)."""
         return min(self.positions(conn).values(), default=0)
 
-    def track(self, conn: sqlite3.Connection, name: str, seq: int) -> None:
+    def track(self, conn: Connection, name: str, seq: int) -> None:
         conn.execute(_TRACK, (name, seq))
 
     # -- inline ------------------------------------------------------------
 
-    def on_append(self, conn: sqlite3.Connection, events: Sequence[RecordedEvent]) -> None:
+    def on_append(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         """The log's subscriber: runs inside the append's transaction."""
         if not events:
             return
@@ -119,7 +141,7 @@ class Projector:
             if at < events[0].seq - 1:
                 # behind (a new projection, a copied database): catch up
                 # from the events table first, in this same transaction
-                for batch in _batches(_events_in(conn, at, events[0].seq - 1)):
+                for batch in _batches(self.backlog(conn, at, events[0].seq - 1)):
                     projection.apply(conn, batch)
                 at = events[0].seq - 1
             fresh = [e for e in events if e.seq > at]
@@ -129,7 +151,7 @@ class Projector:
 
     # -- catch-up and rebuild ---------------------------------------------
 
-    def catch_up(self, conn: sqlite3.Connection, source: Callable[[int], Iterable[RecordedEvent]]) -> int:
+    def catch_up(self, conn: Connection, source: Callable[[int], Iterable[RecordedEvent]]) -> int:
         """Bring every projection in ``conn`` up to the end of ``source``.
 
         ``source(after_seq)`` yields events; the projection may live in a
@@ -156,7 +178,7 @@ class Projector:
 
     def build(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         events: Iterable[RecordedEvent],
         *,
         progress: Progress | None = None,
@@ -164,12 +186,12 @@ class Projector:
         """Fill empty projection tables from ``events`` (no transaction
         handling: the caller owns it). Indexes and the text index are made
         once at the end, which is what keeps a rebuild fast."""
-        create_tracking_table(conn)
+        self.create_tracking(conn)
         for projection in self.projections:
             projection.create(conn, indexes=False)
         last = 0
         count = 0
-        with bounded_cache(conn):
+        with self.bulk(conn):
             for batch in _batches(events):
                 for projection in self.projections:
                     projection.apply(conn, batch, bulk=True)
@@ -183,33 +205,30 @@ class Projector:
                     self.track(conn, projection.name, last)
         return count
 
-    def rebuild(
-        self, conn: sqlite3.Connection, events: Iterable[RecordedEvent], *, progress: Progress | None = None
-    ) -> int:
+    def rebuild(self, conn: Connection, events: Iterable[RecordedEvent], *, progress: Progress | None = None) -> int:
         """Drop and rebuild every projection in one transaction: readers see
         the old view until the new one commits whole."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            create_tracking_table(conn)
-            # The old view's pages are not zeroed as they are freed
-            # (secure_delete=ON would write every one, seconds of a large
-            # rebuild). They hold only what the new view holds again: erased
-            # text was zeroed when it was erased. Dropping reads every page
-            # it frees, so it runs under the build's bounded cache too.
-            with bounded_cache(conn), pragma(conn, "secure_delete", "FAST"):
-                for projection in self.projections:
-                    projection.drop(conn)
-                    conn.execute("DELETE FROM projection_tracking WHERE name = ?", (projection.name,))
-            count = self.build(conn, events, progress=progress)
+            count = self.replace(conn, events, progress=progress)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         return count
 
+    def replace(self, conn: Connection, events: Iterable[RecordedEvent], *, progress: Progress | None = None) -> int:
+        """Drop every projection and build it again, in the caller's transaction."""
+        self.create_tracking(conn)
+        with self.dropping(conn):
+            for projection in self.projections:
+                projection.drop(conn)
+                conn.execute("DELETE FROM projection_tracking WHERE name = ?", (projection.name,))
+        return self.build(conn, events, progress=progress)
+
     # -- comparing ---------------------------------------------------------
 
-    def digest(self, conn: sqlite3.Connection) -> dict[str, str]:
+    def digest(self, conn: Connection) -> dict[str, str]:
         out: dict[str, str] = {}
         for projection in self.projections:
             for table, rows in projection.digest_rows(conn).items():
@@ -224,12 +243,16 @@ class Projector:
                 out[table] = h.hexdigest()
         return out
 
-    def compare(self, live: sqlite3.Connection, rebuilt: sqlite3.Connection) -> CheckResult:
-        a, b = self.digest(live), self.digest(rebuilt)
+    def compare(self, live: Connection, rebuilt: Connection, rebuilt_by: Projector | None = None) -> CheckResult:
+        """Compare the live view with one rebuilt from the log; ``rebuilt_by``
+        is the rebuilt one's projector where it is another backend's (the
+        same projections, by name, in its own tables)."""
+        other = rebuilt_by or self
+        a, b = self.digest(live), other.digest(rebuilt)
         digests = {k: (a[k], b.get(k, "")) for k in a}
-        live_seq, rebuilt_seq = self.position(live), self.position(rebuilt)
-        for projection in self.projections:
-            rows_a, rows_b = projection.digest_rows(live), projection.digest_rows(rebuilt)
+        live_seq, rebuilt_seq = self.position(live), other.position(rebuilt)
+        for projection, twin in zip(self.projections, other.projections, strict=True):
+            rows_a, rows_b = projection.digest_rows(live), twin.digest_rows(rebuilt)
             for table in rows_a:
                 if a[table] != b.get(table):
                     key = _first_difference(rows_a[table], rows_b[table])
@@ -244,7 +267,7 @@ class Projector:
 
 
 @contextmanager
-def pragma(conn: sqlite3.Connection, name: str, value: str | int) -> Iterator[None]:
+def pragma(conn: Connection, name: str, value: str | int) -> Iterator[None]:
     """A connection setting changed for a while, then given back."""
     row = conn.execute(f"PRAGMA {name}").fetchone()  # None where it does not apply (mmap of :memory:)
     conn.execute(f"PRAGMA {name}={value}")
@@ -256,7 +279,13 @@ def pragma(conn: sqlite3.Connection, name: str, value: str | int) -> Iterator[No
 
 
 @contextmanager
-def bounded_cache(conn: sqlite3.Connection, mb: int = BUILD_CACHE_MB) -> Iterator[None]:
+def _dropping(conn: Connection) -> Iterator[None]:
+    with bounded_cache(conn), pragma(conn, "secure_delete", "FAST"):
+        yield
+
+
+@contextmanager
+def bounded_cache(conn: Connection, mb: int = BUILD_CACHE_MB) -> Iterator[None]:
     """The connection's page cache held to ``mb`` for a while, and no memory
     map: a build reads every page once, and a map would keep each one it
     touched resident (in the process's RSS) for no gain."""
@@ -284,7 +313,7 @@ def _batches(events: Iterable[RecordedEvent], size: int = BATCH) -> Iterator[lis
         yield batch
 
 
-def _events_in(conn: sqlite3.Connection, after: int, until: int) -> Iterator[RecordedEvent]:
+def _events_in(conn: Connection, after: int, until: int) -> Iterator[RecordedEvent]:
     tenants = legacy_tenants(conn)
     while after < until:
         rows = conn.execute(

@@ -71,7 +71,7 @@ def blocking_revocation(revocations: list[dict[str, Any]], row: dict[str, Any]) 
 def selector_sql(selector: dict[str, Any]) -> tuple[str, list[Any]]:
     """A WHERE clause over ``memories`` equivalent to ``selector_covers``."""
     if selector.get("everything"):
-        return "1", []
+        return "TRUE", []
     clauses: list[str] = []
     params: list[Any] = []
     for field, column in EQUALITY.items():
@@ -87,4 +87,4 @@ def selector_sql(selector: dict[str, Any]) -> tuple[str, list[Any]]:
     if ids:
         clauses.append(f"memory_id IN ({','.join('?' * len(ids))})")
         params.extend(ids)
-    return " AND ".join(clauses) or "0", params
+    return " AND ".join(clauses) or "FALSE", params

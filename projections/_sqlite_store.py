@@ -1,8 +1,8 @@
 """The SQLite store: memwarden's embedded backend. One database file holds
 the log (``memwarden.events.SQLiteEventLog``), the texts, and the usable
 view the log's projections keep in the same transactions; the engine reads
-the view through ``SQLiteView`` (where the agent query's SQL is) and writes
-through ``SQLiteWrite``. ``Store`` in ``_port`` is the contract it keeps."""
+the view through ``SQLiteView`` (``SQLView``'s questions in SQLite's
+spelling) and writes through ``LogWrite``. ``Store`` in ``_port`` is the contract it keeps."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from typing import Any
 import structlog
 from memwarden.events import (
     Clock,
-    Event,
-    Head,
     RecordedEvent,
     SQLiteEventLog,
     Synchronous,
@@ -32,41 +30,12 @@ from ._sqlite_schema import create_keys_table
 from ._sqlite_view import SQLiteView
 from ._stats import StatsProjection
 from ._usable import UsableProjection, stored_texts
+from ._write import LogWrite
 
 log = structlog.get_logger("memwarden")
 
 
-class SQLiteWrite:
-    """One write transaction under the database's write lock: events
-    appended here are folded into the view (and their consequences appended
-    by the reactors) before it commits; ``view`` sees the transaction's own
-    writes."""
-
-    def __init__(self, tx: WriteTransaction, view: SQLiteView, texts: TextStore) -> None:
-        self._tx = tx
-        self.view = view
-        self.texts = texts
-
-    @property
-    def head(self) -> Head:
-        return self._tx.head
-
-    @property
-    def recorded(self) -> list[RecordedEvent]:
-        """Every event this transaction recorded so far, reactions included."""
-        return self._tx.recorded
-
-    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
-        return self._tx.append(events, expected_version)
-
-    def append_recorded(self, records: Sequence[RecordedEvent]) -> int:
-        return self._tx.append_recorded(records)
-
-    def holds(self, event_id: str) -> bool:
-        return self._tx.holds(event_id)
-
-
-Reactor = Callable[[SQLiteWrite, Sequence[RecordedEvent]], None]
+Reactor = Callable[[LogWrite, Sequence[RecordedEvent]], None]
 
 
 class SQLiteStore:
@@ -112,7 +81,7 @@ class SQLiteStore:
         append what those events imply (the derivation cascade)."""
 
         def react(tx: WriteTransaction, records: Sequence[RecordedEvent]) -> None:
-            reactor(SQLiteWrite(tx, SQLiteView(tx.conn, self.projector), self.texts), records)
+            reactor(LogWrite(tx, SQLiteView(tx.conn, self.projector), self.texts), records)
 
         self.log.reactors.append(react)
 
@@ -125,10 +94,10 @@ class SQLiteStore:
             yield SQLiteView(conn, self.projector)
 
     @contextmanager
-    def writing(self) -> Iterator[SQLiteWrite]:
+    def writing(self) -> Iterator[LogWrite]:
         """A write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any error."""
         with self.log.transaction() as tx:
-            yield SQLiteWrite(tx, SQLiteView(tx.conn, self.projector), self.texts)
+            yield LogWrite(tx, SQLiteView(tx.conn, self.projector), self.texts)
 
     @contextmanager
     def as_of(self, until_seq: int) -> Iterator[SQLiteView]:

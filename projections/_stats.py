@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import RecordedEvent, iso_week
+
+from ._rows import Connection
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS stats (
     week TEXT NOT NULL, counter TEXT NOT NULL, count INTEGER NOT NULL,
@@ -52,16 +53,16 @@ class StatsProjection:
     name = "stats"
     tables = ("stats",)
 
-    def create(self, conn: sqlite3.Connection, *, indexes: bool = True) -> None:
+    def create(self, conn: Connection, *, indexes: bool = True) -> None:
         conn.execute(SCHEMA)
 
-    def create_indexes(self, conn: sqlite3.Connection) -> None:
+    def create_indexes(self, conn: Connection) -> None:
         pass
 
-    def drop(self, conn: sqlite3.Connection) -> None:
+    def drop(self, conn: Connection) -> None:
         conn.execute("DROP TABLE IF EXISTS stats")
 
-    def apply(self, conn: sqlite3.Connection, events: Sequence[RecordedEvent], *, bulk: bool = False) -> None:
+    def apply(self, conn: Connection, events: Sequence[RecordedEvent], *, bulk: bool = False) -> None:
         counts: Counter[tuple[str, str]] = Counter()
         week_of: dict[str, str] = {}
         for event in events:
@@ -83,18 +84,18 @@ class StatsProjection:
                     counts[(week, "blocked_by_revocation")] += row[0]
         conn.executemany(
             "INSERT INTO stats (week, counter, count) VALUES (?,?,?) "
-            "ON CONFLICT(week, counter) DO UPDATE SET count = count + excluded.count",
+            "ON CONFLICT(week, counter) DO UPDATE SET count = stats.count + excluded.count",
             [(w, c, n) for (w, c), n in sorted(counts.items())],
         )
 
-    def finish_bulk(self, conn: sqlite3.Connection) -> None:
+    def finish_bulk(self, conn: Connection) -> None:
         pass
 
-    def digest_rows(self, conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
+    def digest_rows(self, conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
         return {"stats": conn.execute("SELECT week, counter, count FROM stats ORDER BY week, counter").fetchall()}
 
 
-def weekly(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def weekly(conn: Connection) -> list[dict[str, Any]]:
     weeks: dict[str, dict[str, int]] = {}
     for week, counter, count in conn.execute("SELECT week, counter, count FROM stats ORDER BY week, counter"):
         weeks.setdefault(week, dict.fromkeys(COUNTERS, 0))[counter] = count

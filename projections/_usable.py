@@ -19,7 +19,7 @@ from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, RecordedEve
 from memwarden.events._sqlite_schema import column_types, has_table
 
 from ._fold import COLUMNS, STATUSES, TERMINAL_SQL, fold_memory
-from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, Key, fetch_rows, load_revocations
+from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, Connection, Key, fetch_rows, load_revocations
 from ._selector import BLOCKED_FETCH_SQL, selector_sql
 from ._text_index import drop_text_index
 
@@ -127,9 +127,23 @@ _values = operator.itemgetter(*COLUMNS)
 TextSource = Callable[[sqlite3.Connection, str, str, int], tuple[str | None, str | None] | None]
 
 
-def stored_texts(
-    conn: sqlite3.Connection, tenant: str, memory_id: str, version: int
-) -> tuple[str | None, str | None] | None:
+def invalidation_update(source: str) -> str:
+    """``fold_memory``'s ``memory.invalidated`` branch as an UPDATE of the
+    memories that ``source`` (why, seq, memory_id, version, tenant) names.
+    The right-hand sides all read the row as it was before the statement,
+    so each column takes the branch's value or keeps its own."""
+    j = source
+    taken = f"memories.version = {j}.version AND status <> 'erased' AND status <> 'revoked'"  # no IN: see RECHECK
+    return (
+        f"UPDATE memories SET status = CASE WHEN {taken} THEN 'invalidated' ELSE status END, "
+        f"reason = CASE WHEN {taken} THEN {j}.why ELSE reason END, "
+        f"invalidation_reason = CASE WHEN {taken} THEN {j}.why ELSE invalidation_reason END, "
+        f"invalidated_by = CASE WHEN {taken} THEN {j}.seq ELSE invalidated_by END, "
+        f"last_seq = {j}.seq FROM {j} WHERE memories.tenant = {j}.tenant AND memories.memory_id = {j}.memory_id"
+    )
+
+
+def stored_texts(conn: Connection, tenant: str, memory_id: str, version: int) -> tuple[str | None, str | None] | None:
     """A version's texts from the text store in the same database, if it has one."""
     try:
         row = conn.execute(
@@ -155,11 +169,13 @@ class UsableProjection:
 
     name = "usable"
     tables = TABLES
+    # (tenant, memory_id) of every memory the text index holds
+    INDEXED = "SELECT m.tenant, m.memory_id FROM memories_fts f JOIN memories m ON m.mid = f.rowid"
 
     def __init__(self, text_source: TextSource | None = stored_texts) -> None:
         self.text_source = text_source
 
-    def outdated(self, conn: sqlite3.Connection) -> bool:
+    def outdated(self, conn: Connection) -> bool:
         """Whether the tables are of an older layout (memory ids global, the
         summary in the row, numbered policy versions only): they are dropped
         and rebuilt from the log."""
@@ -169,24 +185,24 @@ class UsableProjection:
             "summary" in columns or "tenant" not in derivation_columns or columns["revocation_version"] != "TEXT"
         )
 
-    def create(self, conn: sqlite3.Connection, *, indexes: bool = True) -> None:
+    def create(self, conn: Connection, *, indexes: bool = True) -> None:
         for statement in SCHEMA:
             conn.execute(statement)
         if indexes:
             self.create_indexes(conn)
 
-    def create_indexes(self, conn: sqlite3.Connection) -> None:
+    def create_indexes(self, conn: Connection) -> None:
         for statement in INDEXES:
             conn.execute(statement)
 
-    def drop(self, conn: sqlite3.Connection) -> None:
+    def drop(self, conn: Connection) -> None:
         for table in TABLES:
             if table == "memories_fts":
                 drop_text_index(conn, table)
             else:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
 
-    def apply(self, conn: sqlite3.Connection, events: Sequence[RecordedEvent], *, bulk: bool = False) -> None:
+    def apply(self, conn: Connection, events: Sequence[RecordedEvent], *, bulk: bool = False) -> None:
         """Fold ``events`` into the tables. With ``bulk``, the text index is
         left for ``finish_bulk`` (a rebuild fills it in one statement)."""
         if events and all(e.type == "memory.invalidated" for e in events):
@@ -237,7 +253,7 @@ class UsableProjection:
                     (p["policy"], version, previous, event.recorded_at, event.seq),
                 )
                 conn.execute(
-                    "INSERT OR IGNORE INTO retired_versions (policy, version, retired_seq) VALUES (?,?,?)",
+                    "INSERT INTO retired_versions (policy, version, retired_seq) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                     (p["policy"], previous, event.seq),
                 )
             elif kind in ("readback.confirmed", "readback.failed"):
@@ -256,7 +272,7 @@ class UsableProjection:
                 )
         self._flush(conn, pending, stored, changed, fts, links, bulk)
 
-    def _revoke(self, conn: sqlite3.Connection, event: RecordedEvent) -> dict[str, Any]:
+    def _revoke(self, conn: Connection, event: RecordedEvent) -> dict[str, Any]:
         p = event.payload
         where, params = selector_sql(p["selector"])
         cursor = conn.execute(
@@ -280,43 +296,43 @@ class UsableProjection:
         )
         return {"revocation_id": p["revocation_id"], "selector": p["selector"], "effective_at": p["effective_at"]}
 
-    def _invalidate(self, conn: sqlite3.Connection, events: Sequence[RecordedEvent]) -> None:
+    def _invalidate(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         """``fold_memory``'s ``memory.invalidated`` branch for a batch, as one
         statement instead of a read, a fold and a write per memory. The
         right-hand sides all read the row as it was before the statement, so
         each column takes the branch's value or keeps its own.
         ``tests/test_projections.py`` holds it equal to the fold."""
-        # One UPDATE ... FROM json_each per run of distinct memories (not
-        # executemany: 10,000 executions cost a third more than one). A
-        # target row matched twice in one UPDATE takes one source row at
-        # random, so a memory invalidated twice starts a new run, and runs
-        # apply in log order like the fold.
-        # The CTE is materialised so each element's JSON is parsed once,
-        # not once per column that reads it (a tenth of the statement).
-        taken = "memories.version = j.version AND status <> 'erased' AND status <> 'revoked'"  # no IN: see RECHECK
-        sql = (
-            "WITH j AS MATERIALIZED (SELECT value ->> 0 AS why, value ->> 1 AS seq, value ->> 2 AS memory_id, "
-            "value ->> 3 AS version, value ->> 4 AS tenant FROM json_each(?)) "
-            f"UPDATE memories SET status = CASE WHEN {taken} THEN 'invalidated' ELSE status END, "
-            f"reason = CASE WHEN {taken} THEN j.why ELSE reason END, "
-            f"invalidation_reason = CASE WHEN {taken} THEN j.why ELSE invalidation_reason END, "
-            f"invalidated_by = CASE WHEN {taken} THEN j.seq ELSE invalidated_by END, "
-            "last_seq = j.seq FROM j WHERE memories.tenant = j.tenant AND memories.memory_id = j.memory_id"
-        )
+        # One statement per run of distinct memories (not executemany:
+        # 10,000 executions cost a third more than one). A target row
+        # matched twice in one UPDATE takes one source row at random, so a
+        # memory invalidated twice starts a new run, and runs apply in log
+        # order like the fold.
         run: list[tuple[Any, ...]] = []
         in_run: set[Key] = set()
         for e in events:
             key = (e.payload["tenant"], e.payload["memory_id"])
             if key in in_run:
-                conn.execute(sql, (canonical_json(run, floats=False),))
+                self._invalidate_run(conn, run)
                 run, in_run = [], set()
             run.append((e.payload["reason"], e.seq, key[1], e.payload["version"], key[0]))
             in_run.add(key)
+        self._invalidate_run(conn, run)
+
+    def _invalidate_run(self, conn: Connection, run: list[tuple[Any, ...]]) -> None:
+        """One UPDATE for a run of (reason, seq, memory_id, version, tenant),
+        each naming a distinct memory: SQLite reads them from ``json_each``.
+        The CTE is materialised so each element's JSON is parsed once, not
+        once per column that reads it (a tenth of the statement)."""
+        sql = (
+            "WITH j AS MATERIALIZED (SELECT value ->> 0 AS why, value ->> 1 AS seq, value ->> 2 AS memory_id, "
+            "value ->> 3 AS version, value ->> 4 AS tenant FROM json_each(?)) "
+            f"{invalidation_update('j')}"
+        )
         conn.execute(sql, (canonical_json(run, floats=False),))
 
     def _flush(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         pending: dict[Key, dict[str, Any] | None],
         stored: dict[Key, dict[str, Any] | None],
         changed: set[Key],
@@ -352,8 +368,11 @@ class UsableProjection:
                 "INSERT INTO derivations (tenant, child_id, parent_id, parent_version) VALUES (?,?,?,?)",
                 [(t, c, p["memory_id"], p["version"]) for (t, c), parents in links.items() for p in parents],
             )
-        if bulk:
-            return
+        if not bulk:
+            self._index(conn, fts, pending)
+
+    def _index(self, conn: Connection, fts: list[tuple[Key, str]], pending: dict[Key, dict[str, Any] | None]) -> None:
+        """Index the saved versions' texts and drop the erased ones' (FTS5)."""
         for key, action in fts:
             conn.execute(
                 "DELETE FROM memories_fts WHERE rowid = (SELECT mid FROM memories WHERE tenant = ? AND memory_id = ?)",
@@ -369,7 +388,7 @@ class UsableProjection:
                     (summary or "", content or "", *key),
                 )
 
-    def finish_bulk(self, conn: sqlite3.Connection) -> None:
+    def finish_bulk(self, conn: Connection) -> None:
         self.create_indexes(conn)
         conn.execute("DELETE FROM memories_fts")
         if self.text_source is stored_texts and has_table(conn, "texts"):
@@ -391,7 +410,7 @@ class UsableProjection:
                 ],
             )
 
-    def digest_rows(self, conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
+    def digest_rows(self, conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
         """Comparable content of every table, in key order (no rowids)."""
         return {
             "memories": conn.execute(f"{SELECT_MEMORIES} ORDER BY tenant, memory_id").fetchall(),
@@ -408,8 +427,5 @@ class UsableProjection:
             ).fetchall(),
             # the indexed texts come from the text store, not the log: which
             # memories are indexed is what the log decides
-            "memories_fts": conn.execute(
-                "SELECT m.tenant, m.memory_id FROM memories_fts f JOIN memories m ON m.mid = f.rowid "
-                "ORDER BY m.tenant, m.memory_id"
-            ).fetchall(),
+            "memories_fts": conn.execute(f"{self.INDEXED} ORDER BY m.tenant, m.memory_id").fetchall(),
         }

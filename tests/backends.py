@@ -13,13 +13,19 @@ triggers, FTS5 structure records, tampering with the file) is tested in
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import sqlite3
+import subprocess
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
 from memwarden.events import content_checksum
+
+# what a test names a store by: a file for SQLite, a URL for PostgreSQL
+Db = str | Path
 
 
 class Backend(ABC):
@@ -27,48 +33,56 @@ class Backend(ABC):
 
     name: str
 
-    @abstractmethod
-    def db(self, tmp_path: Path, name: str = "memwarden.db") -> Path:
-        """What ``--db`` names for a fresh store of this backend."""
+    def available(self) -> str | None:
+        """Why this backend cannot run here (None: it can)."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 (most backends leave nothing behind)
+        """Clean up after the session."""
 
     @abstractmethod
-    def stored_text(self, db: Path, checksum: str) -> bytes | None:
+    def db(self, tmp_path: Path, name: str = "memwarden.db") -> Any:
+        """What ``--db`` names for a fresh store of this backend (the same
+        store for the same ``tmp_path`` and ``name``)."""
+
+    @abstractmethod
+    def stored_text(self, db: Db, checksum: str) -> bytes | None:
         """The stored content whose bytes hash to ``checksum``."""
 
     @abstractmethod
-    def text_versions(self, db: Path) -> int:
+    def text_versions(self, db: Db) -> int:
         """How many memory versions have texts stored."""
 
     @abstractmethod
-    def replace_text(self, db: Path, checksum: str, stored: Any) -> None:
+    def replace_text(self, db: Db, checksum: str, stored: Any) -> None:
         """Overwrite the stored content that hashes to ``checksum`` (bytes,
         text, None, or a value of another type where the backend allows)."""
 
-    def flip_text(self, db: Path, checksum: str) -> None:
+    def flip_text(self, db: Db, checksum: str) -> None:
         """Flip one bit of the stored content that hashes to ``checksum``."""
         data = bytearray(self.stored_text(db, checksum) or b"")
         data[0] ^= 0x01
         self.replace_text(db, checksum, bytes(data))
 
     @abstractmethod
-    def set_view(self, db: Path, memory_id: str, **columns: Any) -> None:
+    def set_view(self, db: Db, memory_id: str, **columns: Any) -> None:
         """Rewrite columns of a memory's view row: a view gone stale or edited."""
 
     @abstractmethod
-    def rewrite_payload(self, db: Path, seq: int, payload: bytes) -> None:
+    def rewrite_payload(self, db: Db, seq: int, payload: bytes) -> None:
         """Replace a logged event's payload bytes (its hash left as it was)."""
 
     @abstractmethod
-    def count_events(self, db: Path, event_type: str) -> int:
+    def count_events(self, db: Db, event_type: str) -> int:
         """Committed events of ``event_type``, read by a separate connection."""
 
     @abstractmethod
-    def copy_store(self, db: Path, to: Path) -> None:
+    def copy_store(self, db: Db, to: Db) -> None:
         """Copy the whole store as it stands to a new one at ``to`` (an
         operator's backup, restored later as it was)."""
 
     @abstractmethod
-    def bytes_at_rest(self, db: Path) -> bytes:
+    def bytes_at_rest(self, db: Db) -> bytes:
         """Every byte the store keeps on disk for ``db``, after making it
         write out what it buffers (where erased words must not remain)."""
 
@@ -79,7 +93,8 @@ class SQLiteBackend(Backend):
     def db(self, tmp_path: Path, name: str = "memwarden.db") -> Path:
         return tmp_path / name
 
-    def _connect(self, db: Path) -> sqlite3.Connection:
+    def _connect(self, db: Db) -> sqlite3.Connection:
+        # a warden's path is a string
         return sqlite3.connect(db, isolation_level=None)
 
     def _text_rowid(self, conn: sqlite3.Connection, checksum: str) -> int:
@@ -88,7 +103,7 @@ class SQLiteBackend(Backend):
                 return int(rowid)
         raise LookupError(checksum)
 
-    def stored_text(self, db: Path, checksum: str) -> bytes | None:
+    def stored_text(self, db: Db, checksum: str) -> bytes | None:
         conn = self._connect(db)
         try:
             rowid = self._text_rowid(conn, checksum)
@@ -97,21 +112,21 @@ class SQLiteBackend(Backend):
         finally:
             conn.close()
 
-    def text_versions(self, db: Path) -> int:
+    def text_versions(self, db: Db) -> int:
         conn = self._connect(db)
         try:
             return int(conn.execute("SELECT count(*) FROM texts").fetchone()[0])
         finally:
             conn.close()
 
-    def replace_text(self, db: Path, checksum: str, stored: Any) -> None:
+    def replace_text(self, db: Db, checksum: str, stored: Any) -> None:
         conn = self._connect(db)
         try:
             conn.execute("UPDATE texts SET content = ? WHERE rowid = ?", (stored, self._text_rowid(conn, checksum)))
         finally:
             conn.close()
 
-    def set_view(self, db: Path, memory_id: str, **columns: Any) -> None:
+    def set_view(self, db: Db, memory_id: str, **columns: Any) -> None:
         conn = self._connect(db)
         try:
             assignments = ", ".join(f'"{c}" = ?' for c in columns)
@@ -119,7 +134,7 @@ class SQLiteBackend(Backend):
         finally:
             conn.close()
 
-    def rewrite_payload(self, db: Path, seq: int, payload: bytes) -> None:
+    def rewrite_payload(self, db: Db, seq: int, payload: bytes) -> None:
         conn = self._connect(db)
         try:
             conn.execute("DROP TRIGGER IF EXISTS events_refuse_update")  # what an attacker with the file does
@@ -127,29 +142,149 @@ class SQLiteBackend(Backend):
         finally:
             conn.close()
 
-    def count_events(self, db: Path, event_type: str) -> int:
+    def count_events(self, db: Db, event_type: str) -> int:
         conn = sqlite3.connect(db)
         try:
             return int(conn.execute("SELECT count(*) FROM events WHERE type = ?", (event_type,)).fetchone()[0])
         finally:
             conn.close()
 
-    def _checkpoint(self, db: Path) -> None:
+    def _checkpoint(self, db: Db) -> None:
         conn = self._connect(db)
         try:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             conn.close()
 
-    def copy_store(self, db: Path, to: Path) -> None:
+    def copy_store(self, db: Db, to: Db) -> None:
         self._checkpoint(db)
         shutil.copy(db, to)
 
-    def bytes_at_rest(self, db: Path) -> bytes:
+    def bytes_at_rest(self, db: Db) -> bytes:
         self._checkpoint(db)
+        db = Path(db)
         return b"".join(
             p.read_bytes() for p in sorted(db.parent.glob(db.name + "*")) if p.is_file() and p.suffix != ".log"
         )
 
 
-BACKENDS: list[Backend] = [SQLiteBackend()]
+POSTGRES_SERVER = os.environ.get("MEMWARDEN_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
+
+
+class PostgresBackend(Backend):
+    """A database of its own per store a test names, on the server
+    ``MEMWARDEN_TEST_POSTGRES`` names (default: the machines' own), dropped
+    when the session ends."""
+
+    name = "postgres"
+
+    def __init__(self, server: str = POSTGRES_SERVER) -> None:
+        self.server = server
+        self._admin: Any = None
+        self._made: list[str] = []
+
+    def available(self) -> str | None:
+        if self._admin is not None:
+            return None
+        try:
+            import psycopg
+        except ImportError:
+            return "psycopg is not installed (pip install 'memwarden[postgres]')"
+        try:
+            self._admin = psycopg.connect(f"{self.server}/postgres", autocommit=True, connect_timeout=3)
+        except psycopg.OperationalError as exc:
+            return f"no PostgreSQL server at {self.server}: {str(exc).strip().splitlines()[0]}"
+        return None
+
+    def close(self) -> None:
+        if self._admin is None:
+            return
+        for name in self._made:
+            self._admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self._admin.close()
+        self._admin = None
+
+    def new_database(self, name: str) -> str:
+        """The URL of a new, empty database called ``name``."""
+        assert self.available() is None
+        self._admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self._admin.execute(f'CREATE DATABASE "{name}"')
+        self._made.append(name)
+        return f"{self.server}/{name}"
+
+    def db(self, tmp_path: Path, name: str = "memwarden.db") -> str:
+        digest = hashlib.sha256(str(tmp_path / name).encode()).hexdigest()[:20]
+        database = f"memwarden_test_{digest}"
+        if database in self._made:
+            return f"{self.server}/{database}"
+        return self.new_database(database)
+
+    def _run(self, db: Db, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        with psycopg.connect(str(db), autocommit=True) as conn:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def _text_key(self, db: Db, checksum: str) -> tuple[str, str, int]:
+        for tenant, memory_id, version, content in self._run(
+            db, "SELECT tenant, memory_id, version, content FROM texts"
+        ):
+            if content is not None and content_checksum(bytes(content)) == checksum:
+                return tenant, memory_id, version
+        raise LookupError(checksum)
+
+    def stored_text(self, db: Db, checksum: str) -> bytes | None:
+        (content,) = self._run(
+            db,
+            "SELECT content FROM texts WHERE tenant = %s AND memory_id = %s AND version = %s",
+            self._text_key(db, checksum),
+        )[0]
+        return None if content is None else bytes(content)
+
+    def text_versions(self, db: Db) -> int:
+        return int(self._run(db, "SELECT count(*) FROM texts")[0][0])
+
+    def replace_text(self, db: Db, checksum: str, stored: Any) -> None:
+        # bytea holds bytes only: text and numbers go in as their UTF-8
+        if stored is not None and not isinstance(stored, bytes):
+            stored = str(stored).encode("utf-8")
+        self._run(
+            db,
+            "UPDATE texts SET content = %s WHERE tenant = %s AND memory_id = %s AND version = %s",
+            (stored, *self._text_key(db, checksum)),
+        )
+
+    def set_view(self, db: Db, memory_id: str, **columns: Any) -> None:
+        assignments = ", ".join(f'"{c}" = %s' for c in columns)
+        self._run(db, f"UPDATE memories SET {assignments} WHERE memory_id = %s", (*columns.values(), memory_id))
+
+    def rewrite_payload(self, db: Db, seq: int, payload: bytes) -> None:
+        # text holds neither NUL nor bad UTF-8: the nearest damage it can hold
+        text = payload.decode("utf-8", "replace").replace("\x00", "\ufffd")
+        self._run(
+            db,
+            "BEGIN; ALTER TABLE events DISABLE TRIGGER events_append_only; "  # what an owner of the database does
+            "UPDATE events SET payload = %s WHERE seq = %s; "
+            "ALTER TABLE events ENABLE TRIGGER events_append_only; COMMIT",
+            (text, seq),
+        )
+
+    def count_events(self, db: Db, event_type: str) -> int:
+        return int(self._run(db, "SELECT count(*) FROM events WHERE type = %s", (event_type,))[0][0])
+
+    def copy_store(self, db: Db, to: Db) -> None:
+        dump = subprocess.run(["pg_dump", "--no-owner", str(db)], check=True, capture_output=True).stdout
+        subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", str(to)], input=dump, check=True, capture_output=True)
+
+    def bytes_at_rest(self, db: Db) -> bytes:
+        """The database's table files (after a checkpoint): what a disk
+        image of the data directory holds for it, outside the WAL."""
+        (oid,) = self._run(db, "SELECT oid FROM pg_database WHERE datname = current_database()")[0]
+        self._run(db, "CHECKPOINT")
+        (data,) = self._run(db, "SHOW data_directory")[0]
+        folder = Path(data) / "base" / str(oid)
+        return b"".join(p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file())
+
+
+BACKENDS: list[Backend] = [SQLiteBackend(), PostgresBackend()]

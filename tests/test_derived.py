@@ -83,7 +83,7 @@ def test_evidence_taken_away_invalidates_everything_above_in_the_same_commit(
         tree.evidence_file.write_text("3분기 매출 3% 감소", encoding="utf-8")  # type: ignore[attr-defined]
         assert tree.verify("evidence").outcome == "changed"
     else:
-        backend.replace_text(Path(tree.path), content_checksum("3분기 매출 12% 증가"), b"\x00")
+        backend.replace_text(tree.path, content_checksum("3분기 매출 12% 증가"), b"\x00")
         tree.evidence_file.write_text("gone", encoding="utf-8")  # type: ignore[attr-defined]  # no resync
         assert tree.get("evidence").reason == "integrity_failed"
     new = list(tree.log.read(after_seq=head))

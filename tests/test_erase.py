@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from memwarden.engine import MemoryErased, Warden
 
@@ -19,10 +17,10 @@ def test_erase_destroys_the_text_in_every_file(warden: Warden, run_cli: Cli, bac
     for i in range(30):  # push the text through pages, the WAL and FTS segments
         save_memory(warden, f"filler{i}", content=f"filler text {i} " * 20)
     assert warden.query(tenant="acme", text="SECRETMARKER")[0].memory_id == "pii"
-    assert SECRET.encode() in backend.bytes_at_rest(Path(warden.path))
+    assert SECRET.encode() in backend.bytes_at_rest(warden.path)
 
     assert run_cli.json("erase", "--id", "pii", "--reason", "GDPR art. 17") == {"erased": 1}
-    raw = backend.bytes_at_rest(Path(warden.path))
+    raw = backend.bytes_at_rest(warden.path)
     assert SECRET.encode() not in raw
     assert b"SECRETMARKER" not in raw and b"900101" not in raw
     assert warden.query(tenant="acme", text="SECRETMARKER") == []
@@ -41,7 +39,7 @@ def test_erase_destroys_the_text_in_every_file(warden: Warden, run_cli: Cli, bac
     # a rebuild frees the old view's pages without zeroing them: they hold
     # nothing erased, so the text is still nowhere
     warden.rebuild()
-    assert b"SECRETMARKER" not in backend.bytes_at_rest(Path(warden.path))
+    assert b"SECRETMARKER" not in backend.bytes_at_rest(warden.path)
 
 
 def test_erase_by_user_leaves_the_same_words_kept_by_another_memory(warden: Warden, run_cli: Cli) -> None:

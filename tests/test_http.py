@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -50,7 +51,15 @@ def server(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterat
     running.proc.wait(timeout=30)
 
 
-def start_server(db: Path, *extra: str, policy_file: Path | None = None) -> Server:
+def server_log(db: Path | str) -> Path:
+    """Where a server's output goes: beside its database file, or in a
+    folder of its own for a database on a server."""
+    if "://" not in str(db):
+        return Path(db).with_suffix(".log")
+    return Path(tempfile.mkdtemp(prefix="memwarden-server-")) / "server.log"
+
+
+def start_server(db: Path | str, *extra: str, policy_file: Path | None = None) -> Server:
     w = Warden(db)
     store = KeyStore(w)
     keys = {
@@ -69,7 +78,8 @@ def start_server(db: Path, *extra: str, policy_file: Path | None = None) -> Serv
     # the server's output goes to a file beside its database: a pipe nobody
     # reads fills up after some thousands of log lines and blocks every
     # thread that logs (found by a long fuzz run)
-    output = open(db.with_suffix(".log"), "w", encoding="utf-8")
+    log_file = server_log(db)
+    output = open(log_file, "w", encoding="utf-8")
     proc = subprocess.Popen(
         [
             str(Path(sys.executable).with_name("memwarden")),
@@ -99,7 +109,7 @@ def start_server(db: Path, *extra: str, policy_file: Path | None = None) -> Serv
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"server did not start: {db.with_suffix('.log').read_text(encoding='utf-8')}")
+            raise RuntimeError(f"server did not start: {log_file.read_text(encoding='utf-8')}")
         time.sleep(0.1)
     return Server(url, db, keys, proc)
 

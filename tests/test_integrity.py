@@ -26,7 +26,7 @@ def test_bit_flip_is_quarantined_and_resynced_from_a_file(
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
     )
-    backend.flip_text(Path(warden.path), saved.checksum)
+    backend.flip_text(warden.path, saved.checksum)
     view = warden.get("rule")
     # detected, recorded, restored from the source: usable with the right text
     assert view.usable and view.content == "배포는 금요일에 하지 않는다"
@@ -50,7 +50,7 @@ def test_without_a_good_source_it_stays_quarantined_and_is_never_served(
         scope={"tenant": "acme"},
     )
     source.write_text("changed meanwhile", encoding="utf-8")
-    backend.flip_text(Path(warden.path), saved.checksum)
+    backend.flip_text(warden.path, saved.checksum)
     for _ in range(2):
         view = warden.get("rule")
         assert not view.usable and view.reason == "integrity_failed" and view.content is None
@@ -93,7 +93,7 @@ def test_resync_from_git_show_branch_path(warden: Warden, tmp_path: Path, backen
         branch="main",
         scope={"tenant": "acme"},
     )
-    backend.flip_text(Path(warden.path), saved.checksum)
+    backend.flip_text(warden.path, saved.checksum)
     view = warden.get("git-rule")
     assert view.usable and view.content == "규칙: 테스트 먼저"
 
@@ -112,7 +112,7 @@ def save_text(warden: Warden) -> SaveResult:
 
 def test_a_missing_blob_counts_as_corruption(warden: Warden, backend: Backend) -> None:
     saved = save_text(warden)
-    backend.replace_text(Path(warden.path), saved.checksum, None)
+    backend.replace_text(warden.path, saved.checksum, None)
     view = warden.get("m")
     assert not view.usable and view.reason == "integrity_failed"
 
@@ -132,7 +132,7 @@ def test_query_path_detects_flips_too(warden: Warden, clock: FrozenClock, flips:
             ).checksum
         )
     for checksum in checksums[:flips]:
-        backend.flip_text(Path(warden.path), checksum)
+        backend.flip_text(warden.path, checksum)
     served = warden.query(tenant="acme")
     assert len(served) == 10 - flips
     assert all(v.content == f"text {v.memory_id[1:]}" for v in served)
@@ -145,7 +145,7 @@ def test_a_blob_rewritten_with_another_type_or_bad_bytes_is_judged_not_crashed(
     """Raw SQL can put any type in the content column (SQLite does not
     enforce BLOB): the read paths and the audit hash whatever bytes are there."""
     saved = save_text(warden)
-    backend.replace_text(Path(warden.path), saved.checksum, stored)
+    backend.replace_text(warden.path, saved.checksum, stored)
     same = stored == "text"  # the same text stored as TEXT: the same bytes
     assert run_cli.json("audit", "verify")["texts_damaged"] == (0 if same else 1)
     for view in (warden.get("m"), *warden.query(tenant="acme", include_unusable=True)):

@@ -114,7 +114,7 @@ def test_projections_check_names_the_first_differing_memory(
     warden: Warden, clock: FrozenClock, run_cli: Cli, backend: Backend
 ) -> None:
     history(warden, clock)
-    backend.set_view(Path(warden.path), "b", status="usable", reason=None)
+    backend.set_view(warden.path, "b", status="usable", reason=None)
     result = run_cli("projections", "check", "--json")
     assert result.exit_code == 1
     import json

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from memwarden.engine import InvalidInput, StaleView, Warden, fts_query
+from memwarden.engine import InvalidInput, StaleView, Warden, search_words
 from memwarden.events import FrozenClock
 
 from .conftest import Cli
@@ -63,7 +63,7 @@ def test_min_seq_consistency_token(scoped: Warden) -> None:
 
 
 def test_text_queries_are_quoted(scoped: Warden, run_cli: Cli) -> None:
-    assert fts_query('서울 "x') == '"서울"* """x"*'
+    assert search_words('서울 "x') == ["서울", '"x']
     assert scoped.query(tenant="acme", text='AND OR NOT "(') == []
     with pytest.raises(InvalidInput, match="text"):
         scoped.query(tenant="acme", text="   ")

@@ -16,7 +16,7 @@ KOREAN = "서울 본사 3층 회의실은 목요일 오후 2시부터 4시까지
 def test_save_stores_content_addressed_and_returns_its_checksum(warden: Warden, backend: Backend) -> None:
     result = save_memory(warden, "m1", content=KOREAN)
     assert result.checksum == content_checksum(KOREAN) and result.version == 1 and result.seq == 1
-    assert backend.stored_text(Path(warden.path), result.checksum) == KOREAN.encode("utf-8")
+    assert backend.stored_text(warden.path, result.checksum) == KOREAN.encode("utf-8")
     event = warden.log.get(1)
     assert event is not None and event.payload["content_checksum"] == result.checksum
     assert "서울 본사" not in event.payload_json  # the text itself is not in the log
@@ -149,7 +149,7 @@ def test_saving_again_makes_a_new_version_and_keeps_history(
     assert warden.get("m1").content == "second"
     history = warden.explain("m1")["history"]
     assert [h["event"] for h in history] == ["memory.saved", "memory.saved"]
-    assert backend.text_versions(Path(warden.path)) == 2
+    assert backend.text_versions(warden.path) == 2
 
 
 @pytest.mark.parametrize(

@@ -85,7 +85,7 @@ def test_a_stale_read_path_fails_the_readback_naming_the_leak(warden: Warden, ru
     save_memory(warden, "b", tenant="acme", summary="부산 계약서")
     rev = warden.revoke({"tenant": "acme"}, reason="breach")
     # leave one read path stale: the view row of "b" goes back to usable behind the engine's back
-    backend.set_view(Path(warden.path), "b", status="usable", reason=None)
+    backend.set_view(warden.path, "b", status="usable", reason=None)
     result = Scheduler(warden).run_once()
     assert result["readbacks"] == [{"revocation_id": rev.revocation_id, "status": "failed"}]
     failed = [e for e in warden.log.read(types=("readback.failed",))]

@@ -3,18 +3,20 @@ every promise of the port (the rest of the contract suite checks how)."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from memwarden.events import FrozenClock
 from memwarden.projections import UnknownBackend, open_store
 
+from .backends import Backend
 from .conftest import Cli
 
 
 @pytest.mark.parametrize(
     ("given", "problem"),
     [
-        ("postgresql://127.0.0.1/memwarden", "PostgreSQL backend is not part of this version"),
-        ("postgres://127.0.0.1/memwarden", "PostgreSQL backend is not part of this version"),
         ("mysql://127.0.0.1/m", "no backend for 'mysql'"),
         ("sqlite://host/m.db", "names a file, not a host"),
         ("sqlite:///", "names no file"),
@@ -29,3 +31,21 @@ def test_a_url_no_backend_serves_is_refused_naming_the_flag(given: str, problem:
 def test_the_cli_refuses_a_backend_it_lacks_with_exit_code_2() -> None:
     result = Cli("mysql://127.0.0.1/m")("audit", "head", "--json")
     assert result.exit_code == 2 and "--db 'mysql://127.0.0.1/m'" in result.stderr, result.stderr
+
+
+def test_a_postgresql_url_opens_the_postgresql_store(backend: Backend) -> None:
+    if backend.name != "postgres":
+        pytest.skip("a PostgreSQL URL needs the PostgreSQL backend's server")
+    url = backend.db(Path(tempfile.gettempdir()), "url-forms")
+    for spelling in (url, url.replace("postgresql://", "postgres://", 1)):
+        store = open_store(spelling, clock=FrozenClock("2026-01-05T09:00:00Z"))
+        try:
+            assert store.backend == "postgresql" and "@" in store.path
+        finally:
+            store.close()
+
+
+def test_a_password_never_shows_in_the_store_path() -> None:
+    from memwarden.events._postgres import redacted
+
+    assert redacted("postgresql://app:s3cret@db.example:5432/m") == "postgresql://app:***@db.example:5432/m"

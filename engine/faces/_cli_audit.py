@@ -17,6 +17,23 @@ from ._cli_common import Group, _content, _scope, cli, emit, json_option, scope_
 
 
 @cli.command()
+@click.option("--to", "to", required=True, help="The empty store to copy into: a PostgreSQL URL or an SQLite file.")
+@json_option
+@with_warden
+def migrate(warden: Warden, to: str, as_json: bool) -> None:
+    """Copy the log, texts and keys to another store; check it there."""
+    data = warden.migrate(to)
+    emit(
+        data,
+        as_json,
+        f"copied {data['events']} events and {data['texts']} texts to {data['to']}; "
+        f"head {data['head']}; projections {'ok' if data['projections_ok'] else 'DIFFER'}",
+    )
+    if not (data["same_head"] and data["projections_ok"]):
+        sys.exit(1)
+
+
+@cli.command()
 @click.argument("memory_id")
 @click.option("--tenant", default=None, help="The memory's tenant (needed only where the id is in several).")
 @click.option("--as-of", default=None, help="Explain as of this time.")

@@ -6,9 +6,9 @@ import inspect
 
 import pytest
 from memwarden.projections import (
+    LogWrite,
     SQLiteStore,
     SQLiteView,
-    SQLiteWrite,
     Store,
     ViewWriter,
     Write,
@@ -26,7 +26,7 @@ def port_methods(protocol: type) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    ("port", "backend"), [(Store, SQLiteStore), (ViewWriter, SQLiteView), (Write, SQLiteWrite)], ids=str
+    ("port", "backend"), [(Store, SQLiteStore), (ViewWriter, SQLiteView), (Write, LogWrite)], ids=str
 )
 def test_the_sqlite_store_offers_everything_the_port_names(port: type, backend: type) -> None:
     offered = {n for n in port_methods(port) if hasattr(backend, n)} | _instance_attributes(backend)

@@ -12,6 +12,7 @@ from memwarden.engine._gate import decide
 from memwarden.engine._views import MemoryView, gate_row
 from memwarden.projections import RECHECK, VIEW_COLUMNS
 from memwarden.projections._rows import fetch_row, select_rows_with_text
+from memwarden.projections._sqlite_view import fts5_query
 
 
 def test_the_agent_query_walks_a_usable_only_covering_index(scoped: Warden) -> None:
@@ -100,3 +101,7 @@ def test_memories_named_by_key_are_found_through_the_primary_key(warden: Warden)
         )
     )
     assert "SEARCH memories USING PRIMARY KEY" in plan and "SCAN memories" not in plan
+
+
+def test_search_words_become_quoted_fts5_prefixes() -> None:
+    assert fts5_query(["서울", '"x']) == '"서울"* """x"*'

@@ -1,18 +1,26 @@
-"""The SQLite store's derivation graph: which memories were drawn from which
+"""The derivation graph: which memories were drawn from which
 (the ``derivations`` table), walked by recursive queries, so no walk
 recurses in Python however deep a chain goes."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._rows import Key
+from ._rows import Connection, Key
 from ._selector import selector_sql
 
+# One step of a walk: the rows of ``derivations`` (alias d) whose ``{key}``
+# is ``{walk}.id``, in the tenant given by the step's one ``?``. SQLite
+# answers a join with a lookup of the key each time. PostgreSQL plans the
+# join once, from statistics that lag behind a growing table, and may hash
+# a tenant's every derivation at each level (O(n) a level, O(n^2) a walk);
+# a LATERAL subquery fenced with OFFSET 0 keeps it a lookup per row.
+JOIN_STEP = "derivations d JOIN {walk} ON d.tenant = ? AND d.{key} = {walk}.id"
+LATERAL_STEP = "{walk} CROSS JOIN LATERAL (SELECT * FROM derivations WHERE tenant = ? AND {key} = {walk}.id OFFSET 0) d"
 
-def ancestors(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) -> set[str]:
+
+def ancestors(conn: Connection, tenant: str, memory_ids: Sequence[str], step: str = JOIN_STEP) -> set[str]:
     """Every memory of ``tenant`` the given ones were drawn from, at any depth
     (a recursive query: no Python recursion, whatever the depth)."""
     if not memory_ids:
@@ -22,14 +30,13 @@ def ancestors(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) 
         r[0]
         for r in conn.execute(
             f"WITH RECURSIVE up(id) AS (SELECT parent_id FROM derivations WHERE tenant = ? AND child_id IN ({marks}) "
-            "UNION SELECT d.parent_id FROM derivations d JOIN up ON d.tenant = ? AND d.child_id = up.id) "
-            "SELECT id FROM up",
+            f"UNION SELECT d.parent_id FROM {step.format(walk='up', key='child_id')}) SELECT id FROM up",
             [tenant, *memory_ids, tenant],
         )
     }
 
 
-def depth(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str], limit: int) -> int:
+def depth(conn: Connection, tenant: str, memory_ids: Sequence[str], limit: int, step: str = JOIN_STEP) -> int:
     """How many levels of evidence lie under the given memories (1: they
     were drawn from nothing), counted up to ``limit + 1`` and no further."""
     if not memory_ids:
@@ -37,14 +44,14 @@ def depth(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str], limi
     marks = ",".join("?" * len(memory_ids))
     found = conn.execute(
         f"WITH RECURSIVE up(id, d) AS (SELECT parent_id, 2 FROM derivations WHERE tenant = ? AND child_id IN ({marks}) "
-        "UNION SELECT d.parent_id, up.d + 1 FROM derivations d JOIN up ON d.tenant = ? AND d.child_id = up.id "
+        f"UNION SELECT d.parent_id, up.d + 1 FROM {step.format(walk='up', key='child_id')} "
         "WHERE up.d <= ?) SELECT max(d) FROM up",
         [tenant, *memory_ids, tenant, limit],
     ).fetchone()[0]
     return found or 1
 
 
-def descendants(conn: sqlite3.Connection, keys: Iterable[Key]) -> set[Key]:
+def descendants(conn: Connection, keys: Iterable[Key], step: str = JOIN_STEP) -> set[Key]:
     """Every memory drawn from the given ones, at any depth, in their tenants."""
     by_tenant: dict[str, list[str]] = {}
     for tenant, memory_id in keys:
@@ -58,15 +65,15 @@ def descendants(conn: sqlite3.Connection, keys: Iterable[Key]) -> set[Key]:
                 (tenant, r[0])
                 for r in conn.execute(
                     "WITH RECURSIVE down(id) AS (SELECT child_id FROM derivations WHERE tenant = ? "
-                    f"AND parent_id IN ({marks}) UNION SELECT d.child_id FROM derivations d "
-                    "JOIN down ON d.tenant = ? AND d.parent_id = down.id) SELECT id FROM down",
+                    f"AND parent_id IN ({marks}) UNION SELECT d.child_id FROM "
+                    f"{step.format(walk='down', key='parent_id')}) SELECT id FROM down",
                     [tenant, *chunk, tenant],
                 )
             )
     return found
 
 
-def children(conn: sqlite3.Connection, parents: Iterable[Key]) -> list[tuple[str, str, int, str]]:
+def children(conn: Connection, parents: Iterable[Key]) -> list[tuple[str, str, int, str]]:
     """Memories drawn from ``parents`` that are still in the read paths,
     sorted by child so that the log's order does not depend on SQLite's plan."""
     by_tenant: dict[str, list[str]] = {}
@@ -86,7 +93,7 @@ def children(conn: sqlite3.Connection, parents: Iterable[Key]) -> list[tuple[str
     return sorted(children)
 
 
-def revoked_evidence(conn: sqlite3.Connection, selector: dict[str, Any], revocation_id: str, seq: int) -> list[Key]:
+def revoked_evidence(conn: Connection, selector: dict[str, Any], revocation_id: str, seq: int) -> list[Key]:
     """What the revocation at ``seq`` took out that is someone's evidence,
     found the way its UPDATE found it (so the cost follows its size, not
     every derivation ever recorded)."""

@@ -1,0 +1,153 @@
+"""The PostgreSQL store (``--db postgresql://...``; ``pip install
+'memwarden[postgres]'``): the log (``memwarden.events.PostgresEventLog``),
+the texts and the usable view in one database, which any number of
+``memwarden`` processes share. The view is written in the transaction of
+the events it folds (every writer holds the log head's row lock), so every
+node reads a view exactly as fresh as the log it has committed.
+
+An as-of view and the check's rebuild are built from the log alone in a
+private in-memory SQLite database (``private_view``), as on SQLite: they
+never touch the shared view, and a replay answers the same on both backends.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from memwarden.events import (
+    Clock,
+    PostgresEventLog,
+    PostgresTextStore,
+    QmarkConnection,
+    RecordedEvent,
+)
+
+from ._postgres_usable import C_TEXT, PostgresProjector, events_after, stored_texts
+from ._postgres_view import PostgresView
+from ._runner import CheckResult, Projector
+from ._sqlite_store import private_view
+from ._sqlite_view import SQLiteView
+from ._usable import UsableProjection
+from ._write import LogWrite
+
+Reactor = Callable[[LogWrite, Sequence[RecordedEvent]], None]
+
+KEYS_SCHEMA = f"""CREATE TABLE IF NOT EXISTS api_keys (
+    key_id {C_TEXT} PRIMARY KEY, key_hash text NOT NULL, role text NOT NULL, tenants text NOT NULL,
+    agent text, created_at {C_TEXT} NOT NULL, revoked_at text
+)"""
+
+
+class PostgresStore:
+    """The log, the texts and the usable view in one PostgreSQL database."""
+
+    backend = "postgresql"
+
+    def __init__(self, url: str, *, clock: Clock, **_sqlite_options: Any) -> None:
+        self.log = PostgresEventLog(url, clock=clock)
+        self.path = self.log.path  # the URL without its password
+        self.projector = PostgresProjector(events_after(self.log.read))
+        self.log.subscribers.append(lambda conn, events: self.projector.on_append(QmarkConnection(conn), events))
+        with self.log.transaction() as tx:
+            # under the head lock: one process at a time creates or catches up
+            self.texts = PostgresTextStore(tx.conn)
+            view = QmarkConnection(tx.conn)
+            self.projector.install(view)
+            view.execute(KEYS_SCHEMA)
+            if self.projector.position(view) < tx.head.seq:
+                # a new projection, or a log imported behind memwarden's back:
+                # folding the last event catches up on every one before it
+                last = self.log.read(after_seq=tx.head.seq - 1, until_seq=tx.head.seq)
+                self.projector.on_append(view, list(last))
+
+    def close(self) -> None:
+        self.log.close()
+
+    def react(self, reactor: Reactor) -> None:
+        """Run ``reactor`` after every append, inside its transaction."""
+
+        def react(tx: Any, records: Sequence[RecordedEvent]) -> None:
+            reactor(self._write(tx), records)
+
+        self.log.reactors.append(react)
+
+    def _write(self, tx: Any) -> LogWrite:
+        return LogWrite(tx, PostgresView(QmarkConnection(tx.conn), self.projector), self.texts)
+
+    # -- reading and writing --------------------------------------------------
+
+    @contextmanager
+    def reading(self) -> Iterator[PostgresView]:
+        """The view as of one committed state (inside a write transaction: that one's)."""
+        with self.log.snapshot() as conn:
+            yield PostgresView(QmarkConnection(conn), self.projector)
+
+    @contextmanager
+    def writing(self) -> Iterator[LogWrite]:
+        """A write transaction holding the log head's row lock, rolled back on any error."""
+        with self.log.transaction() as tx:
+            yield self._write(tx)
+
+    @contextmanager
+    def as_of(self, until_seq: int) -> Iterator[SQLiteView]:
+        """The view as it stood right after ``until_seq``, built from the log
+        alone in a private in-memory SQLite database, whatever the backend."""
+        conn = private_view(self.log.read(until_seq=until_seq))
+        try:
+            yield SQLiteView(conn, Projector())
+        finally:
+            conn.close()
+
+    # -- repair and checks ----------------------------------------------------
+
+    def rebuild(self, *, progress: Callable[[int], None] | None = None) -> int:
+        """Drop the view and build it again from the log, in one transaction
+        under the head lock: readers see the old view until it commits."""
+        with self.log.transaction() as tx:
+            return self.projector.replace(QmarkConnection(tx.conn), self.log.read(), progress=progress)
+
+    def check(self) -> CheckResult:
+        """Rebuild into a private database and compare it with the live view."""
+        with tempfile.TemporaryDirectory(prefix="memwarden-check-") as tmp, self.log.snapshot() as raw:
+            live = QmarkConnection(raw)
+            head = self.log.head_in(raw).seq
+            conn = private_view(
+                self.log.read(until_seq=head),
+                path=str(Path(tmp) / "check.db"),
+                text_source=lambda _c, *version: stored_texts(live, *version),
+            )
+            try:
+                return self.projector.compare(live, conn, rebuilt_by=Projector())
+            finally:
+                conn.close()
+
+    def view_rows(self, until_seq: int | None = None) -> dict[str, list[tuple[Any, ...]]]:
+        """The usable view's rows, table by table, each in key order (see
+        ``SQLiteStore.view_rows``)."""
+        if until_seq is None:
+            with self.log.snapshot() as raw:
+                return self.projector.projections[0].digest_rows(QmarkConnection(raw))
+        conn = private_view(self.log.read(until_seq=until_seq))
+        try:
+            return UsableProjection(text_source=None).digest_rows(conn)
+        finally:
+            conn.close()
+
+    def file_problems(self) -> list[str]:
+        """PostgreSQL checks its own pages (with data checksums where the
+        cluster has them): nothing for memwarden to add."""
+        with self.log.lock:
+            self.log.conn.execute("SELECT 1")
+        return []
+
+    def after_erasure(self) -> None:
+        """Erased texts leave the table files: ``VACUUM FULL`` writes the
+        texts and the text index anew without the deleted rows (a plain
+        VACUUM would leave their bytes in the pages' free space)."""
+        with self.log.lock:
+            for table in ("texts", "memories_search"):
+                self.log.conn.execute(f"VACUUM FULL {table}")

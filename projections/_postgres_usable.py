@@ -1,0 +1,273 @@
+"""The usable view's tables in PostgreSQL, kept by the same fold as SQLite's.
+
+What each event does is ``UsableProjection.apply`` (the fold, the
+revocation's UPDATE, the policies), shared; this module gives PostgreSQL's
+tables, its set form of a batch of invalidations, and its text index. Text
+columns compare and sort byte by byte (``COLLATE "C"``), as SQLite's do,
+whatever the database's own collation: a listing is in the same order on
+both backends.
+
+The text index is a ``tsvector`` per memory, written from the same words
+SQLite's FTS5 (``unicode61 remove_diacritics 2``) finds: runs of letters and
+digits, lower-cased, without diacritics (``search_tokens``). Both the
+vector and the query are given to PostgreSQL as literals, so its own parser
+never splits a word differently, and a search matches the same memories on
+both backends.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
+from typing import Any
+
+from memwarden.events import RecordedEvent
+
+from ._fold import STATUSES
+from ._rows import Connection, Key
+from ._runner import Backlog, Projection, Projector
+from ._stats import StatsProjection
+from ._usable import RECHECK, UsableProjection, invalidation_update
+
+C_TEXT = 'text COLLATE "C"'
+
+SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS memories (
+        mid bigint NOT NULL UNIQUE,
+        memory_id {C_TEXT} NOT NULL,
+        version bigint NOT NULL, kind {C_TEXT} NOT NULL,
+        status {C_TEXT} NOT NULL CHECK (status IN ({",".join(repr(s) for s in STATUSES)})),
+        reason {C_TEXT},
+        tenant {C_TEXT} NOT NULL, project {C_TEXT}, permission {C_TEXT}, "user" {C_TEXT}, agent {C_TEXT},
+        tool {C_TEXT}, tool_version {C_TEXT}, input_hash {C_TEXT},
+        source_url {C_TEXT} NOT NULL, source {C_TEXT}, repo {C_TEXT}, branch {C_TEXT},
+        fetched_at {C_TEXT} NOT NULL, expires_at {C_TEXT}, verified_at {C_TEXT},
+        policy {C_TEXT} NOT NULL, revocation_version {C_TEXT} NOT NULL,
+        checksum {C_TEXT} NOT NULL, content_length bigint NOT NULL,
+        invalidation_reason {C_TEXT}, invalidated_by bigint, revoked_by {C_TEXT}, quarantined_from {C_TEXT},
+        derived_from {C_TEXT} NOT NULL DEFAULT '[]',
+        first_seq bigint NOT NULL, last_seq bigint NOT NULL,
+        PRIMARY KEY (tenant, memory_id)
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS revocations (
+        revocation_id {C_TEXT} PRIMARY KEY, seq bigint NOT NULL, selector {C_TEXT} NOT NULL,
+        reason {C_TEXT} NOT NULL, issued_by {C_TEXT} NOT NULL, effective_at {C_TEXT} NOT NULL,
+        recorded_at {C_TEXT} NOT NULL, covered bigint NOT NULL,
+        readback_status {C_TEXT}, readback_seq bigint, readback_latency_ms double precision,
+        still_visible bigint, leaked_ids {C_TEXT}
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS policies (
+        policy {C_TEXT} PRIMARY KEY, version {C_TEXT} NOT NULL, previous_version {C_TEXT} NOT NULL,
+        changed_at {C_TEXT} NOT NULL, seq bigint NOT NULL
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS retired_versions (
+        policy {C_TEXT} NOT NULL, version {C_TEXT} NOT NULL, retired_seq bigint NOT NULL,
+        PRIMARY KEY (policy, version)
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS derivations (
+        tenant {C_TEXT} NOT NULL, child_id {C_TEXT} NOT NULL, parent_id {C_TEXT} NOT NULL,
+        parent_version bigint NOT NULL,
+        PRIMARY KEY (tenant, child_id, parent_id)
+    )""",
+    "CREATE TABLE IF NOT EXISTS memories_search (mid bigint PRIMARY KEY, doc tsvector NOT NULL)",
+)
+
+INDEXES = (
+    # the agent query: a tenant's usable memories, newest first
+    "CREATE INDEX IF NOT EXISTS memories_usable_by_tenant ON memories (tenant, last_seq) WHERE status = 'usable'",
+    "CREATE INDEX IF NOT EXISTS memories_usable_by_project "
+    "ON memories (tenant, project, last_seq) WHERE status = 'usable'",
+    "CREATE INDEX IF NOT EXISTS memories_by_tenant ON memories (tenant, last_seq)",
+    'CREATE INDEX IF NOT EXISTS memories_by_user ON memories ("user") WHERE "user" IS NOT NULL',
+    "CREATE INDEX IF NOT EXISTS memories_by_agent ON memories (agent) WHERE agent IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS memories_by_id ON memories (memory_id)",
+    "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL",
+    f"CREATE INDEX IF NOT EXISTS memories_to_reverify ON memories (status) WHERE {RECHECK}",
+    "CREATE INDEX IF NOT EXISTS memories_by_policy ON memories (policy, revocation_version)",
+    "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (tenant, parent_id)",
+    "CREATE INDEX IF NOT EXISTS memories_search_words ON memories_search USING gin (doc)",
+)
+
+TABLES = ("memories_search", "derivations", "retired_versions", "policies", "revocations", "memories")
+
+# -- the words of a text, as SQLite's FTS5 finds them --------------------------
+
+_TOKEN = re.compile(r"[^\W_]+")
+# tsvector positions stop at 16383 and a vector at 1 MB: a longer text is
+# searchable by its first words (FTS5 indexes all of it)
+_MAX_POSITION = 16383
+_MAX_VECTOR = 1_000_000
+
+
+def search_tokens(text: str) -> list[str]:
+    """The searchable words of ``text``: runs of letters and digits,
+    lower-cased, with diacritics removed (café is cafe) and Hangul whole."""
+    folded = text.lower()
+    if not folded.isascii():
+        bare = "".join(c for c in unicodedata.normalize("NFD", folded) if not unicodedata.combining(c))
+        folded = unicodedata.normalize("NFC", bare)
+    return _TOKEN.findall(folded)
+
+
+def _lexeme(token: str) -> str:
+    # tokens hold letters and digits only: nothing to escape inside quotes
+    return f"'{token}'"
+
+
+def search_vector(summary: str | None, content: str | None) -> str:
+    """A ``tsvector`` literal of a version's summary and content. Their
+    positions are a word apart, so a phrase never runs from one into the
+    other (as in FTS5, whose columns are separate)."""
+    positions: dict[str, list[int]] = {}
+    at = 0
+    size = 0
+    for part in (summary, content):
+        at += 1
+        for token in search_tokens(part or ""):
+            at += 1
+            spots = positions.get(token)
+            if spots is None:
+                size += len(token.encode("utf-8")) + 8
+                if size > _MAX_VECTOR:
+                    break
+                positions[token] = spots = []
+            if len(spots) < 256:  # a vector keeps at most 256 positions a word
+                spots.append(min(at, _MAX_POSITION))
+    return " ".join(f"{_lexeme(t)}:{','.join(map(str, sorted(set(p))))}" for t, p in positions.items())
+
+
+def search_query(words: Sequence[str]) -> str:
+    """A ``tsquery`` literal: every word a prefix, a word of several tokens
+    (``foo-bar``) a phrase whose last token is the prefix, as FTS5 reads
+    ``"foo-bar"*``. A word with no letters or digits is left out; with none
+    left, the query matches nothing (``_`` is never a token)."""
+    phrases = []
+    for word in words:
+        tokens = search_tokens(word)
+        if tokens:
+            phrases.append(" <-> ".join([*map(_lexeme, tokens[:-1]), f"{_lexeme(tokens[-1])}:*"]))
+    return " & ".join(phrases) or "'_'"
+
+
+def stored_texts(conn: Connection, tenant: str, memory_id: str, version: int) -> tuple[str | None, str | None] | None:
+    """A version's texts from the text store in the same database."""
+    row = conn.execute(
+        "SELECT convert_from(summary, 'UTF8'), content FROM texts WHERE tenant = ? AND memory_id = ? AND version = ?",
+        (tenant, memory_id, version),
+    ).fetchone()
+    if row is None:
+        return None
+    try:
+        content = None if row[1] is None else bytes(row[1]).decode("utf-8")
+    except UnicodeDecodeError:
+        content = None
+    return row[0], content
+
+
+class PostgresUsableProjection(UsableProjection):
+    """Projection ``usable`` in PostgreSQL."""
+
+    INDEXED = "SELECT m.tenant, m.memory_id FROM memories_search f JOIN memories m ON m.mid = f.mid"
+
+    def __init__(self) -> None:
+        super().__init__(text_source=stored_texts)
+
+    def outdated(self, conn: Connection) -> bool:
+        return False  # no older layout exists on this backend
+
+    def create(self, conn: Connection, *, indexes: bool = True) -> None:
+        for statement in SCHEMA:
+            conn.execute(statement)
+        if indexes:
+            self.create_indexes(conn)
+
+    def create_indexes(self, conn: Connection) -> None:
+        for statement in INDEXES:
+            conn.execute(statement)
+
+    def drop(self, conn: Connection) -> None:
+        for table in TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+    def _invalidate_run(self, conn: Connection, run: list[tuple[Any, ...]]) -> None:
+        why, seq, memory_id, version, tenant = (list(column) for column in zip(*run, strict=True))
+        conn.execute(
+            "WITH j AS (SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::text[]) "
+            f"AS u(why, seq, memory_id, version, tenant)) {invalidation_update('j')}",
+            (why, seq, memory_id, version, tenant),
+        )
+
+    def _index(self, conn: Connection, fts: list[tuple[Key, str]], pending: dict[Key, dict[str, Any] | None]) -> None:
+        for key, action in fts:
+            conn.execute(
+                "DELETE FROM memories_search WHERE mid = (SELECT mid FROM memories WHERE tenant = ? AND memory_id = ?)",
+                key,
+            )
+            row = pending[key]
+            if action == "index" and row is not None and row["status"] != "erased":
+                summary, content = stored_texts(conn, *key, row["version"]) or (None, None)
+                conn.execute(
+                    "INSERT INTO memories_search (mid, doc) "
+                    "SELECT mid, CAST(? AS tsvector) FROM memories WHERE tenant = ? AND memory_id = ?",
+                    (search_vector(summary, content), *key),
+                )
+
+    def finish_bulk(self, conn: Connection) -> None:
+        self.create_indexes(conn)
+        conn.execute("DELETE FROM memories_search")
+        raw = conn.raw  # type: ignore[attr-defined]  # COPY needs psycopg's own cursor
+        # a page of texts at a time, then its COPY: one connection cannot
+        # read a cursor while a COPY is under way
+        with raw.cursor(name="memwarden_index_texts") as rows, raw.cursor() as out:
+            rows.execute(
+                "SELECT m.mid, convert_from(t.summary, 'UTF8'), t.content FROM memories m "
+                "LEFT JOIN texts t ON t.tenant = m.tenant AND t.memory_id = m.memory_id AND t.version = m.version "
+                "WHERE m.status <> 'erased' ORDER BY m.mid"
+            )
+            while page := rows.fetchmany(2000):
+                with out.copy("COPY memories_search (mid, doc) FROM STDIN") as copy:
+                    for mid, summary, content in page:
+                        copy.write_row((mid, search_vector(summary, _decoded(content))))
+
+
+def _decoded(data: bytes | None) -> str | None:
+    try:
+        return None if data is None else bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+class PostgresStatsProjection(StatsProjection):
+    """Projection ``stats`` in PostgreSQL."""
+
+    def create(self, conn: Connection, *, indexes: bool = True) -> None:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS stats (week {C_TEXT} NOT NULL, counter {C_TEXT} NOT NULL, "
+            "count bigint NOT NULL, PRIMARY KEY (week, counter))"
+        )
+
+
+class PostgresProjector(Projector):
+    """The projector of the PostgreSQL store: its tables, no SQLite settings."""
+
+    def __init__(self, backlog: Backlog, projections: Sequence[Projection] | None = None) -> None:
+        super().__init__(
+            projections if projections is not None else [PostgresUsableProjection(), PostgresStatsProjection()],
+            backlog=backlog,
+        )
+
+    def create_tracking(self, conn: Connection) -> None:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS projection_tracking (name {C_TEXT} PRIMARY KEY, seq bigint NOT NULL)")
+
+    def bulk(self, conn: Connection) -> nullcontext[None]:
+        return nullcontext()
+
+    def dropping(self, conn: Connection) -> nullcontext[None]:
+        return nullcontext()
+
+
+def events_after(read: Callable[..., Iterator[RecordedEvent]]) -> Backlog:
+    """The backlog of a log whose reads run on the projection's own connection."""
+    return lambda _conn, after, until: read(after_seq=after, until_seq=until)

@@ -1,0 +1,387 @@
+"""The view's questions in SQL both backends speak: every question the
+engine asks of the usable view, on one connection (a snapshot, or the open
+write transaction), written with ``?`` marks (PostgreSQL's connection is
+wrapped to take them). Each method is named for what it answers;
+``ViewReader`` in ``_port`` is the same list in backend-neutral words.
+
+A backend's view subclasses ``SQLView`` and gives what its SQL spells its
+own way: the text index (``MATCHING``, ``match_query``), how a stored text
+is read (``TEXTS``), and the purge of erased words. The agent query's SQL
+is ``SQLView.agent_query``; a caller's confinement (``Access``) becomes SQL
+in ``SQLView.confine`` and nowhere else."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from . import _graph, _rows
+from ._access import Access
+from ._rows import (
+    SELECT_MEMORIES,
+    TEXT_JOIN,
+    VIEW_COLUMNS,
+    Connection,
+    Key,
+    row_dict,
+    select_rows,
+    select_rows_with_text,
+)
+from ._runner import Projector
+from ._selector import BLOCKED_FETCH_SQL, selector_sql
+from ._stats import weekly
+from ._usable import RECHECK
+
+REVOCATION_FIELDS = (
+    "revocation_id",
+    "seq",
+    "selector",
+    "reason",
+    "issued_by",
+    "effective_at",
+    "recorded_at",
+    "covered",
+    "readback_status",
+    "readback_seq",
+    "readback_latency_ms",
+    "still_visible",
+    "leaked_ids",
+)
+
+# the scope filters of the agent query: argument name -> column
+SCOPE_FILTERS = (
+    ("project", "project"),
+    ("permission", "permission"),
+    ("user", '"user"'),
+    ("agent", "agent"),
+    ("tool", "tool"),
+    ("kind", "kind"),
+)
+
+
+class SQLView:
+    """The usable view as one connection sees it."""
+
+    # a version's summary (text), and its summary and stored content
+    # (bytes), over ``texts t``
+    SUMMARY: str
+    TEXTS: str
+    # ids (``mid``) of memories whose texts match one ``?``: the text index
+    MATCHING: str
+    # status, spelled so the planner walks another index than status's own
+    STATUS_UNINDEXED = "status"
+    # one step of a walk of the derivation graph (``_graph``)
+    GRAPH_STEP = _graph.JOIN_STEP
+
+    def __init__(self, conn: Connection, projector: Projector) -> None:
+        self.conn = conn
+        self._projector = projector
+
+    def position(self) -> int:
+        """The seq every projection has applied (the view's freshness)."""
+        return self._projector.position(self.conn)
+
+    # -- confinement ---------------------------------------------------------------------
+
+    @staticmethod
+    def confine(access: Access, alias: str = "") -> tuple[str, list[Any]]:
+        """``access`` as a WHERE term over ``memories`` (``alias.`` before each column)."""
+        at = f"{alias}." if alias else ""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if access.tenants is not None:
+            clauses.append(f"{at}tenant IN ({','.join('?' * len(access.tenants))})" if access.tenants else "FALSE")
+            params.extend(access.tenants)
+        if access.agent is not None:
+            clauses.append(f"{at}agent = ?")
+            params.append(access.agent)
+        return (" AND ".join(clauses) or "TRUE"), params
+
+    def _naming(
+        self, column: str, value: Any, tenant: str | None, access: Access, alias: str = ""
+    ) -> tuple[str, list[Any]]:
+        """``column = value``, in ``tenant`` when given, among what ``access`` allows."""
+        at = f"{alias}." if alias else ""
+        allowed, params = self.confine(access, alias)
+        sql = f'{at}"{column}" = ? AND {allowed}'
+        args: list[Any] = [value, *params]
+        if tenant is not None:
+            sql += f" AND {at}tenant = ?"
+            args.append(tenant)
+        return sql, args
+
+    # -- memories ------------------------------------------------------------------------
+
+    def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
+        """A memory's whole row, by its identity; None if there is none."""
+        return _rows.fetch_row(self.conn, tenant, memory_id)
+
+    def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
+        """The rows of the memories ``keys`` name (absent ones left out)."""
+        return _rows.fetch_rows(self.conn, keys)
+
+    def named(self, memory_id: str, *, tenant: str | None, access: Access, limit: int = 2) -> list[dict[str, Any]]:
+        """Up to ``limit`` rows of the memories a caller names by id (one per
+        tenant holding it), only among those ``access`` allows."""
+        where, args = self._naming("memory_id", memory_id, tenant, access)
+        return [row_dict(r) for r in self.conn.execute(f"{SELECT_MEMORIES} WHERE {where} LIMIT ?", [*args, limit])]
+
+    def named_with_text(self, memory_id: str, *, tenant: str | None, access: Access) -> list[tuple[Any, ...]]:
+        """``named`` as ``VIEW_COLUMNS`` rows with their summary and stored
+        content last (``get``: one statement for the row and its text)."""
+        where, args = self._naming("memory_id", memory_id, tenant, access, alias="m")
+        return select_rows_with_text(self.conn, VIEW_COLUMNS, where, args, "LIMIT 2", texts=self.TEXTS)
+
+    def of_user(self, user: str, *, tenant: str | None, access: Access) -> list[dict[str, Any]]:
+        """Every memory whose scope names ``user`` (erasure by user)."""
+        return select_rows(self.conn, *self._naming("user", user, tenant, access))
+
+    def every_row(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Every memory (of ``tenant`` when given), by tenant and id: a replay's listing."""
+        where, params = ("tenant = ?", [tenant]) if tenant is not None else ("TRUE", [])
+        return select_rows(self.conn, where, params, "ORDER BY tenant, memory_id")
+
+    def summaries(self, rows: Sequence[dict[str, Any]]) -> dict[Key, str | None]:
+        """The summary of each row's current version (None once erased)."""
+        return _rows.summaries(self.conn, rows, summary=self.SUMMARY)
+
+    def current_texts(self) -> Iterator[tuple[str, bytes | None]]:
+        """(checksum, content bytes) of every memory not erased."""
+        for checksum, _summary, content in self.conn.execute(
+            f"SELECT m.checksum, {self.TEXTS} FROM memories m {TEXT_JOIN} WHERE m.status <> 'erased'"
+        ):
+            yield checksum, None if content is None else bytes(content)
+
+    def agent_query(
+        self,
+        *,
+        tenant: str,
+        access: Access,
+        filters: dict[str, str | None],
+        ids: list[str] | None,
+        match: Sequence[str] | None,
+        usable_at: str | None,
+        limit: int,
+        offset: int,
+    ) -> list[tuple[Any, ...]]:
+        """One page of the agent query, newest first, as ``VIEW_COLUMNS`` rows
+        with their texts: a tenant's memories that ``access`` lets the caller
+        read, narrowed by scope ``filters``, ``ids`` and the words of a
+        text-index ``match`` (each a prefix of a word in the summary or
+        content); with ``usable_at``, only rows the view holds usable
+        and unexpired then (an index-friendly prefilter: the gate still decides)."""
+        allowed, allowed_params = self.confine(access, "m")
+        clauses = ["m.tenant = ?", allowed]
+        params: list[Any] = [tenant, *allowed_params]
+        for name, column in SCOPE_FILTERS:
+            if filters.get(name) is not None:
+                clauses.append(f"{column} = ?")
+                params.append(filters[name])
+        if ids is not None:
+            clauses.append(f"m.memory_id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
+        if match is not None:
+            clauses.append(f"mid IN ({self.MATCHING})")
+            params.append(self.match_query(match))
+        if usable_at is not None:
+            clauses.append("status = 'usable' AND (expires_at IS NULL OR expires_at > ?)")
+            params.append(usable_at)
+        return select_rows_with_text(
+            self.conn,
+            VIEW_COLUMNS,
+            " AND ".join(clauses),
+            [*params, limit, offset],
+            "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?",
+            texts=self.TEXTS,
+        )
+
+    def match_query(self, words: Sequence[str]) -> str:
+        """``words`` in the text index's own query language: each a prefix."""
+        raise NotImplementedError
+
+    def text_matches(self, match: Sequence[str], access: Access, tenant: str | None = None) -> list[str]:
+        """Ids of memories whose texts match (any status): the raw text index."""
+        allowed, allowed_params = self.confine(access, "m")
+        sql = f"SELECT m.memory_id FROM memories m WHERE m.mid IN ({self.MATCHING}) AND {allowed}"
+        args: list[Any] = [self.match_query(match), *allowed_params]
+        if tenant is not None:
+            sql += " AND m.tenant = ?"
+            args.append(tenant)
+        return [r[0] for r in self.conn.execute(sql, args)]
+
+    def purge_text_index(self) -> bool:
+        """Rewrite the text index so erased words leave its pages too (True
+        if it was rebuilt whole)."""
+        raise NotImplementedError
+
+    # -- what the scheduler and re-verification look for ----------------------------------
+
+    def past_expiry(self, now: str, limit: int) -> list[tuple[str, str, int, str]]:
+        """(tenant, memory_id, version, expires_at) of usable memories at or past
+        their expiry, the earliest first."""
+        return self.conn.execute(
+            # the expiry index, not the status index, drives this
+            f"SELECT tenant, memory_id, version, expires_at FROM memories WHERE {self.STATUS_UNINDEXED} = 'usable' "
+            "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at, memory_id, tenant LIMIT ?",
+            (now, limit),
+        ).fetchall()
+
+    def of_kinds(self, kinds: Iterable[str]) -> set[Key]:
+        """(tenant, memory_id) of every memory of the given kinds."""
+        wanted = sorted(kinds)
+        return set(
+            self.conn.execute(
+                f"SELECT tenant, memory_id FROM memories WHERE kind IN ({','.join('?' * len(wanted))})", wanted
+            ).fetchall()
+        )
+
+    def due(self, now: str, access: Access) -> list[tuple[str, str, str, str]]:
+        """(tenant, memory_id, source_url, reason) of what must be re-verified,
+        in precedence (a memory may come more than once: the first counts):
+        invalidated as ``revoked``, past expiry, failed checks, older policy
+        versions; every statement confined to ``access``."""
+        allowed, params = self.confine(access)
+        found: list[tuple[str, str, str, str]] = []
+
+        def add(sql: str, args: list[Any], reason: str) -> None:
+            found.extend(
+                (tenant, memory_id, url, reason)
+                for tenant, memory_id, url in self.conn.execute(
+                    f"SELECT tenant, memory_id, source_url FROM memories WHERE {sql} AND {allowed}", [*args, *params]
+                )
+            )
+
+        add(f"status = 'invalidated' AND {RECHECK}", [], "revoked")
+        # STATUS_UNINDEXED: walk the expiry index (the few past due), not a status
+        # index; memories marked expired come from the recheck index. Separate
+        # statements, not a UNION: the caller drops the overlap for free.
+        waiting = f"{self.STATUS_UNINDEXED} IN ('usable', 'expired', 'unknown')"
+        add(f"expires_at <= ? AND {waiting}", [now], "expired")
+        add(f"status = 'expired' AND {RECHECK}", [], "expired")
+        add(f"status = 'unknown' AND {RECHECK}", [], "unknown")
+        for policy, version in self.conn.execute("SELECT policy, version FROM policies").fetchall():
+            add(
+                f"policy = ? AND revocation_version != ? AND {waiting}",
+                [policy, version],
+                "policy_changed",
+            )
+        return found
+
+    # -- derivations -----------------------------------------------------------------------
+
+    def ancestors(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
+        """Every memory of ``tenant`` the given ones were drawn from, at any depth."""
+        return _graph.ancestors(self.conn, tenant, memory_ids, self.GRAPH_STEP)
+
+    def depth(self, tenant: str, memory_ids: Sequence[str], limit: int) -> int:
+        """How many levels of evidence lie under the given memories (at most ``limit`` + 1)."""
+        return _graph.depth(self.conn, tenant, memory_ids, limit, self.GRAPH_STEP)
+
+    def descendants(self, keys: Iterable[Key]) -> set[Key]:
+        """Every memory drawn from the given ones, at any depth."""
+        return _graph.descendants(self.conn, keys, self.GRAPH_STEP)
+
+    def children(self, parents: Iterable[Key]) -> list[tuple[str, str, int, str]]:
+        """(tenant, child_id, child version, parent_id) drawn directly from ``parents``."""
+        return _graph.children(self.conn, parents)
+
+    def revoked_evidence(self, selector: dict[str, Any], revocation_id: str, seq: int) -> list[Key]:
+        """What a revocation just took out that is some memory's evidence."""
+        return _graph.revoked_evidence(self.conn, selector, revocation_id, seq)
+
+    # -- revocations and policies ----------------------------------------------------------
+
+    def revocations(self) -> list[dict[str, Any]]:
+        """Every revocation's id, selector and effective time, oldest first."""
+        return _rows.load_revocations(self.conn)
+
+    def revocation(self, revocation_id: str) -> dict[str, Any] | None:
+        """A revocation as the view holds it (selector and leaked ids as JSON text)."""
+        row = self.conn.execute(
+            f"SELECT {', '.join(REVOCATION_FIELDS)} FROM revocations WHERE revocation_id = ?", (revocation_id,)
+        ).fetchone()
+        return dict(zip(REVOCATION_FIELDS, row, strict=True)) if row else None
+
+    def unconfirmed_revocations(self) -> list[str]:
+        """Revocations with no read-back yet, or a failed one, oldest first."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT revocation_id FROM revocations WHERE readback_status IS NULL OR readback_status = 'failed' "
+                "ORDER BY seq"
+            )
+        ]
+
+    def readback_state(self, revocation_id: str) -> tuple[str | None, str | None] | None:
+        """(readback_status, leaked_ids JSON) of a revocation; None if there is none."""
+        row = self.conn.execute(
+            "SELECT readback_status, leaked_ids FROM revocations WHERE revocation_id = ?", (revocation_id,)
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def revoked_by(self, revocation: dict[str, Any]) -> list[Key]:
+        """(tenant, memory_id) of what ``revocation`` covers, by memory id."""
+        where, params = selector_sql(revocation["selector"])
+        return self.conn.execute(
+            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND {BLOCKED_FETCH_SQL} ORDER BY memory_id",
+            [*params, revocation["effective_at"]],
+        ).fetchall()
+
+    def policies(self) -> dict[str, str]:
+        """Each policy ever set and its current version key."""
+        return _rows.current_policies(self.conn)
+
+    def policy_version(self, policy: str) -> str | None:
+        """The current version key of ``policy``, or None if it was never set."""
+        row = self.conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
+        return row[0] if row else None
+
+    def retired_version(self, policy: str, version: str) -> int | None:
+        """The seq that retired ``version`` of ``policy``; None if it never was."""
+        return _rows.retired_version(self.conn, policy, version)
+
+    def weekly(self) -> list[dict[str, Any]]:
+        """The counters per ISO week."""
+        return weekly(self.conn)
+
+    # -- API keys: a table beside the view, not built from events (a key is a
+    # credential, and its secret's hash must never enter the log) -------------------------
+
+    def add_key(self, key_id: str, key_hash: str, role: str, tenants: list[str], agent: str | None, now: str) -> None:
+        self.conn.execute(
+            "INSERT INTO api_keys (key_id, key_hash, role, tenants, agent, created_at) VALUES (?,?,?,?,?,?)",
+            (key_id, key_hash, role, json.dumps(tenants), agent, now),
+        )
+
+    def key(self, key_id: str) -> dict[str, Any] | None:
+        """A key's hash, role, tenants, agent and revocation time; None if there is no such key."""
+        row = self.conn.execute(
+            "SELECT key_hash, role, tenants, agent, revoked_at FROM api_keys WHERE key_id = ?", (key_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return {
+            "key_hash": row[0],
+            "role": row[1],
+            "tenants": json.loads(row[2]),
+            "agent": row[3],
+            "revoked_at": row[4],
+        }
+
+    def keys(self) -> list[dict[str, Any]]:
+        """Every key (never a hash), oldest first."""
+        rows = self.conn.execute(
+            "SELECT key_id, role, tenants, agent, created_at, revoked_at FROM api_keys ORDER BY created_at"
+        ).fetchall()
+        return [
+            {"key_id": k, "role": r, "tenants": json.loads(t), "agent": a, "created_at": c, "revoked_at": v}
+            for k, r, t, a, c, v in rows
+        ]
+
+    def revoke_key(self, key_id: str, now: str) -> bool:
+        """Disable a key; False if it does not exist or was revoked already."""
+        cursor = self.conn.execute(
+            "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (now, key_id)
+        )
+        return bool(cursor.rowcount)
