@@ -37,6 +37,7 @@ class Core:
         limits: Limits | None = None,
         synchronous: Synchronous = "FULL",
         mmap_mb: int = 1024,
+        read_url: str | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self.policy = policy or TtlPolicy()
@@ -45,7 +46,9 @@ class Core:
         # called with each revocation id after it commits (the scheduler's
         # immediate read-back hooks in here)
         self.revocation_listeners: list[Callable[[str], None]] = []
-        self.store: Store = open_store(path, clock=self.clock, synchronous=synchronous, mmap_mb=mmap_mb)
+        self.store: Store = open_store(
+            path, clock=self.clock, synchronous=synchronous, mmap_mb=mmap_mb, read_url=read_url
+        )
         self.store.react(cascade)
 
     @property
@@ -90,7 +93,7 @@ class Core:
         """A consistent read of a view that has applied at least ``min_seq``."""
         deadline = time.monotonic() + wait
         while True:
-            with self.store.reading() as view:
+            with self.store.reading(min_seq or 0) as view:
                 have = view.position()
                 if min_seq is None or have >= min_seq:
                     yield view
@@ -98,6 +101,11 @@ class Core:
             if time.monotonic() >= deadline:
                 raise StaleView(have, min_seq)
             time.sleep(0.02)
+
+    def wait_for_events(self, after_seq: int, timeout: float) -> int:
+        """Wait until the log holds an event after ``after_seq`` (appended by
+        any process on the store) or ``timeout`` seconds pass; the head seq."""
+        return self.store.wait_for_events(after_seq, timeout)
 
     def transaction(self) -> AbstractContextManager[Write]:
         """A write transaction: appends and the view's changes commit together."""

@@ -21,7 +21,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
 
 from ._readback import ReadPath, read_back
-from ._views import VerifyResult
+from ._views import DueItem, VerifyResult
 from ._warden import Warden
 
 log = structlog.get_logger("memwarden.scheduler")
@@ -83,8 +83,13 @@ class Scheduler:
         """A ``memory.expired`` for every usable memory whose expires_at has
         passed, carrying that expires_at. Commits a batch at a time, so a
         killed sweep leaves whole batches and the next run finishes it."""
-        written = 0
         now = self.warden.now()
+        with self.warden.store.claim("expiry sweep") as mine:
+            # another process sweeping now writes the same events: leave it
+            return self._sweep(now) if mine else 0
+
+    def _sweep(self, now: str) -> int:
+        written = 0
         while True:
             with self.warden.reading() as view:
                 rows = view.past_expiry(now, SWEEP_BATCH)
@@ -113,10 +118,16 @@ class Scheduler:
             return view.unconfirmed_revocations()
 
     def read_back(self, revocation_id: str) -> dict[str, Any]:
+        """Read a revocation back now and return its record (a caller waiting for it)."""
         return read_back(self.warden, revocation_id, http=self.http_path)
 
+    def _read_back_claimed(self, revocation_id: str) -> dict[str, Any] | None:
+        # a scheduler's own runs: skipped while another process holds it
+        with self.warden.store.claim(f"read-back {revocation_id}") as mine:
+            return self.read_back(revocation_id) if mine else None
+
     def readback_pending(self) -> list[dict[str, Any]]:
-        return [self.read_back(r) for r in self.pending_readbacks()]
+        return [done for r in self.pending_readbacks() if (done := self._read_back_claimed(r)) is not None]
 
     def reverify_due(self) -> list[VerifyResult]:
         """Re-verify due memories of the kinds whose policy opts in, a few at a
@@ -131,14 +142,26 @@ class Scheduler:
         now = self.warden.clock.now().timestamp()
         ready = [d for d in items if self.backoff.ready(_host(d.source_url), now)]
         with ThreadPoolExecutor(max_workers=max(self.concurrency, 1)) as pool:
-            results = list(pool.map(lambda d: self.warden.verify(d.memory_id, tenant=d.tenant), ready))
+            results = list(pool.map(self._reverify, ready))
         # recorded after the round in due order, not as the threads finish: a
         # host that both served and failed in one round ends where its last
         # due memory left it, whatever order the threads ran in
         done = self.warden.clock.now().timestamp()
         for d, result in zip(ready, results, strict=True):
-            self.backoff.record(_host(d.source_url), result.outcome != "failed", done)
+            if result.outcome != "skipped":
+                self.backoff.record(_host(d.source_url), result.outcome != "failed", done)
         return results
+
+    def _reverify(self, due: DueItem) -> VerifyResult:
+        # claimed, so two nodes never fetch the same source for one memory at
+        # once; one held elsewhere is verified there (its result counted here
+        # as skipped, which neither backs a host off nor clears it)
+        with self.warden.store.claim(f"verify {due.tenant}/{due.memory_id}") as mine:
+            if mine:
+                return self.warden.verify(due.memory_id, tenant=due.tenant)
+        return VerifyResult(
+            memory_id=due.memory_id, outcome="skipped", detail="verified by another process", tenant=due.tenant
+        )
 
     def run_once(self) -> dict[str, Any]:
         """Every job once (catching up on whatever came due meanwhile)."""
@@ -161,7 +184,7 @@ class Scheduler:
         # A revocation through this process: confirm it now, not at the next tick.
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.add_job(
-                self.read_back, args=[revocation_id], id=f"readback-{revocation_id}", replace_existing=True
+                self._read_back_claimed, args=[revocation_id], id=f"readback-{revocation_id}", replace_existing=True
             )
 
     # -- running ----------------------------------------------------------------------
@@ -186,6 +209,9 @@ class Scheduler:
     def _add(self, scheduler: BackgroundScheduler | AsyncIOScheduler) -> None:
         from datetime import datetime
 
+        # revocations issued through other processes on a shared database
+        # (PostgreSQL): read them back now too, not at the next tick
+        self.warden.store.on_revocation(self._revoked)
         scheduler.add_job(
             self._tick,
             "interval",

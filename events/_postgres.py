@@ -45,6 +45,9 @@ from ._time import Clock, SystemClock
 
 Subscriber = Callable[[psycopg.Connection, Sequence[RecordedEvent]], None]
 
+# every commit that appends tells the processes LISTENing here its new head
+NOTIFY_CHANNEL = "memwarden_log"
+
 # bulk imports go through COPY from this many rows on
 _COPY_FROM = 64
 
@@ -226,6 +229,8 @@ class PostgresWriteTransaction:
             else:
                 cur.executemany(_INSERT, rows)
             cur.execute(_MOVE_HEAD, (head.seq, head.hash, head.recorded_at))
+            # delivered at the commit, never for a rollback
+            cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(head.seq)))
         self._head = head  # before publishing: reactors append after it
 
     def _publish(self, records: list[RecordedEvent], *, react: bool = True) -> None:

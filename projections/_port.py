@@ -121,8 +121,11 @@ class Store(Protocol):
     texts: Texts
 
     def close(self) -> None: ...
+    def claim(self, job: str) -> AbstractContextManager[bool]: ...
+    def wait_for_events(self, after_seq: int, timeout: float) -> int: ...
+    def on_revocation(self, callback: Callable[[str], None]) -> None: ...
     def react(self, reactor: Callable[[Any, Sequence[RecordedEvent]], None]) -> None: ...
-    def reading(self) -> AbstractContextManager[ViewReader]: ...
+    def reading(self, floor: int = 0) -> AbstractContextManager[ViewReader]: ...
     def writing(self) -> AbstractContextManager[Write]: ...
     def as_of(self, until_seq: int) -> AbstractContextManager[ViewReader]: ...
     def rebuild(self, *, progress: Callable[[int], None] | None = None) -> int: ...
@@ -135,9 +138,9 @@ class Store(Protocol):
 class UnknownBackend(ValueError):
     """A ``--db`` URL naming no backend this installation has."""
 
-    def __init__(self, url: str, problem: str) -> None:
-        super().__init__(f"--db {url!r}: {problem}")
-        self.field = "db"
+    def __init__(self, url: str, problem: str, field: str = "db") -> None:
+        super().__init__(f"--{field} {url!r}: {problem}")
+        self.field = field
         self.problem = problem
 
 
@@ -161,10 +164,13 @@ def sqlite_path(url: str | Path) -> str | None:
     return path
 
 
-def open_store(url: str | Path, *, clock: Clock, **options: Any) -> Store:
-    """The backend ``url`` names, opened (see ``sqlite_path`` for SQLite's forms)."""
+def open_store(url: str | Path, *, clock: Clock, read_url: str | None = None, **options: Any) -> Store:
+    """The backend ``url`` names, opened (see ``sqlite_path`` for SQLite's
+    forms); ``read_url`` names a streaming replica to read from (PostgreSQL)."""
     path = sqlite_path(url)
     if path is not None:
+        if read_url is not None:
+            raise UnknownBackend(read_url, "a read replica needs the PostgreSQL backend", field="read-db")
         return SQLiteStore(path, clock=clock, **options)
     scheme = urlsplit(str(url)).scheme
     if scheme in ("postgresql", "postgres"):
@@ -174,5 +180,5 @@ def open_store(url: str | Path, *, clock: Clock, **options: Any) -> Store:
             raise UnknownBackend(
                 str(url), "the PostgreSQL backend needs its driver: pip install 'memwarden[postgres]'"
             ) from None
-        return PostgresStore(str(url), clock=clock, **options)
+        return PostgresStore(str(url), clock=clock, read_url=read_url, **options)
     raise UnknownBackend(str(url), f"no backend for {scheme!r} URLs (a file path or sqlite:/// is SQLite)")

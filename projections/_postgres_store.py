@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from memwarden.events import (
     Clock,
     PostgresEventLog,
@@ -28,6 +29,7 @@ from memwarden.events import (
 
 from ._postgres_usable import C_TEXT, PostgresProjector, events_after, stored_texts
 from ._postgres_view import PostgresView
+from ._postgres_watch import Claims, LogWatcher, Replica
 from ._runner import CheckResult, Projector
 from ._sqlite_store import private_view
 from ._sqlite_view import SQLiteView
@@ -47,9 +49,20 @@ class PostgresStore:
 
     backend = "postgresql"
 
-    def __init__(self, url: str, *, clock: Clock, **_sqlite_options: Any) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock,
+        read_url: str | None = None,
+        replica_wait: float = 0.5,
+        **_sqlite_options: Any,
+    ) -> None:
         self.log = PostgresEventLog(url, clock=clock)
+        self.replica = Replica(read_url, replica_wait) if read_url else None
         self.path = self.log.path  # the URL without its password
+        self.watcher = LogWatcher(url)
+        self.claims = Claims(url)
         self.projector = PostgresProjector(events_after(self.log.read))
         self.log.subscribers.append(lambda conn, events: self.projector.on_append(QmarkConnection(conn), events))
         with self.log.transaction() as tx:
@@ -65,7 +78,27 @@ class PostgresStore:
                 self.projector.on_append(view, list(last))
 
     def close(self) -> None:
+        if self.replica is not None:
+            self.replica.close()
+        self.watcher.close()
+        self.claims.close()
         self.log.close()
+
+    # -- many processes on one database ---------------------------------------
+
+    def claim(self, job: str) -> AbstractContextManager[bool]:
+        """Hold ``job`` against every other process on this database (True),
+        or learn that one holds it (False); released on exit or when this
+        process dies."""
+        return self.claims.claim(job)
+
+    def wait_for_events(self, after_seq: int, timeout: float) -> int:
+        """Wait (LISTEN, with a poll behind it) for an event after ``after_seq``; the head."""
+        return self.watcher.wait(after_seq, timeout)
+
+    def on_revocation(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback`` with each revocation committed by any process."""
+        self.watcher.on_revocation(callback)
 
     def react(self, reactor: Reactor) -> None:
         """Run ``reactor`` after every append, inside its transaction."""
@@ -81,10 +114,29 @@ class PostgresStore:
     # -- reading and writing --------------------------------------------------
 
     @contextmanager
-    def reading(self) -> Iterator[PostgresView]:
-        """The view as of one committed state (inside a write transaction: that one's)."""
+    def reading(self, floor: int = 0) -> Iterator[PostgresView]:
+        """The view as of one committed state (inside a write transaction:
+        that one's). With a replica: read there if it has applied at least
+        ``floor`` and every revocation the primary has committed (waiting
+        up to ``replica_wait``), else from the primary."""
+        if self.replica is not None and not self._in_transaction():
+            need = max(floor, self._last_revocation())
+            with self.replica.snapshot(need, self.projector) as conn:
+                if conn is not None:
+                    yield PostgresView(QmarkConnection(conn), self.projector)
+                    return
         with self.log.snapshot() as conn:
             yield PostgresView(QmarkConnection(conn), self.projector)
+
+    def _in_transaction(self) -> bool:
+        return self.log.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def _last_revocation(self) -> int:
+        """The seq of the last revocation committed on the primary: every
+        read's floor. A replica that has not replayed it could still serve
+        what it took out, so no read goes there until it has."""
+        with self.log.lock:
+            return int(self.log.conn.execute("SELECT coalesce(max(seq), 0) FROM revocations").fetchone()[0])
 
     @contextmanager
     def writing(self) -> Iterator[LogWrite]:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,7 @@ class SQLiteStore:
         mmap_mb: int = 1024,
     ) -> None:
         self.path = str(path)
+        self._claims: dict[str, threading.Lock] = {}
         self.projector = Projector()
         self.log = SQLiteEventLog(
             path, clock=clock, synchronous=synchronous, subscribers=[self.projector.on_append], mmap_mb=mmap_mb
@@ -76,6 +79,28 @@ class SQLiteStore:
     def close(self) -> None:
         self.log.close()
 
+    # -- other processes on the same file --------------------------------------
+
+    def claim(self, job: str) -> AbstractContextManager[bool]:
+        """Hold ``job`` against the other threads of this process: several
+        processes on one SQLite file each run their own jobs (their appends
+        stay correct: expiry events are idempotent and a confirmed read-back
+        is written once)."""
+        return _claim(self._claims.setdefault(job, threading.Lock()))
+
+    def wait_for_events(self, after_seq: int, timeout: float) -> int:
+        """Wait (polling the file) for an event after ``after_seq``; the head."""
+        deadline = time.monotonic() + timeout
+        while True:
+            head = self.log.head().seq
+            if head > after_seq or time.monotonic() >= deadline:
+                return head
+            time.sleep(0.05)
+
+    def on_revocation(self, callback: Callable[[str], None]) -> None:
+        """Other processes' revocations reach a scheduler on its next tick
+        (the pending read-backs), not through here: a file has no channel."""
+
     def react(self, reactor: Reactor) -> None:
         """Run ``reactor`` after every append, inside its transaction, to
         append what those events imply (the derivation cascade)."""
@@ -88,8 +113,9 @@ class SQLiteStore:
     # -- reading and writing --------------------------------------------------
 
     @contextmanager
-    def reading(self) -> Iterator[SQLiteView]:
-        """The view as of one committed state (inside a write transaction: that one's)."""
+    def reading(self, floor: int = 0) -> Iterator[SQLiteView]:
+        """The view as of one committed state (inside a write transaction:
+        that one's). One file has no replica: ``floor`` is the caller's to check."""
         with self.log.snapshot() as conn:
             yield SQLiteView(conn, self.projector)
 
@@ -153,6 +179,16 @@ class SQLiteStore:
     def after_erasure(self) -> None:
         """Erased text leaves the write-ahead log too."""
         self.log.checkpoint()
+
+
+@contextmanager
+def _claim(lock: threading.Lock) -> Iterator[bool]:
+    held = lock.acquire(blocking=False)
+    try:
+        yield held
+    finally:
+        if held:
+            lock.release()
 
 
 def private_view(

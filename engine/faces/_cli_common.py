@@ -70,8 +70,9 @@ VERSION = VersionParam()
 
 
 class State:
-    def __init__(self, db: str, policy_file: str | None) -> None:
+    def __init__(self, db: str, policy_file: str | None, read_db: str | None = None) -> None:
         self.db = db
+        self.read_db = read_db
         self.policy_file = policy_file
         self._warden: Warden | None = None
 
@@ -79,7 +80,13 @@ class State:
     def warden(self) -> Warden:
         if self._warden is None:
             settings = PolicyFile.read(self.policy_file) if self.policy_file else PolicyFile()
-            self._warden = Warden(self.db, policy=settings.ttl, fetchers=settings.fetchers(), limits=settings.limits)
+            self._warden = Warden(
+                self.db,
+                policy=settings.ttl,
+                fetchers=settings.fetchers(),
+                limits=settings.limits,
+                read_url=self.read_db,
+            )
         return self._warden
 
     def close(self) -> None:
@@ -184,6 +191,15 @@ def _content(content: str | None, content_file: str | None, limits: Limits) -> s
     ),
 )
 @click.option(
+    "--read-db",
+    envvar="MEMWARDEN_READ_DB",
+    default=None,
+    help=(
+        "A streaming replica of a PostgreSQL --db to read from (env MEMWARDEN_READ_DB); a read the replica "
+        "has not caught up with, or one after a revocation it has not replayed, goes to the primary."
+    ),
+)
+@click.option(
     "--policy-file",
     envvar="MEMWARDEN_POLICY",
     default=None,
@@ -192,9 +208,9 @@ def _content(content: str | None, content_file: str | None, limits: Limits) -> s
 )
 @click.version_option(package_name="memwarden")
 @click.pass_context
-def cli(ctx: click.Context, db: str, policy_file: str | None) -> None:
+def cli(ctx: click.Context, db: str, read_db: str | None, policy_file: str | None) -> None:
     """memwarden: may an agent use this remembered fact now?"""
     configure_logging(level=os.environ.get("MEMWARDEN_LOG_LEVEL", "WARNING"))
-    state = State(db, policy_file)
+    state = State(db, policy_file, read_db)
     ctx.obj = state
     ctx.call_on_close(state.close)

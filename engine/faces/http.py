@@ -325,9 +325,12 @@ def create_app(
         deadline = time.monotonic() + wait
         while True:
             batch = await asyncio.to_thread(warden.events_after, after, limit)
-            if batch or time.monotonic() >= deadline or await request.is_disconnected():
+            left = deadline - time.monotonic()
+            if batch or left <= 0 or await request.is_disconnected():
                 return {"events": batch, "head": warden.head_seq()}
-            await asyncio.sleep(0.05)
+            # woken by the store when any process appends (a second at most,
+            # to notice a client that went away)
+            await asyncio.to_thread(warden.wait_for_events, after, min(left, 1.0))
 
     # -- the Memory API pair --------------------------------------------------------------------
 
