@@ -25,7 +25,7 @@ from ._logging import configure_logging
 from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
 from ._reading import search_words
-from ._scheduler import HostBackoff, Scheduler, expiry_event_id
+from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
 from ._views import DueItem, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
 from ._warden import Warden
 
@@ -59,6 +59,7 @@ __all__ = [
     "RevokedScope",
     "SaveResult",
     "Scheduler",
+    "SharedBackoff",
     "StaleView",
     "TooLarge",
     "TtlPolicy",

@@ -53,7 +53,34 @@ class HostBackoff:
             self.until.pop(host, None)
             return
         n = self.failures[host] = self.failures.get(host, 0) + 1
-        self.until[host] = now + min(self.base * 2 ** (n - 1), self.ceiling)
+        self.until[host] = now + self.delay(n)
+
+    def delay(self, failures: int) -> float:
+        """How long to leave a source alone after ``failures`` in a row."""
+        return min(self.base * 2 ** (failures - 1), self.ceiling)
+
+
+class SharedBackoff(HostBackoff):
+    """``HostBackoff``'s rule, kept in the store: every scheduler on one
+    database (any number of nodes on PostgreSQL) leaves a failing source
+    alone together, and a restart remembers it."""
+
+    def __init__(self, warden: Warden, *, base: float = 30.0, ceiling: float = 3600.0) -> None:
+        super().__init__(base=base, ceiling=ceiling)
+        self.warden = warden
+
+    def ready(self, host: str, now: float) -> bool:
+        with self.warden.reading() as view:
+            held = view.backoff(host)
+        return held is None or held[1] <= now
+
+    def record(self, host: str, ok: bool, now: float) -> None:
+        with self.warden.transaction() as tx:
+            if ok:
+                tx.view.clear_backoff(host)
+                return
+            failures = (tx.view.backoff(host) or (0, 0.0))[0] + 1
+            tx.view.set_backoff(host, failures, now + self.delay(failures))
 
 
 class Scheduler:
@@ -72,7 +99,7 @@ class Scheduler:
         self.interval = interval
         self.http_path = http_path
         self.concurrency = concurrency
-        self.backoff = backoff or HostBackoff()
+        self.backoff = backoff or SharedBackoff(warden)
         self._lock = threading.Lock()  # one run of the jobs at a time
         self._scheduler: BackgroundScheduler | AsyncIOScheduler | None = None
         warden.revocation_listeners.append(self._revoked)

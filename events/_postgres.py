@@ -120,6 +120,11 @@ class QmarkConnection:
         self.raw = conn
 
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        if sql.startswith("SELECT") and any(type(p) is str and "\x00" in p for p in parameters):
+            # PostgreSQL's text holds no NUL, so nothing stored equals a value
+            # with one (identifiers refuse control characters on the way in):
+            # a lookup of one finds nothing, as on SQLite, instead of failing
+            parameters = [p.replace("\x00", "\ufffe") if type(p) is str else p for p in parameters]
         return self.raw.execute(_qmark(sql), parameters)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]]) -> psycopg.Cursor[Any]:
@@ -134,9 +139,10 @@ class PostgresTextStore(TextStore):
     (``VACUUM FULL`` after it commits) rewrites the table files without
     them (README, "Erasure on PostgreSQL")."""
 
+    # keyed in the view's collation ("C"): a join from memories walks this key
     SCHEMA = (
         """CREATE TABLE IF NOT EXISTS texts (
-            tenant text NOT NULL, memory_id text NOT NULL, version bigint NOT NULL,
+            tenant text COLLATE "C" NOT NULL, memory_id text COLLATE "C" NOT NULL, version bigint NOT NULL,
             summary bytea, content bytea,
             PRIMARY KEY (tenant, memory_id, version)
         )""",

@@ -44,6 +44,11 @@ KEYS_SCHEMA = f"""CREATE TABLE IF NOT EXISTS api_keys (
 )"""
 
 
+BACKOFF_SCHEMA = f"""CREATE TABLE IF NOT EXISTS host_backoff (
+    host {C_TEXT} PRIMARY KEY, failures bigint NOT NULL, until double precision NOT NULL
+)"""
+
+
 class PostgresStore:
     """The log, the texts and the usable view in one PostgreSQL database."""
 
@@ -71,6 +76,7 @@ class PostgresStore:
             view = QmarkConnection(tx.conn)
             self.projector.install(view)
             view.execute(KEYS_SCHEMA)
+            view.execute(BACKOFF_SCHEMA)
             if self.projector.position(view) < tx.head.seq:
                 # a new projection, or a log imported behind memwarden's back:
                 # folding the last event catches up on every one before it

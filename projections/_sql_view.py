@@ -379,6 +379,24 @@ class SQLView:
             for k, r, t, a, c, v in rows
         ]
 
+    # -- sources that failed lately: a table beside the view, shared by every
+    # scheduler on the store (not events: a retry schedule is not history) ----------------
+
+    def backoff(self, host: str) -> tuple[int, float] | None:
+        """(failures in a row, the time before which not to try) of a source; None if it is fine."""
+        row = self.conn.execute("SELECT failures, until FROM host_backoff WHERE host = ?", (host,)).fetchone()
+        return (int(row[0]), float(row[1])) if row else None
+
+    def set_backoff(self, host: str, failures: int, until: float) -> None:
+        self.conn.execute(
+            "INSERT INTO host_backoff (host, failures, until) VALUES (?,?,?) "
+            "ON CONFLICT(host) DO UPDATE SET failures = excluded.failures, until = excluded.until",
+            (host, failures, until),
+        )
+
+    def clear_backoff(self, host: str) -> None:
+        self.conn.execute("DELETE FROM host_backoff WHERE host = ?", (host,))
+
     def revoke_key(self, key_id: str, now: str) -> bool:
         """Disable a key; False if it does not exist or was revoked already."""
         cursor = self.conn.execute(

@@ -29,6 +29,13 @@ def create_keys_table(conn: sqlite3.Connection) -> None:
     )
 
 
+def create_backoff_table(conn: sqlite3.Connection) -> None:
+    """Sources that failed lately, shared by every scheduler on the store."""
+    database(conn)["host_backoff"].create(
+        {"host": str, "failures": int, "until": float}, pk="host", not_null={"failures", "until"}, if_not_exists=True
+    )
+
+
 def create_tracking_table(conn: sqlite3.Connection) -> None:
     """The seq each projection has applied; moved only forward (``_runner``)."""
     database(conn)["projection_tracking"].create(

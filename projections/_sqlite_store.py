@@ -28,7 +28,7 @@ from memwarden.events import (
 
 from ._errors import ProjectionDamaged
 from ._runner import CheckResult, Projector
-from ._sqlite_schema import create_keys_table
+from ._sqlite_schema import create_backoff_table, create_keys_table
 from ._sqlite_view import SQLiteView
 from ._stats import StatsProjection
 from ._usable import UsableProjection, stored_texts
@@ -65,6 +65,7 @@ class SQLiteStore:
             migrate_blobs(tx.conn, self.texts, self.log.legacy_tenants)
             self.projector.install(tx.conn)
             create_keys_table(tx.conn)
+            create_backoff_table(tx.conn)
         try:
             behind = self.projector.position(self.conn) < self.log.head().seq
         except ProjectionDamaged as exc:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from memwarden.engine import HostBackoff, Scheduler, TtlPolicy, Warden
+from memwarden.engine import HostBackoff, Scheduler, SharedBackoff, TtlPolicy, Warden
 from memwarden.engine._scheduler import _host
 from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 
@@ -327,3 +327,22 @@ def test_scheduler_once_cli(run_cli: Cli, once: bool) -> None:
         "reverified": [],
         "seconds": pytest.approx(0, abs=1),
     }
+
+
+def test_the_backoff_is_shared_by_every_scheduler_on_the_store(db_path: Path, clock: FrozenClock) -> None:
+    """Two schedulers (two nodes, or a restart) leave a failing source alone together."""
+    one, two = Warden(db_path, clock=clock), Warden(db_path, clock=clock)
+    try:
+        first, second = Scheduler(one).backoff, Scheduler(two).backoff
+        assert isinstance(first, SharedBackoff)
+        now = clock.now().timestamp()
+        first.record("src.example", False, now)
+        assert not second.ready("src.example", now + 29) and second.ready("src.example", now + 30)
+        second.record("src.example", False, now + 30)  # the second failure in a row, wherever it happened
+        assert not first.ready("src.example", now + 89) and first.ready("src.example", now + 90)
+        assert second.ready("other.example", now)
+        first.record("src.example", True, now + 90)
+        assert second.ready("src.example", now + 90)
+    finally:
+        one.close()
+        two.close()

@@ -26,11 +26,10 @@ import os
 import secrets
 import statistics
 import time
-from typing import Any
 
 import psycopg
 from _common import Metric, arguments, median_of, report, timed
-from append import events, raw_rows
+from append import EsMemory, events, raw_rows
 from memwarden.engine import Scheduler, Warden
 from memwarden.events import MemorySaved, PostgresEventLog, Scope, content_checksum
 
@@ -99,12 +98,6 @@ def main() -> None:
 
     def es_batched() -> float:
         from eventsourcing.application import Application
-        from eventsourcing.domain import Aggregate, event
-
-        class EsMemory(Aggregate):
-            @event("Saved")
-            def __init__(self, payload: dict[str, Any]) -> None:
-                self.payload = payload
 
         url = psycopg.conninfo.conninfo_to_dict(dbs.fresh("es"))
         app = Application(
