@@ -178,10 +178,20 @@ def open_store(url: str | Path, *, clock: Clock, read_url: str | None = None, **
     scheme = urlsplit(str(url)).scheme
     if scheme in ("postgresql", "postgres"):
         try:
+            from memwarden.events._postgres import redacted
+
             from ._postgres_store import PostgresStore  # the driver is an extra
         except ImportError:
             raise UnknownBackend(
                 str(url), "the PostgreSQL backend needs its driver: pip install 'memwarden[postgres]'"
             ) from None
-        return PostgresStore(str(url), clock=clock, read_url=read_url, **options)
+        import psycopg
+
+        try:
+            return PostgresStore(str(url), clock=clock, read_url=read_url, **options)
+        except psycopg.OperationalError as exc:
+            # a server that refuses or a database that is not there: the URL
+            # is what to fix (its password never printed)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UnknownBackend(redacted(str(url)), f"cannot connect to PostgreSQL: {reason}") from None
     raise UnknownBackend(str(url), f"no backend for {scheme!r} URLs (a file path or sqlite:/// is SQLite)")

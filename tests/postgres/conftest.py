@@ -42,5 +42,6 @@ def pg_url(pg_admin: object) -> Iterator[str]:
     """The URL of a new, empty database."""
     name = f"memwarden_test_{secrets.token_hex(6)}"
     pg_admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[attr-defined]
+    pg_admin.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')  # type: ignore[attr-defined]
     yield f"{SERVER}/{name}"
     pg_admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[attr-defined]

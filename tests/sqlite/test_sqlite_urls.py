@@ -51,8 +51,9 @@ def test_the_cli_takes_the_url_from_the_flag_or_the_environment(tmp_path: Path) 
     finally:
         os.chdir(cwd)
     assert (tmp_path / "cli.db").exists()
-    done = memwarden_subprocess("postgresql://127.0.0.1/none", "audit", "head", "--json")
-    assert done.returncode == 2 and "--db" in done.stderr and "PostgreSQL" in done.stderr, done.stderr
+    done = memwarden_subprocess("postgresql://app:s3cret@127.0.0.1:1/none", "audit", "head", "--json")
+    assert done.returncode == 2 and "--db" in done.stderr and "cannot connect to PostgreSQL" in done.stderr
+    assert "s3cret" not in done.stderr and "app:***@" in done.stderr, done.stderr
     exe = Path(sys.executable).with_name("memwarden")
     env = {**os.environ, "MEMWARDEN_DB": f"sqlite:///{tmp_path / 'env.db'}"}
     out = subprocess.run([str(exe), "audit", "head", "--json"], capture_output=True, text=True, env=env, check=False)
