@@ -309,9 +309,13 @@ class PostgresEventLog(LogReads):
             if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 yield self.conn  # already inside a write transaction
                 return
-            with self.conn.transaction():
-                self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            # one round trip to open it (not BEGIN, then SET TRANSACTION):
+            # every read of the view pays it
+            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
                 yield self.conn
+            finally:
+                self.conn.execute("COMMIT")  # a failed one ends as a rollback
 
     @property
     def lock(self) -> threading.RLock:
