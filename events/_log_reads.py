@@ -10,6 +10,7 @@ to the driver."""
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -25,14 +26,15 @@ def marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
-class LogReads:
+class LogReads(ABC):
     conn: Any
     _lock: threading.RLock
     legacy_tenants: LegacyTenants
     MARK = "?"
 
+    @abstractmethod
     def transaction(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
+        """One write transaction under the backend's write lock."""
 
     def _sql(self, sql: str) -> str:
         return sql if self.MARK == "?" else sql.replace("?", self.MARK)

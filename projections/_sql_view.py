@@ -13,6 +13,7 @@ in ``SQLView.confine`` and nowhere else."""
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -60,7 +61,7 @@ SCOPE_FILTERS = (
 )
 
 
-class SQLView:
+class SQLView(ABC):
     """The usable view as one connection sees it."""
 
     # a version's summary (text), and its summary and stored content
@@ -196,9 +197,9 @@ class SQLView:
             texts=self.TEXTS,
         )
 
+    @abstractmethod
     def match_query(self, words: Sequence[str]) -> str:
         """``words`` in the text index's own query language: each a prefix."""
-        raise NotImplementedError
 
     def text_matches(self, match: Sequence[str], access: Access, tenant: str | None = None) -> list[str]:
         """Ids of memories whose texts match (any status): the raw text index."""
@@ -210,10 +211,10 @@ class SQLView:
             args.append(tenant)
         return [r[0] for r in self.conn.execute(sql, args)]
 
+    @abstractmethod
     def purge_text_index(self) -> bool:
         """Rewrite the text index so erased words leave its pages too (True
         if it was rebuilt whole)."""
-        raise NotImplementedError
 
     # -- what the scheduler and re-verification look for ----------------------------------
 
