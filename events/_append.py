@@ -13,6 +13,9 @@ from ._time import Clock, format_ts
 
 # (seq, type, stream, payload_json) of an event already in the log
 Existing = tuple[int, str, str, str]
+# (event ids, streams) -> (those ids the log holds, each stream's last version);
+# one callable, so a backend across a network answers both in one round trip
+Lookup = Callable[[list[str], list[str]], tuple[dict[str, Existing], dict[str, int]]]
 
 
 @dataclass
@@ -29,10 +32,14 @@ def prepare_batch(
     *,
     head: Head,
     clock: Clock,
-    find_existing: Callable[[list[str]], dict[str, Existing]],
-    stream_versions: Callable[[list[str]], dict[str, int]],
+    lookup: Lookup,
     expected_version: int | dict[str, int] | None,
+    emit: Callable[[RecordedEvent], None] | None = None,
 ) -> PreparedBatch:
+    """Chain ``events`` onto ``head``. ``emit``, if given, gets each new
+    record as soon as it is chained (a backend streams it to its server
+    while the next ones are hashed); on an error the caller discards what
+    it was sent, as the whole batch fails."""
     events = list(events)
     if not events:
         return PreparedBatch(head=head)
@@ -41,9 +48,8 @@ def prepare_batch(
             raise TypeError(f"append takes event models, not {type(event).__name__}")
 
     expected = _expected_by_stream(events, expected_version)
-    existing = find_existing([e.event_id for e in events])
     streams = [e.stream for e in events]  # a property: read once
-    versions = stream_versions(list({s for e, s in zip(events, streams, strict=True) if e.event_id not in existing}))
+    existing, versions = lookup([e.event_id for e in events], list(dict.fromkeys(streams)))
     now = format_ts(clock.now())
     # recorded_at never goes backwards, so the log can be cut by time with a
     # binary search on seq, and a clock step back cannot reorder history.
@@ -99,6 +105,8 @@ def prepare_batch(
             payload_json,
         )
         records.append(record)
+        if emit is not None:
+            emit(record)
         positions.append(seq)
         prev_hash = hash_
     batch.head = Head(seq, prev_hash, recorded_at if batch.records else head.recorded_at)

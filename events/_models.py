@@ -9,6 +9,7 @@ so an event cannot name one memory in its stream and another in its body.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from abc import abstractmethod
 from typing import Annotated, Any, ClassVar, Literal, get_args
@@ -43,7 +44,16 @@ def new_id(prefix: str = "") -> str:
     batch dirties a handful of index pages; random ids (uuid4) scattered
     each batch over a page apiece, and the commit wrote them all.
     """
-    return f"{prefix}{time.time_ns() // 1000:014x}{secrets.token_hex(9)}"
+    global _last_micros
+    with _id_clock:
+        # two ids in one microsecond would sort by their random bits: step on
+        _last_micros = max(time.time_ns() // 1000, _last_micros + 1)
+        micros = _last_micros
+    return f"{prefix}{micros:014x}{secrets.token_hex(9)}"
+
+
+_id_clock = threading.Lock()
+_last_micros = 0
 
 
 def holds_float(annotation: Any) -> bool:

@@ -19,15 +19,17 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from psycopg.copy import LibpqWriter
+from psycopg_pool import ConnectionPool
 
 from ._append import Existing, prepare_batch
 from ._canonical import GENESIS_HASH
-from ._errors import LogDamaged, LogDiverged
+from ._errors import LogDamaged, LogDiverged, StorageError
 from ._log_reads import LogReads
 from ._models import Event
 from ._recorded import (
@@ -50,6 +52,10 @@ NOTIFY_CHANNEL = "memwarden_log"
 
 # bulk imports go through COPY from this many rows on
 _COPY_FROM = 64
+# events appended by one process before it analyses the table itself
+_ANALYZE_AFTER = 50_000
+# a streamed COPY reaches the server every this many bytes
+_STREAM_FLUSH = 64 * 1024
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS events (
@@ -100,8 +106,42 @@ SCHEMA = (
         FOR EACH STATEMENT EXECUTE FUNCTION memwarden_append_only()""",
 )
 
+_TRIGGERS = ("events_append_only", "events_no_truncate", "log_head_forward", "log_head_kept")
+_SCHEMA_PRESENT = (
+    "SELECT count(*) FROM pg_trigger WHERE tgrelid IN (to_regclass('events'), to_regclass('log_head')) "
+    f"AND tgname IN ({', '.join(repr(t) for t in _TRIGGERS)})"
+)
+_HEAD_FOR_UPDATE = "SELECT seq, hash, recorded_at FROM log_head FOR UPDATE"
+_BEGIN_LOCKED = f"BEGIN; {_HEAD_FOR_UPDATE}"
+_COPY = f"COPY events ({ROW_COLUMNS}) FROM STDIN"
 _INSERT = f"INSERT INTO events ({ROW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-_MOVE_HEAD = "UPDATE log_head SET seq = %s, hash = %s, recorded_at = %s"
+# the head moves and the processes LISTENing hear of it (pg_notify is
+# delivered at the commit, never for a rollback)
+_MOVE_HEAD = f"UPDATE log_head SET seq = %s, hash = %s, recorded_at = %s RETURNING pg_notify('{NOTIFY_CHANNEL}', %s)"
+_INSERT_ONE = (
+    f"WITH inserted AS (INSERT INTO events ({ROW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)) " + _MOVE_HEAD
+)
+# which of a batch's event ids the log holds, and each of its streams' last
+# version, in one round trip (rows of the second kind have no event_id)
+_LOOKUP = (
+    "SELECT event_id, seq, type, stream, payload FROM events WHERE event_id = ANY(string_to_array(%s, chr(31))) "
+    "UNION ALL SELECT NULL, max(stream_version), NULL, stream, NULL FROM events "
+    "WHERE stream = ANY(string_to_array(%s, chr(31))) GROUP BY stream"
+)
+_ID_SEPARATOR = "\x1f"
+
+
+def id_array(values: Sequence[str]) -> str:
+    """Identifiers as one text for ``string_to_array(%s, chr(31))``.
+
+    psycopg dumps a list element by element in Python (2 ms for 1,000 ids
+    against 0.2 ms for one string, measured on the append path's lookup).
+    Identifiers hold no control character, so the separator splits exactly.
+    """
+    joined = _ID_SEPARATOR.join(values)
+    if joined.count(_ID_SEPARATOR) != max(len(values) - 1, 0):
+        raise ValueError("an identifier holds a control character (U+001F)")
+    return joined
 
 
 @functools.lru_cache(maxsize=1024)
@@ -155,6 +195,43 @@ class PostgresTextStore(TextStore):
         super().__init__(QmarkConnection(conn))
 
 
+def _moved(head: Head) -> tuple[object, ...]:
+    return (head.seq, head.hash, head.recorded_at, str(head.seq))
+
+
+class _CopyStream:
+    """Chained records sent to ``COPY events`` one by one, the COPY opened
+    by the first (after the batch's lookup, which needs the connection)."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+        self._cursor = cursor
+        self._opened: AbstractContextManager[psycopg.Copy] | None = None
+        self._copy: psycopg.Copy | None = None
+
+    def send(self, record: RecordedEvent) -> None:
+        if self._copy is None:
+            # psycopg holds up to 1 MB before flushing: a batch would reach
+            # the server only at its end, and nothing would overlap
+            writer = LibpqWriter(self._cursor, flush_threshold=_STREAM_FLUSH)
+            self._opened = self._cursor.copy(_COPY, writer=writer)
+            self._copy = self._opened.__enter__()
+        self._copy.write_row(record.row())
+
+    def __enter__(self) -> _CopyStream:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._opened is not None:
+            self._opened.__exit__(*exc_info)  # an error propagating ends the COPY as failed
+
+
+class _ThreadState(threading.local):
+    """What this thread is inside of: a write transaction, a snapshot."""
+
+    writing = False
+    reading: psycopg.Connection | None = None
+
+
 def redacted(url: str) -> str:
     """``url`` without its password, for messages and logs."""
     parts = urlsplit(url)
@@ -170,12 +247,13 @@ class PostgresWriteTransaction:
     """A write transaction holding the log head's row lock: no other writer,
     on any host, appends until it commits."""
 
-    def __init__(self, log: PostgresEventLog, conn: psycopg.Connection) -> None:
+    def __init__(self, log: PostgresEventLog, conn: psycopg.Connection, head: Head) -> None:
         self.log = log
         self.conn = conn
         self.recorded: list[RecordedEvent] = []
-        row = conn.execute("SELECT seq, hash, recorded_at FROM log_head FOR UPDATE").fetchone()
-        self._head = Head(*row) if row else EMPTY_HEAD
+        self._head = head
+        # the lookup of the batch the transaction was opened for, read with its lock
+        self.prefetched: tuple[list[str], list[str], list[tuple[Any, ...]]] | None = None
 
     @property
     def head(self) -> Head:
@@ -185,17 +263,32 @@ class PostgresWriteTransaction:
         return self.conn.execute("SELECT 1 FROM events WHERE event_id = %s", (event_id,)).fetchone() is not None
 
     def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
-        batch = prepare_batch(
-            events,
-            head=self._head,
-            clock=self.log.clock,
-            find_existing=self._find_existing,
-            stream_versions=self._stream_versions,
-            expected_version=expected_version,
-        )
+        events = list(events)
+        if len(events) < _COPY_FROM:
+            batch = prepare_batch(
+                events, head=self._head, clock=self.log.clock, lookup=self._lookup, expected_version=expected_version
+            )
+            if batch.records:
+                assert batch.head is not None
+                self._write([r.row() for r in batch.records], batch.head)
+        else:
+            # a big batch goes to COPY row by row as it is chained: the
+            # server inserts the first rows while Python hashes the next
+            # (BENCHMARKS.md, "postgres"); an error aborts the COPY, and the
+            # transaction with it
+            with self.conn.cursor() as cur, _CopyStream(cur) as stream:
+                batch = prepare_batch(
+                    events,
+                    head=self._head,
+                    clock=self.log.clock,
+                    lookup=self._lookup,
+                    expected_version=expected_version,
+                    emit=stream.send,
+                )
+            if batch.records:
+                assert batch.head is not None
+                self._move_head(batch.head)
         if batch.records:
-            assert batch.head is not None
-            self._write([r.row() for r in batch.records], batch.head)
             self._publish(batch.records)
         return batch.positions
 
@@ -228,15 +321,21 @@ class PostgresWriteTransaction:
 
     def _write(self, rows: list[Row], head: Head) -> None:
         with self.conn.cursor() as cur:
+            if len(rows) == 1:
+                # a single save's write is one round trip: the row, the head, the notice
+                cur.execute(_INSERT_ONE, (*rows[0], *_moved(head)))
+                self._head = head
+                return
             if len(rows) >= _COPY_FROM:
-                with cur.copy(f"COPY events ({ROW_COLUMNS}) FROM STDIN") as copy:
+                with cur.copy(_COPY) as copy:
                     for row in rows:
                         copy.write_row(row)
             else:
                 cur.executemany(_INSERT, rows)
-            cur.execute(_MOVE_HEAD, (head.seq, head.hash, head.recorded_at))
-            # delivered at the commit, never for a rollback
-            cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(head.seq)))
+        self._move_head(head)
+
+    def _move_head(self, head: Head) -> None:
+        self.conn.execute(_MOVE_HEAD, _moved(head))
         self._head = head  # before publishing: reactors append after it
 
     def _publish(self, records: list[RecordedEvent], *, react: bool = True) -> None:
@@ -247,17 +346,20 @@ class PostgresWriteTransaction:
             for reactor in self.log.reactors:
                 reactor(self, records)
 
-    def _find_existing(self, event_ids: list[str]) -> dict[str, Existing]:
-        rows = self.conn.execute(
-            "SELECT event_id, seq, type, stream, payload FROM events WHERE event_id = ANY(%s)", (event_ids,)
-        )
-        return {event_id: (seq, type_, stream, payload) for event_id, seq, type_, stream, payload in rows}
-
-    def _stream_versions(self, streams: list[str]) -> dict[str, int]:
-        rows = self.conn.execute(
-            "SELECT stream, max(stream_version) FROM events WHERE stream = ANY(%s) GROUP BY stream", (streams,)
-        )
-        return {stream: int(version) for stream, version in rows}
+    def _lookup(self, event_ids: list[str], streams: list[str]) -> tuple[dict[str, Existing], dict[str, int]]:
+        existing: dict[str, Existing] = {}
+        versions: dict[str, int] = {}
+        prefetched, self.prefetched = self.prefetched, None
+        if prefetched is not None and prefetched[:2] == (event_ids, streams):
+            rows: Iterable[tuple[Any, ...]] = prefetched[2]
+        else:
+            rows = self.conn.execute(_LOOKUP, (id_array(event_ids), id_array(streams)))
+        for event_id, seq, type_, stream, payload in rows:
+            if event_id is None:
+                versions[stream] = int(seq)
+            else:
+                existing[event_id] = (seq, type_, stream, payload)
+        return existing, versions
 
 
 class PostgresEventLog(LogReads):
@@ -269,20 +371,41 @@ class PostgresEventLog(LogReads):
 
     MARK = "%s"
 
-    def __init__(self, url: str, *, clock: Clock | None = None, subscribers: Sequence[Subscriber] = ()) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock | None = None,
+        subscribers: Sequence[Subscriber] = (),
+        readers: int = 4,
+    ) -> None:
         self.url = url
         self.path = redacted(url)
         self.clock: Clock = clock or SystemClock()
         self.subscribers: list[Subscriber] = list(subscribers)
         self.reactors: list[Callable[[PostgresWriteTransaction, Sequence[RecordedEvent]], None]] = []
+        # writes go through one connection under one lock; reads take a
+        # connection of the pool, so they never wait for a write (a long
+        # revocation, a rebuild) and a server's threads read side by side
         self.conn = psycopg.connect(url, autocommit=True)
         self._lock = threading.RLock()
-        with self._lock, self.conn.transaction():
-            # one process creates the schema at a time (CREATE ... IF NOT
-            # EXISTS is not safe against a concurrent CREATE)
-            self.conn.execute("SELECT pg_advisory_xact_lock(hashtext('memwarden schema'))")
-            for statement in SCHEMA:
-                self.conn.execute(statement)
+        self._thread = _ThreadState()
+        self._unanalyzed = 0  # events this process appended since it last analysed the table
+        self._readers = ConnectionPool(
+            url, min_size=0, max_size=max(readers, 1), kwargs={"autocommit": True}, num_workers=1, open=False
+        )
+        with self._lock:
+            # Only a database without the whole schema runs its DDL: CREATE OR
+            # REPLACE TRIGGER locks the tables against every writer, and a
+            # process starting beside running writers would wait on them, and
+            # they on it (a deadlock, seen in the mixed run).
+            if self.conn.execute(_SCHEMA_PRESENT).fetchone()[0] != len(_TRIGGERS):
+                with self.conn.transaction():
+                    # one process creates it at a time (CREATE ... IF NOT
+                    # EXISTS is not safe against a concurrent CREATE)
+                    self.conn.execute("SELECT pg_advisory_xact_lock(hashtext('memwarden schema'))")
+                    for statement in SCHEMA:
+                        self.conn.execute(statement)
         self.legacy_tenants = LegacyTenants(self._legacy_streams)
 
     def _legacy_streams(self) -> list[tuple[str, str]]:
@@ -296,26 +419,118 @@ class PostgresEventLog(LogReads):
 
     # -- writing -----------------------------------------------------------
 
+    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
+        """Append atomically; returns the seq of every event (the original
+        seq for an event already in the log). The batch is looked up in
+        the round trip that opens the transaction and takes the lock, so a
+        single append costs what a raw one-row commit does: three."""
+        events = list(events)
+        with self.transaction(looking_up=events) as tx:
+            return tx.append(events, expected_version)
+
     @contextmanager
-    def transaction(self) -> Iterator[PostgresWriteTransaction]:
-        """One transaction under the head lock; rolled back on any error."""
-        with self._lock, self.conn.transaction():
-            yield PostgresWriteTransaction(self, self.conn)
+    def transaction(self, *, looking_up: Sequence[Event] = ()) -> Iterator[PostgresWriteTransaction]:
+        """One transaction under the head lock; rolled back on any error.
+
+        It opens and takes the lock in one round trip, which every single
+        save pays (psycopg's ``transaction()`` would send BEGIN alone);
+        ``looking_up`` names the events it is for, looked up in that trip.
+        """
+        with self._lock:
+            self._thread.writing = True
+            try:
+                if looking_up and all(isinstance(e, Event) for e in looking_up):
+                    tx = self._begin_looking_up(looking_up)
+                else:
+                    cursor = self.conn.execute(_BEGIN_LOCKED)
+                    cursor.nextset()  # past BEGIN's result, to the head row
+                    row = cursor.fetchone()
+                    tx = PostgresWriteTransaction(self, self.conn, Head(*row) if row else EMPTY_HEAD)
+                yield tx
+            except BaseException:
+                self._end("ROLLBACK")
+                raise
+            finally:
+                self._thread.writing = False
+            if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                # a statement failed and its error was swallowed: COMMIT would
+                # quietly roll back, and the caller would believe it appended
+                self._end("ROLLBACK")
+                raise StorageError(self.path, RuntimeError("a statement of its transaction failed"))
+            self.conn.execute("COMMIT")
+            self._unanalyzed += len(tx.recorded)
+            if self._unanalyzed >= _ANALYZE_AFTER:
+                # as autovacuum would within a minute: until then the planner
+                # takes a freshly loaded log for a small one, and a page of
+                # rows read by seq (the audit after an import) sorted 50,000
+                # rows on disk instead of walking the key (45 ms against 1.4)
+                self._unanalyzed = 0
+                self.conn.execute("ANALYZE events")
+
+    def writing(self) -> bool:
+        """Whether this thread is inside a write transaction (its reads see it)."""
+        return self._thread.writing
+
+    def _begin_looking_up(self, events: Sequence[Event]) -> PostgresWriteTransaction:
+        # pipelined: the statements run in order, the lookup after the lock
+        # is held, and their results come back together
+        ids = [e.event_id for e in events]
+        streams = list(dict.fromkeys(e.stream for e in events))
+        with self.conn.pipeline():
+            self.conn.execute("BEGIN")
+            head = self.conn.execute(_HEAD_FOR_UPDATE)
+            found = self.conn.execute(_LOOKUP, (id_array(ids), id_array(streams)))
+        row = head.fetchone()  # the pipeline's one sync, at its end, brought both
+        rows = found.fetchall()
+        tx = PostgresWriteTransaction(self, self.conn, Head(*row) if row else EMPTY_HEAD)
+        tx.prefetched = (ids, streams, rows)
+        return tx
+
+    def _end(self, statement: str) -> None:
+        if not self.conn.closed and self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            self.conn.execute(statement)
 
     @contextmanager
     def snapshot(self) -> Iterator[psycopg.Connection]:
-        """A read transaction: several statements see one committed state."""
-        with self._lock:
-            if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                yield self.conn  # already inside a write transaction
-                return
+        """A read transaction: several statements see one committed state.
+
+        Inside this thread's write transaction it is that transaction (its
+        own writes in view); inside another snapshot, that snapshot.
+        """
+        state = self._thread
+        if state.writing:
+            with self._lock:
+                yield self.conn
+            return
+        if state.reading is not None:
+            yield state.reading
+            return
+        with self._reader() as conn:
             # one round trip to open it (not BEGIN, then SET TRANSACTION):
             # every read of the view pays it
-            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            state.reading = conn
             try:
-                yield self.conn
+                yield conn
             finally:
-                self.conn.execute("COMMIT")  # a failed one ends as a rollback
+                state.reading = None
+                if not conn.closed:
+                    conn.execute("COMMIT")  # a failed one ends as a rollback
+
+    def _reader(self) -> AbstractContextManager[psycopg.Connection]:
+        if self._readers.closed:
+            self._readers.open()  # on the first read: a writer-only process opens none
+        return self._readers.connection()
+
+    def _fetch(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        state = self._thread
+        if state.writing:
+            with self._lock:
+                return self.conn.execute(self._sql(sql), params).fetchall()
+        if state.reading is not None:
+            return state.reading.execute(self._sql(sql), params).fetchall()
+        with self._reader() as conn:
+            return conn.execute(self._sql(sql), params).fetchall()
 
     @property
     def lock(self) -> threading.RLock:
@@ -367,3 +582,4 @@ class PostgresEventLog(LogReads):
     def close(self) -> None:
         with self._lock:
             self.conn.close()
+        self._readers.close()

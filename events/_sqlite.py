@@ -144,8 +144,7 @@ class WriteTransaction:
             events,
             head=self._head,
             clock=self.log.clock,
-            find_existing=self._find_existing,
-            stream_versions=self._stream_versions,
+            lookup=self._lookup,
             expected_version=expected_version,
         )
         if batch.records:
@@ -194,6 +193,9 @@ class WriteTransaction:
         if react:
             for reactor in self.log.reactors:
                 reactor(self, records)
+
+    def _lookup(self, event_ids: list[str], streams: list[str]) -> tuple[dict[str, Existing], dict[str, int]]:
+        return self._find_existing(event_ids), self._stream_versions(streams)
 
     def _find_existing(self, event_ids: list[str]) -> dict[str, Existing]:
         found: dict[str, Existing] = {}

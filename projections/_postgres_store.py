@@ -13,12 +13,13 @@ never touch the shared view, and a replay answers the same on both backends.
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import psycopg
+import structlog
 from memwarden.events import (
     Clock,
     PostgresEventLog,
@@ -37,6 +38,17 @@ from ._usable import UsableProjection
 from ._write import LogWrite
 
 Reactor = Callable[[LogWrite, Sequence[RecordedEvent]], None]
+
+log = structlog.get_logger("memwarden")
+
+# whether every transaction that could still see a row deleted before xid
+# ``mark`` has ended: none older runs anywhere on the server, and no
+# snapshot in this database reaches back before it
+_ERASURE_VISIBLE_TO_NONE = """SELECT pg_snapshot_xmin(pg_current_snapshot()) > %s::xid8
+    AND NOT EXISTS (
+        SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+        AND backend_xmin IS NOT NULL AND age(backend_xmin) >= age(mod(%s::xid8::text::bigint, 4294967296)::text::xid)
+    )"""
 
 KEYS_SCHEMA = f"""CREATE TABLE IF NOT EXISTS api_keys (
     key_id {C_TEXT} PRIMARY KEY, key_hash text NOT NULL, role text NOT NULL, tenants text NOT NULL,
@@ -61,8 +73,10 @@ class PostgresStore:
         clock: Clock,
         read_url: str | None = None,
         replica_wait: float = 0.5,
+        erasure_wait: float = 30.0,
         **_sqlite_options: Any,
     ) -> None:
+        self.erasure_wait = erasure_wait
         self.log = PostgresEventLog(url, clock=clock)
         self.replica = Replica(read_url, replica_wait) if read_url else None
         self.path = self.log.path  # the URL without its password
@@ -135,14 +149,14 @@ class PostgresStore:
             yield PostgresView(QmarkConnection(conn), self.projector)
 
     def _in_transaction(self) -> bool:
-        return self.log.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        return self.log.writing()
 
     def _last_revocation(self) -> int:
         """The seq of the last revocation committed on the primary: every
         read's floor. A replica that has not replayed it could still serve
         what it took out, so no read goes there until it has."""
-        with self.log.lock:
-            return int(self.log.conn.execute("SELECT coalesce(max(seq), 0) FROM revocations").fetchone()[0])
+        with self.log.snapshot() as conn:
+            return int(conn.execute("SELECT coalesce(max(seq), 0) FROM revocations").fetchone()[0])
 
     @contextmanager
     def writing(self) -> Iterator[LogWrite]:
@@ -205,7 +219,24 @@ class PostgresStore:
     def after_erasure(self) -> None:
         """Erased texts leave the table files: ``VACUUM FULL`` writes the
         texts and the text index anew without the deleted rows (a plain
-        VACUUM would leave their bytes in the pages' free space)."""
+        VACUUM would leave their bytes in the pages' free space).
+
+        A vacuum keeps every deleted row that a running transaction might
+        still see: one older than the erasure anywhere on the server (xids
+        are the cluster's), or a snapshot in this database. So it waits, up
+        to ``erasure_wait`` seconds, for those to end; past that it vacuums
+        anyway and warns that the bytes stay in the files until the next
+        erasure (a flake seen on a busy server before this wait).
+        """
         with self.log.lock:
+            conn = self.log.conn
+            # an xid newer than the erasure's: the transactions to outlive are the older ones
+            (mark,) = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
+            deadline = time.monotonic() + self.erasure_wait
+            while not conn.execute(_ERASURE_VISIBLE_TO_NONE, (mark, mark)).fetchone()[0]:
+                if time.monotonic() >= deadline:
+                    log.warning("erasure_vacuum_early", database=self.path, waited_s=self.erasure_wait)
+                    break
+                time.sleep(0.01)
             for table in ("texts", "memories_search"):
-                self.log.conn.execute(f"VACUUM FULL {table}")
+                conn.execute(f"VACUUM FULL {table}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import os
+import secrets
 import shutil
 import statistics
 import sys
@@ -35,7 +37,74 @@ def arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a small run, under a minute")
     parser.add_argument("--json", dest="json_path", type=Path, default=None, help="write results as JSON here")
     parser.add_argument("--repeat", type=int, default=None, help="runs per measurement (median is reported)")
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="the store measured: the embedded SQLite default, or PostgreSQL at --server",
+    )
+    parser.add_argument(
+        "--server",
+        default=os.environ.get("MEMWARDEN_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432"),
+        help="the PostgreSQL server for --backend postgres (each figure gets a database of its own, dropped at exit)",
+    )
     return parser.parse_args()
+
+
+class Databases:
+    """Fresh PostgreSQL databases on one server, dropped when the benchmark exits."""
+
+    def __init__(self, server: str) -> None:
+        import psycopg
+
+        self.server = server.rstrip("/")
+        self.admin = psycopg.connect(f"{self.server}/postgres", autocommit=True)
+        self.made: list[str] = []
+        atexit.register(self.drop_all)
+
+    def fresh(self, label: str) -> str:
+        name = f"memwarden_bench_{label}_{secrets.token_hex(4)}"
+        self.admin.execute(f'CREATE DATABASE "{name}"')
+        self.made.append(name)
+        return f"{self.server}/{name}"
+
+    def drop_all(self) -> None:
+        for name in self.made:
+            self.admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.made.clear()
+
+
+_databases: Databases | None = None
+
+
+def fresh_store(args: argparse.Namespace, label: str) -> str:
+    """Where a benchmark's store goes: a file in a scratch folder, or a
+    database of its own on ``--server`` for ``--backend postgres``."""
+    global _databases
+    if args.backend == "sqlite":
+        return str(scratch_dir(f"memwarden-{label}-") / f"{label}.db")
+    if _databases is None:
+        _databases = Databases(args.server)
+    return _databases.fresh(label)
+
+
+class RawConnection:
+    """The baseline's own connection to a store, taking the same ``?``
+    statements on either backend (raw sqlite3, or raw psycopg)."""
+
+    def __init__(self, location: str) -> None:
+        if location.startswith("postgresql://"):
+            import psycopg
+            from memwarden.events import QmarkConnection
+
+            self._conn: Any = QmarkConnection(psycopg.connect(location, autocommit=True))
+        else:
+            import sqlite3
+
+            self._conn = sqlite3.connect(location, isolation_level=None)
+
+    def execute(self, sql: str, parameters: tuple[Any, ...] = ()) -> Any:
+        return self._conn.execute(sql, parameters)
 
 
 def scratch_dir(prefix: str) -> Path:

@@ -1,10 +1,13 @@
 """Append throughput of the event log against raw sqlite3 and eventsourcing.
 
-    .venv/bin/python scripts/bench/append.py [--quick] [--json PATH]
+    .venv/bin/python scripts/bench/append.py [--quick] [--json PATH] [--backend postgres]
 
 Targets: batched appends >= 1/3 of raw executemany (the floor) and >= 3x
 eventsourcing; single durable appends >= 60% of raw one-commit-per-row at
 synchronous=FULL; audit verify >= 300k events/s over 1M events.
+With --backend postgres (scripts/bench/postgres.py): batched >= 1/3 of raw
+COPY and >= 2x eventsourcing's PostgreSQL recorder, single durable >= 50%
+of raw one-row commits, the same verify target.
 """
 
 from __future__ import annotations
@@ -106,6 +109,12 @@ def eventsourcing_app(path: Path) -> tuple[Application, type[EsMemory]]:
 
 def main() -> None:
     args = arguments(__doc__ or "")
+    if args.backend == "postgres":
+        from _common import Databases
+        from postgres import append_metrics
+
+        report("memwarden append benchmark (postgres)", append_metrics(args, Databases(args.server)), args.json_path)
+        return
     n = 20_000 if args.quick else 200_000
     singles = 300 if args.quick else 2_000
     verify_n = 100_000 if args.quick else 1_000_000

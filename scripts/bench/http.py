@@ -1,11 +1,13 @@
 """HTTP throughput on loopback: memwarden's save and query against a bare
 FastAPI endpoint returning a constant, served the same way, in the same run.
 
-    .venv/bin/python scripts/bench/http.py [--quick] [--json PATH]
+    .venv/bin/python scripts/bench/http.py [--quick] [--json PATH] [--backend postgres]
 
 16 concurrent clients (asyncio + httpx, one process) for a fixed time per
 endpoint; requests/s and p99 latency, median of several runs.
-Target: query >= 50% of the bare endpoint's rate.
+Target: query >= 50% of the bare endpoint's rate. Beside it, the query
+load spread over two `memwarden serve` processes on the same store (the
+clients and both servers share this machine's cores).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import textwrap
 import time
 
 import httpx
-from _common import Metric, arguments, report, scratch_dir
+from _common import Metric, arguments, fresh_store, report, scratch_dir
 from memwarden.engine import KeyStore, Warden
 
 CLIENTS = 16
@@ -60,8 +62,10 @@ def wait_up(url: str) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-async def load(url: str, seconds: float, make_request: object) -> tuple[float, float]:
-    """(requests/s, p99 ms) for CLIENTS concurrent loops."""
+async def load(urls: str | list[str], seconds: float, make_request: object) -> tuple[float, float]:
+    """(requests/s, p99 ms) for CLIENTS concurrent loops, spread evenly over
+    ``urls`` (several server processes on one store)."""
+    urls = [urls] if isinstance(urls, str) else urls
     latencies: list[float] = []
     counter = itertools.count()
     deadline = time.monotonic() + seconds
@@ -74,10 +78,14 @@ async def load(url: str, seconds: float, make_request: object) -> tuple[float, f
             assert response.status_code < 300, response.text
 
     limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+    clients = [httpx.AsyncClient(base_url=url, limits=limits, timeout=30) for url in urls]
+    try:
         started = time.monotonic()
-        await asyncio.gather(*(worker(client) for _ in range(CLIENTS)))
+        await asyncio.gather(*(worker(clients[k % len(clients)]) for k in range(CLIENTS)))
         elapsed = time.monotonic() - started
+    finally:
+        for client in clients:
+            await client.aclose()
     latencies.sort()
     return len(latencies) / elapsed, latencies[int(0.99 * (len(latencies) - 1))] * 1000
 
@@ -87,7 +95,7 @@ def main() -> None:
     seconds = 2.0 if args.quick else 8.0
     runs = args.repeat or 3
     tmp = scratch_dir("memwarden-http-")
-    db = tmp / "http.db"
+    db = fresh_store(args, "http")
     w = Warden(db)
     key, _ = KeyStore(w).create("agent", tenants=["acme"])
     for i in range(2000):
@@ -101,19 +109,22 @@ def main() -> None:
         )
     w.close()
     (tmp / "bare.py").write_text(BARE)
-    ours_port, bare_port = free_port(), free_port()
+    ours_port, second_port, bare_port = free_port(), free_port(), free_port()
     procs = [
-        subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("memwarden")),
-                "--db",
-                str(db),
-                "serve",
-                "--port",
-                str(ours_port),
-                "--no-scheduler",
-            ],
-            stderr=subprocess.DEVNULL,
+        *(
+            subprocess.Popen(
+                [
+                    str(Path(sys.executable).with_name("memwarden")),
+                    "--db",
+                    str(db),
+                    "serve",
+                    "--port",
+                    str(port),
+                    "--no-scheduler",
+                ],
+                stderr=subprocess.DEVNULL,
+            )
+            for port in (ours_port, second_port)
         ),
         subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "bare:app", "--port", str(bare_port), "--log-level", "warning"],
@@ -123,7 +134,9 @@ def main() -> None:
     ]
     try:
         ours, bare = f"http://127.0.0.1:{ours_port}", f"http://127.0.0.1:{bare_port}"
+        second = f"http://127.0.0.1:{second_port}"
         wait_up(f"{ours}/healthz")
+        wait_up(f"{second}/healthz")
         wait_up(f"{bare}/constant")
         headers = {"x-api-key": key}
 
@@ -149,10 +162,11 @@ def main() -> None:
         def constant(client: httpx.AsyncClient, i: int):  # type: ignore[no-untyped-def]
             return client.get("/constant")
 
-        results: dict[str, list[tuple[float, float]]] = {"bare": [], "query": [], "save": []}
+        results: dict[str, list[tuple[float, float]]] = {"bare": [], "query": [], "query2": [], "save": []}
         for _ in range(runs):
             results["bare"].append(asyncio.run(load(bare, seconds, constant)))
             results["query"].append(asyncio.run(load(ours, seconds, query)))
+            results["query2"].append(asyncio.run(load([ours, second], seconds, query)))
             results["save"].append(asyncio.run(load(ours, seconds, save)))
     finally:
         for proc in procs:
@@ -176,7 +190,16 @@ def main() -> None:
         ),
         Metric("query p99", med("query", 1), "ms", med("bare", 1), med("query", 1) / med("bare", 1), "(info)", True),
         Metric(
-            "save (durable, synchronous=FULL)",
+            "query, two server processes on one store",
+            med("query2", 0),
+            "req/s",
+            med("query", 0),
+            med("query2", 0) / med("query", 0),
+            "(info: vs one process)",
+            True,
+        ),
+        Metric(
+            "save (durable: synchronous=FULL, or PostgreSQL's commit)",
             med("save", 0),
             "req/s",
             bare_rate,
@@ -186,7 +209,8 @@ def main() -> None:
         ),
         Metric("save p99", med("save", 1), "ms", med("bare", 1), med("save", 1) / med("bare", 1), "(info)", True),
     ]
-    report(f"memwarden HTTP benchmark ({CLIENTS} concurrent clients on loopback)", metrics, args.json_path)
+    title = f"memwarden HTTP benchmark ({args.backend}, {CLIENTS} concurrent clients on loopback)"
+    report(title, metrics, args.json_path)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """Agent queries, revocation and `due` over a large usable view.
 
-    .venv/bin/python scripts/bench/query.py [--quick] [--json PATH]
+    .venv/bin/python scripts/bench/query.py [--quick] [--json PATH] [--backend postgres]
 
 1M memories over 1,000 tenants x 10 projects (--quick: 100k). Measures:
 query p50/p99 for one tenant+project (limit 100) through the Python API vs
 the same SQL run raw; revoking a tenant of 1,000 memories (commit time, then
 zero of them returned by the next query); `due` with 2% due vs a plain Python
 scan of the same records as JSONL (json.loads, fromisoformat).
-Targets: query p99 <= 1 ms and <= 4x raw SQL; revoke commit <= 100 ms;
-due >= 20x faster than the scan.
+Targets: query p99 <= 1 ms (PostgreSQL: <= 2 ms) and <= 4x raw SQL;
+revoke commit <= 100 ms; due >= 20x faster than the scan. The raw SQL runs
+on a connection of its own (sqlite3, or psycopg for --backend postgres).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from _common import Metric, arguments, median_of, report, scratch_dir, timed
+from _common import Metric, RawConnection, arguments, fresh_store, median_of, report, scratch_dir, timed
 from memwarden.engine import Warden
 from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 
@@ -86,11 +87,18 @@ def main() -> None:
     runs = args.repeat or 3
     tmp = scratch_dir("memwarden-query-")
     clock = FrozenClock(NOW)
-    w = Warden(tmp / "q.db", clock=clock, synchronous="NORMAL")
+    location = fresh_store(args, "query")
+    postgres = args.backend == "postgres"
+    # SQLite at NORMAL for the fill's speed; PostgreSQL at its defaults
+    w = Warden(location, clock=clock, **({} if postgres else {"synchronous": "NORMAL"}))
+    query_target = 2.0 if postgres else 1.0
     print(f"filling {n:,} memories ...", file=sys.stderr)
     started = time.perf_counter()
     fill(w, n)
     print(f"filled in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    raw = RawConnection(location)
+    if postgres:
+        raw.execute("ANALYZE")  # as autovacuum would have by now on a store that grew this big
     rng = random.Random(7)
     scopes = [(f"t{rng.randrange(1000)}", f"p{rng.randrange(10)}") for _ in range(queries)]
     now = w.now()
@@ -108,7 +116,7 @@ def main() -> None:
         out = []
         for tenant, project in scopes:
             t = time.perf_counter()
-            rows = w.store.conn.execute(RAW_QUERY, (tenant, project, now)).fetchall()
+            rows = raw.execute(RAW_QUERY, (tenant, project, now)).fetchall()
             out.append(time.perf_counter() - t)
             assert rows
         return out
@@ -132,7 +140,7 @@ def main() -> None:
     # due: 2% past expiry, vs a plain scan of the same records exported as JSONL
     records = tmp / "records.jsonl"
     with open(records, "w", encoding="utf-8") as fh:
-        for row in w.store.conn.execute("SELECT memory_id, source_url, expires_at, status FROM memories"):
+        for row in raw.execute("SELECT memory_id, source_url, expires_at, status FROM memories"):
             fh.write(
                 json.dumps({"memory_id": row[0], "source_url": row[1], "expires_at": row[2], "status": row[3]}) + "\n"
             )
@@ -161,8 +169,8 @@ def main() -> None:
             "ms",
             raw_p99,
             api_p99 / raw_p99,
-            "<= 1 ms and <= 4x raw",
-            api_p99 <= 1 and api_p99 / raw_p99 <= 4,
+            f"<= {query_target:g} ms and <= 4x raw",
+            api_p99 <= query_target and api_p99 / raw_p99 <= 4,
         ),
         Metric(
             f"revoke a tenant ({n // 1000:,} memories): commit",
@@ -183,7 +191,7 @@ def main() -> None:
             scan_due / ours_due >= 20,
         ),
     ]
-    report("memwarden query benchmark", metrics, args.json_path)
+    report(f"memwarden query benchmark ({args.backend})", metrics, args.json_path)
 
 
 if __name__ == "__main__":

@@ -153,3 +153,83 @@ def test_four_processes_appending_at_once(pg_url: str, tmp_path: Path) -> None:
 
 def test_sigkill_at_random_points_loses_nothing_acknowledged(pg_url: str, tmp_path: Path) -> None:
     writers_killed_at_random(tmp_path, pg_url, "PostgresEventLog", lambda: PostgresEventLog(pg_url))
+
+
+def test_a_read_never_waits_for_a_write_and_never_sees_it_uncommitted(pg_url: str, clock: FrozenClock) -> None:
+    """Reads take a connection of the pool: a write transaction held open
+    (a long revocation, a rebuild) does not stall them."""
+    import threading
+
+    log = PostgresEventLog(pg_url, clock=clock)
+    log.append([saved(1)])
+    seen: list[int] = []
+    try:
+        with log.transaction() as tx:
+            tx.append([saved(2)])
+            assert [e.seq for e in log.read()] == [1, 2]  # this thread reads its own write
+            reader = threading.Thread(target=lambda: seen.extend(e.seq for e in log.read()))
+            reader.start()
+            reader.join(timeout=10)
+            assert not reader.is_alive(), "a read waited for the open write transaction"
+            assert seen == [1]  # the other thread sees only what was committed
+        assert [e.seq for e in log.read()] == [1, 2]
+    finally:
+        log.close()
+
+
+def test_a_statement_that_failed_inside_a_write_is_never_committed(pg_log: PostgresEventLog) -> None:
+    from memwarden.events import StorageError
+
+    with pytest.raises(StorageError, match="nothing was appended"), pg_log.transaction() as tx:
+        tx.append([saved(1)])
+        try:
+            tx.conn.execute("SELECT 1/0")
+        except psycopg.errors.DivisionByZero:
+            pass  # swallowed: COMMIT would quietly roll back
+    assert pg_log.head().seq == 0
+    assert pg_log.append([saved(1)]) == [1]  # the connection is usable again
+
+
+def test_identifiers_travel_as_one_text_and_a_separator_inside_one_is_refused() -> None:
+    from memwarden.events._postgres import id_array
+
+    assert id_array([]) == "" and id_array(["a"]) == "a" and id_array(["a", "서울"]) == "a\x1f서울"
+    with pytest.raises(ValueError, match="U\\+001F"):
+        id_array(["a\x1fb", "c"])
+
+
+def test_opening_a_log_beside_a_running_writer_takes_no_table_lock(pg_url: str, clock: FrozenClock) -> None:
+    """A process starting on a database whose schema exists runs no DDL: a
+    CREATE OR REPLACE TRIGGER would queue behind the writers' locks, and
+    they behind it (a deadlock seen with eight writers and a scheduler)."""
+    import threading
+
+    writer = PostgresEventLog(pg_url, clock=clock)
+    opened: list[PostgresEventLog] = []
+    try:
+        with writer.transaction() as tx:
+            tx.append([saved(1)])  # holds the events table and the head row until it commits
+            starter = threading.Thread(target=lambda: opened.append(PostgresEventLog(pg_url, clock=clock)))
+            starter.start()
+            starter.join(timeout=10)
+            assert not starter.is_alive(), "opening the log waited for the writer's transaction"
+        assert opened[0].append([saved(2)]) == [2]
+    finally:
+        writer.close()
+        for log in opened:
+            log.close()
+
+
+def test_a_write_that_cannot_take_the_head_lock_leaves_the_connection_usable(pg_url: str, clock: FrozenClock) -> None:
+    holder = psycopg.connect(pg_url, autocommit=True)
+    log = PostgresEventLog(pg_url, clock=clock)
+    try:
+        log.conn.execute("SET lock_timeout = '100ms'")
+        with holder.transaction():
+            holder.execute("SELECT 1 FROM log_head FOR UPDATE")
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                log.append([saved(1)])
+        assert log.append([saved(1)]) == [1]
+    finally:
+        holder.close()
+        log.close()

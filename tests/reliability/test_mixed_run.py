@@ -162,14 +162,20 @@ def test_mixed_long_run(tmp_path: Path, seconds: float, backend: Backend) -> Non
         for n in range(8)
     ]
     totals: dict[str, int] = {}
-    for proc in workers:
-        out, err = proc.communicate(timeout=seconds + 300)
-        assert proc.returncode == 0, err[-3000:]
-        for op, count in json.loads(out)["ops"].items():
-            totals[op] = totals.get(op, 0) + count
-    scheduler.send_signal(signal.SIGTERM)
-    _, err = scheduler.communicate(timeout=60)
-    assert scheduler.returncode == 0, err[-3000:]
+    try:
+        for proc in workers:
+            out, err = proc.communicate(timeout=seconds + 300)
+            assert proc.returncode == 0, err[-3000:]
+            for op, count in json.loads(out)["ops"].items():
+                totals[op] = totals.get(op, 0) + count
+        scheduler.send_signal(signal.SIGTERM)
+        _, err = scheduler.communicate(timeout=60)
+        assert scheduler.returncode == 0, err[-3000:]
+    finally:  # a failure leaves no process running against the database
+        for proc in (scheduler, *workers):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     print("mixed run operations:", totals)
     assert sum(totals.values()) > 200 and totals.get("revoke", 0) > 0, totals
 
