@@ -159,11 +159,15 @@ def stored_texts(conn: Connection, tenant: str, memory_id: str, version: int) ->
     ).fetchone()
     if row is None:
         return None
+    return row[0], _utf8(row[1])
+
+
+def _utf8(data: bytes | None) -> str | None:
+    """Stored content as text; bytes that are not UTF-8 (a damaged row) index nothing."""
     try:
-        content = None if row[1] is None else bytes(row[1]).decode("utf-8")
+        return None if data is None else bytes(data).decode("utf-8")
     except UnicodeDecodeError:
-        content = None
-    return row[0], content
+        return None
 
 
 class PostgresUsableProjection(UsableProjection):
@@ -200,19 +204,43 @@ class PostgresUsableProjection(UsableProjection):
         )
 
     def _index(self, conn: Connection, fts: list[tuple[Key, str]], pending: dict[Key, dict[str, Any] | None]) -> None:
+        """The batch's text index rows in three statements, whatever its
+        size (one statement per memory made a save of 5,000 cost 15,000
+        round trips): drop each named memory's document, read the texts of
+        those the batch leaves indexed, write their documents."""
+        last: dict[Key, str] = {}
         for key, action in fts:
-            conn.execute(
-                "DELETE FROM memories_search WHERE mid = (SELECT mid FROM memories WHERE tenant = ? AND memory_id = ?)",
-                key,
-            )
-            row = pending[key]
-            if action == "index" and row is not None and row["status"] != "erased":
-                summary, content = stored_texts(conn, *key, row["version"]) or (None, None)
-                conn.execute(
-                    "INSERT INTO memories_search (mid, doc) "
-                    "SELECT mid, CAST(? AS tsvector) FROM memories WHERE tenant = ? AND memory_id = ?",
-                    (search_vector(summary, content), *key),
-                )
+            last[key] = action  # a memory named twice ends as its last action says
+        if not last:
+            return
+        tenants, ids = (list(column) for column in zip(*last, strict=True))
+        conn.execute(
+            "DELETE FROM memories_search f USING memories m, unnest(?::text[], ?::text[]) AS k(tenant, memory_id) "
+            "WHERE f.mid = m.mid AND m.tenant = k.tenant AND m.memory_id = k.memory_id",
+            (tenants, ids),
+        )
+        indexed = [
+            (key, row["version"])
+            for key, action in last.items()
+            if action == "index" and (row := pending[key]) is not None and row["status"] != "erased"
+        ]
+        if not indexed:
+            return
+        rows = conn.execute(
+            "SELECT k.tenant, k.memory_id, convert_from(t.summary, 'UTF8'), t.content "
+            "FROM unnest(?::text[], ?::text[], ?::bigint[]) AS k(tenant, memory_id, version) "
+            "LEFT JOIN texts t ON t.tenant = k.tenant AND t.memory_id = k.memory_id AND t.version = k.version",
+            ([k[0] for k, _ in indexed], [k[1] for k, _ in indexed], [v for _, v in indexed]),
+        ).fetchall()
+        documents = [
+            (tenant, memory_id, search_vector(summary, _utf8(content))) for tenant, memory_id, summary, content in rows
+        ]
+        conn.execute(
+            "INSERT INTO memories_search (mid, doc) SELECT m.mid, CAST(k.doc AS tsvector) "
+            "FROM unnest(?::text[], ?::text[], ?::text[]) AS k(tenant, memory_id, doc) "
+            "JOIN memories m ON m.tenant = k.tenant AND m.memory_id = k.memory_id",
+            tuple(list(column) for column in zip(*documents, strict=True)),
+        )
 
     def finish_bulk(self, conn: Connection) -> None:
         self.create_indexes(conn)

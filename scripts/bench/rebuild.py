@@ -1,13 +1,16 @@
 """Rebuilding the projections from the log, against the floor and eventsourcing.
 
-    .venv/bin/python scripts/bench/rebuild.py [--quick] [--json PATH]
+    .venv/bin/python scripts/bench/rebuild.py [--quick] [--json PATH] [--backend postgres]
 
 Floor (same run, same rows): a raw sqlite3 scan of the events, json.loads of
 each payload, and a raw executemany insert of the resulting projection rows.
 Peer: reading the same number of events back through eventsourcing 9.x.
 Peak RSS of a rebuild is measured in a fresh process at two log sizes.
 Targets: >= 100k events/s, >= 1/3 of the floor; peak RSS < 200 MB at the
-large size and <= 1.2x its value at the small one.
+large size and <= 1.2x its value at the small one. With --backend postgres
+the same logs are copied into PostgreSQL (seqs and hashes as they are), the
+store's own rebuild is timed, and the floor is raw psycopg: the scan, the
+decode and a COPY of the rows into a temporary table.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import Metric, arguments, median_of, report, scratch_dir, timed
+from _common import Metric, arguments, fresh_store, median_of, report, scratch_dir, timed
 from memwarden.events import SQLiteEventLog, TextStore
 from memwarden.events._recorded import ROW_COLUMNS
 from memwarden.projections import COLUMNS, Projector
@@ -178,9 +181,86 @@ def eventsourcing_rate(n: int, tmp: Path) -> float:
     return n / timed(read_all)
 
 
-def child_rss(path: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True)
+def child_rss(path: Path | str) -> dict:
+    child = CHILD_POSTGRES if str(path).startswith("postgresql://") else CHILD
+    done = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
+
+
+# the same rebuild on PostgreSQL: the store's own, in one transaction under
+# the head lock (the view is open and caught up first, as a running store's is)
+CHILD_POSTGRES = """
+import json, sys, time
+from memwarden.engine import Warden
+w = Warden(sys.argv[1])
+started = time.perf_counter()
+count = w.store.rebuild()
+seconds = time.perf_counter() - started
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"events": count, "seconds": seconds, "rss_mb": hwm / 1024}))
+"""
+
+
+def to_postgres(path: Path, url: str) -> None:
+    """The SQLite log and texts ``fill`` wrote, copied as they are (every
+    seq and hash) into a PostgreSQL store, and its view built once."""
+    from memwarden.engine import Warden
+    from memwarden.events import PostgresEventLog, PostgresTextStore
+
+    source = SQLiteEventLog(path, synchronous="OFF")
+    target = PostgresEventLog(url)
+    with target.transaction() as tx:
+        PostgresTextStore(tx.conn)  # its table
+        with (
+            tx.conn.cursor() as cur,
+            cur.copy("COPY texts (tenant, memory_id, version, summary, content) FROM STDIN") as copy,
+        ):
+            for t in TextStore(source.conn).all():
+                copy.write_row((t.tenant, t.memory_id, t.version, _utf8(t.summary), _utf8(t.content)))
+    target.import_records(source.read())
+    source.close()
+    target.close()
+    Warden(url).close()  # opening folds the imported log into the view
+
+
+def _utf8(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("utf-8")
+
+
+def floor_rate_postgres(url: str) -> float:
+    """Scan + decode + COPY of projection-shaped rows, in raw psycopg."""
+    import psycopg
+
+    cols = ", ".join(f'"{c}"' for c in COLUMNS)
+    with psycopg.connect(url) as src, psycopg.connect(url) as dst:
+        typed = ", ".join(f'"{c}" text' for c in COLUMNS)
+        dst.execute(f"CREATE TEMP TABLE floor_memories (mid bigserial PRIMARY KEY, {typed})")
+        started = time.perf_counter()
+        count = last = 0
+        with dst.cursor() as cur, cur.copy(f"COPY floor_memories ({cols}) FROM STDIN") as copy:
+            while True:
+                rows = src.execute(
+                    f"SELECT {ROW_COLUMNS} FROM events WHERE seq > %s ORDER BY seq LIMIT 5000", (last,)
+                ).fetchall()
+                if not rows:
+                    break
+                for row in rows:
+                    p = json.loads(row[9])
+                    copy.write_row(tuple(None if isinstance(p.get(c), (dict, list)) else p.get(c) for c in COLUMNS))
+                count += len(rows)
+                last = rows[-1][0]
+        dst.commit()
+        return count / (time.perf_counter() - started)
+
+
+def ours_rate_postgres(url: str) -> float:
+    from memwarden.engine import Warden
+
+    w = Warden(url)
+    seconds = timed(w.store.rebuild)
+    count = w.log.head().seq
+    w.close()
+    return count / seconds
 
 
 def main() -> None:
@@ -193,12 +273,22 @@ def main() -> None:
     print(f"filling logs of {small:,} and {large:,} events ...", file=sys.stderr)
     fill(small_db, small)
     fill(large_db, large)
-
-    ours = median_of(runs, lambda: ours_rate(large_db))
-    floor = median_of(runs, lambda: floor_rate(large_db))
+    postgres = args.backend == "postgres"
+    small_store: Path | str = small_db
+    large_store: Path | str = large_db
+    if postgres:
+        small_store, large_store = fresh_store(args, "rebuild_small"), fresh_store(args, "rebuild_large")
+        print("copying both into PostgreSQL ...", file=sys.stderr)
+        to_postgres(small_db, str(small_store))
+        to_postgres(large_db, str(large_store))
+        ours = median_of(runs, lambda: ours_rate_postgres(str(large_store)))
+        floor = median_of(runs, lambda: floor_rate_postgres(str(large_store)))
+    else:
+        ours = median_of(runs, lambda: ours_rate(large_db))
+        floor = median_of(runs, lambda: floor_rate(large_db))
     es = median_of(runs, lambda: eventsourcing_rate(es_n, Path(tempfile.mkdtemp(dir=tmp))))
-    rss_small = child_rss(small_db)["rss_mb"]
-    rss_large = child_rss(large_db)["rss_mb"]
+    rss_small = child_rss(small_store)["rss_mb"]
+    rss_large = child_rss(large_store)["rss_mb"]
     os.environ.pop("_", None)
     metrics = [
         Metric(f"rebuild {large:,} events", ours, "events/s", None, None, ">= 100000", ours >= 100_000),
@@ -211,7 +301,7 @@ def main() -> None:
             ">= 0.333",
             ours / floor >= 1 / 3,
         ),
-        Metric("rebuild vs eventsourcing read-back", ours, "events/s", es, ours / es, "(info)", True),
+        Metric("rebuild vs eventsourcing read-back (SQLite)", ours, "events/s", es, ours / es, "(info)", True),
         Metric(
             f"peak RSS at {large:,}",
             rss_large,
@@ -222,7 +312,7 @@ def main() -> None:
             rss_large < 200 and rss_large / rss_small <= 1.2,
         ),
     ]
-    report("memwarden rebuild benchmark", metrics, args.json_path)
+    report(f"memwarden rebuild benchmark ({args.backend})", metrics, args.json_path)
 
 
 if __name__ == "__main__":
