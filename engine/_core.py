@@ -94,8 +94,11 @@ class Core:
         deadline = time.monotonic() + wait
         while True:
             with self.store.reading(min_seq or 0) as view:
+                if min_seq is None:  # no token: the view's position is not asked (a round trip saved)
+                    yield view
+                    return
                 have = view.position()
-                if min_seq is None or have >= min_seq:
+                if have >= min_seq:
                     yield view
                     return
             if time.monotonic() >= deadline:
