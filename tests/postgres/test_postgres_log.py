@@ -233,3 +233,27 @@ def test_a_write_that_cannot_take_the_head_lock_leaves_the_connection_usable(pg_
     finally:
         holder.close()
         log.close()
+
+
+def test_a_single_append_refused_at_its_commit_appends_nothing(pg_url: str, clock: FrozenClock) -> None:
+    """A log-only single append sends its row with the COMMIT: a refusal
+    there (a row slipped in behind the head's back holds the next seq)
+    rolls it all back and leaves the connection usable."""
+    log = PostgresEventLog(pg_url, clock=clock)
+    try:
+        log.append([saved(1)])
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            other.execute(
+                "INSERT INTO events SELECT 2, 'intruder', type, 'elsewhere', 1, occurred_at, recorded_at, actor, "
+                "schema_version, payload, prev_hash, hash FROM events WHERE seq = 1"
+            )
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            log.append([saved(2)])
+        with log.snapshot() as conn:
+            assert conn.execute("SELECT seq FROM log_head").fetchone()[0] == 1
+            assert conn.execute("SELECT count(*) FROM events WHERE event_id <> 'intruder'").fetchone()[0] == 1
+        assert log.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # usable again
+        with pytest.raises(psycopg.errors.UniqueViolation):  # refused again, the same way
+            log.append([saved(3)])
+    finally:
+        log.close()
