@@ -228,8 +228,9 @@ class PostgresStore:
         anyway and warns that the bytes stay in the files until the next
         erasure (a flake seen on a busy server before this wait).
         """
-        with self.log.lock:
-            conn = self.log.conn
+        # on a connection of its own: the wait holds no lock of this process,
+        # so its other writes go on (the vacuum itself locks the two tables)
+        with self.log.side_connection() as conn:
             # an xid newer than the erasure's: the transactions to outlive are the older ones
             (mark,) = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
             deadline = time.monotonic() + self.erasure_wait
