@@ -94,11 +94,10 @@ class Core:
         deadline = time.monotonic() + wait
         while True:
             with self.store.reading(min_seq or 0) as view:
-                if min_seq is None:  # no token: the view's position is not asked (a round trip saved)
-                    yield view
-                    return
+                # asked even without a token: a damaged tracking row is named
+                # here, on every read, with the way out (memwarden rebuild)
                 have = view.position()
-                if have >= min_seq:
+                if min_seq is None or have >= min_seq:
                     yield view
                     return
             if time.monotonic() >= deadline:
