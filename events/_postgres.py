@@ -10,8 +10,8 @@ separate role appends, grant it INSERT and SELECT only). Payloads are
 ``text``: byte for byte what was hashed.
 
 The preparation of a batch (ids, stream versions, the chain) is the one
-every backend shares (``_append.prepare_batch``); this module is only
-PostgreSQL's statements.
+every backend shares (``_append.prepare_batch``); this module opens the
+transactions and reads, ``_postgres_write`` is what a write sends.
 """
 
 from __future__ import annotations
@@ -24,22 +24,19 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from psycopg.copy import LibpqWriter
 from psycopg_pool import ConnectionPool
 
-from ._append import Existing, prepare_batch
 from ._canonical import GENESIS_HASH
-from ._errors import LogDamaged, LogDiverged, StorageError
+from ._errors import StorageError
 from ._log_reads import LogReads
 from ._models import Event
+from ._postgres_write import LOOKUP, PostgresWriteTransaction, id_array
 from ._recorded import (
     EMPTY_HEAD,
-    ROW_COLUMNS,
     ChainReport,
     Head,
     LegacyTenants,
     RecordedEvent,
-    Row,
     check_rows,
 )
 from ._texts import TextStore
@@ -47,15 +44,9 @@ from ._time import Clock, SystemClock
 
 Subscriber = Callable[[psycopg.Connection, Sequence[RecordedEvent]], None]
 
-# every commit that appends tells the processes LISTENing here its new head
-NOTIFY_CHANNEL = "memwarden_log"
 
-# bulk imports go through COPY from this many rows on
-_COPY_FROM = 64
 # events appended by one process before it analyses the table itself
 _ANALYZE_AFTER = 50_000
-# a streamed COPY reaches the server every this many bytes
-_STREAM_FLUSH = 64 * 1024
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS events (
@@ -113,35 +104,6 @@ _SCHEMA_PRESENT = (
 )
 _HEAD_FOR_UPDATE = "SELECT seq, hash, recorded_at FROM log_head FOR UPDATE"
 _BEGIN_LOCKED = f"BEGIN; {_HEAD_FOR_UPDATE}"
-_COPY = f"COPY events ({ROW_COLUMNS}) FROM STDIN"
-_INSERT = f"INSERT INTO events ({ROW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-# the head moves and the processes LISTENing hear of it (pg_notify is
-# delivered at the commit, never for a rollback)
-_MOVE_HEAD = f"UPDATE log_head SET seq = %s, hash = %s, recorded_at = %s RETURNING pg_notify('{NOTIFY_CHANNEL}', %s)"
-_INSERT_ONE = (
-    f"WITH inserted AS (INSERT INTO events ({ROW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)) " + _MOVE_HEAD
-)
-# which of a batch's event ids the log holds, and each of its streams' last
-# version, in one round trip (rows of the second kind have no event_id)
-_LOOKUP = (
-    "SELECT event_id, seq, type, stream, payload FROM events WHERE event_id = ANY(string_to_array(%s, chr(31))) "
-    "UNION ALL SELECT NULL, max(stream_version), NULL, stream, NULL FROM events "
-    "WHERE stream = ANY(string_to_array(%s, chr(31))) GROUP BY stream"
-)
-_ID_SEPARATOR = "\x1f"
-
-
-def id_array(values: Sequence[str]) -> str:
-    """Identifiers as one text for ``string_to_array(%s, chr(31))``.
-
-    psycopg dumps a list element by element in Python (2 ms for 1,000 ids
-    against 0.2 ms for one string, measured on the append path's lookup).
-    Identifiers hold no control character, so the separator splits exactly.
-    """
-    joined = _ID_SEPARATOR.join(values)
-    if joined.count(_ID_SEPARATOR) != max(len(values) - 1, 0):
-        raise ValueError("an identifier holds a control character (U+001F)")
-    return joined
 
 
 @functools.lru_cache(maxsize=1024)
@@ -195,36 +157,6 @@ class PostgresTextStore(TextStore):
         super().__init__(QmarkConnection(conn))
 
 
-def _moved(head: Head) -> tuple[object, ...]:
-    return (head.seq, head.hash, head.recorded_at, str(head.seq))
-
-
-class _CopyStream:
-    """Chained records sent to ``COPY events`` one by one, the COPY opened
-    by the first (after the batch's lookup, which needs the connection)."""
-
-    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
-        self._cursor = cursor
-        self._opened: AbstractContextManager[psycopg.Copy] | None = None
-        self._copy: psycopg.Copy | None = None
-
-    def send(self, record: RecordedEvent) -> None:
-        if self._copy is None:
-            # psycopg holds up to 1 MB before flushing: a batch would reach
-            # the server only at its end, and nothing would overlap
-            writer = LibpqWriter(self._cursor, flush_threshold=_STREAM_FLUSH)
-            self._opened = self._cursor.copy(_COPY, writer=writer)
-            self._copy = self._opened.__enter__()
-        self._copy.write_row(record.row())
-
-    def __enter__(self) -> _CopyStream:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        if self._opened is not None:
-            self._opened.__exit__(*exc_info)  # an error propagating ends the COPY as failed
-
-
 class _ThreadState(threading.local):
     """What this thread is inside of: a write transaction, a snapshot."""
 
@@ -241,131 +173,6 @@ def redacted(url: str) -> str:
     user = f"{parts.username}:***@" if parts.username else ""
     port = f":{parts.port}" if parts.port else ""
     return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, parts.fragment))
-
-
-class PostgresWriteTransaction:
-    """A write transaction holding the log head's row lock: no other writer,
-    on any host, appends until it commits."""
-
-    def __init__(self, log: PostgresEventLog, conn: psycopg.Connection, head: Head) -> None:
-        self.log = log
-        self.conn = conn
-        self.recorded: list[RecordedEvent] = []
-        self._head = head
-        # the lookup of the batch the transaction was opened for, read with its lock
-        self.prefetched: tuple[list[str], list[str], list[tuple[Any, ...]]] | None = None
-        # a single row's write held back to be sent with the COMMIT
-        self.defer_single = False
-        self.deferred: tuple[str, tuple[Any, ...]] | None = None
-
-    @property
-    def head(self) -> Head:
-        return self._head
-
-    def holds(self, event_id: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM events WHERE event_id = %s", (event_id,)).fetchone() is not None
-
-    def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
-        events = list(events)
-        if len(events) < _COPY_FROM:
-            batch = prepare_batch(
-                events, head=self._head, clock=self.log.clock, lookup=self._lookup, expected_version=expected_version
-            )
-            if batch.records:
-                assert batch.head is not None
-                self._write([r.row() for r in batch.records], batch.head)
-        else:
-            # a big batch goes to COPY row by row as it is chained: the
-            # server inserts the first rows while Python hashes the next
-            # (BENCHMARKS.md, "postgres"); an error aborts the COPY, and the
-            # transaction with it
-            with self.conn.cursor() as cur, _CopyStream(cur) as stream:
-                batch = prepare_batch(
-                    events,
-                    head=self._head,
-                    clock=self.log.clock,
-                    lookup=self._lookup,
-                    expected_version=expected_version,
-                    emit=stream.send,
-                )
-            if batch.records:
-                assert batch.head is not None
-                self._move_head(batch.head)
-        if batch.records:
-            self._publish(batch.records)
-        return batch.positions
-
-    def append_recorded(self, records: Sequence[RecordedEvent]) -> int:
-        """Write already-chained events (an import), keeping seq and hashes.
-
-        Events the log already holds must be the very same (same hash);
-        the first new one must link to the current head.
-        """
-        new: list[RecordedEvent] = []
-        held = [r.seq for r in records if r.seq <= self._head.seq]
-        hashes = dict(self.conn.execute("SELECT seq, hash FROM events WHERE seq = ANY(%s)", (held,))) if held else {}
-        for record in records:
-            if record.seq <= self._head.seq:
-                if hashes.get(record.seq) != record.hash:
-                    raise LogDiverged(record.seq, "the import disagrees with the event the log holds at this seq")
-                continue
-            expected_prev = new[-1].hash if new else self._head.hash
-            expected_seq = (new[-1].seq if new else self._head.seq) + 1
-            if record.seq != expected_seq or record.prev_hash != expected_prev:
-                raise LogDiverged(record.seq, f"does not continue the log's head (seq {expected_seq - 1})")
-            new.append(record)
-        if new:
-            try:
-                self._write([r.row() for r in new], Head(new[-1].seq, new[-1].hash, new[-1].recorded_at))
-            except psycopg.errors.UniqueViolation as exc:
-                raise LogDamaged(f"the import repeats an event id or stream version: {exc}") from None
-            self._publish(new, react=False)
-        return len(new)
-
-    def _write(self, rows: list[Row], head: Head) -> None:
-        with self.conn.cursor() as cur:
-            if len(rows) == 1:
-                # a single save's write is one round trip: the row, the head, the notice
-                if self.defer_single and self.deferred is None:
-                    self.deferred = (_INSERT_ONE, (*rows[0], *_moved(head)))
-                else:
-                    cur.execute(_INSERT_ONE, (*rows[0], *_moved(head)))
-                self._head = head
-                return
-            if len(rows) >= _COPY_FROM:
-                with cur.copy(_COPY) as copy:
-                    for row in rows:
-                        copy.write_row(row)
-            else:
-                cur.executemany(_INSERT, rows)
-        self._move_head(head)
-
-    def _move_head(self, head: Head) -> None:
-        self.conn.execute(_MOVE_HEAD, _moved(head))
-        self._head = head  # before publishing: reactors append after it
-
-    def _publish(self, records: list[RecordedEvent], *, react: bool = True) -> None:
-        self.recorded.extend(records)
-        for subscriber in self.log.subscribers:
-            subscriber(self.conn, records)
-        if react:
-            for reactor in self.log.reactors:
-                reactor(self, records)
-
-    def _lookup(self, event_ids: list[str], streams: list[str]) -> tuple[dict[str, Existing], dict[str, int]]:
-        existing: dict[str, Existing] = {}
-        versions: dict[str, int] = {}
-        prefetched, self.prefetched = self.prefetched, None
-        if prefetched is not None and prefetched[:2] == (event_ids, streams):
-            rows: Iterable[tuple[Any, ...]] = prefetched[2]
-        else:
-            rows = self.conn.execute(_LOOKUP, (id_array(event_ids), id_array(streams)))
-        for event_id, seq, type_, stream, payload in rows:
-            if event_id is None:
-                versions[stream] = int(seq)
-            else:
-                existing[event_id] = (seq, type_, stream, payload)
-        return existing, versions
 
 
 class PostgresEventLog(LogReads):
@@ -504,7 +311,7 @@ class PostgresEventLog(LogReads):
         with self.conn.pipeline():
             self.conn.execute("BEGIN")
             head = self.conn.execute(_HEAD_FOR_UPDATE)
-            found = self.conn.execute(_LOOKUP, (id_array(ids), id_array(streams)))
+            found = self.conn.execute(LOOKUP, (id_array(ids), id_array(streams)))
         row = head.fetchone()  # the pipeline's one sync, at its end, brought both
         rows = found.fetchall()
         tx = PostgresWriteTransaction(self, self.conn, Head(*row) if row else EMPTY_HEAD)

@@ -24,6 +24,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 from _common import Metric, arguments, median_of, report, scratch_dir, timed
 from memwarden.events import (
@@ -192,16 +193,7 @@ def main() -> None:
 
     # audit verify over a big log (written fast, synchronous=OFF: it is the read that is measured)
     log = SQLiteEventLog(fresh("verify"), synchronous="OFF")
-    chunk = events(10_000, "v")
-    for start in range(0, verify_n, 10_000):
-        log.append(
-            [
-                e.model_copy(update={"memory_id": f"v{start + k}", "event_id": f"v{start + k}"})
-                for k, e in enumerate(chunk)
-            ]
-        )
-    verify_rate = median_of(runs, lambda: verify_n / timed(lambda: _check(log.verify_chain())))
-    log.close()
+    verify_rate = verify_rate_over(log, verify_n, runs)
 
     metrics = [
         Metric(
@@ -235,6 +227,22 @@ def main() -> None:
         ),
     ]
     report("memwarden append benchmark", metrics, args.json_path)
+
+
+def verify_rate_over(log: Any, n: int, runs: int) -> float:
+    """Events/s of ``log.verify_chain()`` over ``n`` events appended first in
+    batches of 10,000 (either backend's log); the log is closed after."""
+    chunk = events(10_000, "v")
+    for start in range(0, n, 10_000):
+        log.append(
+            [
+                e.model_copy(update={"memory_id": f"v{start + k}", "event_id": f"v{start + k}"})
+                for k, e in enumerate(chunk)
+            ]
+        )
+    rate = median_of(runs, lambda: n / timed(lambda: _check(log.verify_chain())))
+    log.close()
+    return rate
 
 
 def _check(report_: object) -> None:

@@ -29,7 +29,7 @@ import time
 
 import psycopg
 from _common import Databases, Metric, arguments, median_of, report, timed
-from append import EsMemory, _check, events, raw_rows
+from append import EsMemory, events, raw_rows, verify_rate_over
 from memwarden.engine import Scheduler, Warden
 from memwarden.events import MemorySaved, PostgresEventLog, Scope, content_checksum
 
@@ -135,16 +135,7 @@ def append_metrics(args: argparse.Namespace, dbs: Databases) -> list[Metric]:
     url = dbs.fresh("verify")
     dbs.admin.execute(f'ALTER DATABASE "{url.rsplit("/", 1)[1]}" SET synchronous_commit = off')
     log = PostgresEventLog(url)
-    chunk = events(10_000, "v")
-    for start in range(0, verify_n, 10_000):
-        log.append(
-            [
-                e.model_copy(update={"memory_id": f"v{start + k}", "event_id": f"v{start + k}"})
-                for k, e in enumerate(chunk)
-            ]
-        )
-    verify_rate = median_of(runs, lambda: verify_n / timed(lambda: _check(log.verify_chain())))
-    log.close()
+    verify_rate = verify_rate_over(log, verify_n, runs)
 
     return [
         Metric(

@@ -191,7 +191,7 @@ def test_a_statement_that_failed_inside_a_write_is_never_committed(pg_log: Postg
 
 
 def test_identifiers_travel_as_one_text_and_a_separator_inside_one_is_refused() -> None:
-    from memwarden.events._postgres import id_array
+    from memwarden.events._postgres_write import id_array
 
     assert id_array([]) == "" and id_array(["a"]) == "a" and id_array(["a", "서울"]) == "a\x1f서울"
     with pytest.raises(ValueError, match="U\\+001F"):
