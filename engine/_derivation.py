@@ -171,6 +171,41 @@ class Judge:
         return node
 
 
+    def drawn(self, row: dict[str, Any], access: Access = EVERYONE, *, limit: int = 200) -> list[dict[str, Any]]:
+        """What was drawn from ``row``, down to ``limit`` memories in all,
+        each node with its status and the gate's answer; a memory
+        ``access`` does not allow is left out, as if it did not exist."""
+        left = [limit]
+        seen = {_key(row)}
+
+        def below(parent: dict[str, Any], depth: int) -> list[dict[str, Any]]:
+            nodes: list[dict[str, Any]] = []
+            if depth >= 32:
+                return nodes
+            for child_id in self.view.drawn_from(parent["tenant"], parent["memory_id"]):
+                child = self.row(parent["tenant"], child_id)
+                if child is None or _key(child) in seen or not access.allows(child["tenant"], child["agent"]):
+                    continue
+                if left[0] <= 0:
+                    break
+                left[0] -= 1
+                seen.add(_key(child))
+                decision = self.decide(child)
+                nodes.append(
+                    {
+                        "memory_id": child["memory_id"],
+                        "version": child["version"],
+                        "status": child["status"],
+                        "usable": decision.usable,
+                        "reason": decision.reason,
+                        "children": below(child, depth + 1),
+                    }
+                )
+            return nodes
+
+        return below(row, 0)
+
+
 def cascade(tx: Write, records: Sequence[RecordedEvent]) -> None:
     """A reactor: when evidence is revoked, erased, invalidated or
     quarantined, invalidate what was drawn from it, at every depth, in this

@@ -3,14 +3,16 @@ check the projections, verify the chain, export and import the log."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memwarden.events import (
     DATABASE_ERRORS,
     GENESIS_HASH,
+    ChainReport,
     actual_checksum,
     memory_stream,
     read_texts,
@@ -29,6 +31,7 @@ from ._versions import in_force
 from ._views import MemoryView
 
 _CONTEXT_TYPES = ("revocation.issued", "policy.version_changed")
+T = TypeVar("T")
 
 
 def resolve_point(warden: Core, *, as_of: str | None = None, seq: int | None = None) -> tuple[int, str]:
@@ -134,6 +137,8 @@ def explain(
                 "actor": event.actor,
                 "event": event.type,
                 "status_after": row["status"],
+                "version": row["version"],
+                "checksum": row["checksum"],
                 "note": note,
             }
         )
@@ -146,11 +151,13 @@ def explain(
             row, now=when, policy_version=in_force(policies, row["policy"]), parents=judge.parents(row)
         )
         tree = judge.tree(row, access=access) if row["derived_from"] != "[]" else None
+        drawn = judge.drawn(row, access=access)
     if as_of is None and answer.usable:
         answer = get(warden, memory_id, tenant=tenant)  # the live answer also checks the text
     out = _explained(memory_id, when, point, history, row, answer.usable, answer.reason, answer.action, answer.detail)
     out["tenant"] = tenant
     out["derivation"] = tree
+    out["drawn_from_it"] = drawn
     return out
 
 
@@ -215,9 +222,12 @@ def check_projections(warden: Core) -> CheckResult:
     return warden.store.check()
 
 
-def audit_verify(warden: Core, against: str | None = None) -> dict[str, Any]:
+def audit_verify(
+    warden: Core, against: str | None = None, *, progress: Callable[[int], None] | None = None
+) -> dict[str, Any]:
     """Check the whole chain; with ``against`` (``SEQ:HASH`` kept earlier),
-    also prove that today's log still extends that head."""
+    also prove that today's log still extends that head. ``progress`` is
+    told of the events checked as each stretch of the chain passes."""
     anchor: tuple[int, str] | None = None
     if against is not None:
         seq_text, _, hash_text = against.partition(":")
@@ -231,7 +241,7 @@ def audit_verify(warden: Core, against: str | None = None) -> dict[str, Any]:
         anchor = (int(seq_text), hash_text)
     damage = warden.file_problems()
     try:
-        report = warden.log.verify_chain()
+        report = _verify_in_stretches(warden, progress) if progress else warden.log.verify_chain()
     except DATABASE_ERRORS as exc:
         return {
             "ok": False,
@@ -279,6 +289,25 @@ def audit_verify(warden: Core, against: str | None = None) -> dict[str, Any]:
     return out
 
 
+def _verify_in_stretches(warden: Core, progress: Callable[[int], None]) -> ChainReport:
+    """The chain checked a stretch at a time, so a caller can show progress.
+    Each stretch checks its first event's link to the stored hash before
+    it, which the stretch before proved, so the stretches together prove
+    what one pass does; the last runs to the end, where rows missing from
+    the end are found."""
+    head = warden.log.head().seq
+    stretch = max(50_000, head // 20)
+    start, checked = 1, 0
+    while True:
+        last = start + stretch - 1
+        report = warden.log.verify_chain(start, None if last >= head else last)
+        checked += report.checked
+        progress(report.checked)
+        if not report.ok or last >= head:
+            return dataclasses.replace(report, checked=checked)
+        start = last + 1
+
+
 def texts_damaged(warden: Core) -> int:
     """How many memories' current texts no longer hash to their checksum.
     Not chain damage: each is quarantined and resynced when read, so it is
@@ -296,15 +325,23 @@ def audit_head(warden: Core) -> dict[str, Any]:
     return {"seq": head.seq, "hash": head.hash, "recorded_at": head.recorded_at}
 
 
-def export_log(warden: Core, path: str | Path) -> int:
+def export_log(warden: Core, path: str | Path, *, progress: Callable[[int], None] | None = None) -> int:
     """The log and every text not erased, in one file: a backup that
-    ``import_log`` restores into an empty database."""
+    ``import_log`` restores into an empty database. ``progress`` is told
+    of each event written."""
     with warden.store.reading():  # one state for the events and the texts; the view is not read
         head = warden.log.head().seq
-        return write_export(warden.log.read(until_seq=head), path, warden.texts.all())
+        events = warden.log.read(until_seq=head)
+        return write_export(_counted(events, progress) if progress else events, path, warden.texts.all())
 
 
-def import_log(warden: Core, path: str | Path) -> int:
+def _counted(items: Iterable[T], progress: Callable[[int], None]) -> Iterator[T]:
+    for item in items:
+        progress(1)
+        yield item
+
+
+def import_log(warden: Core, path: str | Path, *, progress: Callable[[int], None] | None = None) -> int:
     """Verify the events and the chain first; then, in one transaction, the
     texts (each checked as it is read: a damaged one rolls everything back)
     and the events. Texts go in first, so the text index is built from
@@ -321,6 +358,10 @@ def import_log(warden: Core, path: str | Path) -> int:
             batch.append(record)
             if len(batch) >= 5000:
                 written += tx.append_recorded(batch)
+                if progress:
+                    progress(len(batch))
                 batch = []
         written += tx.append_recorded(batch)
+        if progress:
+            progress(len(batch))
     return written

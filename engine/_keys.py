@@ -62,7 +62,10 @@ class KeyStore:
         if role == "agent" and not tenants:
             raise InvalidInput("tenant", "an agent key is bound to at least one tenant")
         if role != "agent" and (tenants or agent):
-            raise InvalidInput("tenant", f"a {role} key reads every tenant; --tenant and --agent are for agent keys")
+            article = "an" if role[0] in "aeiou" else "a"
+            raise InvalidInput(
+                "tenant", f"{article} {role} key reads every tenant; --tenant and --agent are for agent keys"
+            )
         for tenant in tenants:
             if not tenant or any(c.isspace() for c in tenant):
                 raise InvalidInput("tenant", f"{tenant!r} is not a valid tenant")
@@ -81,6 +84,15 @@ class KeyStore:
         with self.warden.reading() as view:
             row = view.key(key_id)
         if row is None or row["revoked_at"] is not None or not hmac.compare_digest(row["key_hash"], _hash(secret)):
+            return None
+        return Principal(key_id, row["role"], tuple(row["tenants"]), row["agent"])
+
+    def principal(self, key_id: str) -> Principal | None:
+        """Who an active key is, by its id (for a session that signed in with
+        the key); None once the key is revoked."""
+        with self.warden.reading() as view:
+            row = view.key(key_id)
+        if row is None or row["revoked_at"] is not None:
             return None
         return Principal(key_id, row["role"], tuple(row["tenants"]), row["agent"])
 

@@ -10,8 +10,9 @@ import structlog
 _configured = False
 
 
-def configure_logging(*, json: bool | None = None, level: str = "INFO") -> None:
-    """Log lines go to stderr, never stdout: stdout carries command output."""
+def configure_logging(*, json: bool | None = None, level: str = "INFO", quiet: bool = False) -> None:
+    """Log lines go to stderr, never stdout: stdout carries command output.
+    ``quiet``: no log lines at all (a command's own messages say enough)."""
     global _configured
     if _configured:
         return
@@ -29,7 +30,7 @@ def configure_logging(*, json: bool | None = None, level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.ReturnLoggerFactory() if quiet else structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
     # libraries that log through the standard library: only what matters

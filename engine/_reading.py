@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
-from memwarden.projections import EVERYONE, TERMINAL, Access
+from memwarden.projections import EVERYONE, STATUSES, TERMINAL, Access
 
 from ._core import Core, log
 from ._derivation import Judge
@@ -16,6 +16,7 @@ from ._versions import in_force, version_of
 from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, TENANT, MemoryView, derivation_row, gate_row
 
 MAX_LIMIT = 10_000
+MAX_OFFSET = 100_000
 
 
 def get(
@@ -136,12 +137,16 @@ def query(
     with_content: bool = True,
     ids: Sequence[str] | None = None,
     access: Access = EVERYONE,
+    status: str | None = None,
+    offset: int = 0,
 ) -> list[MemoryView]:
     """Usable memories in a scope, newest first; with ``include_unusable``,
     every memory in it and why it is not usable. ``ids`` narrows the
     scope to those memories (read-back uses it to ask about exactly the
     memories a revocation covers, through this same path). ``access``
-    confines the statement itself to what the caller may read."""
+    confines the statement itself to what the caller may read. ``status``
+    narrows to the view's stored status; ``offset`` skips that many
+    answers (a page of a listing)."""
     if not isinstance(tenant, str) or not tenant:
         raise InvalidInput("tenant", "is required")
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -153,7 +158,13 @@ def query(
         if agent not in (None, access.agent):
             raise PermissionError(f"this key reads only agent {access.agent!r}")
         agent = access.agent
-    filters = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind)
+    if not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+        raise InvalidInput("offset", f"must be between 0 and {MAX_OFFSET}")
+    if status is not None and status not in STATUSES:
+        raise InvalidInput("status", f"must be one of {', '.join(STATUSES)}")
+    filters = dict(
+        project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind, status=status
+    )
     if ids is not None:
         ids = list(ids)
         if not ids or len(ids) > MAX_LIMIT:
@@ -161,9 +172,10 @@ def query(
     match = search_words(text) if text is not None else None
     now = core.now()
     views: list[MemoryView] = []
-    offset = 0
-    while len(views) < limit:
-        page = max(limit - len(views), 16)
+    wanted = limit + offset
+    position = 0
+    while len(views) < wanted:
+        page = max(wanted - len(views), 16)
         with core.reading(min_seq) as view:
             rows = view.agent_query(
                 tenant=tenant,
@@ -173,7 +185,7 @@ def query(
                 match=match,
                 usable_at=None if include_unusable else now,
                 limit=page,
-                offset=offset,
+                offset=position,
             )
             policies = view.policies()
             judge = Judge(view, now, policies)
@@ -184,12 +196,12 @@ def query(
                 view = _without_content(view)
             if include_unusable or view.usable:
                 views.append(view)
-                if len(views) >= limit:
+                if len(views) >= wanted:
                     break
         if len(rows) < page:
             break
-        offset += page
-    return views
+        position += page
+    return views[offset:]
 
 
 def search_ids(core: Core, text: str, *, tenant: str | None = None, access: Access = EVERYONE) -> list[str]:

@@ -23,7 +23,7 @@ records are each imported or refused, and the refusals are reported.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -114,14 +114,18 @@ def scan_records(path: str | Path, now: datetime) -> list[DueItem]:
     return due
 
 
-def import_records(warden: Core, path: str | Path) -> ImportResult:
+def import_records(
+    warden: Core, path: str | Path, *, progress: Callable[[int], None] | None = None
+) -> ImportResult:
     """Turn a file of memory records into events.
 
     A record has no separate content: its summary is its text unless a
     ``content`` field is given. Re-importing the same file is a no-op
-    (event ids come from each record's bytes).
+    (event ids come from each record's bytes). ``progress`` is told of
+    each record handled.
     """
     records = read_records(path)
+    tick = progress or (lambda n: None)
     refused: list[dict[str, Any]] = []
     imported = skipped = 0
     with warden.transaction() as tx:
@@ -130,6 +134,7 @@ def import_records(warden: Core, path: str | Path) -> ImportResult:
             tx.append(adoptions)
         revocations = tx.view.revocations()
         for number, record, digest in records:
+            tick(1)
             event_id = f"rec_{digest[:40]}"
             if tx.holds(event_id):
                 skipped += 1  # this very record was imported before

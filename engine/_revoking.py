@@ -51,14 +51,48 @@ def revoke(
     return RevocationResult(event.revocation_id, seq, covered, format_ts(effective), cascaded)
 
 
+def preview_revocation(
+    core: Core, selector: Selector | dict[str, Any], *, effective_at: datetime | str | None = None
+) -> dict[str, Any]:
+    """A dry run of ``revoke``: how many memories, in which tenants, the
+    selector would take out if issued now. Nothing is written. The count
+    is the fold's own statement, so it is what ``covered`` would say."""
+    sel = selector if isinstance(selector, Selector) else build(Selector, "selector", **selector)
+    effective = format_ts(when("effective_at", effective_at) or core.clock.now())
+    with core.reading() as view:
+        tenants = view.would_revoke(sel.model_dump(mode="json"), effective)
+    return {
+        "dry_run": True,
+        "selector": sel.model_dump(mode="json", exclude_defaults=True),
+        "effective_at": effective,
+        "everything": sel.everything,
+        "covered": sum(n for _, n in tenants),
+        "tenants": [{"tenant": t, "covered": n} for t, n in tenants],
+    }
+
+
 def revocation(core: Core, revocation_id: str) -> dict[str, Any]:
     with core.reading() as view:
         out = view.revocation(revocation_id)
     if out is None:
         raise RevocationNotFound(revocation_id)
-    out["selector"] = json.loads(out["selector"])
-    out["leaked_ids"] = json.loads(out["leaked_ids"]) if out["leaked_ids"] else []
-    return out
+    return _revocation_out(out)
+
+
+def revocations(core: Core, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+    """Revocations, newest first, with their read-back state."""
+    if not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise InvalidInput("limit", "must be between 1 and 10000")
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidInput("offset", "must be 0 or more")
+    with core.reading() as view:
+        return [_revocation_out(r) for r in view.revocation_list(limit, offset)]
+
+
+def _revocation_out(row: dict[str, Any]) -> dict[str, Any]:
+    row["selector"] = json.loads(row["selector"])
+    row["leaked_ids"] = json.loads(row["leaked_ids"]) if row["leaked_ids"] else []
+    return row
 
 
 def set_policy(core: Core, policy: str, version: int | str, *, actor: str = "security") -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from memwarden.projections import EVERYONE, Access
+
 from . import _cache, _history, _memory_api, _migrate, _reading, _records, _revoking, _saving, _verify
 from ._core import Core
 from ._views import DueItem
@@ -32,6 +34,8 @@ class Warden(Core):
     # what security staff do (_revoking)
     revoke = _revoking.revoke
     revocation = _revoking.revocation
+    revocations = _revoking.revocations
+    preview_revocation = _revoking.preview_revocation
     set_policy = _revoking.set_policy
     policies = _revoking.policies
     erase = _revoking.erase
@@ -67,6 +71,11 @@ class Warden(Core):
         """The counters per ISO week (saves, re-fetches after expiry, blocks by revocation, ...)."""
         with self.reading() as view:
             return view.weekly()
+
+    def tenants(self, *, access: Access = EVERYONE) -> list[str]:
+        """The tenants holding memories the caller may read (up to 1,000)."""
+        with self.reading() as view:
+            return view.tenant_names(access)
 
     def tail(self, n: int = 20) -> list[dict[str, Any]]:
         return [e.envelope() for e in self.log.tail(n)]

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import _graph, _rows
 from ._access import Access
+from ._fold import TERMINAL_SQL
 from ._rows import (
     SELECT_MEMORIES,
     TEXT_JOIN,
@@ -58,6 +59,7 @@ SCOPE_FILTERS = (
     ("agent", "agent"),
     ("tool", "tool"),
     ("kind", "kind"),
+    ("status", "status"),
 )
 
 
@@ -133,6 +135,17 @@ class SQLView(ABC):
         content last (``get``: one statement for the row and its text)."""
         where, args = self._naming("memory_id", memory_id, tenant, access, alias="m")
         return select_rows_with_text(self.conn, VIEW_COLUMNS, where, args, "LIMIT 2", texts=self.TEXTS)
+
+    def tenant_names(self, access: Access, limit: int = 1000) -> list[str]:
+        """The tenants holding memories that ``access`` lets the caller read."""
+        allowed, params = self.confine(access, "m")
+        return [
+            r[0]
+            for r in self.conn.execute(
+                f"SELECT DISTINCT m.tenant FROM memories m WHERE {allowed} ORDER BY m.tenant LIMIT ?",
+                [*params, limit],
+            )
+        ]
 
     def of_user(self, user: str, *, tenant: str | None, access: Access) -> list[dict[str, Any]]:
         """Every memory whose scope names ``user`` (erasure by user)."""
@@ -303,6 +316,38 @@ class SQLView(ABC):
             f"SELECT {', '.join(REVOCATION_FIELDS)} FROM revocations WHERE revocation_id = ?", (revocation_id,)
         ).fetchone()
         return dict(zip(REVOCATION_FIELDS, row, strict=True)) if row else None
+
+    def revocation_list(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        """Revocations as the view holds them, newest first (selector and
+        leaked ids as JSON text)."""
+        rows = self.conn.execute(
+            f"SELECT {', '.join(REVOCATION_FIELDS)} FROM revocations ORDER BY seq DESC LIMIT ? OFFSET ?",
+            (limit, offset),
+        ).fetchall()
+        return [dict(zip(REVOCATION_FIELDS, row, strict=True)) for row in rows]
+
+    def would_revoke(self, selector: dict[str, Any], effective_at: str) -> list[tuple[str, int]]:
+        """(tenant, count) of the memories a revocation of ``selector`` at
+        ``effective_at`` would take out: the fold's own WHERE, counted."""
+        where, params = selector_sql(selector)
+        return [
+            (r[0], r[1])
+            for r in self.conn.execute(
+                f"SELECT tenant, count(*) FROM memories WHERE ({where}) AND {BLOCKED_FETCH_SQL} "
+                f"AND status NOT IN {TERMINAL_SQL} GROUP BY tenant ORDER BY tenant",
+                [*params, effective_at],
+            )
+        ]
+
+    def drawn_from(self, tenant: str, memory_id: str) -> list[str]:
+        """Ids of the memories drawn from ``memory_id``, whatever their status."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT child_id FROM derivations WHERE tenant = ? AND parent_id = ? ORDER BY child_id",
+                (tenant, memory_id),
+            )
+        ]
 
     def unconfirmed_revocations(self) -> list[str]:
         """Revocations with no read-back yet, or a failed one, oldest first."""

@@ -69,3 +69,23 @@ def test_text_queries_are_quoted(scoped: Warden, run_cli: Cli) -> None:
         scoped.query(tenant="acme", text="   ")
     assert run_cli("query", "--tenant", "acme", "--text", " ").exit_code == 2
     assert run_cli("query", "--tenant", "acme", "--limit", "0").exit_code == 2
+
+
+def test_status_and_offset_page_through_a_listing(scoped: Warden) -> None:
+    scoped.revoke({"ids": ["b"]}, reason="r")
+    every = [v.memory_id for v in scoped.query(tenant="acme", include_unusable=True)]
+    assert every == ["b", "c", "a"]  # newest change first: the revocation moved b up
+    pages = [
+        [v.memory_id for v in scoped.query(tenant="acme", include_unusable=True, limit=2, offset=offset)]
+        for offset in (0, 2, 4)
+    ]
+    assert pages == [every[:2], every[2:], []]
+    assert [v.memory_id for v in scoped.query(tenant="acme", include_unusable=True, status="revoked")] == ["b"]
+    assert [v.memory_id for v in scoped.query(tenant="acme", status="revoked")] == []
+    assert [v.memory_id for v in scoped.query(tenant="acme", text="서울", status="usable")] == ["a"]
+    # usable answers only: the offset counts answers, not the rows the gate dropped
+    assert [v.memory_id for v in scoped.query(tenant="acme", offset=1)] == ["a"]
+    with pytest.raises(InvalidInput, match="status"):
+        scoped.query(tenant="acme", status="gone")
+    with pytest.raises(InvalidInput, match="offset"):
+        scoped.query(tenant="acme", offset=-1)

@@ -12,6 +12,27 @@ from memwarden.engine import (
 )
 
 from ._cli_common import Group, _content, _scope, cli, emit, json_option, scope_options, with_warden
+from ._cli_output import derivation_tree, plural, progress, status_line, table
+
+# the weekly table's columns: the week, then what the mission asks to see side
+# by side (re-fetches after expiry against blocks by revocation), then the rest
+STATS_COLUMNS = (
+    "week",
+    "reverified_after_expiry",
+    "blocked_by_revocation",
+    "saved",
+    "verified",
+    "verification_failed",
+    "expired",
+    "invalidated",
+    "revocations",
+    "integrity_failures",
+    "resynced",
+    "erased",
+    "policy_changes",
+    "readback_confirmed",
+    "readback_failed",
+)
 
 # -- auditors -------------------------------------------------------------------------------
 
@@ -44,13 +65,16 @@ def explain(warden: Warden, memory_id: str, tenant: str | None, as_of: str | Non
     data = warden.explain(memory_id, tenant=tenant, as_of=as_of)
 
     def show() -> None:
-        for h in data["history"]:
-            click.echo(
-                f"{h['seq']:>8}  {h['recorded_at']}  {h['actor']:<12} {h['event']:<28} -> {h['status_after']}"
-                + (f"  ({h['note']})" if h["note"] else "")
-            )
+        table(
+            ("seq", "recorded_at", "actor", "event", "status", "note"),
+            [
+                (h["seq"], h["recorded_at"], h["actor"], h["event"], h["status_after"], h["note"])
+                for h in data["history"]
+            ],
+        )
+        derivation_tree(f"{memory_id} v{data['version']} {data['status']}", data["derivation"], data["drawn_from_it"])
         verdict = "usable" if data["usable"] else f"NOT usable: {data['reason']} (action: {data['action']})"
-        click.echo(f"as of {data['as_of']} (seq {data['seq']}): {verdict}")
+        status_line(f"as of {data['as_of']} (seq {data['seq']}): {verdict}", "usable" if data["usable"] else "failed")
 
     emit(data, as_json, show)
 
@@ -69,9 +93,11 @@ def replay(
     data = warden.replay(as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable)
 
     def show() -> None:
-        click.echo(f"as of {data['as_of']} (seq {data['seq']}): {len(data['memories'])} memories")
-        for m in data["memories"]:
-            click.echo(f"{m['memory_id']}\t{m['status']}\t{m['reason'] or 'usable'}\t{m['summary'] or ''}")
+        click.echo(f"as of {data['as_of']} (seq {data['seq']}): {plural(len(data['memories']), 'memory')}", err=True)
+        table(
+            ("memory_id", "status", "why", "summary"),
+            [(m["memory_id"], m["status"], m["reason"] or "usable", m["summary"] or "") for m in data["memories"]],
+        )
 
     emit(data, as_json, show)
 
@@ -87,9 +113,10 @@ def audit_group() -> None:
 @with_warden
 def audit_verify(warden: Warden, against: str | None, as_json: bool) -> None:
     """Check the hash chain; exit 1 on damage."""
-    data = warden.audit_verify(against)
+    with progress("audit verify", warden.head_seq()) as advance:
+        data = warden.audit_verify(against, progress=advance)
     if data["ok"]:
-        text = f"ok: {data['checked']} events, head seq {data['head_seq']}"
+        text = f"ok: {plural(data['checked'], 'event')}, head seq {data['head_seq']}"
         if against:
             text += f", extends {against.split(':')[0]}"
     else:
@@ -114,8 +141,9 @@ def audit_head(warden: Warden, as_json: bool) -> None:
 @with_warden
 def export_cmd(warden: Warden, file: str, as_json: bool) -> None:
     """Write the log as JSONL."""
-    count = warden.export(file)
-    emit({"events": count}, as_json, f"exported {count} events to {file}")
+    with progress("export", warden.head_seq()) as advance:
+        count = warden.export(file, progress=advance)
+    emit({"events": count}, as_json, f"exported {plural(count, 'event')} to {file}")
 
 
 @cli.command("import")
@@ -124,8 +152,9 @@ def export_cmd(warden: Warden, file: str, as_json: bool) -> None:
 @with_warden
 def import_cmd(warden: Warden, file: str, as_json: bool) -> None:
     """Import a JSONL log; the whole chain is checked first."""
-    count = warden.import_log(file)
-    emit({"events": count}, as_json, f"imported {count} events")
+    with progress("import", None) as advance:
+        count = warden.import_log(file, progress=advance)
+    emit({"events": count}, as_json, f"imported {plural(count, 'event')}")
 
 
 @cli.command()
@@ -133,28 +162,9 @@ def import_cmd(warden: Warden, file: str, as_json: bool) -> None:
 @with_warden
 def rebuild(warden: Warden, as_json: bool) -> None:
     """Replay every projection from seq 1."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    total = warden.head_seq()
-    with Progress(
-        TextColumn("rebuild"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[progress.data.speed]{task.fields[rate]}"),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=as_json,
-    ) as progress:
-        task = progress.add_task("rebuild", total=total, rate="")
-
-        def advance(n: int) -> None:
-            progress.advance(task, n)
-            speed = progress.tasks[0].speed
-            progress.update(task, rate=f"{speed:,.0f} events/s" if speed else "")
-
+    with progress("rebuild", warden.head_seq()) as advance:
         data = warden.rebuild(progress=advance)
-    emit(data, as_json, f"rebuilt from {data['events']} events in {data['seconds']}s")
+    emit(data, as_json, f"rebuilt from {plural(data['events'], 'event')} in {data['seconds']}s")
 
 
 @cli.group("projections", cls=Group)
@@ -190,9 +200,7 @@ def stats(warden: Warden, weekly: bool, as_json: bool) -> None:
     weeks = warden.stats()
 
     def show() -> None:
-        for w in weeks:
-            counts = ", ".join(f"{k} {v}" for k, v in w.items() if k != "week" and v)
-            click.echo(f"{w['week']}: {counts or 'nothing'}")
+        table(STATS_COLUMNS, [[w[c] for c in STATS_COLUMNS] for w in weeks])
 
     emit({"weeks": weeks}, as_json, show)
 
@@ -287,7 +295,8 @@ def cache_get(
         "content": view.content if (hit and view) else None,
         "reason": reason,
     }
-    emit(data, as_json, (view.content if hit and view else f"miss: {reason}"))
+    # a plain miss says so once; any other reason names why the entry missed
+    emit(data, as_json, (view.content if hit and view else ("miss" if reason == "miss" else f"miss: {reason}")))
     if not hit:
         sys.exit(1)
 
@@ -306,7 +315,9 @@ def log_tail(warden: Warden, count: int, as_json: bool) -> None:
     events = warden.tail(count)
 
     def show() -> None:
-        for e in events:
-            click.echo(f"{e['seq']:>8}  {e['recorded_at']}  {e['actor']:<12} {e['type']:<28} {e['stream']}")
+        table(
+            ("seq", "recorded_at", "actor", "type", "stream"),
+            [(e["seq"], e["recorded_at"], e["actor"], e["type"], e["stream"]) for e in events],
+        )
 
     emit({"events": events}, as_json, show)

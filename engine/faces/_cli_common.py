@@ -35,20 +35,42 @@ class Group(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except LookupError as exc:
-            click.echo(f"Error: {_message(exc)}", err=True)
-            ctx.exit(1)
-        except (StaleView, FetchFailed) as exc:
-            click.echo(f"Error: {exc}", err=True)
-            ctx.exit(1)
-        except (InvalidInput, LogDamaged, LogDiverged, ValueError, PermissionError) as exc:
-            click.echo(f"Error: {_message(exc)}", err=True)
-            ctx.exit(2)
+            _refuse(ctx, 1, "not_found", _message(exc), _field_of(exc))
+        except StaleView as exc:
+            _refuse(ctx, 1, "stale_view", str(exc), "min_seq")
+        except FetchFailed as exc:
+            _refuse(ctx, 1, "fetch_failed", str(exc), "source_url")
+        except InvalidInput as exc:
+            _refuse(ctx, 2, "invalid_input", _message(exc), exc.field, exc.problem)
+        except (LogDamaged, LogDiverged) as exc:
+            _refuse(ctx, 2, "log_damaged", _message(exc), "file")
+        except PermissionError as exc:
+            _refuse(ctx, 2, "refused", _message(exc), getattr(exc, "field", None))
+        except ValueError as exc:
+            _refuse(ctx, 2, "invalid_input", _message(exc), None)
         except StorageError as exc:
-            click.echo(f"Error: storage: {exc}", err=True)
-            ctx.exit(2)
+            _refuse(ctx, 2, "storage", f"storage: {exc}", "db")
         except DATABASE_ERRORS as exc:
-            click.echo(f"Error: database: {exc} (is the file damaged? run 'memwarden audit verify')", err=True)
-            ctx.exit(2)
+            _refuse(ctx, 2, "database", f"database: {exc} (is the file damaged? run 'memwarden audit verify')", "db")
+
+
+def _refuse(
+    ctx: click.Context, code: int, error: str, message: str, field: str | None, problem: str | None = None
+) -> None:
+    """A refusal: one line on stderr, and with --json its object on stdout
+    too, so a script reading stdout learns why without parsing stderr."""
+    click.echo(f"Error: {message}", err=True)
+    state = ctx.find_object(State)
+    if state is not None and state.as_json:
+        click.echo(canonical_json({"error": error, "field": field, "problem": problem or message}))
+    ctx.exit(code)
+
+
+def _field_of(exc: LookupError) -> str | None:
+    for name in ("memory_id", "revocation_id"):
+        if getattr(exc, name, None) is not None:
+            return name
+    return None
 
 
 def _message(exc: BaseException) -> str:
@@ -71,6 +93,7 @@ VERSION = VersionParam()
 
 class State:
     def __init__(self, db: str, policy_file: str | None, read_db: str | None = None) -> None:
+        self.as_json = False  # set by --json as the command's options are parsed
         self.db = db
         self.read_db = read_db
         self.policy_file = policy_file
@@ -94,6 +117,26 @@ class State:
             self._warden.close()
 
 
+# long-running services keep their warnings on stderr by default: an
+# operator reads them there; a one-shot command says what it has to say once
+SERVICES = frozenset({"serve", "scheduler", "mcp"})
+LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def log_level(verbose: int, setting: str | None, command: str | None) -> str | None:
+    """The structured log's level, or None for no log at all."""
+    if verbose:
+        return "DEBUG" if verbose > 1 else "INFO"
+    if setting:
+        value = setting.strip().lower()
+        if value in ("off", "none", "0", "false"):
+            return None
+        if value not in LEVELS:
+            raise click.BadParameter(f"must be one of {', '.join(LEVELS)} or off", param_hint="MEMWARDEN_LOG")
+        return value.upper()
+    return "WARNING" if command in SERVICES else None
+
+
 def emit(data: Any, as_json: bool, text: Callable[[], None] | str | None = None) -> None:
     if as_json:
         click.echo(canonical_json(data))
@@ -103,8 +146,17 @@ def emit(data: Any, as_json: bool, text: Callable[[], None] | str | None = None)
         click.echo(text)
 
 
+def _remember_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    state = ctx.find_object(State)
+    if state is not None and value:
+        state.as_json = True
+    return value
+
+
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(fn)
+    return click.option(
+        "--json", "as_json", is_flag=True, callback=_remember_json, help="Print one JSON document on stdout."
+    )(fn)
 
 
 def with_warden(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -206,11 +258,21 @@ def _content(content: str | None, content_file: str | None, limits: Limits) -> s
     type=click.Path(dir_okay=False),
     help="TOML file of TTLs per kind (env MEMWARDEN_POLICY).",
 )
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Write the structured log to stderr (-v info, -vv debug); or set MEMWARDEN_LOG to a level.",
+)
 @click.version_option(package_name="memwarden")
 @click.pass_context
-def cli(ctx: click.Context, db: str, read_db: str | None, policy_file: str | None) -> None:
+def cli(ctx: click.Context, db: str, read_db: str | None, policy_file: str | None, verbose: int) -> None:
     """memwarden: may an agent use this remembered fact now?"""
-    configure_logging(level=os.environ.get("MEMWARDEN_LOG_LEVEL", "WARNING"))
+    level = log_level(verbose, os.environ.get("MEMWARDEN_LOG"), ctx.invoked_subcommand)
+    if level is None:
+        configure_logging(level="CRITICAL", quiet=True)
+    else:
+        configure_logging(level=level)
     state = State(db, policy_file, read_db)
     ctx.obj = state
     ctx.call_on_close(state.close)

@@ -4,11 +4,13 @@ versions, erasure."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 from memwarden.engine import Scheduler, Warden, readback_records
 
 from ._cli_common import VERSION, Group, cli, emit, json_option, scope_options, with_warden
+from ._cli_output import plural, table
 
 
 @cli.command()
@@ -22,6 +24,9 @@ from ._cli_common import VERSION, Group, cli, emit, json_option, scope_options, 
 @click.option("--reason", required=True, help="Why: kept in the log.")
 @click.option("--by", default="security", show_default=True, help="Who issues the revocation.")
 @click.option("--wait", is_flag=True, help="Block until the read-back is recorded; print its latency.")
+@click.option(
+    "--dry-run", is_flag=True, help="Only say how many memories, in which tenants, it would cover; write nothing."
+)
 @json_option
 @with_warden
 def revoke(
@@ -39,9 +44,10 @@ def revoke(
     reason: str,
     by: str,
     wait: bool,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Take a scope out of every read path, at commit."""
+    """Take a scope out of every read path, at commit (--dry-run: count first)."""
     selector = {
         k: v
         for k, v in dict(
@@ -60,11 +66,15 @@ def revoke(
         selector["ids"] = tuple(ids)
     if everything:
         selector["everything"] = True
+    if dry_run:
+        preview = warden.preview_revocation(selector)
+        emit(preview, as_json, lambda: print_preview(preview))
+        return
     result = warden.revoke(selector, reason=reason, by=by)
     data = result.as_dict()
     text = (
-        f"{result.revocation_id} in force at seq {result.seq}: {result.covered} memories taken out"
-        f" directly, {result.cascaded} drawn from them invalidated"
+        f"{result.revocation_id} in force at seq {result.seq}: {plural(result.covered, 'memory')} taken out"
+        f" directly, {result.cascaded:,} drawn from them invalidated"
     )
     if wait:
         readback = Scheduler(warden).read_back(result.revocation_id)
@@ -77,6 +87,19 @@ def revoke(
     emit(data, as_json, text)
     if wait and data["readback"]["readback_status"] != "confirmed":
         sys.exit(1)
+
+
+def print_preview(preview: dict[str, Any]) -> None:
+    tenants = preview["tenants"]
+    covered = plural(preview["covered"], "memory")
+    if preview["everything"]:
+        click.echo(f"dry run: --everything covers EVERY memory of every tenant, {covered} now; nothing was written")
+    else:
+        click.echo(f"dry run: it would take out {covered} now; nothing was written")
+    if not preview["covered"]:
+        click.echo("it covers nothing today (it still blocks older fetches saved again later)")
+    for t in tenants:
+        click.echo(f"  {t['tenant']}\t{plural(t['covered'], 'memory')}")
 
 
 @cli.command()
@@ -124,7 +147,7 @@ def policy_set(warden: Warden, key: str, version: int | str, as_json: bool) -> N
 def policy_show(warden: Warden, as_json: bool) -> None:
     """Current version of every policy that has one."""
     policies = warden.policies()
-    emit({"policies": policies}, as_json, lambda: [click.echo(f"{k}\t{v}") for k, v in sorted(policies.items())])
+    emit({"policies": policies}, as_json, lambda: table(("policy", "version"), sorted(policies.items())))
 
 
 @cli.command()
@@ -139,7 +162,7 @@ def erase(
 ) -> None:
     """A deletion request: the texts (summary and content, every version) are destroyed, the history stays."""
     count = warden.erase(memory_id=memory_id, user=user, tenant=tenant, reason=reason)
-    emit({"erased": count}, as_json, f"erased {count} memories")
+    emit({"erased": count}, as_json, f"erased {plural(count, 'memory')}")
 
 
 # the auditors' and the operators' commands live in their own modules

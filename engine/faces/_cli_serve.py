@@ -10,6 +10,7 @@ import click
 from memwarden.engine import Scheduler, Warden
 
 from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_warden
+from ._cli_output import table
 
 # -- serving ------------------------------------------------------------------------------------
 
@@ -107,9 +108,20 @@ def keys_list(warden: Warden, as_json: bool) -> None:
     keys = KeyStore(warden).list()
 
     def show() -> None:
-        for k in keys:
-            state = f"revoked {k['revoked_at']}" if k["revoked_at"] else "active"
-            click.echo(f"{k['key_id']}\t{k['role']}\t{','.join(k['tenants']) or '*'}\t{k['agent'] or ''}\t{state}")
+        table(
+            ("key_id", "role", "tenants", "agent", "created_at", "status"),
+            [
+                (
+                    k["key_id"],
+                    k["role"],
+                    ",".join(k["tenants"]) or "*",
+                    k["agent"] or "",
+                    k.get("created_at") or "",
+                    f"revoked {k['revoked_at']}" if k["revoked_at"] else "active",
+                )
+                for k in keys
+            ],
+        )
 
     emit({"keys": keys}, as_json, show)
 

@@ -94,6 +94,24 @@ class Revocation(Answer):
     covered: int
 
 
+class TenantCovered(Answer):
+    tenant: str
+    covered: int
+
+
+class RevocationPreview(Answer):
+    """A dry run: what the revocation would take out if issued now."""
+
+    dry_run: bool
+    covered: int
+    everything: bool
+    tenants: list[TenantCovered]
+
+
+class Revocations(Answer):
+    revocations: list[dict[str, Any]]
+
+
 class Readback(Answer):
     revocation_id: str
     confirmed: bool

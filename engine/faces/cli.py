@@ -30,6 +30,7 @@ from ._cli_common import (
     scope_options,
     with_warden,
 )
+from ._cli_output import plural, progress, status_line, stdout_console, table
 
 # -- memories -------------------------------------------------------------------------
 
@@ -126,7 +127,7 @@ def save(
 
 def _print_view(view: dict[str, Any]) -> None:
     state = "usable" if view["usable"] else f"NOT usable: {view['reason']} (action: {view['action']})"
-    click.echo(f"{view['memory_id']} v{view['version']} [{view['status']}] {state}")
+    status_line(f"{view['memory_id']} v{view['version']} [{view['status']}] {state}", view["status"])
     if view.get("detail"):
         click.echo(f"  {view['detail']}")
     click.echo(f"  {view['summary'] or '(erased)'}")
@@ -204,9 +205,19 @@ def query(
     data = {"memories": [v.as_dict() for v in views]}
 
     def show() -> None:
-        for v in data["memories"]:
-            why = "usable" if v["usable"] else f"{v['reason']} -> {v['action']}"
-            click.echo(f"{v['memory_id']}\t{v['status']}\t{why}\t{v['summary'] or ''}")
+        table(
+            ("memory_id", "status", "why", "expires_at", "summary"),
+            [
+                (
+                    v["memory_id"],
+                    v["status"],
+                    "usable" if v["usable"] else f"{v['reason']} -> {v['action']}",
+                    v["expires_at"] or "never",
+                    v["summary"] or "(erased)",
+                )
+                for v in data["memories"]
+            ],
+        )
 
     emit(data, as_json, show)
 
@@ -266,8 +277,18 @@ def due(state: State, limit: int | None, records: str | None, as_json: bool) -> 
     emit(
         {"due": [i.as_dict() for i in items]},
         as_json,
-        lambda: [click.echo(f"{i.memory_id} {i.source_url} {i.reason}") for i in items],
+        lambda: show_due(items),
     )
+
+
+def show_due(items: list[Any]) -> None:
+    # piped, the lines stay exactly the article's scan (`memory_id source_url
+    # reason`, no header): scripts written against that scan keep working
+    if stdout_console().is_terminal:
+        table(("memory_id", "source_url", "reason"), [(i.memory_id, i.source_url, i.reason) for i in items])
+    else:
+        for i in items:
+            click.echo(f"{i.memory_id} {i.source_url} {i.reason}")
 
 
 @cli.command("import-records")
@@ -282,19 +303,30 @@ def import_records(warden: Warden, file: str, as_json: bool) -> None:
     revocation that covers it, erased, or under a policy version that is
     not current.
     """
-    result = warden.import_records(file)
+    with progress("import-records", _lines(file), unit="records") as advance:
+        result = warden.import_records(file, progress=advance)
     for refusal in result.refused:
         why = refusal.get("revocation_id") or refusal.get("detail") or refusal.get("reason")
         click.echo(f"refused line {refusal['line']} ({refusal['memory_id']}): {refusal['reason']}: {why}", err=True)
     emit(
         result.as_dict(),
         as_json,
-        f"imported {result.imported} records"
-        + (f", {result.skipped} already present" if result.skipped else "")
+        f"imported {plural(result.imported, 'record')}"
+        + (f", {result.skipped:,} already present" if result.skipped else "")
         + (f", {len(result.refused)} refused" if result.refused else ""),
     )
     if result.refused:
         sys.exit(1)
+
+
+def _lines(path: str) -> int | None:
+    """Lines in a file, for a progress bar's total (None if it cannot be read:
+    the command itself then names the problem)."""
+    try:
+        with open(path, "rb") as fh:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except OSError:
+        return None
 
 
 # the auditors', security staff's and operators' commands live in their own modules

@@ -32,6 +32,7 @@ from . import _http_responses as R
 from ._http_guard import Caller, Denied, McpAuth, install_error_handlers, with_body_limit
 from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody
 from ._http_responses import documented
+from .console import install_console
 
 log = structlog.get_logger("memwarden.http")
 
@@ -89,6 +90,8 @@ def create_app(
         version="0.1.0",
         summary="Decides whether an AI agent may use a remembered fact now.",
         lifespan=lifespan,
+        docs_url=None,  # served below from the package's own files: they work offline
+        redoc_url=None,
     )
     app.state.warden = warden
     app.state.keys = keys
@@ -254,6 +257,25 @@ def create_app(
             data["readback"] = readback.read_back(result.revocation_id)
         return data
 
+    @app.post("/v1/revocations/dry-run", tags=["security"], **documented(R.RevocationPreview))
+    def revoke_dry_run(body: RevokeBody, who: Caller, request: Request) -> dict[str, Any]:
+        """How many memories, in which tenants, the revocation would take out
+        now; nothing is written."""
+        require(who, "security", request=request)
+        selector = body.selector.model_dump(exclude_none=True, exclude_defaults=True)
+        return warden.preview_revocation(selector)
+
+    @app.get("/v1/revocations", tags=["security"], **documented(R.Revocations))
+    def revocations(
+        who: Caller,
+        request: Request,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+    ) -> dict[str, Any]:
+        """Revocations, newest first, each with its read-back state."""
+        require(who, "security", "auditor", request=request)
+        return {"revocations": warden.revocations(limit=limit, offset=offset)}
+
     @app.get("/v1/revocations/{revocation_id}", tags=["security"], **documented(R.Revocation, 200, 404))
     def revocation(revocation_id: str, who: Caller, request: Request) -> dict[str, Any]:
         require(who, "security", "auditor", request=request)
@@ -354,6 +376,14 @@ def create_app(
         if who.agent is not None and agent != who.agent:
             raise Denied(403, f"this key reads only agent {who.agent!r}")
         return warden.memory_load(tenant=tenant, agent=agent, history=history, access=who.access)
+
+    # -- the console and the API's own documentation, from the package's files ---------------
+
+    def console_read_back(revocation_id: str) -> dict[str, Any]:
+        readback = Scheduler(warden, http_path=_http_read_path(self_url, internal_key) if self_url else None)
+        return readback.read_back(revocation_id)
+
+    install_console(app, warden, keys, read_back=console_read_back)
 
     @app.get("/healthz", tags=["operations"], response_model=None, responses={200: {"model": R.Health}})
     def health() -> dict[str, Any]:

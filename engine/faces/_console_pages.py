@@ -1,0 +1,114 @@
+"""How a console page is served: rendered from a template with the
+security headers every page sends, behind a signed-in session, its
+refusals answered as pages that say why."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from memwarden.engine import ACTIONS, InvalidInput, MemoryNotFound, Principal, RevocationNotFound
+from starlette.concurrency import run_in_threadpool
+
+from ._console_session import Session, Sessions, same_origin, token_matches
+
+# what a console page may load: only this server's own files
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+class PageError(Exception):
+    """A page's refusal, answered with ``status`` and a page saying ``problem``."""
+
+    def __init__(self, status: int, problem: str) -> None:
+        super().__init__(problem)
+        self.status = status
+        self.problem = problem
+
+
+class Pages:
+    def __init__(self, sessions: Sessions, templates: Path) -> None:
+        self.sessions = sessions
+        self.templates = Jinja2Templates(directory=str(templates))
+        self.templates.env.globals.update(actions=ACTIONS)
+
+    def render(self, request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
+        return harden(self.templates.TemplateResponse(request, name, context, status_code=code))
+
+    def error(self, request: Request, who: Principal, session: Session, status: int, problem: str) -> HTMLResponse:
+        return self.render(request, "error.html", status, who=who, csrf=session.csrf, status=status, problem=problem)
+
+    def page(self, *roles: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A signed-in page, for ``roles`` (any role when none): the session
+        and who it is come first; a refusal is a page that says why, with
+        the status an API would answer. A POST is a form: its origin and CSRF
+        token are checked before the page sees it (as ``form``). The page's
+        own work runs in the thread pool: it reads the store, and may call
+        this server back (a revocation's read-back)."""
+
+        def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+            async def run(request: Request, **kwargs: Any) -> Response:
+                found = await run_in_threadpool(self.sessions.find, request)
+                if found is None:
+                    target = "/console/login?" + urlencode({"next": local_path(request.url.path)})
+                    return RedirectResponse(target, status_code=303)
+                session, who = found
+                try:
+                    if request.method == "POST":
+                        if not same_origin(request):
+                            raise PageError(403, "this form was sent from another site")
+                        kwargs["form"] = await request.form()
+                        if not token_matches(session.csrf, kwargs["form"].get("csrf")):
+                            raise PageError(403, "the form's token is missing or out of date: reload the page")
+                    if roles and who.role not in roles:
+                        raise PageError(403, f"{article(who.role)} key may not open this page")
+                    return await run_in_threadpool(fn, request, session, who, **kwargs)
+                except PageError as exc:
+                    return self.error(request, who, session, exc.status, exc.problem)
+                except InvalidInput as exc:
+                    return self.error(request, who, session, 422, f"{exc.field}: {exc.problem}")
+                except (MemoryNotFound, RevocationNotFound) as exc:
+                    return self.error(request, who, session, 404, str(exc.args[0]))
+                except PermissionError as exc:
+                    return self.error(request, who, session, 403, str(exc))
+
+            # FastAPI reads the route's parameters from this: the page's own,
+            # without the session, principal and form handed in above
+            own = inspect.signature(fn)
+            run.__signature__ = own.replace(  # type: ignore[attr-defined]
+                parameters=[p for name, p in own.parameters.items() if name not in ("session", "who", "form")]
+            )
+            run.__name__ = fn.__name__
+            run.__doc__ = fn.__doc__
+            return run
+
+        return wrap
+
+
+def harden(response: Response) -> Response:
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    # "same-origin": the browser still sends Origin on our own forms (no-referrer makes it "null")
+    response.headers["Referrer-Policy"] = "same-origin"
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def local_path(path: str) -> str:
+    """A path on this console to go to after signing in, never another site."""
+    if not path.startswith("/console") or path.startswith("//") or "\\" in path:
+        return "/console/memories"
+    return path
+
+
+def article(role: str) -> str:
+    return f"{'an' if role[:1] in 'aeiou' else 'a'} {role}"

@@ -1,0 +1,119 @@
+"""The console over plain HTTP (no browser): sign-in, the tenant wall, bad
+input answered as a page that names the field, and the security headers."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from ..test_http import Server, save_body, start_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("console-http") / "c.db", "--no-scheduler")
+    with running.client("agent") as c:  # bound to agent "bot" in acme
+        assert c.post("/v1/memories", json=save_body("bot/1", ttl="6h")).status_code == 201
+    with running.client("multi") as c:
+        for tenant in ("acme", "globex"):
+            body = save_body(f"{tenant}-other", tenant=tenant, ttl="6h", scope={"agent": "other"})
+            assert c.post("/v1/memories", json=body).status_code == 201
+    yield running
+    running.proc.terminate()
+    running.proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def signed_in(server: Server, who: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30, headers={"origin": server.url}) as client:
+        form = client.get("/console/login").text
+        token = re.search(r'name="login_token" value="([^"]+)"', form)
+        assert token
+        answer = client.post(
+            "/console/login", data={"login_token": token[1], "key": server.keys[who], "next": "/console/memories"}
+        )
+        assert answer.status_code == 303 and answer.headers["location"] == "/console/memories"
+        yield client
+
+
+def test_without_a_session_every_page_asks_to_sign_in(server: Server) -> None:
+    with httpx.Client(base_url=server.url) as c:
+        for path in ("/console/memories", "/console/audit", "/console/memories/acme/bot%2F1"):
+            answer = c.get(path)
+            assert answer.status_code == 303 and answer.headers["location"].startswith("/console/login?next=")
+        # the key never goes in a URL: a sign-in by GET is no sign-in
+        assert "mw_console" not in c.get(f"/console/login?key={server.keys['auditor']}").cookies
+        # a sign-in form from another site, or without its token, is refused
+        assert c.post("/console/login", data={"key": server.keys["auditor"]}).status_code == 403
+
+
+def test_after_sign_in_only_local_pages(server: Server) -> None:
+    client = httpx.Client(base_url=server.url, headers={"origin": server.url})
+    token = re.search(r'name="login_token" value="([^"]+)"', client.get("/console/login").text)
+    assert token
+    for target in ("//evil.example/x", "https://evil.example", "/console\\@evil.example"):
+        answer = client.post("/console/login", data={"login_token": token[1], "key": "wrong", "next": target})
+        assert answer.status_code == 401
+        token = re.search(r'name="login_token" value="([^"]+)"', answer.text)
+        assert token and target not in answer.text.replace("&#34;", '"')
+        answer = client.post(
+            "/console/login", data={"login_token": token[1], "key": server.keys["auditor"], "next": target}
+        )
+        assert answer.headers["location"] == "/console/memories"
+        token = re.search(r'name="login_token" value="([^"]+)"', client.get("/console/login").text)
+        assert token
+
+
+def test_a_bound_agent_key_sees_its_own_memories_only(server: Server) -> None:
+    with signed_in(server, "agent") as c:
+        listed = c.get("/console/memories", params={"tenant": "acme"}).text
+        assert "bot/1" in listed and "acme-other" not in listed
+        mine = c.get("/console/memories/acme/bot%2F1")
+        assert mine.status_code == 200 and "Its text" in mine.text
+        # another agent's memory, another tenant's, and none at all: the same answer
+        pages = [c.get(f"/console/memories/{path}") for path in ("acme/acme-other", "globex/globex-other", "acme/nope")]
+        assert {p.status_code for p in pages} == {404}
+        assert all("Not found" in p.text for p in pages)
+        assert c.get("/console/memories", params={"tenant": "globex"}).status_code == 403
+
+
+def test_bad_input_is_a_page_naming_the_field(server: Server) -> None:
+    with signed_in(server, "security") as c:
+        cases = {
+            ("/console/memories", "status=bogus"): "status",
+            ("/console/memories", "page=0"): "page",
+            ("/console/memories", "text=%00"): "text",
+            ("/console/memories/acme/bot%2F1", "as_of=2026-01-05T09:00:00"): "as_of",
+            ("/console/revocations", "page=99999"): "page",
+        }
+        for (path, query), field in cases.items():
+            answer = c.get(f"{path}?{query}")
+            assert answer.status_code == 422, (path, query, answer.text)
+            assert field in answer.text
+        assert c.get("/console/revocations/rev_nope").status_code == 404
+        assert c.get("/console/memories?page=abc").status_code == 422
+        csrf = re.search(r'name="csrf" value="([^"]+)"', c.get("/console/revocations").text)
+        assert csrf
+        head = server.head()
+        missing = c.post("/console/revocations/dry-run", data={"csrf": csrf[1], "tenant": "acme"})
+        assert missing.status_code == 422 and "reason" in missing.text
+        unconfirmed = c.post("/console/revocations", data={"csrf": csrf[1], "tenant": "acme", "reason": "r"})
+        assert unconfirmed.status_code == 422 and "confirmed" in unconfirmed.text
+        assert server.head() == head
+
+
+def test_security_headers(server: Server) -> None:
+    with signed_in(server, "auditor") as c:
+        page = c.get("/console/audit")
+        assert page.headers["content-security-policy"].startswith("default-src 'self'")
+        assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["cache-control"] == "no-store"
+        # an auditor may look, never issue
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf
+        refused = c.post("/console/revocations/dry-run", data={"csrf": csrf[1], "tenant": "acme", "reason": "r"})
+        assert refused.status_code == 403 and "an auditor key may not open this page" in refused.text

@@ -1,0 +1,81 @@
+"""``scripts/run``, the README's first command: a taken port said in one
+line, and a start that installs nothing when nothing changed."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).parent.parent
+SCRIPT = ROOT / "scripts" / "run"
+STAMP = ROOT / ".venv" / ".memwarden-installed"
+
+
+def run_script(tmp_path: Path, port: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "PORT": str(port), "MEMWARDEN_DB": str(tmp_path / "run.db")}
+    return subprocess.Popen(
+        ["bash", str(SCRIPT)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_a_taken_port_is_said_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_script(tmp_path, port)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert err.strip().splitlines() == [
+        f"port {port} on 127.0.0.1 is taken (another memwarden?): run PORT={port + 1} scripts/run"
+    ]
+    assert out == "" and not (tmp_path / "run.db").exists()
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "memwarden").exists(), reason="needs the project's .venv")
+def test_a_second_start_installs_nothing_and_keeps_its_demo_key(tmp_path: Path) -> None:
+    # as scripts/run leaves it after an install of this very pyproject.toml
+    STAMP.write_text(hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + "\n")
+    stamped = STAMP.stat().st_mtime_ns
+    keys = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = run_script(tmp_path, port)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.1)
+            key = (tmp_path / "run.db.demo-key").read_text().strip()
+            keys.append(key)
+            loaded = httpx.get(
+                f"http://127.0.0.1:{port}/memory/load", params={"agent": "demo-agent"}, headers={"x-api-key": key}
+            )
+            assert loaded.status_code == 200 and loaded.json() == {"memories": []}
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            out, _ = proc.communicate(timeout=30)
+        assert f"memwarden on http://127.0.0.1:{port}" in out and key in out
+    assert keys[0] == keys[1], "the demo key is kept while it is active"
+    assert STAMP.stat().st_mtime_ns == stamped, "nothing was installed"
