@@ -10,29 +10,15 @@ import click
 from memwarden.engine import (
     Warden,
 )
+from memwarden.projections import COUNTERS
 
 from ._cli_common import Group, _content, _scope, cli, emit, json_option, scope_options, with_warden
 from ._cli_output import derivation_tree, plural, progress, status_line, table
 
 # the weekly table's columns: the week, then what the mission asks to see side
 # by side (re-fetches after expiry against blocks by revocation), then the rest
-STATS_COLUMNS = (
-    "week",
-    "reverified_after_expiry",
-    "blocked_by_revocation",
-    "saved",
-    "verified",
-    "verification_failed",
-    "expired",
-    "invalidated",
-    "revocations",
-    "integrity_failures",
-    "resynced",
-    "erased",
-    "policy_changes",
-    "readback_confirmed",
-    "readback_failed",
-)
+FIRST = ("reverified_after_expiry", "blocked_by_revocation")
+STATS_COLUMNS = ("week", *FIRST, *(c for c in COUNTERS if c not in FIRST))
 
 # -- auditors -------------------------------------------------------------------------------
 

@@ -282,23 +282,11 @@ def build_console(
 
     @router.get("/audit")
     @page(*STAFF)
-    def audit(request: Request, session: Session, who: Principal) -> Response:
-        return render(
-            request,
-            "audit.html",
-            who=who,
-            csrf=session.csrf,
-            nav="audit",
-            head=warden.audit_head(),
-            anchor=None,
-            kept=None,
-        )
-
-    @router.post("/audit/anchor")
-    @page(*STAFF)
-    def audit_anchor(request: Request, session: Session, who: Principal, form: Any) -> Response:
-        kept = str(form.get("against") or "").strip()
-        report = warden.audit_verify(kept)
+    def audit(request: Request, session: Session, who: Principal, kept: str | None = None) -> Response:
+        """The head; with ``kept`` (a head kept earlier, SEQ:HASH), that head
+        checked against today's log (a read: a plain GET form)."""
+        kept = _blank(kept)
+        report = warden.audit_verify(kept) if kept else None
         return render(
             request,
             "audit.html",
