@@ -12,7 +12,6 @@ in ``SQLView.confine`` and nowhere else."""
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -32,6 +31,7 @@ from ._rows import (
 )
 from ._runner import Projector
 from ._selector import BLOCKED_FETCH_SQL, selector_sql
+from ._sql_side import SideTables
 from ._stats import weekly
 from ._usable import RECHECK
 
@@ -63,7 +63,7 @@ SCOPE_FILTERS = (
 )
 
 
-class SQLView(ABC):
+class SQLView(SideTables, ABC):
     """The usable view as one connection sees it."""
 
     # a version's summary (text), and its summary and stored content
@@ -300,6 +300,16 @@ class SQLView(ABC):
         """(tenant, child_id, child version, parent_id) drawn directly from ``parents``."""
         return _graph.children(self.conn, parents)
 
+    def drawn_from(self, tenant: str, memory_id: str) -> list[str]:
+        """Ids of the memories drawn from ``memory_id``, whatever their status."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT child_id FROM derivations WHERE tenant = ? AND parent_id = ? ORDER BY child_id",
+                (tenant, memory_id),
+            )
+        ]
+
     def revoked_evidence(self, selector: dict[str, Any], revocation_id: str, seq: int) -> list[Key]:
         """What a revocation just took out that is some memory's evidence."""
         return _graph.revoked_evidence(self.conn, selector, revocation_id, seq)
@@ -336,16 +346,6 @@ class SQLView(ABC):
                 f"SELECT tenant, count(*) FROM memories WHERE ({where}) AND {BLOCKED_FETCH_SQL} "
                 f"AND status NOT IN {TERMINAL_SQL} GROUP BY tenant ORDER BY tenant",
                 [*params, effective_at],
-            )
-        ]
-
-    def drawn_from(self, tenant: str, memory_id: str) -> list[str]:
-        """Ids of the memories drawn from ``memory_id``, whatever their status."""
-        return [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT child_id FROM derivations WHERE tenant = ? AND parent_id = ? ORDER BY child_id",
-                (tenant, memory_id),
             )
         ]
 
@@ -390,62 +390,3 @@ class SQLView(ABC):
     def weekly(self) -> list[dict[str, Any]]:
         """The counters per ISO week."""
         return weekly(self.conn)
-
-    # -- API keys: a table beside the view, not built from events (a key is a
-    # credential, and its secret's hash must never enter the log) -------------------------
-
-    def add_key(self, key_id: str, key_hash: str, role: str, tenants: list[str], agent: str | None, now: str) -> None:
-        self.conn.execute(
-            "INSERT INTO api_keys (key_id, key_hash, role, tenants, agent, created_at) VALUES (?,?,?,?,?,?)",
-            (key_id, key_hash, role, json.dumps(tenants), agent, now),
-        )
-
-    def key(self, key_id: str) -> dict[str, Any] | None:
-        """A key's hash, role, tenants, agent and revocation time; None if there is no such key."""
-        row = self.conn.execute(
-            "SELECT key_hash, role, tenants, agent, revoked_at FROM api_keys WHERE key_id = ?", (key_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        return {
-            "key_hash": row[0],
-            "role": row[1],
-            "tenants": json.loads(row[2]),
-            "agent": row[3],
-            "revoked_at": row[4],
-        }
-
-    def keys(self) -> list[dict[str, Any]]:
-        """Every key (never a hash), oldest first."""
-        rows = self.conn.execute(
-            "SELECT key_id, role, tenants, agent, created_at, revoked_at FROM api_keys ORDER BY created_at"
-        ).fetchall()
-        return [
-            {"key_id": k, "role": r, "tenants": json.loads(t), "agent": a, "created_at": c, "revoked_at": v}
-            for k, r, t, a, c, v in rows
-        ]
-
-    # -- sources that failed lately: a table beside the view, shared by every
-    # scheduler on the store (not events: a retry schedule is not history) ----------------
-
-    def backoff(self, host: str) -> tuple[int, float] | None:
-        """(failures in a row, the time before which not to try) of a source; None if it is fine."""
-        row = self.conn.execute("SELECT failures, until FROM host_backoff WHERE host = ?", (host,)).fetchone()
-        return (int(row[0]), float(row[1])) if row else None
-
-    def set_backoff(self, host: str, failures: int, until: float) -> None:
-        self.conn.execute(
-            "INSERT INTO host_backoff (host, failures, until) VALUES (?,?,?) "
-            "ON CONFLICT(host) DO UPDATE SET failures = excluded.failures, until = excluded.until",
-            (host, failures, until),
-        )
-
-    def clear_backoff(self, host: str) -> None:
-        self.conn.execute("DELETE FROM host_backoff WHERE host = ?", (host,))
-
-    def revoke_key(self, key_id: str, now: str) -> bool:
-        """Disable a key; False if it does not exist or was revoked already."""
-        cursor = self.conn.execute(
-            "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (now, key_id)
-        )
-        return bool(cursor.rowcount)

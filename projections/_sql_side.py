@@ -1,0 +1,74 @@
+"""The tables beside the usable view, not built from events: API keys (a
+key is a credential, and its secret's hash must never enter the log) and
+the sources that failed lately (a retry schedule is not history). Written
+once in SQL both backends speak; ``SQLView`` inherits them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._rows import Connection
+
+
+class SideTables:
+    conn: Connection
+
+    # -- API keys: a table beside the view, not built from events (a key is a
+    # credential, and its secret's hash must never enter the log) -------------------------
+
+    def add_key(self, key_id: str, key_hash: str, role: str, tenants: list[str], agent: str | None, now: str) -> None:
+        self.conn.execute(
+            "INSERT INTO api_keys (key_id, key_hash, role, tenants, agent, created_at) VALUES (?,?,?,?,?,?)",
+            (key_id, key_hash, role, json.dumps(tenants), agent, now),
+        )
+
+    def key(self, key_id: str) -> dict[str, Any] | None:
+        """A key's hash, role, tenants, agent and revocation time; None if there is no such key."""
+        row = self.conn.execute(
+            "SELECT key_hash, role, tenants, agent, revoked_at FROM api_keys WHERE key_id = ?", (key_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return {
+            "key_hash": row[0],
+            "role": row[1],
+            "tenants": json.loads(row[2]),
+            "agent": row[3],
+            "revoked_at": row[4],
+        }
+
+    def keys(self) -> list[dict[str, Any]]:
+        """Every key (never a hash), oldest first."""
+        rows = self.conn.execute(
+            "SELECT key_id, role, tenants, agent, created_at, revoked_at FROM api_keys ORDER BY created_at"
+        ).fetchall()
+        return [
+            {"key_id": k, "role": r, "tenants": json.loads(t), "agent": a, "created_at": c, "revoked_at": v}
+            for k, r, t, a, c, v in rows
+        ]
+
+    # -- sources that failed lately: a table beside the view, shared by every
+    # scheduler on the store (not events: a retry schedule is not history) ----------------
+
+    def backoff(self, host: str) -> tuple[int, float] | None:
+        """(failures in a row, the time before which not to try) of a source; None if it is fine."""
+        row = self.conn.execute("SELECT failures, until FROM host_backoff WHERE host = ?", (host,)).fetchone()
+        return (int(row[0]), float(row[1])) if row else None
+
+    def set_backoff(self, host: str, failures: int, until: float) -> None:
+        self.conn.execute(
+            "INSERT INTO host_backoff (host, failures, until) VALUES (?,?,?) "
+            "ON CONFLICT(host) DO UPDATE SET failures = excluded.failures, until = excluded.until",
+            (host, failures, until),
+        )
+
+    def clear_backoff(self, host: str) -> None:
+        self.conn.execute("DELETE FROM host_backoff WHERE host = ?", (host,))
+
+    def revoke_key(self, key_id: str, now: str) -> bool:
+        """Disable a key; False if it does not exist or was revoked already."""
+        cursor = self.conn.execute(
+            "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (now, key_id)
+        )
+        return bool(cursor.rowcount)
