@@ -170,7 +170,6 @@ class Judge:
                     node["parents"].append(self.tree(parent, depth + 1, access))
         return node
 
-
     def drawn(self, row: dict[str, Any], access: Access = EVERYONE, *, limit: int = 200) -> list[dict[str, Any]]:
         """What was drawn from ``row``, down to ``limit`` memories in all,
         each node with its status and the gate's answer; a memory

@@ -162,9 +162,7 @@ def query(
         raise InvalidInput("offset", f"must be between 0 and {MAX_OFFSET}")
     if status is not None and status not in STATUSES:
         raise InvalidInput("status", f"must be one of {', '.join(STATUSES)}")
-    filters = dict(
-        project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind, status=status
-    )
+    filters = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind, status=status)
     if ids is not None:
         ids = list(ids)
         if not ids or len(ids) > MAX_LIMIT:

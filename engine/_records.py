@@ -114,9 +114,7 @@ def scan_records(path: str | Path, now: datetime) -> list[DueItem]:
     return due
 
 
-def import_records(
-    warden: Core, path: str | Path, *, progress: Callable[[int], None] | None = None
-) -> ImportResult:
+def import_records(warden: Core, path: str | Path, *, progress: Callable[[int], None] | None = None) -> ImportResult:
     """Turn a file of memory records into events.
 
     A record has no separate content: its summary is its text unless a

@@ -79,3 +79,27 @@ def test_a_second_start_installs_nothing_and_keeps_its_demo_key(tmp_path: Path) 
         assert f"memwarden on http://127.0.0.1:{port}" in out and key in out
     assert keys[0] == keys[1], "the demo key is kept while it is active"
     assert STAMP.stat().st_mtime_ns == stamped, "nothing was installed"
+    assert (tmp_path / "run.db.demo-key").stat().st_mode & 0o777 == 0o600, "a credential: its owner's only"
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "memwarden").exists(), reason="needs the project's .venv")
+def test_a_revoked_demo_key_is_replaced(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from memwarden.engine.faces.cli import cli
+
+    db, key_file = tmp_path / "run.db", tmp_path / "run.db.demo-key"
+    made = CliRunner().invoke(cli, ["--db", str(db), "keys", "create", "--role", "agent", "--tenant", "demo"])
+    old = made.output.strip()
+    key_file.write_text(old + "\n")
+    assert CliRunner().invoke(cli, ["--db", str(db), "keys", "revoke", old.split("_")[1]]).exit_code == 0
+    from memwarden.engine import KeyStore, Warden
+    from memwarden.engine.faces._cli_serve import _kept_demo_key
+
+    warden = Warden(str(db))
+    try:
+        new = _kept_demo_key(warden, str(key_file))
+        principal = KeyStore(warden).authenticate(new)
+    finally:
+        warden.close()
+    assert new != old and key_file.read_text() == new + "\n"
+    assert principal is not None and principal.tenants == ("demo",) and principal.agent == "demo-agent"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -38,6 +39,14 @@ from ._cli_output import table
     is_flag=True,
     help="Development: accept file:// and git sources from HTTP clients, and fetch from local and private addresses.",
 )
+@click.option(
+    "--demo-key",
+    "demo_key",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Keep a demo agent key (tenant demo, agent demo-agent) in this file, made anew when missing or revoked, "
+    "and print it with examples.",
+)
 @with_warden
 def serve(
     warden: Warden,
@@ -47,6 +56,7 @@ def serve(
     no_scheduler: bool,
     max_content: int,
     allow_local_sources: bool,
+    demo_key: str | None,
 ) -> None:
     """HTTP server (OpenAPI at /docs, MCP at /mcp) with the scheduler embedded."""
     import uvicorn
@@ -54,6 +64,9 @@ def serve(
     from .http import create_app
 
     _refuse_damaged(warden)
+    if demo_key is not None:
+        # in this process rather than a `keys` command before it: one Python start, not two
+        click.echo(demo_banner(_kept_demo_key(warden, demo_key), host, port, warden.path))
     app = create_app(
         warden,
         max_content=max_content,
@@ -63,6 +76,43 @@ def serve(
         allow_local_sources=allow_local_sources,
     )
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _kept_demo_key(warden: Warden, path: str) -> str:
+    from memwarden.engine import KeyStore
+
+    keys = KeyStore(warden)
+    try:
+        kept = open(path, encoding="utf-8").read().strip()
+    except FileNotFoundError:
+        kept = ""
+    except OSError as exc:
+        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint="'--demo-key'") from None
+    if kept and keys.authenticate(kept) is not None:
+        return kept
+    key, _ = keys.create("agent", tenants=("demo",), agent="demo-agent")
+    # written whole or not at all, readable by its owner only: it is a credential
+    tmp = f"{path}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(key + "\n")
+    os.replace(tmp, path)
+    return key
+
+
+def demo_banner(key: str, host: str, port: int, database: str) -> str:
+    url = f"http://{host}:{port}"
+    return f"""memwarden on {url}  (database {database}; OpenAPI at /docs; MCP at /mcp; console at /console)
+demo agent key (tenant "demo", agent "demo-agent"):
+
+    {key}
+
+try:
+    curl -s -X POST {url}/memory/save -H "x-api-key: {key}" \\
+         -H 'content-type: application/json' -d '{{"agent":"demo-agent","key":"MEMORY.md","content":"# rules"}}'
+    curl -s "{url}/memory/load?agent=demo-agent" -H "x-api-key: {key}"
+    open {url}/console and sign in with the key (a security or auditor key sees more:
+    .venv/bin/memwarden keys create --role auditor)"""
 
 
 @cli.command("mcp")

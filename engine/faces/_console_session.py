@@ -86,9 +86,7 @@ class Sessions:
                 self._sessions.pop(token, None)
 
     def _drop_expired(self, now: float) -> None:
-        stale = [
-            t for t, s in self._sessions.items() if now - s.seen > self.idle or now - s.started > self.lifetime
-        ]
+        stale = [t for t, s in self._sessions.items() if now - s.seen > self.idle or now - s.started > self.lifetime]
         for token in stale:
             del self._sessions[token]
 
