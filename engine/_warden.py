@@ -7,7 +7,7 @@ from typing import Any
 
 from memwarden.projections import EVERYONE, Access
 
-from . import _cache, _history, _memory_api, _migrate, _reading, _records, _revoking, _saving, _verify
+from . import _cache, _history, _memory_api, _migrate, _past, _reading, _records, _revoking, _saving, _verify
 from ._core import Core
 from ._views import DueItem
 
@@ -50,9 +50,11 @@ class Warden(Core):
     memory_save = _memory_api.save
     memory_load = _memory_api.load
 
-    # for auditors (_history): the past, the view's repair, the chain
-    explain = _history.explain
-    replay = _history.replay
+    # for auditors (_past, _history): the past, the view's repair, the chain
+    explain = _past.explain
+    replay = _past.replay
+    replay_stream = _past.replay_stream
+    check_as_of = _past.check_as_of
     rebuild = _history.rebuild
     check_projections = _history.check_projections
     audit_verify = _history.audit_verify

@@ -19,6 +19,11 @@ from ._models import Event, memory_stream
 from ._recorded import EMPTY_HEAD, ROW_COLUMNS, Head, LegacyTenants, RecordedEvent, Row, event_from_row
 
 PAGE = 5000
+# What a memory's fold reads besides its own stream. Spelled with literals,
+# not marks: SQLite uses a partial index only for the very expression it was
+# made with (events_context), so these reads come from an index, not a scan.
+CONTEXT_TYPES = ("policy.version_changed", "revocation.issued")
+CONTEXT_WHERE = "type IN ('policy.version_changed', 'revocation.issued')"
 _NO_END = 2**63 - 1  # the largest seq either backend stores
 
 
@@ -121,14 +126,21 @@ class LogReads(ABC):
         for row in self.rows(after_seq, until_seq, " AND ".join(clauses), params):
             yield event_from_row(row, self.legacy_tenants)
 
-    def read_any(
-        self, *, streams: Sequence[str], types: Sequence[str], until_seq: int | None = None
-    ) -> Iterator[RecordedEvent]:
-        """Events in any of ``streams`` or of any of ``types``, in seq order
-        (a memory's story with the revocations and policy changes around it)."""
-        where = f"stream IN ({marks(streams)}) OR type IN ({marks(types)})"
-        for row in self.rows(0, until_seq, where, [*streams, *types]):
+    def context_events(self, until_seq: int | None = None) -> Iterator[RecordedEvent]:
+        """Every revocation and policy change up to ``until_seq``, in seq order."""
+        for row in self.rows(0, until_seq, CONTEXT_WHERE):
             yield event_from_row(row, self.legacy_tenants)
+
+    def memories_events(
+        self, keys: Sequence[tuple[str, str]], *, until_seq: int | None = None
+    ) -> Iterator[RecordedEvent]:
+        """The events of the memories ``keys`` (tenant, memory_id) name, in
+        seq order: their streams, and the bare-id streams of before schema 2."""
+        wanted = set(keys)
+        streams = [memory_stream(t, m) for t, m in sorted(wanted)] + sorted({m for _, m in wanted})
+        for event in self.read(until_seq=until_seq, streams=streams):
+            if (event.payload.get("tenant"), event.payload.get("memory_id")) in wanted:
+                yield event
 
     def memory_events(
         self, tenant: str, memory_id: str, *, until_seq: int | None = None, types: Sequence[str] | None = None

@@ -336,8 +336,10 @@ class EventLog(Protocol):
         streams: Sequence[str] | None = None,
     ) -> Iterator[RecordedEvent]: ...
 
-    def read_any(
-        self, *, streams: Sequence[str], types: Sequence[str], until_seq: int | None = None
+    def context_events(self, until_seq: int | None = None) -> Iterator[RecordedEvent]: ...
+
+    def memories_events(
+        self, keys: Sequence[tuple[str, str]], *, until_seq: int | None = None
     ) -> Iterator[RecordedEvent]: ...
 
     def memory_events(

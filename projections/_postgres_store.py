@@ -28,12 +28,12 @@ from memwarden.events import (
     RecordedEvent,
 )
 
+from ._asof import PointView
 from ._postgres_usable import C_TEXT, PostgresProjector, events_after, stored_texts
 from ._postgres_view import PostgresView
 from ._postgres_watch import Claims, LogWatcher, Replica
 from ._runner import CheckResult, Projector
 from ._sqlite_store import private_view
-from ._sqlite_view import SQLiteView
 from ._usable import UsableProjection
 from ._write import LogWrite
 
@@ -165,14 +165,10 @@ class PostgresStore:
             yield self._write(tx)
 
     @contextmanager
-    def as_of(self, until_seq: int) -> Iterator[SQLiteView]:
-        """The view as it stood right after ``until_seq``, built from the log
-        alone in a private in-memory SQLite database, whatever the backend."""
-        conn = private_view(self.log.read(until_seq=until_seq))
-        try:
-            yield SQLiteView(conn, Projector())
-        finally:
-            conn.close()
+    def as_of(self, until_seq: int) -> Iterator[PointView]:
+        """The view as it stood right after ``until_seq``: each memory's
+        stream folded up to it, read through the indexes (no replay)."""
+        yield PointView(self.log, lambda: self.reading(until_seq), until_seq)
 
     # -- repair and checks ----------------------------------------------------
 

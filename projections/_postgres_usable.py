@@ -29,7 +29,7 @@ from ._fold import STATUSES
 from ._rows import Connection, Key
 from ._runner import Backlog, Projection, Projector
 from ._stats import StatsProjection
-from ._usable import RECHECK, UsableProjection, invalidation_update
+from ._usable import DERIVATIONS_EVER, RECHECK, UsableProjection, invalidation_update
 
 C_TEXT = 'text COLLATE "C"'
 
@@ -72,6 +72,7 @@ SCHEMA = (
         PRIMARY KEY (tenant, child_id, parent_id)
     )""",
     "CREATE TABLE IF NOT EXISTS memories_search (mid bigint PRIMARY KEY, doc tsvector NOT NULL)",
+    DERIVATIONS_EVER.format(text=C_TEXT, rowid=""),
 )
 
 INDEXES = (
@@ -90,7 +91,15 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS memories_search_words ON memories_search USING gin (doc)",
 )
 
-TABLES = ("memories_search", "derivations", "retired_versions", "policies", "revocations", "memories")
+TABLES = (
+    "memories_search",
+    "derivations_ever",
+    "derivations",
+    "retired_versions",
+    "policies",
+    "revocations",
+    "memories",
+)
 
 # -- the words of a text, as SQLite's FTS5 finds them --------------------------
 

@@ -310,6 +310,35 @@ class SQLView(SideTables, ABC):
             )
         ]
 
+    # -- what a past view is listed from (projections/_asof.py) -------------------------------
+
+    def existing_at(self, point: int, tenant: str | None, after: Key | None, limit: int) -> list[Key]:
+        """Up to ``limit`` memories saved at or before seq ``point`` (of
+        ``tenant`` when given), by tenant and id, after the key ``after``:
+        rows are never deleted, so these are the memories that existed then."""
+        where, args = ["first_seq <= ?"], [point]
+        if tenant is not None:
+            where.append("tenant = ?")
+            args.append(tenant)
+            if after is not None:
+                where.append("memory_id > ?")
+                args.append(after[1])
+        elif after is not None:
+            where.append("(tenant > ? OR (tenant = ? AND memory_id > ?))")
+            args.extend([after[0], after[0], after[1]])
+        sql = f"SELECT tenant, memory_id FROM memories WHERE {' AND '.join(where)} ORDER BY tenant, memory_id LIMIT ?"
+        return [(t, m) for t, m in self.conn.execute(sql, [*args, limit])]
+
+    def ever_drawn_from(self, tenant: str, memory_id: str) -> list[str]:
+        """Ids of the memories any version of which was drawn from ``memory_id``."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT child_id FROM derivations_ever WHERE tenant = ? AND parent_id = ? ORDER BY child_id",
+                (tenant, memory_id),
+            )
+        ]
+
     def revoked_evidence(self, selector: dict[str, Any], revocation_id: str, seq: int) -> list[Key]:
         """What a revocation just took out that is some memory's evidence."""
         return _graph.revoked_evidence(self.conn, selector, revocation_id, seq)

@@ -26,6 +26,7 @@ from memwarden.events import (
     migrate_blobs,
 )
 
+from ._asof import PointView
 from ._errors import ProjectionDamaged
 from ._runner import CheckResult, Projector
 from ._sqlite_schema import create_backoff_table, create_keys_table
@@ -127,14 +128,10 @@ class SQLiteStore:
             yield LogWrite(tx, SQLiteView(tx.conn, self.projector), self.texts)
 
     @contextmanager
-    def as_of(self, until_seq: int) -> Iterator[SQLiteView]:
-        """The view as it stood right after ``until_seq``, built from the log
-        alone in a private in-memory database: the live one is never touched."""
-        conn = private_view(self.log.read(until_seq=until_seq))
-        try:
-            yield SQLiteView(conn, Projector())
-        finally:
-            conn.close()
+    def as_of(self, until_seq: int) -> Iterator[PointView]:
+        """The view as it stood right after ``until_seq``: each memory's
+        stream folded up to it, read through the indexes (no replay)."""
+        yield PointView(self.log, self.reading, until_seq)
 
     # -- repair and checks ----------------------------------------------------
 

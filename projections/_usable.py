@@ -23,6 +23,13 @@ from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, VIEW_COLUMNS, Connection, Ke
 from ._selector import BLOCKED_FETCH_SQL, selector_sql
 from ._text_index import drop_text_index
 
+# every memory any version of a memory was drawn from, kept when a later
+# version names other evidence: the view as of a past seq finds there what
+# was drawn from a memory then (projections/_asof.py)
+DERIVATIONS_EVER = """CREATE TABLE IF NOT EXISTS derivations_ever (
+    tenant {text} NOT NULL, parent_id {text} NOT NULL, child_id {text} NOT NULL,
+    PRIMARY KEY (tenant, parent_id, child_id)
+){rowid}"""
 SCHEMA = [
     # Keyed, and so clustered, by (tenant, memory_id), a memory's identity:
     # a revocation of a tenant (or a project in it) rewrites a run of
@@ -68,6 +75,7 @@ SCHEMA = [
         tenant TEXT NOT NULL, child_id TEXT NOT NULL, parent_id TEXT NOT NULL, parent_version INTEGER NOT NULL,
         PRIMARY KEY (tenant, child_id, parent_id)
     ) WITHOUT ROWID""",
+    DERIVATIONS_EVER.format(text="TEXT", rowid=" WITHOUT ROWID"),
     """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
         summary, content, tokenize = 'unicode61 remove_diacritics 2'
     )""",
@@ -114,7 +122,8 @@ INDEXES = [
     "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (tenant, parent_id)",
 ]
 
-TABLES = ("memories", "revocations", "policies", "retired_versions", "derivations", "memories_fts")
+
+TABLES = ("memories", "revocations", "policies", "retired_versions", "derivations", "derivations_ever", "memories_fts")
 
 _UPSERT = (
     f"INSERT INTO memories (mid, {QUOTED_COLUMNS}) "
@@ -182,7 +191,10 @@ class UsableProjection:
         columns = column_types(conn, "memories")
         derivation_columns = column_types(conn, "derivations")
         return bool(columns) and (
-            "summary" in columns or "tenant" not in derivation_columns or columns["revocation_version"] != "TEXT"
+            "summary" in columns
+            or "tenant" not in derivation_columns
+            or columns["revocation_version"] != "TEXT"
+            or not column_types(conn, "derivations_ever")
         )
 
     def create(self, conn: Connection, *, indexes: bool = True) -> None:
@@ -368,6 +380,10 @@ class UsableProjection:
                 "INSERT INTO derivations (tenant, child_id, parent_id, parent_version) VALUES (?,?,?,?)",
                 [(t, c, p["memory_id"], p["version"]) for (t, c), parents in links.items() for p in parents],
             )
+            conn.executemany(
+                "INSERT INTO derivations_ever (tenant, parent_id, child_id) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+                [(t, p["memory_id"], c) for (t, c), parents in links.items() for p in parents],
+            )
         if not bulk:
             self._index(conn, fts, pending)
 
@@ -424,6 +440,9 @@ class UsableProjection:
             "derivations": conn.execute(
                 "SELECT tenant, child_id, parent_id, parent_version FROM derivations "
                 "ORDER BY tenant, child_id, parent_id"
+            ).fetchall(),
+            "derivations_ever": conn.execute(
+                "SELECT tenant, parent_id, child_id FROM derivations_ever ORDER BY tenant, parent_id, child_id"
             ).fetchall(),
             # the indexed texts come from the text store, not the log: which
             # memories are indexed is what the log decides

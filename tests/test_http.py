@@ -336,3 +336,26 @@ def test_damage_to_the_servers_own_log_or_view_is_a_503_naming_it(tmp_path: Path
     finally:
         damaged.proc.terminate()
         damaged.proc.wait(timeout=30)
+
+
+def test_replay_pages_with_a_cursor_and_streams_the_whole_view(server: Server) -> None:
+    with server.client("agent") as c:
+        for i in range(3):
+            assert c.post("/v1/memories", json=save_body(f"past-{i}")).status_code == 201
+        head = c.get("/healthz").json()["head_seq"]
+    with server.client("auditor") as c:
+        whole = c.get("/v1/replay", params={"seq": head, "tenant": "acme"})
+        assert whole.status_code == 200 and whole.headers["content-type"].startswith("application/json")
+        ids = [m["memory_id"] for m in whole.json()["memories"]]
+        assert [m for m in ids if m.startswith("past-")] == ["past-0", "past-1", "past-2"]
+        seen: list[str] = []
+        after = None
+        while True:
+            params: dict[str, Any] = {"seq": head, "tenant": "acme", "limit": 2}
+            page = c.get("/v1/replay", params={**params, **({"after": after} if after else {})}).json()
+            seen += [m["memory_id"] for m in page["memories"]]
+            if (after := page["next"]) is None:
+                break
+        assert seen == ids
+        refused = c.get("/v1/replay", params={"seq": head, "limit": 2, "after": "garbage"})
+        assert refused.status_code == 422 and refused.json()["field"] == "after"

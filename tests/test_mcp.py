@@ -18,7 +18,7 @@ from memwarden.engine import Warden
 from .backends import Backend
 from .test_http import Server, server  # noqa: F401  (the live server fixture)
 
-TOOLS = {"memory_save", "memory_query", "memory_get", "memory_verify", "memory_explain"}
+TOOLS = {"memory_save", "memory_query", "memory_get", "memory_verify", "memory_explain", "memory_replay"}
 
 
 def structured(result: Any) -> dict[str, Any]:
@@ -54,6 +54,13 @@ async def exercise(client: Client, tenant: str, source: str) -> None:
     assert verified["outcome"] in ("verified", "failed")
     explained = structured(await client.call_tool("memory_explain", {"memory_id": f"mcp-{tenant}"}))
     assert explained["history"][0]["event"] == "memory.saved"
+    then = await client.call_tool(
+        "memory_replay", {"seq": explained["history"][0]["seq"], "tenant": tenant, "limit": 1}
+    )
+    if then.is_error:  # an agent key: the past of every tenant is for auditors
+        assert "may not replay" in then.content[0].text
+    else:
+        assert [m["memory_id"] for m in structured(then)["memories"]] == [f"mcp-{tenant}"]
     refused = await client.call_tool("memory_get", {"memory_id": "does-not-exist"})
     assert refused.is_error and "not found" in refused.content[0].text
 

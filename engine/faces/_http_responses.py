@@ -132,6 +132,7 @@ class Replay(Answer):
     as_of: str
     seq: int
     memories: list[dict[str, Any]]
+    next: str | None = None  # with limit: the cursor of the next page (None on the last)
 
 
 class AuditReport(Answer):

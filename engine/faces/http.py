@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import httpx
 import structlog
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from memwarden.engine import (
     InvalidInput,
     KeyStore,
@@ -311,11 +311,25 @@ def create_app(
 
     @app.get("/v1/replay", tags=["auditors"], **documented(R.Replay))
     def replay(
-        who: Caller, request: Request, as_of: str | None = None, seq: Seq | None = None, tenant: str | None = None
-    ) -> dict[str, Any]:
-        """The usable view as it was then, rebuilt from the log."""
+        who: Caller,
+        request: Request,
+        as_of: str | None = None,
+        seq: Seq | None = None,
+        tenant: str | None = None,
+        include_unusable: Annotated[bool, Query(alias="all")] = False,
+        limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+        after: str | None = None,
+    ) -> Any:
+        """The usable view as it was then (with ``all``, every memory and why
+        it was or was not usable). With ``limit``, one page and its ``next``
+        cursor for ``after``; without, the whole view, streamed."""
         require(who, "security", "auditor", request=request)
-        return warden.replay(as_of=as_of, seq=seq, tenant=tenant)
+        if limit is None and after is None:
+            chunks = warden.replay_stream(as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable)
+            return StreamingResponse((c.encode() for c in chunks), media_type="application/json")
+        return warden.replay(
+            as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable, after=after, limit=limit
+        )
 
     @app.get("/v1/audit/verify", tags=["auditors"], **documented(R.AuditReport))
     def audit_verify(who: Caller, request: Request, against: str | None = None) -> JSONResponse:

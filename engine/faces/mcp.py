@@ -204,6 +204,27 @@ def build_server(
         """The memory's history and why it is (not) usable, now or as of a past time."""
         return warden.explain(memory_id, tenant=tenant, access=caller(ctx).access, as_of=as_of)
 
+    @server.tool()
+    @_tool_errors
+    def memory_replay(
+        ctx: Context,
+        as_of: str | None = None,
+        seq: int | None = None,
+        tenant: str | None = None,
+        include_unusable: bool = False,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> dict[str, Any]:
+        """For auditors: what the agents could use at a past moment (as_of, or seq), one page of
+        limit memories; pass the answer's next as after for the page that follows.
+        include_unusable: also the memories that were not usable then, with why."""
+        who = caller(ctx)
+        if who.role not in ("security", "auditor"):
+            raise PermissionError(f"the {who.role} role may not replay the view (security and auditor keys may)")
+        return warden.replay(
+            as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable, after=after, limit=limit
+        )
+
     return server
 
 
