@@ -351,7 +351,7 @@ def test_replay_pages_with_a_cursor_and_streams_the_whole_view(server: Server) -
         seen: list[str] = []
         after = None
         while True:
-            params: dict[str, Any] = {"seq": head, "tenant": "acme", "limit": 2}
+            params: dict[str, object] = {"seq": head, "tenant": "acme", "limit": 2}
             page = c.get("/v1/replay", params={**params, **({"after": after} if after else {})}).json()
             seen += [m["memory_id"] for m in page["memories"]]
             if (after := page["next"]) is None:
