@@ -5,7 +5,9 @@ of the revocations issued around them (``fold_memory``, ``revoke_row``):
 exactly what the view was built from. So a past row is its stream, read
 through the log's stream index, folded with the revocations and policy
 changes up to S (read through their own index), and never a replay of the
-whole log. Which memories existed at S comes from the live view (a row's
+whole log; and a memory nothing touched after S (its live row's
+``last_seq`` <= S) is its live row, read as it is. Which memories existed
+at S comes from the live view (a row's
 ``first_seq``; rows are never deleted), and which memories were ever drawn
 from one from ``derivations_ever``. What one question costs follows the
 size of its answer: one memory's stream, its ancestors', a page of a
@@ -41,6 +43,7 @@ class Listing(Protocol):
 
     def existing_at(self, point: int, tenant: str | None, after: Key | None, limit: int) -> list[Key]: ...
     def ever_drawn_from(self, tenant: str, memory_id: str) -> list[str]: ...
+    def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]: ...
 
 
 def revocation_of(event: RecordedEvent) -> dict[str, Any]:
@@ -139,8 +142,21 @@ class PointView:
 
     def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
         missing = sorted({k for k in keys if k not in self._rows})
-        for start in range(0, len(missing), CHUNK):
-            chunk = missing[start : start + CHUNK]
+        # A live row nothing touched after the point is the row then: every
+        # event of a memory and every revocation that changes it moves its
+        # last_seq. Only the memories touched since are folded from their
+        # streams (rows are never deleted: no live row, no memory then).
+        with self.reading() as live:
+            current = live.rows(missing) if missing else {}
+        folding: list[Key] = []
+        for key in missing:
+            row = current.get(key)
+            if row is None or row["last_seq"] <= self.point:
+                self._rows[key] = row
+            else:
+                folding.append(key)
+        for start in range(0, len(folding), CHUNK):
+            chunk = folding[start : start + CHUNK]
             grouped: dict[Key, list[RecordedEvent]] = defaultdict(list)
             for event in self.log.memories_events(chunk, until_seq=self.point):
                 grouped[(event.payload["tenant"], event.payload["memory_id"])].append(event)

@@ -324,8 +324,10 @@ class SQLView(SideTables, ABC):
                 where.append("memory_id > ?")
                 args.append(after[1])
         elif after is not None:
-            where.append("(tenant > ? OR (tenant = ? AND memory_id > ?))")
-            args.extend([after[0], after[0], after[1]])
+            # a row value: both backends seek the key's index to it (the OR
+            # form scanned from the start, once per page)
+            where.append("(tenant, memory_id) > (?, ?)")
+            args.extend(after)
         sql = f"SELECT tenant, memory_id FROM memories WHERE {' AND '.join(where)} ORDER BY tenant, memory_id LIMIT ?"
         return [(t, m) for t, m in self.conn.execute(sql, [*args, limit])]
 
