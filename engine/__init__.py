@@ -7,6 +7,7 @@ from memwarden.projections import EVERYONE, Access
 from ._addresses import AddressPolicy, AddressRefused
 from ._errors import (
     AmbiguousMemory,
+    BatchRefused,
     ChecksumMismatch,
     FetchFailed,
     InvalidInput,
@@ -15,6 +16,7 @@ from ._errors import (
     MemoryNotFound,
     RevocationNotFound,
     RevokedScope,
+    ScopeNotAllowed,
     StaleView,
 )
 from ._fetchers import Fetchers
@@ -35,6 +37,7 @@ __all__ = [
     "AddressPolicy",
     "AddressRefused",
     "AmbiguousMemory",
+    "BatchRefused",
     "ChecksumMismatch",
     "Decision",
     "DueItem",
@@ -57,6 +60,7 @@ __all__ = [
     "RevocationNotFound",
     "RevocationResult",
     "RevokedScope",
+    "ScopeNotAllowed",
     "SaveResult",
     "Scheduler",
     "SharedBackoff",

@@ -3,6 +3,8 @@ names the id or field at fault."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InvalidInput(ValueError):
     """Bad input: names the field and the problem."""
@@ -44,6 +46,7 @@ class RevokedScope(PermissionError):
         )
         self.memory_id = memory_id
         self.revocation_id = revocation_id
+        self.field = "fetched_at"  # only a later fetch can be saved
 
 
 class MemoryErased(PermissionError):
@@ -99,3 +102,27 @@ class MemoryIdTaken(PermissionError):
             "cannot write to it; choose another id"
         )
         self.memory_id = memory_id
+
+
+class BatchRefused(ValueError):
+    """A batch save refused whole: ``problems`` names each refused item
+    (``index``, ``field``, ``problem``, ``error``); nothing was written."""
+
+    def __init__(self, problems: list[dict[str, Any]]) -> None:
+        first = problems[0]
+        where = f"memories[{first['index']}]" if first["index"] is not None else "memories"
+        field = f".{first['field']}" if first.get("field") else ""
+        count = f"{len(problems)} refused; first: " if len(problems) > 1 else ""
+        super().__init__(f"{count}{where}{field}: {first['problem']}")
+        self.problems = problems
+        self.field = "memories"
+        self.problem = str(self)
+
+
+class ScopeNotAllowed(PermissionError):
+    """A write into a scope the caller's key does not cover: names the field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field
+        self.problem = problem

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,7 +13,7 @@ from memwarden.projections import EVERYONE, Access, ViewReader, blocking_revocat
 
 from ._core import Core, log
 from ._derivation import Judge
-from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
+from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope, ScopeNotAllowed
 from ._errors import MemoryErased as MemoryErasedError
 from ._limits import TooLarge, check_source_url, encoded, normal_checksum
 from ._validation import build, when
@@ -45,6 +46,135 @@ def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResul
     return wrapper
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A save's input, checked as far as it can be without the view."""
+
+    memory_id: Any
+    kind: str
+    summary: str
+    content: str
+    checksum: str
+    fetched: datetime
+    expires: datetime | None
+    scope: Scope
+    fields: dict[str, Any]  # the rest of the event's fields, as given
+
+
+def check_input(
+    core: Core,
+    *,
+    memory_id: str,
+    kind: str,
+    summary: str,
+    content: str,
+    source_url: str,
+    scope: Scope | dict[str, Any],
+    fetched_at: datetime | str | None = None,
+    expires_at: datetime | str | None = None,
+    ttl: timedelta | str | None = None,
+    verified_at: datetime | str | None = None,
+    source: str | None = None,
+    repo: str | None = None,
+    branch: str | None = None,
+    policy: str = "default",
+    revocation_version: int | str | None = None,
+    checksum: str | None = None,
+    derived_from: Sequence[str | ParentRef | dict[str, Any]] = (),
+    cache_key: dict[str, Any] | None = None,
+    actor: str = "agent",
+    event_id: str | None = None,
+    access: Access = EVERYONE,
+) -> Checked:
+    """Every check of a save that needs no view: the text, its checksum and
+    limits, the times, the scope and what ``access`` may write."""
+    if not isinstance(content, str):
+        raise InvalidInput("content", "must be text")
+    core.limits.check_text("content", content, "max_content_bytes")
+    actual = content_checksum(content)
+    if checksum is not None and normal_checksum("checksum", checksum) != actual:
+        raise ChecksumMismatch("checksum", checksum, actual)
+    now = core.clock.now()
+    fetched = when("fetched_at", fetched_at) or now
+    if fetched > now + MAX_CLOCK_SKEW:
+        raise InvalidInput("fetched_at", f"{format_ts(fetched)} is in the future (now is {format_ts(now)})")
+    expires = _expiry(core, kind, fetched, expires_at, ttl)
+    scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+    tenant = scope_model.tenant
+    if not access.allows_tenant(tenant):
+        raise ScopeNotAllowed("scope.tenant", f"this key is not bound to tenant {tenant!r}")
+    if access.agent is not None and scope_model.agent != access.agent:
+        raise ScopeNotAllowed("scope.agent", f"this key saves only as agent {access.agent!r}")
+    if not isinstance(summary, str) or not summary:
+        raise InvalidInput("summary", "must be non-empty text")
+    if len(summary) > MAX_SUMMARY:
+        raise InvalidInput("summary", f"is longer than {MAX_SUMMARY} characters")
+    encoded("summary", summary)
+    fields = dict(
+        source_url=source_url,
+        verified_at=verified_at,
+        source=source,
+        repo=repo,
+        branch=branch,
+        policy=policy,
+        revocation_version=revocation_version,
+        derived_from=derived_from,
+        cache_key=cache_key,
+        actor=actor,
+        event_id=event_id,
+    )
+    return Checked(memory_id, kind, summary, content, actual, fetched, expires, scope_model, fields)
+
+
+def saved_event(
+    core: Core, view: ViewReader, item: Checked, revocations: Sequence[dict[str, Any]], access: Access
+) -> tuple[MemorySaved, Any]:
+    """The ``memory.saved`` event of a checked input (and the policy
+    adoption it needs, or None), checked against the view: who holds the
+    id, erasure, evidence, policy versions, and no resurrection."""
+    f = item.fields
+    tenant, memory_id = item.scope.tenant, item.memory_id
+    row = view.row(tenant, memory_id) if isinstance(memory_id, str) else None
+    if row is not None and not access.allows(row["tenant"], row["agent"]):
+        raise MemoryIdTaken(memory_id)
+    if row is not None and row["status"] == "erased":
+        raise MemoryErasedError(memory_id)
+    adopted = None
+    policy, revocation_version = f["policy"], f["revocation_version"]
+    if revocation_version is None:
+        revocation_version = version_of(view, policy) if isinstance(policy, str) else IMPLICIT_VERSION
+    elif isinstance(policy, str):
+        adopted = adopt(view, policy, revocation_version, actor=f["actor"])
+    derived_from = f["derived_from"]
+    parents = _evidence(core, view, tenant, memory_id, derived_from, access) if derived_from else ()
+    event = build(
+        MemorySaved,
+        memory_id=memory_id,
+        version=(row["version"] + 1) if row else 1,
+        kind=item.kind,
+        summary_checksum=content_checksum(item.summary),
+        content_checksum=item.checksum,
+        content_length=len(item.content.encode("utf-8")),
+        source_url=f["source_url"],
+        source=f["source"],
+        repo=f["repo"],
+        branch=f["branch"],
+        fetched_at=item.fetched,
+        expires_at=item.expires,
+        verified_at=when("verified_at", f["verified_at"]),
+        scope=item.scope,
+        policy=policy,
+        revocation_version=revocation_version,
+        derived_from=parents,
+        cache_key=f["cache_key"],
+        actor=f["actor"],
+        **({"event_id": f["event_id"]} if f["event_id"] else {}),
+    )
+    check_source_url("source_url", event.source_url)
+    _refuse_if_revoked(revocations, event)
+    return event, adopted
+
+
 @_records_refusal
 def save(
     core: Core,
@@ -72,77 +202,51 @@ def save(
     access: Access = EVERYONE,
 ) -> SaveResult:
     """Record a memory (a new version if (tenant, memory_id) exists) with
-    its provenance. ``access`` is what the caller may write: its tenants,
-    and for a key bound to an agent, that agent's memories only.
+    its provenance (the fields of ``check_input``). ``access`` is what the
+    caller may write: its tenants, and for a key bound to an agent, that
+    agent's memories only.
 
     A refused save (bad input, a revoked scope, an erased memory) raises
     and is recorded as a ``save_refused`` log line; the log is unchanged.
     """
-    if not isinstance(content, str):
-        raise InvalidInput("content", "must be text")
-    core.limits.check_text("content", content, "max_content_bytes")
-    actual = content_checksum(content)
-    if checksum is not None and normal_checksum("checksum", checksum) != actual:
-        raise ChecksumMismatch("checksum", checksum, actual)
-    now = core.clock.now()
-    fetched = when("fetched_at", fetched_at) or now
-    if fetched > now + MAX_CLOCK_SKEW:
-        raise InvalidInput("fetched_at", f"{format_ts(fetched)} is in the future (now is {format_ts(now)})")
-    expires = _expiry(core, kind, fetched, expires_at, ttl)
-    scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
-    tenant = scope_model.tenant
-    if not access.allows_tenant(tenant):
-        raise PermissionError(f"this key is not bound to tenant {tenant!r}")
-    if access.agent is not None and scope_model.agent != access.agent:
-        raise PermissionError(f"this key saves only as agent {access.agent!r}")
-    if not isinstance(summary, str) or not summary:
-        raise InvalidInput("summary", "must be non-empty text")
-    if len(summary) > MAX_SUMMARY:
-        raise InvalidInput("summary", f"is longer than {MAX_SUMMARY} characters")
-    encoded("summary", summary)
-
+    item = check_input(
+        core,
+        memory_id=memory_id,
+        kind=kind,
+        summary=summary,
+        content=content,
+        source_url=source_url,
+        scope=scope,
+        fetched_at=fetched_at,
+        expires_at=expires_at,
+        ttl=ttl,
+        verified_at=verified_at,
+        source=source,
+        repo=repo,
+        branch=branch,
+        policy=policy,
+        revocation_version=revocation_version,
+        checksum=checksum,
+        derived_from=derived_from,
+        cache_key=cache_key,
+        actor=actor,
+        event_id=event_id,
+        access=access,
+    )
     with core.transaction() as tx:
-        view = tx.view
-        row = view.row(tenant, memory_id) if isinstance(memory_id, str) else None
-        if row is not None and not access.allows(row["tenant"], row["agent"]):
-            raise MemoryIdTaken(memory_id)
-        if row is not None and row["status"] == "erased":
-            raise MemoryErasedError(memory_id)
-        adopted = None
-        if revocation_version is None:
-            revocation_version = version_of(view, policy) if isinstance(policy, str) else IMPLICIT_VERSION
-        elif isinstance(policy, str):
-            adopted = adopt(view, policy, revocation_version, actor=actor)
-        parents = _evidence(core, view, tenant, memory_id, derived_from, access) if derived_from else ()
-        event = build(
-            MemorySaved,
-            memory_id=memory_id,
-            version=(row["version"] + 1) if row else 1,
-            kind=kind,
-            summary_checksum=content_checksum(summary),
-            content_checksum=actual,
-            content_length=len(content.encode("utf-8")),
-            source_url=source_url,
-            source=source,
-            repo=repo,
-            branch=branch,
-            fetched_at=fetched,
-            expires_at=expires,
-            verified_at=when("verified_at", verified_at),
-            scope=scope_model,
-            policy=policy,
-            revocation_version=revocation_version,
-            derived_from=parents,
-            cache_key=cache_key,
-            actor=actor,
-            **({"event_id": event_id} if event_id else {}),
-        )
-        check_source_url("source_url", event.source_url)
-        _refuse_if_revoked(view, event)
-        tx.texts.put(tenant, memory_id, event.version, summary, content)
+        event, adopted = saved_event(core, tx.view, item, tx.view.revocations(), access)
+        tx.texts.put(item.scope.tenant, event.memory_id, event.version, item.summary, item.content)
         seq = tx.append([adopted, event] if adopted else [event])[-1]
-    log.info("memory_saved", tenant=tenant, memory_id=memory_id, version=event.version, seq=seq, kind=kind)
-    return SaveResult(memory_id, event.version, actual, seq, format_ts(expires) if expires else None, tenant)
+    log.info(
+        "memory_saved",
+        tenant=item.scope.tenant,
+        memory_id=event.memory_id,
+        version=event.version,
+        seq=seq,
+        kind=item.kind,
+    )
+    expires = format_ts(item.expires) if item.expires else None
+    return SaveResult(event.memory_id, event.version, item.checksum, seq, expires, item.scope.tenant)
 
 
 def _evidence(
@@ -215,7 +319,7 @@ def _expiry(
     return None if rule_ttl is None else fetched + rule_ttl
 
 
-def _refuse_if_revoked(view: ViewReader, event: MemorySaved) -> None:
+def _refuse_if_revoked(revocations: Sequence[dict[str, Any]], event: MemorySaved) -> None:
     """No resurrection: a fetch older than a revocation covering it is refused."""
     fetched = format_ts(event.fetched_at)
     candidate = {
@@ -226,6 +330,6 @@ def _refuse_if_revoked(view: ViewReader, event: MemorySaved) -> None:
     }
     if event.cache_key and not candidate.get("tool"):
         candidate["tool"] = event.cache_key.tool
-    rev = blocking_revocation(view.revocations(), {**candidate, "fetched_at": fetched})
+    rev = blocking_revocation(revocations, {**candidate, "fetched_at": fetched})
     if rev is not None:
         raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)

@@ -7,7 +7,7 @@ from typing import Any
 
 from memwarden.projections import EVERYONE, Access
 
-from . import _cache, _history, _memory_api, _migrate, _past, _reading, _records, _revoking, _saving, _verify
+from . import _batch, _cache, _history, _memory_api, _migrate, _past, _reading, _records, _revoking, _saving, _verify
 from ._core import Core
 from ._views import DueItem
 
@@ -25,6 +25,7 @@ class Warden(Core):
 
     # saving (_saving), reading (_reading), the tool cache (_cache)
     save = _saving.save
+    save_many = _batch.save_many
     get = _reading.get
     query = _reading.query
     search_ids = _reading.search_ids

@@ -359,3 +359,39 @@ def test_replay_pages_with_a_cursor_and_streams_the_whole_view(server: Server) -
         assert seen == ids
         refused = c.get("/v1/replay", params={"seq": head, "limit": 2, "after": "garbage"})
         assert refused.status_code == 422 and refused.json()["field"] == "after"
+
+
+def test_a_batch_save_is_all_or_nothing_with_each_refusal_named(server: Server) -> None:
+    with server.client("agent") as c:
+        before = c.get("/healthz").json()["head_seq"]
+        saved = c.post("/v1/memories/batch", json={"memories": [save_body(f"batch-{i}") for i in range(3)]})
+        assert saved.status_code == 201, saved.text
+        assert [s["memory_id"] for s in saved.json()["saved"]] == ["batch-0", "batch-1", "batch-2"]
+        assert c.get("/healthz").json()["head_seq"] == before + 3
+        assert c.get("/v1/memories/batch-1").json()["content"] == "batch-1의 내용"
+        head = before + 3
+        refused = c.post(
+            "/v1/memories/batch",
+            json={
+                "memories": [
+                    save_body("batch-ok"),
+                    save_body("batch-other", tenant="globex"),
+                    save_body("batch-local", source_url="file:///etc/passwd"),
+                    save_body("batch-agent", scope={"agent": "someone-else"}),
+                ]
+            },
+        )
+        assert refused.status_code == 422, refused.text
+        body = refused.json()
+        assert body["error"] == "batch_refused" and body["field"] == "memories"
+        assert [(e["index"], e["field"]) for e in body["errors"]] == [
+            (1, "scope.tenant"),
+            (2, "source_url"),
+            (3, "scope.agent"),
+        ]
+        assert c.get("/healthz").json()["head_seq"] == head, "nothing of a refused batch is written"
+        assert c.get("/v1/memories/batch-ok").status_code == 404
+        empty = c.post("/v1/memories/batch", json={"memories": []})
+        assert empty.status_code == 422 and empty.json()["field"].startswith("body.memories")
+    with server.client("auditor") as c:
+        assert c.post("/v1/memories/batch", json={"memories": [save_body("x")]}).status_code == 403

@@ -18,7 +18,15 @@ from memwarden.engine import Warden
 from .backends import Backend
 from .test_http import Server, server  # noqa: F401  (the live server fixture)
 
-TOOLS = {"memory_save", "memory_query", "memory_get", "memory_verify", "memory_explain", "memory_replay"}
+TOOLS = {
+    "memory_save",
+    "memory_save_many",
+    "memory_query",
+    "memory_get",
+    "memory_verify",
+    "memory_explain",
+    "memory_replay",
+}
 
 
 def structured(result: Any) -> dict[str, Any]:

@@ -139,7 +139,15 @@ def test_the_fuzzer_reaches_every_tool(world: tuple[Any, Warden]) -> None:
     """Run after the fuzz above (file order): every tool was called and
     refused something, and most also answered, so the fuzz got past the
     argument checks into memwarden."""
-    tools = {"memory_save", "memory_query", "memory_get", "memory_verify", "memory_explain", "memory_replay"}
+    tools = {
+        "memory_save",
+        "memory_save_many",
+        "memory_query",
+        "memory_get",
+        "memory_verify",
+        "memory_explain",
+        "memory_replay",
+    }
     assert set(schemas(world[0])) == tools
     assert set(REACHED) == tools
     assert all(True in REACHED[name] for name in tools), REACHED

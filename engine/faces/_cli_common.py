@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from memwarden.engine import (
+    BatchRefused,
     FetchFailed,
     InvalidInput,
     Limits,
@@ -40,6 +41,10 @@ class Group(click.Group):
             _refuse(ctx, 1, "stale_view", str(exc), "min_seq")
         except FetchFailed as exc:
             _refuse(ctx, 1, "fetch_failed", str(exc), "source_url")
+        except BatchRefused as exc:
+            for problem in exc.problems[1:]:  # the first is the refusal's own line
+                click.echo(f"Error: {_batch_line(problem)}", err=True)
+            _refuse(ctx, 2, "batch_refused", _batch_line(exc.problems[0]), "memories", errors=exc.problems)
         except InvalidInput as exc:
             _refuse(ctx, 2, "invalid_input", _message(exc), exc.field, exc.problem)
         except (LogDamaged, LogDiverged) as exc:
@@ -55,15 +60,28 @@ class Group(click.Group):
 
 
 def _refuse(
-    ctx: click.Context, code: int, error: str, message: str, field: str | None, problem: str | None = None
+    ctx: click.Context,
+    code: int,
+    error: str,
+    message: str,
+    field: str | None,
+    problem: str | None = None,
+    **extra: Any,
 ) -> None:
     """A refusal: one line on stderr, and with --json its object on stdout
     too, so a script reading stdout learns why without parsing stderr."""
     click.echo(f"Error: {message}", err=True)
     state = ctx.find_object(State)
     if state is not None and state.as_json:
-        click.echo(canonical_json({"error": error, "field": field, "problem": problem or message}))
+        click.echo(canonical_json({"error": error, "field": field, "problem": problem or message, **extra}))
     ctx.exit(code)
+
+
+def _batch_line(problem: dict[str, Any]) -> str:
+    if problem["problem"].startswith("line "):  # a file's line, as save-many names it
+        return problem["problem"] + (f" ({problem['field']})" if problem.get("field") else "")
+    where = f"memories[{problem['index']}]" if problem.get("index") is not None else "memories"
+    return f"{where}" + (f".{problem['field']}" if problem.get("field") else "") + f": {problem['problem']}"
 
 
 def _field_of(exc: LookupError) -> str | None:

@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from memwarden.engine import (
+    BatchRefused,
     ChecksumMismatch,
     InvalidInput,
     KeyStore,
@@ -142,6 +143,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ChecksumMismatch)
     async def _checksum(request: Request, exc: ChecksumMismatch) -> JSONResponse:
         return error(422, "checksum_mismatch", exc.problem, exc.field, given=exc.given, actual=exc.actual)
+
+    @app.exception_handler(BatchRefused)
+    async def _batch(request: Request, exc: BatchRefused) -> JSONResponse:
+        return error(422, "batch_refused", exc.problem, "memories", errors=exc.problems)
 
     @app.exception_handler(InvalidInput)
     async def _input(request: Request, exc: InvalidInput) -> JSONResponse:

@@ -46,6 +46,10 @@ class SaveBody(Body):
     derived_from: list[str] = Field(default_factory=list, max_length=1000)
 
 
+class SaveManyBody(Body):
+    memories: list[SaveBody] = Field(min_length=1, max_length=10_000)
+
+
 class SelectorBody(Body):
     tenant: str | None = None
     project: str | None = None

@@ -31,6 +31,10 @@ class Saved(Answer):
     tenant: str
 
 
+class SavedMany(Answer):
+    saved: list[Saved]
+
+
 class Memory(Answer):
     memory_id: str
     version: int

@@ -7,12 +7,14 @@ names the field and the problem.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 from memwarden.engine import (
+    BatchRefused,
     InvalidInput,
     Warden,
     _records,
@@ -317,6 +319,52 @@ def import_records(warden: Warden, file: str, as_json: bool) -> None:
     )
     if result.refused:
         sys.exit(1)
+
+
+@cli.command("save-many")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@json_option
+@with_warden
+def save_many(warden: Warden, file: str, as_json: bool) -> None:
+    """Save a JSONL file of memories (``-``: stdin) in one transaction, all or none.
+
+    Each line is one JSON object of ``save``'s fields (memory_id, kind,
+    summary, content, source_url, scope, ttl or expires_at, derived_from,
+    ...). A refusal names every refused line and its field (exit 2) and
+    saves nothing.
+    """
+    memories, problems = [], []
+    try:
+        stream = sys.stdin.buffer if file == "-" else open(file, "rb")
+    except OSError as exc:
+        raise InvalidInput("file", f"{file}: {exc.strerror}") from None
+    with stream:
+        for number, raw in enumerate(stream, start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw.decode("utf-8"))
+                if not isinstance(line, dict):
+                    raise ValueError("a line must be a JSON object of a save's fields")
+                memories.append((number, line))
+            except (UnicodeDecodeError, ValueError) as exc:
+                problems.append({"index": number - 1, "field": None, "problem": f"line {number}: {exc}"})
+    if problems:
+        raise BatchRefused(problems)
+    lines = [number for number, _ in memories]
+    try:
+        results = warden.save_many([line for _, line in memories])
+    except BatchRefused as exc:  # the batch's indexes, told as the file's line numbers
+        raise BatchRefused(
+            [
+                {**p, "index": lines[p["index"]] - 1, "problem": f"line {lines[p['index']]}: {p['problem']}"}
+                if p["index"] is not None
+                else p
+                for p in exc.problems
+            ]
+        ) from None
+    saved = [r.as_dict() for r in results]
+    emit({"saved": saved}, as_json, f"saved {plural(len(saved), 'memory')} (seq {saved[0]['seq']}..{saved[-1]['seq']})")
 
 
 def _lines(path: str) -> int | None:

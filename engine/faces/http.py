@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
 import httpx
@@ -30,7 +30,7 @@ from memwarden.engine import (
 
 from . import _http_responses as R
 from ._http_guard import Caller, Denied, McpAuth, install_error_handlers, with_body_limit
-from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody
+from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody, SaveManyBody
 from ._http_responses import documented
 from .console import install_console
 
@@ -137,19 +137,14 @@ def create_app(
 
     # -- memories -------------------------------------------------------------------------
 
-    @app.post("/v1/memories", tags=["memories"], **documented(R.Saved, 201, 409))
-    def save_memory(body: SaveBody, who: Caller, request: Request) -> dict[str, Any]:
-        """Record a memory (agents, in their own tenants)."""
-        require(who, "agent", request=request)
-        tenant_ok(who, body.scope.tenant, request)
+    def save_fields(body: SaveBody, who: Principal) -> dict[str, Any]:
+        """``save``'s arguments from a body: a bound key's agent filled in
+        where the body names none (one naming another agent is the engine's
+        to refuse, naming scope.agent)."""
         scope = body.scope.model_dump(exclude_none=True)
         if who.agent is not None:
-            if scope.get("agent", who.agent) != who.agent:
-                raise Denied(403, f"this key saves only as agent {who.agent!r}")
-            scope["agent"] = who.agent
-        if not allow_local_sources:
-            refuse_local_source(body.source_url, body.source)
-        result = warden.save(
+            scope.setdefault("agent", who.agent)
+        return dict(
             memory_id=body.memory_id,
             kind=body.kind,
             summary=body.summary,
@@ -169,9 +164,30 @@ def create_app(
             actor=f"key:{who.key_id}",
             event_id=body.event_id,
             derived_from=body.derived_from,
-            access=who.access,
         )
-        return result.as_dict()
+
+    def sources_allowed(fields: Mapping[str, Any]) -> None:
+        if not allow_local_sources:
+            refuse_local_source(fields["source_url"], fields.get("source"))
+
+    @app.post("/v1/memories", tags=["memories"], **documented(R.Saved, 201, 409))
+    def save_memory(body: SaveBody, who: Caller, request: Request) -> dict[str, Any]:
+        """Record a memory (agents, in their own tenants)."""
+        require(who, "agent", request=request)
+        tenant_ok(who, body.scope.tenant, request)
+        if who.agent is not None and body.scope.agent not in (None, who.agent):
+            raise Denied(403, f"this key saves only as agent {who.agent!r}")
+        fields = save_fields(body, who)
+        sources_allowed(fields)
+        return warden.save(**fields, access=who.access).as_dict()
+
+    @app.post("/v1/memories/batch", tags=["memories"], **documented(R.SavedMany, 201, 409))
+    def save_memories(body: SaveManyBody, who: Caller, request: Request) -> dict[str, Any]:
+        """Record many memories in one transaction, all or none: a refusal
+        (422 ``batch_refused``) lists each refused memory by index and field."""
+        require(who, "agent", request=request)
+        fields = [save_fields(item, who) for item in body.memories]
+        return {"saved": [r.as_dict() for r in warden.save_many(fields, access=who.access, check=sources_allowed)]}
 
     @app.get("/v1/memories", tags=["memories"], **documented(R.Memories, 200, 409))
     def query_memories(

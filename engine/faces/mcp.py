@@ -16,18 +16,45 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from memwarden.engine import (
+    BatchRefused,
     ChecksumMismatch,
     InvalidInput,
     MemoryErased,
     MemoryNotFound,
     Principal,
     RevokedScope,
+    ScopeNotAllowed,
     StaleView,
     Warden,
     refuse_local_source,
 )
+from memwarden.events import canonical_json
+from pydantic import BaseModel, ConfigDict
 
 LOCAL = Principal("local", "security")
+
+
+class MemoryInput(BaseModel):
+    """One memory of memory_save_many: memory_save's fields."""
+
+    model_config = ConfigDict(extra="forbid")
+    memory_id: str
+    kind: str
+    summary: str
+    content: str
+    source_url: str
+    tenant: str
+    project: str | None = None
+    permission: str | None = None
+    user: str | None = None
+    agent: str | None = None
+    tool: str | None = None
+    fetched_at: str | None = None
+    ttl: str | None = None
+    checksum: str | None = None
+    derived_from: list[str] | None = None
+
+
 Authenticate = Callable[[str | None], Principal | None]
 DOMAIN_ERRORS = (InvalidInput, ChecksumMismatch, RevokedScope, MemoryErased, MemoryNotFound, StaleView, ValueError)
 
@@ -38,6 +65,8 @@ def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except BatchRefused as exc:  # every refused memory, not only the first
+            raise ToolError(f"{exc} (all: {canonical_json(exc.problems)})") from None
         except DOMAIN_ERRORS as exc:
             raise ToolError(str(exc)) from None
         except PermissionError as exc:
@@ -105,38 +134,83 @@ def build_server(
         derived_from names the memories a summary or conclusion was drawn from.
         fetched_at is when the content was read from source_url (default now);
         ttl like 90s, 15m, 6h, 30d (default: the kind's policy)."""
-        who = caller(ctx)
-        if who.role not in ("agent", "security") or (who.role == "security" and who is not LOCAL):
-            raise PermissionError(f"the {who.role} role may not save memories")
-        check_tenant(who, tenant)
-        if who.agent is not None:
-            agent = agent or who.agent
-            if agent != who.agent:
-                raise PermissionError(f"this key saves only as agent {who.agent!r}")
-        if not allow_local_sources:
-            refuse_local_source(source_url)
-        scope = {
-            k: v
-            for k, v in dict(
-                tenant=tenant, project=project, permission=permission, user=user, agent=agent, tool=tool
-            ).items()
-            if v is not None
-        }
-        result = warden.save(
+        who = may_save(caller(ctx))
+        item = MemoryInput(
             memory_id=memory_id,
             kind=kind,
             summary=summary,
             content=content,
             source_url=source_url,
-            scope=scope,
+            tenant=tenant,
+            project=project,
+            permission=permission,
+            user=user,
+            agent=agent,
+            tool=tool,
             fetched_at=fetched_at,
             ttl=ttl,
             checksum=checksum,
-            derived_from=derived_from or (),
-            actor=f"mcp:{who.key_id}",
-            access=who.access,
+            derived_from=derived_from,
         )
-        return result.as_dict()
+        return warden.save(**save_args(who, item), access=who.access).as_dict()
+
+    @server.tool()
+    @_tool_errors
+    def memory_save_many(memories: list[MemoryInput], ctx: Context) -> dict[str, Any]:
+        """Record many memories (each with memory_save's fields) in one transaction, all or none.
+        A refusal lists each refused memory by index and field; nothing is saved then."""
+        who = may_save(caller(ctx))
+        fields, problems = [], []
+        for index, item in enumerate(memories):
+            try:
+                fields.append(save_args(who, item))
+            except (ValueError, PermissionError) as exc:
+                problem = getattr(exc, "problem", None) or str(exc)
+                problems.append({"index": index, "field": getattr(exc, "field", None), "problem": problem})
+        if problems:
+            raise BatchRefused(problems)
+        return {"saved": [r.as_dict() for r in warden.save_many(fields, access=who.access)]}
+
+    def may_save(who: Principal) -> Principal:
+        if who.role not in ("agent", "security") or (who.role == "security" and who is not LOCAL):
+            raise PermissionError(f"the {who.role} role may not save memories")
+        return who
+
+    def save_args(who: Principal, item: MemoryInput) -> dict[str, Any]:
+        """``save``'s arguments from a tool's fields, the key's tenant and agent checked."""
+        check_tenant(who, item.tenant)
+        agent = item.agent
+        if who.agent is not None:
+            agent = agent or who.agent
+            if agent != who.agent:
+                raise ScopeNotAllowed("agent", f"this key saves only as agent {who.agent!r}")
+        if not allow_local_sources:
+            refuse_local_source(item.source_url)
+        scope = {
+            k: v
+            for k, v in dict(
+                tenant=item.tenant,
+                project=item.project,
+                permission=item.permission,
+                user=item.user,
+                agent=agent,
+                tool=item.tool,
+            ).items()
+            if v is not None
+        }
+        return dict(
+            memory_id=item.memory_id,
+            kind=item.kind,
+            summary=item.summary,
+            content=item.content,
+            source_url=item.source_url,
+            scope=scope,
+            fetched_at=item.fetched_at,
+            ttl=item.ttl,
+            checksum=item.checksum,
+            derived_from=item.derived_from or (),
+            actor=f"mcp:{who.key_id}",
+        )
 
     @server.tool()
     @_tool_errors

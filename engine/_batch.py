@@ -1,0 +1,145 @@
+"""Saving many memories at once: one transaction, all or nothing.
+
+Each memory is checked exactly as a single save checks it (``_saving``),
+with what a batch can share done once: the revocations are read once, and
+the events are appended together, so the log, the view, the text index and
+the chain are written in one pass. A memory that names one saved earlier in
+the same batch (the same id again, or as evidence), or a save that adopts a
+policy version, sees the batch so far: what is pending is appended first.
+Every item is checked before anything is refused, so a refusal lists each
+bad item by index and field; nothing of the batch is written then.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from memwarden.events import Event, format_ts
+from memwarden.projections import EVERYONE, Access, Key
+
+from ._core import Core, log
+from ._errors import BatchRefused
+from ._saving import Checked, check_input, saved_event
+from ._views import SaveResult
+
+MAX_BATCH = 10_000
+
+
+def _problem(index: int, exc: Exception) -> dict[str, Any]:
+    field = getattr(exc, "field", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    return {"index": index, "field": field, "problem": problem, "error": type(exc).__name__}
+
+
+def _named(item: Checked) -> set[Key]:
+    """The memories of its own tenant an item names: itself and its evidence."""
+    tenant = item.scope.tenant
+    parents = item.fields["derived_from"]
+    if isinstance(parents, str):
+        parents = [parents]
+    named = {(tenant, item.memory_id)}
+    for parent in parents or ():
+        parent_id = parent if isinstance(parent, str) else getattr(parent, "memory_id", None)
+        if parent_id is None and isinstance(parent, Mapping):
+            parent_id = parent.get("memory_id")
+        if isinstance(parent_id, str):
+            named.add((tenant, parent_id))
+    return named
+
+
+def save_many(
+    core: Core,
+    memories: Iterable[Mapping[str, Any]],
+    *,
+    access: Access = EVERYONE,
+    check: Callable[[Mapping[str, Any]], None] | None = None,
+) -> list[SaveResult]:
+    """Save every memory of ``memories`` (each the keyword arguments of
+    ``save``) in one transaction, or none: a refusal raises ``BatchRefused``
+    listing each refused item (index, field, problem) and writes nothing.
+    ``check`` is a face's own rule for each item (a server refusing local
+    sources), raising as the engine's checks do."""
+    given = list(memories)
+    if not given:
+        raise BatchRefused([{"index": None, "field": "memories", "problem": "is empty", "error": "InvalidInput"}])
+    if len(given) > MAX_BATCH:
+        raise BatchRefused(
+            [
+                {
+                    "index": None,
+                    "field": "memories",
+                    "problem": f"holds {len(given)}; at most {MAX_BATCH} a batch",
+                    "error": "TooLarge",
+                }
+            ]
+        )
+    problems: list[dict[str, Any]] = []
+    checked: list[tuple[int, Checked]] = []
+    for index, fields in enumerate(given):
+        try:
+            if not isinstance(fields, Mapping):
+                raise TypeError("each memory must be an object of the fields of a save")
+            if check is not None:
+                check(fields)
+            checked.append((index, check_input(core, access=access, **fields)))
+        except TypeError as exc:  # an unknown field, or one missing
+            text = str(exc).replace("check_input() ", "")
+            named = re.search(r"'(\w+)'", text)
+            problems.append(
+                {"index": index, "field": named.group(1) if named else None, "problem": text, "error": "InvalidInput"}
+            )
+        except (ValueError, PermissionError, LookupError) as exc:
+            problems.append(_problem(index, exc))
+    if problems and len(problems) == len(given):
+        _refuse(problems, len(given))
+    results: list[tuple[Checked, Any]] = []
+    with core.transaction() as tx:
+        revocations = tx.view.revocations()  # once for the batch: a save appends none
+        pending: list[Event] = []
+        pending_keys: set[Key] = set()
+        seq_of: dict[int, int] = {}  # id(event) -> its seq
+
+        def flush() -> None:
+            if pending:
+                for event, seq in zip(pending, tx.append(pending), strict=True):
+                    seq_of[id(event)] = seq
+                pending.clear()
+                pending_keys.clear()
+
+        for index, item in checked:
+            if _named(item) & pending_keys:
+                flush()  # it names a memory this batch saves: the view must hold it
+            try:
+                event, adopted = saved_event(core, tx.view, item, revocations, access)
+            except (ValueError, PermissionError, LookupError) as exc:
+                problems.append(_problem(index, exc))
+                continue
+            tx.texts.put(item.scope.tenant, event.memory_id, event.version, item.summary, item.content)
+            pending.extend([adopted, event] if adopted else [event])
+            pending_keys.add((item.scope.tenant, event.memory_id))
+            results.append((item, event))
+            if adopted:
+                flush()  # the next save of this policy reads its version from the view
+        if problems:
+            _refuse(problems, len(given))  # raised inside: the transaction rolls back
+        flush()
+    log.info("memories_saved", count=len(results), last_seq=max(seq_of.values()))
+    return [
+        SaveResult(
+            event.memory_id,
+            event.version,
+            item.checksum,
+            seq_of[id(event)],
+            format_ts(item.expires) if item.expires else None,
+            item.scope.tenant,
+        )
+        for item, event in results
+    ]
+
+
+def _refuse(problems: list[dict[str, Any]], total: int) -> None:
+    problems.sort(key=lambda p: (p["index"] is None, p["index"] or 0))
+    log.warning("batch_refused", refused=len(problems), total=total, first=problems[0])
+    raise BatchRefused(problems)
