@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from . import _graph, _rows
+from . import _rows
 from ._access import Access
 from ._fold import TERMINAL_SQL
 from ._rows import (
@@ -31,6 +31,7 @@ from ._rows import (
 )
 from ._runner import Projector
 from ._selector import BLOCKED_FETCH_SQL, selector_sql
+from ._sql_graph import GraphReads
 from ._sql_side import SideTables
 from ._stats import weekly
 from ._usable import RECHECK
@@ -63,7 +64,7 @@ SCOPE_FILTERS = (
 )
 
 
-class SQLView(SideTables, ABC):
+class SQLView(GraphReads, SideTables, ABC):
     """The usable view as one connection sees it."""
 
     # a version's summary (text), and its summary and stored content
@@ -74,8 +75,6 @@ class SQLView(SideTables, ABC):
     MATCHING: str
     # status, spelled so the planner walks another index than status's own
     STATUS_UNINDEXED = "status"
-    # one step of a walk of the derivation graph (``_graph``)
-    GRAPH_STEP = _graph.JOIN_STEP
 
     def __init__(self, conn: Connection, projector: Projector) -> None:
         self.conn = conn
@@ -281,69 +280,6 @@ class SQLView(SideTables, ABC):
                 "policy_changed",
             )
         return found
-
-    # -- derivations -----------------------------------------------------------------------
-
-    def ancestors(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
-        """Every memory of ``tenant`` the given ones were drawn from, at any depth."""
-        return _graph.ancestors(self.conn, tenant, memory_ids, self.GRAPH_STEP)
-
-    def depth(self, tenant: str, memory_ids: Sequence[str], limit: int) -> int:
-        """How many levels of evidence lie under the given memories (at most ``limit`` + 1)."""
-        return _graph.depth(self.conn, tenant, memory_ids, limit, self.GRAPH_STEP)
-
-    def descendants(self, keys: Iterable[Key]) -> set[Key]:
-        """Every memory drawn from the given ones, at any depth."""
-        return _graph.descendants(self.conn, keys, self.GRAPH_STEP)
-
-    def children(self, parents: Iterable[Key]) -> list[tuple[str, str, int, str]]:
-        """(tenant, child_id, child version, parent_id) drawn directly from ``parents``."""
-        return _graph.children(self.conn, parents)
-
-    def drawn_from(self, tenant: str, memory_id: str) -> list[str]:
-        """Ids of the memories drawn from ``memory_id``, whatever their status."""
-        return [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT child_id FROM derivations WHERE tenant = ? AND parent_id = ? ORDER BY child_id",
-                (tenant, memory_id),
-            )
-        ]
-
-    # -- what a past view is listed from (projections/_asof.py) -------------------------------
-
-    def existing_at(self, point: int, tenant: str | None, after: Key | None, limit: int) -> list[Key]:
-        """Up to ``limit`` memories saved at or before seq ``point`` (of
-        ``tenant`` when given), by tenant and id, after the key ``after``:
-        rows are never deleted, so these are the memories that existed then."""
-        where, args = ["first_seq <= ?"], [point]
-        if tenant is not None:
-            where.append("tenant = ?")
-            args.append(tenant)
-            if after is not None:
-                where.append("memory_id > ?")
-                args.append(after[1])
-        elif after is not None:
-            # a row value: both backends seek the key's index to it (the OR
-            # form scanned from the start, once per page)
-            where.append("(tenant, memory_id) > (?, ?)")
-            args.extend(after)
-        sql = f"SELECT tenant, memory_id FROM memories WHERE {' AND '.join(where)} ORDER BY tenant, memory_id LIMIT ?"
-        return [(t, m) for t, m in self.conn.execute(sql, [*args, limit])]
-
-    def ever_drawn_from(self, tenant: str, memory_id: str) -> list[str]:
-        """Ids of the memories any version of which was drawn from ``memory_id``."""
-        return [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT child_id FROM derivations_ever WHERE tenant = ? AND parent_id = ? ORDER BY child_id",
-                (tenant, memory_id),
-            )
-        ]
-
-    def revoked_evidence(self, selector: dict[str, Any], revocation_id: str, seq: int) -> list[Key]:
-        """What a revocation just took out that is some memory's evidence."""
-        return _graph.revoked_evidence(self.conn, selector, revocation_id, seq)
 
     # -- revocations and policies ----------------------------------------------------------
 
