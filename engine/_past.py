@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json, canonical_ts
-from memwarden.projections import COLUMNS, EVERYONE, Access, CheckResult, Key
-from memwarden.projections._asof import story
+from memwarden.projections import COLUMNS, EVERYONE, Access, CheckResult, Key, story
 
 from ._core import Core
 from ._derivation import Judge

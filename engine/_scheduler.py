@@ -26,7 +26,9 @@ from ._warden import Warden
 
 log = structlog.get_logger("memwarden.scheduler")
 
-SWEEP_BATCH = 1000
+# the expiry events one commit of a sweep writes: each commit is a sync to
+# disk, and 5,000 keep a batch's memory small (BENCHMARKS.md, "the save path")
+SWEEP_BATCH = 5000
 
 
 def expiry_event_id(tenant: str, memory_id: str, version: int, expires_at: str) -> str:
@@ -117,11 +119,14 @@ class Scheduler:
 
     def _sweep(self, now: str) -> int:
         written = 0
+        after: tuple[str, str, str] | None = None
         while True:
             with self.warden.reading() as view:
-                rows = view.past_expiry(now, SWEEP_BATCH)
+                rows = view.past_expiry(now, SWEEP_BATCH, after)
             if not rows:
                 return written
+            last = rows[-1]
+            after = (last[3], last[0], last[1])
             events = [
                 MemoryExpired(
                     event_id=expiry_event_id(t, m, v, e),

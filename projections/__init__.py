@@ -13,6 +13,7 @@ spelling what its SQL says its own way. The fold (``_fold``), the selectors
 from __future__ import annotations
 
 from ._access import EVERYONE, Access
+from ._asof import PointView, story
 from ._errors import ProjectionDamaged
 from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, TERMINAL, TERMINAL_SQL, fold_memory, revoke_row
 from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_path
@@ -43,6 +44,7 @@ __all__ = [
     "Key",
     "LogWrite",
     "Projection",
+    "PointView",
     "ProjectionDamaged",
     "Projector",
     "SQLiteStore",
@@ -70,5 +72,6 @@ __all__ = [
     "selector_sql",
     "sqlite_path",
     "stored_texts",
+    "story",
     "text_index_levels",
 ]

@@ -29,7 +29,7 @@ from ._fold import STATUSES
 from ._rows import Connection, Key
 from ._runner import Backlog, Projection, Projector
 from ._stats import StatsProjection
-from ._usable import DERIVATIONS_EVER, RECHECK, UsableProjection, invalidation_update
+from ._usable import DERIVATIONS_EVER, RECHECK, UsableProjection
 
 C_TEXT = 'text COLLATE "C"'
 
@@ -204,11 +204,11 @@ class PostgresUsableProjection(UsableProjection):
         for table in TABLES:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
 
-    def _invalidate_run(self, conn: Connection, run: list[tuple[Any, ...]]) -> None:
+    def _run(self, conn: Connection, run: list[tuple[Any, ...]], update: Callable[[str], str]) -> None:
         why, seq, memory_id, version, tenant = (list(column) for column in zip(*run, strict=True))
         conn.execute(
             "WITH j AS (SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::text[]) "
-            f"AS u(why, seq, memory_id, version, tenant)) {invalidation_update('j')}",
+            f"AS u(why, seq, memory_id, version, tenant)) {update('j')}",
             (why, seq, memory_id, version, tenant),
         )
 

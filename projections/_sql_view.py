@@ -230,14 +230,24 @@ class SQLView(GraphReads, SideTables, ABC):
 
     # -- what the scheduler and re-verification look for ----------------------------------
 
-    def past_expiry(self, now: str, limit: int) -> list[tuple[str, str, int, str]]:
+    def past_expiry(
+        self, now: str, limit: int, after: tuple[str, str, str] | None = None
+    ) -> list[tuple[str, str, int, str]]:
         """(tenant, memory_id, version, expires_at) of usable memories at or past
-        their expiry, the earliest first."""
+        their expiry, the earliest first, after the (expires_at, tenant,
+        memory_id) ``after``: a sweep pages on from where it stopped rather
+        than walking again past what it already expired. In the expiry
+        index's own order (an entry ends with the row's key, tenant and
+        memory_id), so a page is read off the index, not sorted."""
+        where, args = "", [now]
+        if after is not None:
+            where = " AND (expires_at, tenant, memory_id) > (?, ?, ?)"
+            args.extend(after)
         return self.conn.execute(
             # the expiry index, not the status index, drives this
             f"SELECT tenant, memory_id, version, expires_at FROM memories WHERE {self.STATUS_UNINDEXED} = 'usable' "
-            "AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at, memory_id, tenant LIMIT ?",
-            (now, limit),
+            f"AND expires_at IS NOT NULL AND expires_at <= ?{where} ORDER BY expires_at, tenant, memory_id LIMIT ?",
+            (*args, limit),
         ).fetchall()
 
     def of_kinds(self, kinds: Iterable[str]) -> set[Key]:

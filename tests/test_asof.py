@@ -10,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memwarden.engine import Warden
-from memwarden.engine._derivation import Judge
 from memwarden.engine.testing import in_memory_warden
 from memwarden.events import (
     FrozenClock,
@@ -21,7 +20,6 @@ from memwarden.events import (
     canonical_json,
     format_ts,
 )
-from memwarden.projections import Projector, SQLiteView, private_view
 
 from .conftest import Cli, save_memory
 
@@ -145,46 +143,44 @@ OPS = st.one_of(
 )
 
 
-def replayed_answers(w: Warden, seq: int) -> dict[tuple[str, str], tuple[Any, ...]]:
-    """The oracle: the gate's answer for every memory of a full replay to ``seq``."""
-    conn = private_view(w.log.read(until_seq=seq))
-    try:
-        past = SQLiteView(conn, Projector())
-        when = w.log.get(seq).recorded_at if seq else w.now()
-        judge = Judge(past, when, past.policies())
-        return {
-            (row["tenant"], row["memory_id"]): (row["status"], *(lambda d: (d.usable, d.reason))(judge.decide(row)))
-            for row in past.every_row()
-        }
-    finally:
-        conn.close()
-
-
-def indexed_answers(w: Warden, seq: int) -> dict[tuple[str, str], tuple[Any, ...]]:
-    out = {}
-    for tenant in TENANTS:
-        for m in w.replay(seq=seq, tenant=tenant, include_unusable=True)["memories"]:
-            out[(tenant, m["memory_id"])] = (m["status"], m["usable"], m["reason"])
-    return out
-
-
-EVENTS: list[int] = []
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OPS, min_size=8, max_size=30))
 def test_at_every_seq_of_a_generated_log_the_indexed_view_equals_a_replay(ops: list[tuple[Any, ...]]) -> None:
+    """Rows, policies and what was drawn from what, against a full replay
+    (the gate's answers too: tests/sqlite/test_asof_oracle.py)."""
     w = in_memory_warden()
     try:
         for op in ops:
             apply(w, w.clock, op)  # type: ignore[arg-type]
-        EVENTS.append(w.log.head().seq)
         for seq in range(w.log.head().seq + 1):
             result = w.check_as_of(seq=seq)
             assert result.ok, (seq, result)
-            assert indexed_answers(w, seq) == replayed_answers(w, seq), seq
+        assert w.check_projections().ok
     finally:
         w.close()
+
+
+def test_a_batch_that_changes_a_memorys_evidence_keeps_what_it_rested_on(warden: Warden) -> None:
+    """One transaction saving a child with a parent, then again without:
+    the live view and a rebuild agree on what it ever rested on."""
+    base = {"kind": "external_fact", "summary": "s", "source_url": "https://example.org/x", "scope": {"tenant": "acme"}}
+    warden.save_many(
+        [
+            {**base, "memory_id": "parent", "content": "p"},
+            {**base, "memory_id": "child", "content": "c1", "derived_from": ["parent"]},
+            {**base, "memory_id": "child", "content": "c2"},
+        ]
+    )
+    assert warden.check_projections().ok
+    head = warden.log.head().seq
+    for seq in range(head + 1):
+        assert warden.check_as_of(seq=seq).ok, seq
+    # one commit, one recorded_at: the past by seq, inside it
+    with warden.store.as_of(2) as past:
+        assert past.drawn_from("acme", "parent") == ["child"]
+    with warden.store.as_of(3) as past:
+        assert past.drawn_from("acme", "parent") == []
+    assert warden.explain("parent")["drawn_from_it"] == []
 
 
 def rich_history(w: Warden, clock: FrozenClock) -> None:

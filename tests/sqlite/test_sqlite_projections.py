@@ -116,6 +116,80 @@ def test_a_batch_of_invalidations_equals_the_fold(
         assert {c: v for c, v in got[memory_id].items() if v != row[c]} == {}, (memory_id, row)
 
 
+EXPIRIES = ["2026-01-05T10:00:00.000000Z", "2026-01-05T11:00:00.000000Z"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(STATUSES_FOR_FOLD), st.integers(1, 3), st.sampled_from([None, *EXPIRIES])),
+        min_size=1,
+        max_size=6,
+    ),
+    hits=st.lists(st.tuples(st.integers(0, 7), st.integers(1, 3), st.sampled_from(EXPIRIES))),
+)
+def test_a_batch_of_expiries_equals_the_fold(
+    rows: list[tuple[str, int, str | None]], hits: list[tuple[int, int, str]]
+) -> None:
+    """The set form of the expiry sweep's writes (one UPDATE per batch)
+    leaves every row as ``fold_memory`` would, one event at a time: only a
+    usable row of that version and that expiry expires; each takes the seq."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    view = UsableProjection(text_source=None)
+    view.create(conn)
+    stored = {}
+    for n, (status, version, expires_at) in enumerate(rows):
+        row = {c: None for c in COLUMNS} | {
+            "memory_id": f"m{n}",
+            "version": version,
+            "kind": "k",
+            "status": status,
+            "reason": None if status == "usable" else status,
+            "tenant": "t",
+            "source_url": "s",
+            "fetched_at": "2026-01-05T09:00:00.000000Z",
+            "expires_at": expires_at,
+            "policy": "default",
+            "revocation_version": "1",
+            "checksum": "sha256:" + "0" * 64,
+            "content_length": 0,
+            "derived_from": "[]",
+            "first_seq": n + 1,
+            "last_seq": n + 1,
+        }
+        conn.execute(
+            f"INSERT INTO memories (mid, {', '.join(COLUMNS)}) VALUES (?{', ?' * len(COLUMNS)})",
+            [n + 1, *(row[c] for c in COLUMNS)],
+        )
+        stored[row["memory_id"]] = row
+    events = [
+        RecordedEvent(
+            100 + k,
+            f"e{k}",
+            "memory.expired",
+            f"m{target}",
+            1,
+            "t",
+            "t",
+            "a",
+            1,
+            {"tenant": "t", "memory_id": f"m{target}", "version": version, "expires_at": expires_at},
+            "0",
+            "0",
+        )
+        for k, (target, version, expires_at) in enumerate(hits)
+    ]
+    expected = dict(stored)
+    for event in events:
+        folded = fold_memory(expected.get(event.payload["memory_id"]), event, [])
+        if folded is not None:
+            expected[event.payload["memory_id"]] = folded
+    view.apply(conn, events)
+    got = {r["memory_id"]: r for r in select_rows(conn, "1", [])}
+    for memory_id, row in expected.items():
+        assert {c: v for c, v in got[memory_id].items() if v != row[c]} == {}, (memory_id, row)
+
+
 def test_a_rebuild_streams_with_a_bounded_cache_and_gives_it_back(warden: Warden, clock: FrozenClock) -> None:
     from memwarden.projections._runner import BUILD_CACHE_MB
 

@@ -1,0 +1,147 @@
+"""The save path: a single durable save and a batch save, against raw sqlite3.
+
+    .venv/bin/python scripts/bench/save.py [--quick] [--json PATH]
+
+Each memory is a ~200-byte Korean and English text in one of 100 tenants x
+10 projects. Single: ``Warden.save`` one at a time on a WAL database with
+synchronous=FULL; baseline, raw sqlite3 committing one event-shaped row and
+its text at a time with the same settings. Batch: ``Warden.save_many`` in
+batches of 1,000; baseline, raw ``executemany`` of the same rows (event and
+text) in one transaction per batch. Medians of 3 runs (--repeat).
+
+Targets (issue #20): single save >= 0.5 of raw one-row commits; batch save
+>= 1/5 of raw executemany. The comparison with LangGraph's SqliteStore that
+#20 also asks for (scripts/bench/peers.py) is not written yet.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# scripts/bench/http.py would shadow the standard library's http package:
+# look in this folder last, not first
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
+
+import sqlite3
+import statistics
+import time
+from typing import Any
+
+from _common import Metric, arguments, report, scratch_dir
+from memwarden.engine import Warden
+from memwarden.events import canonical_json
+
+TEXT = "서울 지사 회의록: 목요일 오후 3시, 3층 회의실. Quarterly numbers reviewed; follow-ups assigned. "
+
+
+def memory(k: int, i: int) -> dict[str, Any]:
+    return {
+        "memory_id": f"m{k}-{i}",
+        "kind": "external_fact",
+        "summary": f"서울 지사 요약 {i} summary",
+        "content": f"{TEXT}{k}-{i}",
+        "source_url": f"https://example.org/docs/{k}/{i}",
+        "scope": {"tenant": f"t{i % 100}", "project": f"p{i % 10}"},
+        "ttl": "6h",
+    }
+
+
+RAW_SCHEMA = (
+    "CREATE TABLE events (seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL UNIQUE, stream TEXT NOT NULL, "
+    "payload TEXT NOT NULL, hash TEXT NOT NULL);"
+    "CREATE TABLE texts (tenant TEXT, memory_id TEXT, version INTEGER, summary BLOB, content BLOB, "
+    "PRIMARY KEY (tenant, memory_id, version)) WITHOUT ROWID"
+)
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.executescript(RAW_SCHEMA)
+    return conn
+
+
+def raw_rows(k: int, n: int, base: int) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    out = []
+    for i in range(n):
+        m = memory(k, i)
+        event = (base + i + 1, f"e{k}-{i}", f"{m['memory_id']} {m['scope']['tenant']}", canonical_json(m), "f" * 64)
+        text = (m["scope"]["tenant"], m["memory_id"], 1, m["summary"].encode(), m["content"].encode())
+        out.append((event, text))
+    return out
+
+
+def main() -> None:
+    args = arguments(__doc__ or "")
+    runs = args.repeat or 3
+    singles, batches, batch = (300, 5, 1000) if args.quick else (2000, 20, 1000)
+    folder = scratch_dir("memwarden-save-")
+    counter = iter(range(10**6))
+
+    def ours_single() -> float:
+        w = Warden(folder / f"single-{next(counter)}.db", synchronous="FULL")
+        started = time.perf_counter()
+        for i in range(singles):
+            w.save(**memory(0, i))
+        seconds = time.perf_counter() - started
+        w.close()
+        return singles / seconds
+
+    def raw_single() -> float:
+        conn = raw(folder / f"raw-single-{next(counter)}.db")
+        rows = raw_rows(0, singles, 0)
+        started = time.perf_counter()
+        for event, text in rows:
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO events VALUES (?,?,?,?,?)", event)
+            conn.execute("INSERT INTO texts VALUES (?,?,?,?,?)", text)
+            conn.execute("COMMIT")
+        seconds = time.perf_counter() - started
+        conn.close()
+        return singles / seconds
+
+    def ours_batch() -> float:
+        w = Warden(folder / f"batch-{next(counter)}.db", synchronous="FULL")
+        given = [[memory(k, i) for i in range(batch)] for k in range(batches)]
+        started = time.perf_counter()
+        for items in given:
+            w.save_many(items)
+        seconds = time.perf_counter() - started
+        w.close()
+        return batches * batch / seconds
+
+    def raw_batch() -> float:
+        conn = raw(folder / f"raw-batch-{next(counter)}.db")
+        given = [raw_rows(k, batch, k * batch) for k in range(batches)]
+        started = time.perf_counter()
+        for rows in given:
+            conn.execute("BEGIN")
+            conn.executemany("INSERT INTO events VALUES (?,?,?,?,?)", [e for e, _ in rows])
+            conn.executemany("INSERT INTO texts VALUES (?,?,?,?,?)", [t for _, t in rows])
+            conn.execute("COMMIT")
+        seconds = time.perf_counter() - started
+        conn.close()
+        return batches * batch / seconds
+
+    # alternate ours and the baseline, so both see the same machine
+    single, single_raw = [], []
+    many, many_raw = [], []
+    for _ in range(runs):
+        single.append(ours_single())
+        single_raw.append(raw_single())
+        many.append(ours_batch())
+        many_raw.append(raw_batch())
+    s, sr, m, mr = (statistics.median(xs) for xs in (single, single_raw, many, many_raw))
+    metrics = [
+        Metric("single durable save vs raw one-row commit", s, "saves/s", sr, s / sr, ">= 0.5", s / sr >= 0.5),
+        Metric(f"batch save ({batch:,} a batch) vs raw executemany", m, "saves/s", mr, m / mr, ">= 0.2", m / mr >= 0.2),
+        Metric("batch save vs single save", m, "saves/s", s, m / s, "(info)", True),
+    ]
+    report("the save path", metrics, args.json_path)
+
+
+if __name__ == "__main__":
+    main()
