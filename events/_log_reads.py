@@ -82,16 +82,27 @@ class LogReads(ABC):
             return self.head_in(self.conn)
 
     def rows(
-        self, after_seq: int = 0, until_seq: int | None = None, where: str = "", params: Sequence[object] = ()
+        self,
+        after_seq: int = 0,
+        until_seq: int | None = None,
+        where: str = "",
+        params: Sequence[object] = (),
+        *,
+        by_seq: bool = True,
     ) -> Iterator[Row]:
-        """Raw rows in seq order, fetched a page at a time (flat memory)."""
+        """Raw rows in seq order, fetched a page at a time (flat memory).
+        ``by_seq=False`` keeps the seq range out of the index choice, for a
+        ``where`` whose own index finds few rows (a handful of streams):
+        PostgreSQL otherwise also walked the primary key over the whole
+        range and intersected the two."""
         last = after_seq
         # a plain range, never "(? < 0 OR seq <= ?)": PostgreSQL's generic
         # plan for that form scanned and sorted the whole table per page
         # (the chain's verification ran at 65k events/s, now at 300k+)
         limit = until_seq if until_seq is not None else _NO_END
         extra = f" AND ({where})" if where else ""
-        sql = f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND seq <= ?{extra} ORDER BY seq LIMIT {PAGE}"
+        seq = "seq" if by_seq else "(seq + 0)"
+        sql = f"SELECT {ROW_COLUMNS} FROM events WHERE {seq} > ? AND {seq} <= ?{extra} ORDER BY seq LIMIT {PAGE}"
         while True:
             page = self._fetch(sql, (last, limit, *params))
             if not page:
@@ -138,7 +149,8 @@ class LogReads(ABC):
         seq order: their streams, and the bare-id streams of before schema 2."""
         wanted = set(keys)
         streams = [memory_stream(t, m) for t, m in sorted(wanted)] + sorted({m for _, m in wanted})
-        for event in self.read(until_seq=until_seq, streams=streams):
+        for row in self.rows(0, until_seq, f"stream IN ({marks(streams)})", streams, by_seq=False):
+            event = event_from_row(row, self.legacy_tenants)
             if (event.payload.get("tenant"), event.payload.get("memory_id")) in wanted:
                 yield event
 

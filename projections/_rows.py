@@ -119,14 +119,21 @@ def select_rows(conn: Connection, where: str, params: Sequence[Any], tail: str =
 def summaries(
     conn: Connection, rows: Sequence[dict[str, Any]], *, summary: str = SUMMARY_TEXT
 ) -> dict[Key, str | None]:
-    """The summary of each row's current version (None once erased)."""
-    found: dict[Key, str | None] = {}
-    for row in rows:
-        hit = conn.execute(
-            f"SELECT {summary} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
-            (row["tenant"], row["memory_id"], row["version"]),
-        ).fetchone()
-        found[(row["tenant"], row["memory_id"])] = hit[0] if hit else None
+    """The summary of each row's current version (None once erased), a
+    statement per few hundred rows, not one per row: on a server each
+    statement is a round trip (a replay of 39,000 memories spent 6.5 s of
+    9.5 s here on PostgreSQL)."""
+    found: dict[Key, str | None] = {(row["tenant"], row["memory_id"]): None for row in rows}
+    wanted = [(row["tenant"], row["memory_id"], row["version"]) for row in rows]
+    for start in range(0, len(wanted), 300):
+        chunk = wanted[start : start + 300]
+        values = ", ".join("(?, ?, ?)" for _ in chunk)
+        for tenant, memory_id, text in conn.execute(
+            f"SELECT t.tenant, t.memory_id, {summary} FROM texts t "
+            f"WHERE (t.tenant, t.memory_id, t.version) IN (VALUES {values})",
+            [v for key in chunk for v in key],
+        ):
+            found[(tenant, memory_id)] = text
     return found
 
 
