@@ -127,10 +127,13 @@ def summaries(
     wanted = [(row["tenant"], row["memory_id"], row["version"]) for row in rows]
     for start in range(0, len(wanted), 300):
         chunk = wanted[start : start + 300]
-        values = ", ".join("(?, ?, ?)" for _ in chunk)
+        # a join from the keys, so both backends seek the texts' key (SQLite
+        # scanned the table for a row value IN a VALUES list)
+        values = ", ".join("(?, ?, CAST(? AS INTEGER))" for _ in chunk)
         for tenant, memory_id, text in conn.execute(
-            f"SELECT t.tenant, t.memory_id, {summary} FROM texts t "
-            f"WHERE (t.tenant, t.memory_id, t.version) IN (VALUES {values})",
+            f"WITH k (tenant, memory_id, version) AS (VALUES {values}) "
+            f"SELECT k.tenant, k.memory_id, {summary} FROM k "
+            "JOIN texts t ON t.tenant = k.tenant AND t.memory_id = k.memory_id AND t.version = k.version",
             [v for key in chunk for v in key],
         ):
             found[(tenant, memory_id)] = text
