@@ -25,7 +25,8 @@ from ._sqlite_store import SQLiteStore, private_view
 from ._sqlite_view import SQLiteView
 from ._stats import COUNTERS, StatsProjection
 from ._text_index import purge_text_index, text_index_levels
-from ._usable import RECHECK, UsableProjection, stored_texts
+from ._usable import UsableProjection, stored_texts
+from ._usable_schema import RECHECK
 from ._write import LogWrite
 
 __all__ = [

@@ -29,7 +29,8 @@ from ._fold import STATUSES
 from ._rows import Connection, Key
 from ._runner import Backlog, Projection, Projector
 from ._stats import StatsProjection
-from ._usable import DERIVATIONS_EVER, RECHECK, UsableProjection
+from ._usable import UsableProjection
+from ._usable_schema import DERIVATIONS_EVER, RECHECK
 
 C_TEXT = 'text COLLATE "C"'
 

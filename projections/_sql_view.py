@@ -34,7 +34,7 @@ from ._selector import BLOCKED_FETCH_SQL, selector_sql
 from ._sql_graph import GraphReads
 from ._sql_side import SideTables
 from ._stats import weekly
-from ._usable import RECHECK
+from ._usable_schema import RECHECK
 
 REVOCATION_FIELDS = (
     "revocation_id",

@@ -212,6 +212,13 @@ MATRIX = [
     # (method, path, body, {who: expected status})
     ("POST", "/v1/memories", save_body("m-acme"), {"agent": 201, "agent2": 403, "security": 403, "auditor": 403}),
     ("POST", "/v1/memories", save_body("m-globex", tenant="globex"), {"agent": 403, "agent2": 201, "auditor": 403}),
+    # a batch names a key's other tenant per item (422 batch_refused), before any row of it is read
+    (
+        "POST",
+        "/v1/memories/batch",
+        {"memories": [save_body("m-batch-acme")]},
+        {"agent": 201, "agent2": 422, "security": 403, "auditor": 403},
+    ),
     ("GET", "/v1/memories?tenant=acme", None, {"agent": 200, "agent2": 403, "security": 200, "auditor": 200}),
     ("GET", "/v1/memories?tenant=globex", None, {"agent": 403, "agent2": 200, "multi": 200, "auditor": 200}),
     # another tenant's memory answers exactly as one that does not exist
@@ -229,6 +236,7 @@ MATRIX = [
     ("POST", "/v1/policies/p-test", {"version": 2}, {"agent": 403, "auditor": 403, "security": 200}),
     ("POST", "/v1/erasures", {"memory_id": "missing", "reason": "r"}, {"agent": 403, "auditor": 403, "security": 404}),
     ("GET", "/v1/replay?seq=0", None, {"agent": 403, "security": 200, "auditor": 200}),
+    ("GET", "/v1/replay?seq=0&limit=1", None, {"agent": 403, "agent2": 403, "security": 200, "auditor": 200}),
     ("GET", "/v1/audit/verify", None, {"agent": 403, "security": 200, "auditor": 200}),
     ("GET", "/v1/audit/head", None, {"agent": 403, "auditor": 200}),
     ("GET", "/v1/stats", None, {"agent": 403, "auditor": 200}),
