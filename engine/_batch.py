@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from memwarden.events import Event, format_ts
-from memwarden.projections import EVERYONE, Access, Key
+from memwarden.projections import EVERYONE, Access, Key, could_cover
 
 from ._core import Core, log
 from ._errors import BatchRefused
@@ -96,7 +96,10 @@ def save_many(
         _refuse(problems, len(given))
     results: list[tuple[Checked, Any]] = []
     with core.transaction() as tx:
-        revocations = tx.view.revocations()  # once for the batch: a save appends none
+        # read once for the batch (a save appends none), each item checked
+        # against its tenant's share only
+        revocations = tx.view.revocations()
+        shares: dict[str, list[dict[str, Any]]] = {}
         pending: list[Event] = []
         pending_keys: set[Key] = set()
         seq_of: dict[int, int] = {}  # id(event) -> its seq
@@ -112,7 +115,10 @@ def save_many(
             if _named(item) & pending_keys:
                 flush()  # it names a memory this batch saves: the view must hold it
             try:
-                event, adopted = saved_event(core, tx.view, item, revocations, access)
+                tenant = item.scope.tenant
+                if tenant not in shares:
+                    shares[tenant] = [r for r in revocations if could_cover(r, tenant)]
+                event, adopted = saved_event(core, tx.view, item, shares[tenant], access)
             except (ValueError, PermissionError, LookupError) as exc:
                 problems.append(_problem(index, exc))
                 continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
@@ -14,6 +14,7 @@ import structlog
 from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts
 from memwarden.projections import EVERYONE, Access, Store, Texts, ViewReader, Write, open_store
 
+from ._collector import collector_paused
 from ._derivation import cascade
 from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
@@ -109,9 +110,12 @@ class Core:
         any process on the store) or ``timeout`` seconds pass; the head seq."""
         return self.store.wait_for_events(after_seq, timeout)
 
-    def transaction(self) -> AbstractContextManager[Write]:
-        """A write transaction: appends and the view's changes commit together."""
-        return self.store.writing()
+    @contextmanager
+    def transaction(self) -> Iterator[Write]:
+        """A write transaction: appends and the view's changes commit
+        together. The collector waits until it ends (``_collector``)."""
+        with collector_paused(), self.store.writing() as tx:
+            yield tx
 
     def find_row(
         self, view: ViewReader, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE

@@ -26,7 +26,9 @@ def migrate(core: Core, to: str) -> dict[str, Any]:
         if target.log.head().seq:
             raise InvalidInput("to", f"{target.path} already holds {target.log.head().seq} events: give an empty store")
         copied = texts = 0
-        with core.store.reading() as source, target.transaction() as tx:
+        # the store's own transaction, not the engine's: one this long keeps
+        # the garbage collector running (engine/_collector.py)
+        with core.store.reading() as source, target.store.writing() as tx:
             head = core.log.head()
             for version in list(core.texts.all()):
                 tx.texts.put(*version)

@@ -234,7 +234,8 @@ def save(
         access=access,
     )
     with core.transaction() as tx:
-        event, adopted = saved_event(core, tx.view, item, tx.view.revocations(), access)
+        revocations = tx.view.revocations(item.scope.tenant)  # only those that may cover it
+        event, adopted = saved_event(core, tx.view, item, revocations, access)
         tx.texts.put(item.scope.tenant, event.memory_id, event.version, item.summary, item.content)
         seq = tx.append([adopted, event] if adopted else [event])[-1]
     log.info(

@@ -19,7 +19,15 @@ from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, TERMINAL, TERMINAL_SQL, fol
 from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_path
 from ._rows import VIEW_COLUMNS, Key, parent_refs
 from ._runner import CheckResult, Projection, Projector, default_projections
-from ._selector import BLOCKED_FETCH_SQL, blocking_revocation, revocation_blocks, revokes, selector_covers, selector_sql
+from ._selector import (
+    BLOCKED_FETCH_SQL,
+    blocking_revocation,
+    could_cover,
+    revocation_blocks,
+    revokes,
+    selector_covers,
+    selector_sql,
+)
 from ._sql_view import SQLView
 from ._sqlite_store import SQLiteStore, private_view
 from ._sqlite_view import SQLiteView
@@ -60,6 +68,7 @@ __all__ = [
     "ViewWriter",
     "Write",
     "blocking_revocation",
+    "could_cover",
     "default_projections",
     "fold_memory",
     "open_store",

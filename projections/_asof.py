@@ -26,6 +26,7 @@ from memwarden.events import RecordedEvent, version_key
 
 from ._fold import fold_memory, revoke_row
 from ._rows import Key, parent_refs
+from ._selector import could_cover
 
 # the rows one read of streams folds at a time (two streams each)
 CHUNK = 250
@@ -50,13 +51,6 @@ def revocation_of(event: RecordedEvent) -> dict[str, Any]:
     """A ``revocation.issued`` event as the fold takes it."""
     p = event.payload
     return {"revocation_id": p["revocation_id"], "selector": p["selector"], "effective_at": p["effective_at"]}
-
-
-def could_cover(revocation: dict[str, Any], tenant: str) -> bool:
-    """Whether a revocation may cover any memory of ``tenant`` at all (a
-    selector naming another tenant never does): folds skip the others."""
-    named = revocation["selector"].get("tenant")
-    return named is None or named == tenant
 
 
 def story(

@@ -89,6 +89,8 @@ INDEXES = (
     f"CREATE INDEX IF NOT EXISTS memories_to_reverify ON memories (status) WHERE {RECHECK}",
     "CREATE INDEX IF NOT EXISTS memories_by_policy ON memories (policy, revocation_version)",
     "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (tenant, parent_id)",
+    # the state every save's revocation check asks first (_revocation_cache)
+    "CREATE INDEX IF NOT EXISTS revocations_by_seq ON revocations (seq)",
     "CREATE INDEX IF NOT EXISTS memories_search_words ON memories_search USING gin (doc)",
 )
 
@@ -213,22 +215,31 @@ class PostgresUsableProjection(UsableProjection):
             (why, seq, memory_id, version, tenant),
         )
 
-    def _index(self, conn: Connection, fts: list[tuple[Key, str]], pending: dict[Key, dict[str, Any] | None]) -> None:
+    def _index(
+        self,
+        conn: Connection,
+        fts: list[tuple[Key, str]],
+        pending: dict[Key, dict[str, Any] | None],
+        stored: dict[Key, dict[str, Any] | None],
+    ) -> None:
         """The batch's text index rows in three statements, whatever its
         size (one statement per memory made a save of 5,000 cost 15,000
-        round trips): drop each named memory's document, read the texts of
-        those the batch leaves indexed, write their documents."""
+        round trips): drop each named memory's document (none for a memory
+        the table did not hold: a round trip less for a new one), read the
+        texts of those the batch leaves indexed, write their documents."""
         last: dict[Key, str] = {}
         for key, action in fts:
             last[key] = action  # a memory named twice ends as its last action says
         if not last:
             return
-        tenants, ids = (list(column) for column in zip(*last, strict=True))
-        conn.execute(
-            "DELETE FROM memories_search f USING memories m, unnest(?::text[], ?::text[]) AS k(tenant, memory_id) "
-            "WHERE f.mid = m.mid AND m.tenant = k.tenant AND m.memory_id = k.memory_id",
-            (tenants, ids),
-        )
+        held = [key for key in last if stored.get(key) is not None]
+        if held:
+            tenants, ids = (list(column) for column in zip(*held, strict=True))
+            conn.execute(
+                "DELETE FROM memories_search f USING memories m, unnest(?::text[], ?::text[]) AS k(tenant, memory_id) "
+                "WHERE f.mid = m.mid AND m.tenant = k.tenant AND m.memory_id = k.memory_id",
+                (tenants, ids),
+            )
         indexed = [
             (key, row["version"])
             for key, action in last.items()

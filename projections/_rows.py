@@ -140,15 +140,6 @@ def summaries(
     return found
 
 
-def load_revocations(conn: Connection) -> list[dict[str, Any]]:
-    return [
-        {"revocation_id": rid, "selector": json.loads(selector), "effective_at": effective_at}
-        for rid, selector, effective_at in conn.execute(
-            "SELECT revocation_id, selector, effective_at FROM revocations ORDER BY seq"
-        )
-    ]
-
-
 def current_policies(conn: Connection) -> dict[str, str]:
     """Each policy's current version key (a policy never set is at "1")."""
     return dict(conn.execute("SELECT policy, version FROM policies").fetchall())

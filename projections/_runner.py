@@ -126,6 +126,12 @@ class Projector:
         """The seq every projection has applied (the view's freshness)."""
         return min(self.positions(conn).values(), default=0)
 
+    def revocations(self, conn: Connection, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Every revocation (or those that may cover ``tenant``), oldest
+        first: the usable projection's, parsed once for the store."""
+        usable = next(p for p in self.projections if isinstance(p, UsableProjection))
+        return usable.revocations.load(conn, tenant)
+
     def track(self, conn: Connection, name: str, seq: int) -> None:
         conn.execute(_TRACK, (name, seq))
 

@@ -63,6 +63,13 @@ def revokes(revocation: dict[str, Any], row: dict[str, Any]) -> bool:
     )
 
 
+def could_cover(revocation: dict[str, Any], tenant: str) -> bool:
+    """Whether a revocation may cover any memory of ``tenant`` at all (a
+    selector naming another tenant never does): folds and saves skip the others."""
+    named = revocation["selector"].get("tenant")
+    return named is None or named == tenant
+
+
 def blocking_revocation(revocations: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
     """The first of ``revocations`` that takes ``row`` out, if any."""
     return next((r for r in revocations if revokes(r, row)), None)

@@ -293,9 +293,10 @@ class SQLView(GraphReads, SideTables, ABC):
 
     # -- revocations and policies ----------------------------------------------------------
 
-    def revocations(self) -> list[dict[str, Any]]:
-        """Every revocation's id, selector and effective time, oldest first."""
-        return _rows.load_revocations(self.conn)
+    def revocations(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Every revocation's id, selector and effective time, oldest first;
+        with ``tenant``, only those whose selector may cover its memories."""
+        return self._projector.revocations(self.conn, tenant)
 
     def revocation(self, revocation_id: str) -> dict[str, Any] | None:
         """A revocation as the view holds it (selector and leaked ids as JSON text)."""

@@ -20,7 +20,8 @@ from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, RecordedEve
 from memwarden.events._sqlite_schema import column_types, has_table
 
 from ._fold import COLUMNS, TERMINAL_SQL, fold_memory
-from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows, load_revocations
+from ._revocation_cache import RevocationCache
+from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows
 from ._selector import BLOCKED_FETCH_SQL, selector_sql
 from ._text_index import drop_text_index
 from ._usable_schema import INDEXES, SCHEMA, TABLES
@@ -105,6 +106,7 @@ class UsableProjection:
 
     def __init__(self, text_source: TextSource | None = stored_texts) -> None:
         self.text_source = text_source
+        self.revocations = RevocationCache()
 
     def outdated(self, conn: Connection) -> bool:
         """Whether the tables are of an older layout (memory ids global, the
@@ -145,7 +147,9 @@ class UsableProjection:
             # these in one commit
             self._set_form(conn, events, *SET_FORMS[kind])
             return
-        revocations = load_revocations(conn)
+        tenants = {e.payload["tenant"] for e in events if e.type.startswith("memory.")}
+        # a batch of one tenant (a save) folds with only what may cover it
+        revocations = self.revocations.load(conn, next(iter(tenants)) if len(tenants) == 1 else None)
         keys = list({(e.payload["tenant"], e.payload["memory_id"]) for e in events if e.type.startswith("memory.")})
         pending: dict[Key, dict[str, Any] | None] = fetch_rows(conn, keys)
         stored = dict(pending)  # the rows as the table holds them (fold never mutates a row)
@@ -317,22 +321,32 @@ class UsableProjection:
                 [(t, c, p["memory_id"], p["version"]) for (t, c), parents in links.items() for p in parents],
             )
         if not bulk:
-            self._index(conn, fts, pending)
+            self._index(conn, fts, pending, stored)
 
-    def _index(self, conn: Connection, fts: list[tuple[Key, str]], pending: dict[Key, dict[str, Any] | None]) -> None:
+    def _index(
+        self,
+        conn: Connection,
+        fts: list[tuple[Key, str]],
+        pending: dict[Key, dict[str, Any] | None],
+        stored: dict[Key, dict[str, Any] | None],
+    ) -> None:
         """Index the saved versions' texts and drop the erased ones' (FTS5):
         each named memory's document dropped, then the documents of those
         the batch leaves indexed written, two executemany calls for the
-        batch (a batch save of 1,000 made 2,000 statements)."""
+        batch (a batch save of 1,000 made 2,000 statements). A memory the
+        table did not hold has no document to drop (its row, and so its
+        rowid, is new)."""
         last: dict[Key, str] = {}
         for key, action in fts:
             last[key] = action  # a memory named twice ends as its last action says
         if not last:
             return
-        conn.executemany(
-            "DELETE FROM memories_fts WHERE rowid = (SELECT mid FROM memories WHERE tenant = ? AND memory_id = ?)",
-            list(last),
-        )
+        held = [key for key in last if stored.get(key) is not None]
+        if held:
+            conn.executemany(
+                "DELETE FROM memories_fts WHERE rowid = (SELECT mid FROM memories WHERE tenant = ? AND memory_id = ?)",
+                held,
+            )
         documents = []
         for key, action in last.items():
             row = pending[key]

@@ -104,6 +104,8 @@ INDEXES = [
     f"CREATE INDEX IF NOT EXISTS memories_to_reverify ON memories (status) WHERE {RECHECK}",
     "CREATE INDEX IF NOT EXISTS memories_by_policy ON memories (policy, revocation_version)",
     "CREATE INDEX IF NOT EXISTS derivations_by_parent ON derivations (tenant, parent_id)",
+    # the state every save's revocation check asks first (_revocation_cache)
+    "CREATE INDEX IF NOT EXISTS revocations_by_seq ON revocations (seq)",
 ]
 
 
