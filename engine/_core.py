@@ -38,6 +38,7 @@ class Core:
         limits: Limits | None = None,
         synchronous: Synchronous = "FULL",
         mmap_mb: int = 1024,
+        cache_mb: int = 64,
         read_url: str | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
@@ -48,7 +49,7 @@ class Core:
         # immediate read-back hooks in here)
         self.revocation_listeners: list[Callable[[str], None]] = []
         self.store: Store = open_store(
-            path, clock=self.clock, synchronous=synchronous, mmap_mb=mmap_mb, read_url=read_url
+            path, clock=self.clock, synchronous=synchronous, mmap_mb=mmap_mb, cache_mb=cache_mb, read_url=read_url
         )
         self.store.react(cascade)
 

@@ -7,9 +7,10 @@ log, the projections and SQL comparisons all rely on that.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Protocol
 
 UTC = UTC
@@ -112,7 +113,14 @@ def canonical_ts(text: str) -> str:
 
 def parse_duration(text: str) -> timedelta:
     """``90s``, ``15m``, ``6h``, ``30d``, ``2w``."""
-    match = _DURATION.match(text) if isinstance(text, str) else None
+    if not isinstance(text, str):
+        raise ValueError(f"duration {text!r} must look like 90s, 15m, 6h, 30d or 2w")
+    return _duration(text)
+
+
+@functools.lru_cache(maxsize=256)  # every save names its ttl: a handful of distinct texts
+def _duration(text: str) -> timedelta:
+    match = _DURATION.match(text)
     if match is None:
         raise ValueError(f"duration {text!r} must look like 90s, 15m, 6h, 30d or 2w")
     amount = int(match.group(1))
@@ -125,5 +133,10 @@ def parse_duration(text: str) -> timedelta:
 
 def iso_week(ts: str) -> str:
     """The ISO week (``2026-W02``) of a canonical timestamp."""
-    year, week, _ = parse_ts(ts).isocalendar()
+    return _week_of_day(ts[:10])
+
+
+@functools.lru_cache(maxsize=64)  # every event is counted in its week: a few days at a time
+def _week_of_day(day: str) -> str:
+    year, week, _ = date.fromisoformat(day).isocalendar()
     return f"{year}-W{week:02d}"

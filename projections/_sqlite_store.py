@@ -53,12 +53,18 @@ class SQLiteStore:
         clock: Clock,
         synchronous: Synchronous = "FULL",
         mmap_mb: int = 1024,
+        cache_mb: int = 64,
     ) -> None:
         self.path = str(path)
         self._claims: dict[str, threading.Lock] = {}
         self.projector = Projector()
         self.log = SQLiteEventLog(
-            path, clock=clock, synchronous=synchronous, subscribers=[self.projector.on_append], mmap_mb=mmap_mb
+            path,
+            clock=clock,
+            synchronous=synchronous,
+            subscribers=[self.projector.on_append],
+            mmap_mb=mmap_mb,
+            cache_mb=cache_mb,
         )
         self.conn = self.log.conn
         with self.log.transaction() as tx:

@@ -7,7 +7,7 @@ import secrets
 from typing import Annotated, Any
 
 import structlog
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from memwarden.engine import (
@@ -30,6 +30,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger("memwarden.http")
+
+# a seq in a query: bounded so that it always fits SQLite's integers
+Seq = Annotated[int, Query(ge=0, le=2**62)]
 
 
 class Denied(PermissionError):
@@ -88,6 +91,49 @@ async def _too_large(send: Send, limit: int) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+# -- what a key may do: each route asks before it calls the Warden ---------------
+
+
+def require(who: Principal, *roles: str, request: Request | None = None) -> None:
+    """403 unless the key's role is one of ``roles``."""
+    if who.role not in roles:
+        log.warning(
+            "denied",
+            status=403,
+            key_id=who.key_id,
+            role=who.role,
+            path=request.url.path if request else None,
+            reason="role",
+        )
+        raise Denied(403, f"the {who.role} role may not do this (needs {' or '.join(roles)})")
+
+
+def tenant_ok(who: Principal, tenant: str | None, request: Request | None = None) -> None:
+    """403 unless the key may read ``tenant``."""
+    if not who.reads_tenant(tenant):
+        log.warning(
+            "denied",
+            status=403,
+            key_id=who.key_id,
+            tenant=tenant,
+            reason="tenant",
+            path=request.url.path if request else None,
+        )
+        raise Denied(403, f"this key is not bound to tenant {tenant!r}")
+
+
+def one_tenant(who: Principal, tenant: str | None, request: Request) -> str:
+    """The tenant a Memory API call is in: named, or the key's only one."""
+    if tenant is None:
+        if who.role != "agent":
+            raise InvalidInput("tenant", "is required for security and auditor keys")
+        if len(who.tenants) != 1:
+            raise InvalidInput("tenant", "this key has several tenants: name one (?tenant=)")
+        tenant = who.tenants[0]
+    tenant_ok(who, tenant, request)
+    return tenant
 
 
 def principal(request: Request) -> Principal:

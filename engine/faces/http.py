@@ -6,20 +6,15 @@ the Warden; no rule is decided here that the Warden does not decide.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import secrets
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
 import httpx
-import structlog
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
 from memwarden.engine import (
-    InvalidInput,
     KeyStore,
     Principal,
     Scheduler,
@@ -29,15 +24,21 @@ from memwarden.engine import (
 )
 
 from . import _http_responses as R
-from ._http_guard import Caller, Denied, McpAuth, install_error_handlers, with_body_limit
+from ._http_audit import install_audit_routes
+from ._http_guard import (
+    Caller,
+    Denied,
+    McpAuth,
+    Seq,
+    install_error_handlers,
+    one_tenant,
+    require,
+    tenant_ok,
+    with_body_limit,
+)
 from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody, SaveManyBody
 from ._http_responses import documented
 from .console import install_console
-
-log = structlog.get_logger("memwarden.http")
-
-# a seq in a query: bounded so that it always fits SQLite's integers
-Seq = Annotated[int, Query(ge=0, le=2**62)]
 
 
 def create_app(
@@ -99,41 +100,6 @@ def create_app(
     app.state.internal_key = internal_key
     app.state.internal = internal
     install_error_handlers(app)
-
-    def require(who: Principal, *roles: str, request: Request | None = None) -> None:
-        if who.role not in roles:
-            log.warning(
-                "denied",
-                status=403,
-                key_id=who.key_id,
-                role=who.role,
-                path=request.url.path if request else None,
-                reason="role",
-            )
-            raise Denied(403, f"the {who.role} role may not do this (needs {' or '.join(roles)})")
-
-    def tenant_ok(who: Principal, tenant: str | None, request: Request | None = None) -> None:
-        if not who.reads_tenant(tenant):
-            log.warning(
-                "denied",
-                status=403,
-                key_id=who.key_id,
-                tenant=tenant,
-                reason="tenant",
-                path=request.url.path if request else None,
-            )
-            raise Denied(403, f"this key is not bound to tenant {tenant!r}")
-
-    def one_tenant(who: Principal, tenant: str | None, request: Request) -> str:
-        """The tenant a Memory API call is in: named, or the key's only one."""
-        if tenant is None:
-            if who.role != "agent":
-                raise InvalidInput("tenant", "is required for security and auditor keys")
-            if len(who.tenants) != 1:
-                raise InvalidInput("tenant", "this key has several tenants: name one (?tenant=)")
-            tenant = who.tenants[0]
-        tenant_ok(who, tenant, request)
-        return tenant
 
     # -- memories -------------------------------------------------------------------------
 
@@ -323,66 +289,7 @@ def create_app(
             )
         }
 
-    # -- auditors ----------------------------------------------------------------------------
-
-    @app.get("/v1/replay", tags=["auditors"], **documented(R.Replay))
-    def replay(
-        who: Caller,
-        request: Request,
-        as_of: str | None = None,
-        seq: Seq | None = None,
-        tenant: str | None = None,
-        include_unusable: Annotated[bool, Query(alias="all")] = False,
-        limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
-        after: str | None = None,
-    ) -> Any:
-        """The usable view as it was then (with ``all``, every memory and why
-        it was or was not usable). With ``limit``, one page and its ``next``
-        cursor for ``after``; without, the whole view, streamed."""
-        require(who, "security", "auditor", request=request)
-        if limit is None and after is None:
-            chunks = warden.replay_stream(as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable)
-            return StreamingResponse((c.encode() for c in chunks), media_type="application/json")
-        return warden.replay(
-            as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable, after=after, limit=limit
-        )
-
-    @app.get("/v1/audit/verify", tags=["auditors"], **documented(R.AuditReport))
-    def audit_verify(who: Caller, request: Request, against: str | None = None) -> JSONResponse:
-        require(who, "security", "auditor", request=request)
-        data = warden.audit_verify(against)
-        return JSONResponse(data, status_code=200)
-
-    @app.get("/v1/audit/head", tags=["auditors"], **documented(R.Head))
-    def audit_head(who: Caller, request: Request) -> dict[str, Any]:
-        require(who, "security", "auditor", request=request)
-        return warden.audit_head()
-
-    @app.get("/v1/stats", tags=["auditors"], **documented(R.Stats))
-    def stats(who: Caller, request: Request) -> dict[str, Any]:
-        require(who, "security", "auditor", request=request)
-        return {"weeks": warden.stats()}
-
-    @app.get("/v1/events", tags=["auditors"], **documented(R.Events))
-    async def events(
-        who: Caller,
-        request: Request,
-        after: Seq = 0,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
-        wait: Annotated[float, Query(ge=0, le=60)] = 0,
-    ) -> dict[str, Any]:
-        """Events after a seq, for downstream caches: long-polls up to ``wait``
-        seconds when there is nothing new yet."""
-        require(who, "security", "auditor", request=request)
-        deadline = time.monotonic() + wait
-        while True:
-            batch = await asyncio.to_thread(warden.events_after, after, limit)
-            left = deadline - time.monotonic()
-            if batch or left <= 0 or await request.is_disconnected():
-                return {"events": batch, "head": warden.head_seq()}
-            # woken by the store when any process appends (a second at most,
-            # to notice a client that went away)
-            await asyncio.to_thread(warden.wait_for_events, after, min(left, 1.0))
+    install_audit_routes(app, warden)
 
     # -- the Memory API pair --------------------------------------------------------------------
 

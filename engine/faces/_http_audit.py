@@ -1,0 +1,78 @@
+"""The auditors' routes: the past view, the chain's proof, the counters and
+the event feed. Security and auditor keys only; none names a tenant's
+memories beyond what those roles may read everywhere."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from memwarden.engine import Warden
+
+from . import _http_responses as R
+from ._http_guard import Caller, Seq, require
+from ._http_responses import documented
+
+
+def install_audit_routes(app: FastAPI, warden: Warden) -> None:
+    @app.get("/v1/replay", tags=["auditors"], **documented(R.Replay))
+    def replay(
+        who: Caller,
+        request: Request,
+        as_of: str | None = None,
+        seq: Seq | None = None,
+        tenant: str | None = None,
+        include_unusable: Annotated[bool, Query(alias="all")] = False,
+        limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+        after: str | None = None,
+    ) -> Any:
+        """The usable view as it was then (with ``all``, every memory and why
+        it was or was not usable). With ``limit``, one page and its ``next``
+        cursor for ``after``; without, the whole view, streamed."""
+        require(who, "security", "auditor", request=request)
+        if limit is None and after is None:
+            chunks = warden.replay_stream(as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable)
+            return StreamingResponse((c.encode() for c in chunks), media_type="application/json")
+        return warden.replay(
+            as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable, after=after, limit=limit
+        )
+
+    @app.get("/v1/audit/verify", tags=["auditors"], **documented(R.AuditReport))
+    def audit_verify(who: Caller, request: Request, against: str | None = None) -> JSONResponse:
+        require(who, "security", "auditor", request=request)
+        data = warden.audit_verify(against)
+        return JSONResponse(data, status_code=200)
+
+    @app.get("/v1/audit/head", tags=["auditors"], **documented(R.Head))
+    def audit_head(who: Caller, request: Request) -> dict[str, Any]:
+        require(who, "security", "auditor", request=request)
+        return warden.audit_head()
+
+    @app.get("/v1/stats", tags=["auditors"], **documented(R.Stats))
+    def stats(who: Caller, request: Request) -> dict[str, Any]:
+        require(who, "security", "auditor", request=request)
+        return {"weeks": warden.stats()}
+
+    @app.get("/v1/events", tags=["auditors"], **documented(R.Events))
+    async def events(
+        who: Caller,
+        request: Request,
+        after: Seq = 0,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
+        wait: Annotated[float, Query(ge=0, le=60)] = 0,
+    ) -> dict[str, Any]:
+        """Events after a seq, for downstream caches: long-polls up to ``wait``
+        seconds when there is nothing new yet."""
+        require(who, "security", "auditor", request=request)
+        deadline = time.monotonic() + wait
+        while True:
+            batch = await asyncio.to_thread(warden.events_after, after, limit)
+            left = deadline - time.monotonic()
+            if batch or left <= 0 or await request.is_disconnected():
+                return {"events": batch, "head": warden.head_seq()}
+            # woken by the store when any process appends (a second at most,
+            # to notice a client that went away)
+            await asyncio.to_thread(warden.wait_for_events, after, min(left, 1.0))
