@@ -291,7 +291,6 @@ class SQLiteEventLog(LogReads):
                 changes = self.conn.total_changes
                 yield tx
                 self.conn.execute("COMMIT")
-                self._release_pages(self.conn.total_changes - changes)
             except BaseException as exc:
                 if self.conn.in_transaction:
                     # after an I/O error SQLite may already have rolled back
@@ -300,6 +299,9 @@ class SQLiteEventLog(LogReads):
                 if isinstance(exc, sqlite3.OperationalError) and _storage_failure(exc):
                     raise StorageError(self.path, exc) from exc
                 raise
+            # committed: nothing after this may report the write as failed
+            with suppress(sqlite3.Error):
+                self._release_pages(self.conn.total_changes - changes)
 
     def _release_pages(self, changed: int) -> None:
         """Give back the page cache's clean pages after a large write, and
