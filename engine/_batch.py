@@ -1,9 +1,9 @@
 """Saving many memories at once: one transaction, all or nothing.
 
 Each memory is checked exactly as a single save checks it (``_saving``),
-with what a batch can share done once: the revocations are read once, and
-the events are appended together, so the log, the view, the text index and
-the chain are written in one pass. A memory that names one saved earlier in
+with what a batch can share done once: each tenant's revocations are read
+once, and the events are appended together, so the log, the view, the text
+index and the chain are written in one pass. A memory that names one saved earlier in
 the same batch (the same id again, or as evidence), or a save that adopts a
 policy version, sees the batch so far: what is pending is appended first.
 Every item is checked before anything is refused, so a refusal lists each
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from memwarden.events import Event, format_ts
-from memwarden.projections import EVERYONE, Access, Key, could_cover
+from memwarden.projections import EVERYONE, Access, Key
 
 from ._core import Core, log
 from ._errors import BatchRefused
@@ -96,9 +96,7 @@ def save_many(
         _refuse(problems, len(given))
     results: list[tuple[Checked, Any]] = []
     with core.transaction() as tx:
-        # read once for the batch (a save appends none), each item checked
-        # against its tenant's share only
-        revocations = tx.view.revocations()
+        # each tenant's revocations read once for the batch (a save appends none)
         shares: dict[str, list[dict[str, Any]]] = {}
         pending: list[Event] = []
         pending_keys: set[Key] = set()
@@ -117,7 +115,7 @@ def save_many(
             try:
                 tenant = item.scope.tenant
                 if tenant not in shares:
-                    shares[tenant] = [r for r in revocations if could_cover(r, tenant)]
+                    shares[tenant] = tx.view.revocations(tenant)
                 event, adopted = saved_event(core, tx.view, item, shares[tenant], access)
             except (ValueError, PermissionError, LookupError) as exc:
                 problems.append(_problem(index, exc))

@@ -22,7 +22,6 @@ from ._runner import CheckResult, Projection, Projector, default_projections
 from ._selector import (
     BLOCKED_FETCH_SQL,
     blocking_revocation,
-    could_cover,
     revocation_blocks,
     revokes,
     selector_covers,
@@ -68,7 +67,6 @@ __all__ = [
     "ViewWriter",
     "Write",
     "blocking_revocation",
-    "could_cover",
     "default_projections",
     "fold_memory",
     "open_store",

@@ -29,7 +29,7 @@ from ._fold import STATUSES
 from ._rows import Connection, Key
 from ._runner import Backlog, Projection, Projector
 from ._stats import StatsProjection
-from ._usable import UsableProjection
+from ._usable import UsableProjection, index_changes
 from ._usable_schema import DERIVATIONS_EVER, RECHECK
 
 C_TEXT = 'text COLLATE "C"'
@@ -224,15 +224,12 @@ class PostgresUsableProjection(UsableProjection):
     ) -> None:
         """The batch's text index rows in three statements, whatever its
         size (one statement per memory made a save of 5,000 cost 15,000
-        round trips): drop each named memory's document (none for a memory
-        the table did not hold: a round trip less for a new one), read the
-        texts of those the batch leaves indexed, write their documents."""
-        last: dict[Key, str] = {}
-        for key, action in fts:
-            last[key] = action  # a memory named twice ends as its last action says
+        round trips): drop each named memory's document (a new one has
+        none: a round trip less), read the texts of those the batch leaves
+        indexed, write their documents."""
+        last, held = index_changes(fts, stored)
         if not last:
             return
-        held = [key for key in last if stored.get(key) is not None]
         if held:
             tenants, ids = (list(column) for column in zip(*held, strict=True))
             conn.execute(

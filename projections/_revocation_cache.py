@@ -83,13 +83,13 @@ class RevocationCache:
         state: State = (count, last_seq, last_id)
         with self._lock:
             hit = self._kept.get(state)
+            if hit is not None:  # every save but the first after a revocation
+                return hit
             base = max(
                 (p for p in self._kept.values() if p.state[0] and p.state[0] < count),
                 key=lambda p: p.state[0],
                 default=None,
             )
-        if hit is not None:
-            return hit
         parsed = self._extended(conn, state, base) if base is not None else None
         if parsed is None:
             rows = conn.execute(_ALL).fetchall()

@@ -93,6 +93,19 @@ def stored_texts(conn: Connection, tenant: str, memory_id: str, version: int) ->
     return row[0], content
 
 
+def index_changes(
+    fts: list[tuple[Key, str]], stored: dict[Key, dict[str, Any] | None]
+) -> tuple[dict[Key, str], list[Key]]:
+    """What a batch does to the text index: each named memory's last action
+    ("index" or "drop"; a memory named twice ends as its last says), and
+    which of them may have a document to drop (a memory the table did not
+    hold has none: its row, and so its rowid, is new)."""
+    last: dict[Key, str] = {}
+    for key, action in fts:
+        last[key] = action
+    return last, [key for key in last if stored.get(key) is not None]
+
+
 # -- applying to tables -----------------------------------------------------
 
 
@@ -333,15 +346,10 @@ class UsableProjection:
         """Index the saved versions' texts and drop the erased ones' (FTS5):
         each named memory's document dropped, then the documents of those
         the batch leaves indexed written, two executemany calls for the
-        batch (a batch save of 1,000 made 2,000 statements). A memory the
-        table did not hold has no document to drop (its row, and so its
-        rowid, is new)."""
-        last: dict[Key, str] = {}
-        for key, action in fts:
-            last[key] = action  # a memory named twice ends as its last action says
+        batch (a batch save of 1,000 made 2,000 statements)."""
+        last, held = index_changes(fts, stored)
         if not last:
             return
-        held = [key for key in last if stored.get(key) is not None]
         if held:
             conn.executemany(
                 "DELETE FROM memories_fts WHERE rowid = (SELECT mid FROM memories WHERE tenant = ? AND memory_id = ?)",

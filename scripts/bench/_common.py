@@ -120,6 +120,11 @@ def median_of(runs: int, fn: Callable[[], float]) -> float:
     return statistics.median(fn() for _ in range(runs))
 
 
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def timed(fn: Callable[[], Any]) -> float:
     started = time.perf_counter()
     fn()

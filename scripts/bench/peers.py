@@ -61,7 +61,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from _common import Metric, arguments, report, scratch_dir
+from _common import Metric, arguments, percentile, report, scratch_dir
 
 TEXT = "서울 지사 회의록: 목요일 오후 3시, 3층 회의실. Quarterly numbers reviewed; follow-ups assigned. "
 BATCH = 1000
@@ -87,11 +87,6 @@ def batches(n: int, tag: str = "") -> Iterator[list[dict[str, Any]]]:
         yield [memory(i, tag) for i in range(start, min(start + BATCH, n))]
 
 
-def p99(samples: list[float]) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-
-
 def timed_reads(fn: Callable[[int], int], picks: list[int]) -> tuple[float, int]:
     """p99 in ms of ``fn`` over ``picks``, and the expired answers it gave."""
     samples, expired = [], 0
@@ -99,7 +94,7 @@ def timed_reads(fn: Callable[[int], int], picks: list[int]) -> tuple[float, int]
         started = time.perf_counter()
         expired += fn(i)
         samples.append((time.perf_counter() - started) * 1000)
-    return p99(samples), expired
+    return percentile(samples, 0.99), expired
 
 
 def memory_figures() -> dict[str, float]:

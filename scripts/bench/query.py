@@ -30,7 +30,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from _common import Metric, RawConnection, arguments, fresh_store, median_of, report, scratch_dir, timed
+from _common import Metric, RawConnection, arguments, fresh_store, median_of, percentile, report, scratch_dir, timed
 from memwarden.engine import Warden
 from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 
@@ -73,11 +73,6 @@ RAW_QUERY = (
     "SELECT * FROM memories WHERE tenant = ? AND project = ? AND status = 'usable' "
     "AND (expires_at IS NULL OR expires_at > ?) ORDER BY last_seq DESC LIMIT 100"
 )
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -62,58 +63,11 @@ def test_a_batch_of_invalidations_equals_the_fold(
 ) -> None:
     """The set form of the cascade's writes (one UPDATE per batch) leaves
     every row as ``fold_memory`` would, one event at a time."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    view = UsableProjection(text_source=None)
-    view.create(conn)
-    stored = {}
-    for n, (status, version) in enumerate(rows):
-        row = {c: None for c in COLUMNS} | {
-            "memory_id": f"m{n}",
-            "version": version,
-            "kind": "k",
-            "status": status,
-            "tenant": "t",
-            "source_url": "s",
-            "fetched_at": "2026-01-05T09:00:00.000000Z",
-            "policy": "default",
-            "revocation_version": "1",
-            "checksum": "sha256:" + "0" * 64,
-            "content_length": 0,
-            "derived_from": "[]",
-            "first_seq": n + 1,
-            "last_seq": n + 1,
-        }
-        conn.execute(
-            f"INSERT INTO memories (mid, {', '.join(COLUMNS)}) VALUES (?{', ?' * len(COLUMNS)})",
-            [n + 1, *(row[c] for c in COLUMNS)],
-        )
-        stored[row["memory_id"]] = row
-    events = [
-        RecordedEvent(
-            100 + k,
-            f"e{k}",
-            "memory.invalidated",
-            f"m{target}",
-            1,
-            "t",
-            "t",
-            "a",
-            1,
-            {"tenant": "t", "memory_id": f"m{target}", "version": version, "reason": reason},
-            "0",
-            "0",
-        )
-        for k, (target, version, reason) in enumerate(hits)
-    ]
-    expected = dict(stored)
-    for event in events:
-        folded = fold_memory(expected.get(event.payload["memory_id"]), event, [])
-        if folded is not None:
-            expected[event.payload["memory_id"]] = folded
-    view.apply(conn, events)
-    got = {r["memory_id"]: r for r in select_rows(conn, "1", [])}
-    for memory_id, row in expected.items():
-        assert {c: v for c, v in got[memory_id].items() if v != row[c]} == {}, (memory_id, row)
+    _assert_set_form_is_the_fold(
+        [{"status": status, "version": version} for status, version in rows],
+        "memory.invalidated",
+        [{"memory_id": f"m{target}", "version": version, "reason": reason} for target, version, reason in hits],
+    )
 
 
 EXPIRIES = ["2026-01-05T10:00:00.000000Z", "2026-01-05T11:00:00.000000Z"]
@@ -134,50 +88,59 @@ def test_a_batch_of_expiries_equals_the_fold(
     """The set form of the expiry sweep's writes (one UPDATE per batch)
     leaves every row as ``fold_memory`` would, one event at a time: only a
     usable row of that version and that expiry expires; each takes the seq."""
+    _assert_set_form_is_the_fold(
+        [
+            {
+                "status": status,
+                "version": version,
+                "reason": None if status == "usable" else status,
+                "expires_at": expires_at,
+            }
+            for status, version, expires_at in rows
+        ],
+        "memory.expired",
+        [
+            {"memory_id": f"m{target}", "version": version, "expires_at": expires_at}
+            for target, version, expires_at in hits
+        ],
+    )
+
+
+def _assert_set_form_is_the_fold(rows: list[dict[str, Any]], kind: str, payloads: list[dict[str, Any]]) -> None:
+    """Rows m0, m1, ... of tenant ``t`` (each a base row with ``rows[n]``
+    over it), then one batch of ``kind`` events with ``payloads``: the view
+    applied in one go equals ``fold_memory`` one event at a time."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     view = UsableProjection(text_source=None)
     view.create(conn)
     stored = {}
-    for n, (status, version, expires_at) in enumerate(rows):
-        row = {c: None for c in COLUMNS} | {
-            "memory_id": f"m{n}",
-            "version": version,
-            "kind": "k",
-            "status": status,
-            "reason": None if status == "usable" else status,
-            "tenant": "t",
-            "source_url": "s",
-            "fetched_at": "2026-01-05T09:00:00.000000Z",
-            "expires_at": expires_at,
-            "policy": "default",
-            "revocation_version": "1",
-            "checksum": "sha256:" + "0" * 64,
-            "content_length": 0,
-            "derived_from": "[]",
-            "first_seq": n + 1,
-            "last_seq": n + 1,
-        }
+    for n, over in enumerate(rows):
+        row = (
+            {c: None for c in COLUMNS}
+            | {
+                "memory_id": f"m{n}",
+                "kind": "k",
+                "tenant": "t",
+                "source_url": "s",
+                "fetched_at": "2026-01-05T09:00:00.000000Z",
+                "policy": "default",
+                "revocation_version": "1",
+                "checksum": "sha256:" + "0" * 64,
+                "content_length": 0,
+                "derived_from": "[]",
+                "first_seq": n + 1,
+                "last_seq": n + 1,
+            }
+            | over
+        )
         conn.execute(
             f"INSERT INTO memories (mid, {', '.join(COLUMNS)}) VALUES (?{', ?' * len(COLUMNS)})",
             [n + 1, *(row[c] for c in COLUMNS)],
         )
         stored[row["memory_id"]] = row
     events = [
-        RecordedEvent(
-            100 + k,
-            f"e{k}",
-            "memory.expired",
-            f"m{target}",
-            1,
-            "t",
-            "t",
-            "a",
-            1,
-            {"tenant": "t", "memory_id": f"m{target}", "version": version, "expires_at": expires_at},
-            "0",
-            "0",
-        )
-        for k, (target, version, expires_at) in enumerate(hits)
+        RecordedEvent(100 + k, f"e{k}", kind, p["memory_id"], 1, "t", "t", "a", 1, {"tenant": "t", **p}, "0", "0")
+        for k, p in enumerate(payloads)
     ]
     expected = dict(stored)
     for event in events:
