@@ -44,6 +44,8 @@ LOOKUP = (
     "WHERE stream = ANY(string_to_array(%s, chr(31))) GROUP BY stream"
 )
 _ID_SEPARATOR = "\x1f"
+# a lookup of up to this many ids is planned at each call, never prepared
+_PLANNED_EACH_TIME = 16
 
 
 def id_array(values: Sequence[str]) -> str:
@@ -57,6 +59,22 @@ def id_array(values: Sequence[str]) -> str:
     if joined.count(_ID_SEPARATOR) != max(len(values) - 1, 0):
         raise ValueError("an identifier holds a control character (U+001F)")
     return joined
+
+
+def look_up(conn: psycopg.Connection, event_ids: Sequence[str], streams: Sequence[str]) -> psycopg.Cursor[Any]:
+    """Send ``LOOKUP`` for a batch's ids and streams (in a pipeline: the
+    rows come at its sync).
+
+    A small batch's lookup is planned afresh each time. A prepared one keeps
+    the generic plan PostgreSQL makes at its sixth run, and on a fresh store
+    that plan was made while the log was a page long: it scans the whole
+    events table on every append ever after (a single append went from
+    1.1 ms to 3.1 ms over a new log's first 2,000 events, until an ANALYZE
+    replans it; BENCHMARKS.md, postgres). A large batch's lookup stays
+    prepared: planning a thousand ids costs more than the scan it avoids.
+    """
+    prepare = None if len(event_ids) > _PLANNED_EACH_TIME else False
+    return conn.execute(LOOKUP, (id_array(event_ids), id_array(streams)), prepare=prepare)
 
 
 def _moved(head: Head) -> tuple[object, ...]:
@@ -200,7 +218,7 @@ class PostgresWriteTransaction:
         if prefetched is not None and prefetched[:2] == (event_ids, streams):
             rows: Iterable[tuple[Any, ...]] = prefetched[2]
         else:
-            rows = self.conn.execute(LOOKUP, (id_array(event_ids), id_array(streams)))
+            rows = look_up(self.conn, event_ids, streams)
         for event_id, seq, type_, stream, payload in rows:
             if event_id is None:
                 versions[stream] = int(seq)
