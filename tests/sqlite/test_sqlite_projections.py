@@ -181,3 +181,15 @@ def test_tracking_only_moves_forward(warden: Warden) -> None:
     assert warden.store.projector.positions(conn)["usable"] == 5
     warden.store.projector.track(conn, "usable", 9)
     assert warden.store.projector.positions(conn)["usable"] == 9
+
+
+def test_tracking_several_at_once_moves_each_only_forward(warden: Warden) -> None:
+    for i in range(5):
+        save_memory(warden, f"m{i}")
+    conn = warden.store.conn
+    projector = warden.store.projector
+    assert projector.positions(conn) == {"usable": 5, "stats": 5}
+    projector.track_all(conn, [("usable", 3), ("stats", 8)])
+    assert projector.positions(conn) == {"usable": 5, "stats": 8}
+    projector.track_all(conn, [])
+    assert projector.positions(conn) == {"usable": 5, "stats": 8}
