@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
 from ._canonical import GENESIS_HASH
@@ -33,6 +34,7 @@ from ._models import Event
 from ._postgres_write import PostgresWriteTransaction, look_up
 from ._recorded import (
     EMPTY_HEAD,
+    ROW_COLUMNS,
     ChainReport,
     Head,
     LegacyTenants,
@@ -50,6 +52,9 @@ _ANALYZE_AFTER = 50_000
 # ... and, sooner, whenever the log has doubled since (from this many events on)
 _ANALYZE_FIRST = 1_000
 
+# the log's columns no query filters on: the planner keeps no statistics of them
+_UNFILTERED = frozenset({"payload", "prev_hash", "hash"})
+
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS events (
         seq bigint PRIMARY KEY,
@@ -66,6 +71,15 @@ SCHEMA = (
         hash text NOT NULL,
         UNIQUE (stream, stream_version)
     )""",
+    # What the planner needs of the log is its size and its keys: a sample
+    # of 3,000 rows (not 30,000) and no statistics over the payload and the
+    # hashes, which no query filters on. An ANALYZE of 64,000 events took
+    # 240-290 ms, now 11 (the writers run it as the log grows)
+    "ALTER TABLE events "
+    + ", ".join(
+        f"ALTER COLUMN {column} SET STATISTICS {0 if column in _UNFILTERED else 10}"
+        for column in ROW_COLUMNS.split(", ")
+    ),
     "CREATE INDEX IF NOT EXISTS events_by_type ON events (type, seq)",
     # the one row every writer locks first; its seq is what was issued, so a
     # log whose last rows went missing is told from one that ends there
@@ -105,6 +119,7 @@ _SCHEMA_PRESENT = (
     f"AND tgname IN ({', '.join(repr(t) for t in _TRIGGERS)})"
 )
 _HEAD_FOR_UPDATE = "SELECT seq, hash, recorded_at FROM log_head FOR UPDATE"
+_OWN_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
 _BEGIN_LOCKED = f"BEGIN; {_HEAD_FOR_UPDATE}"
 
 
@@ -315,7 +330,10 @@ class PostgresEventLog(LogReads):
         grown = after >= max(2 * self._analyzed_at, self._analyzed_at + _ANALYZE_FIRST)
         if self._unanalyzed >= _ANALYZE_AFTER or grown:
             self._unanalyzed, self._analyzed_at = 0, after
-            self.conn.execute("ANALYZE")
+            # the store's own tables: a bare ANALYZE also samples the ~60
+            # system catalogs (70 ms of a store of 1,000 events)
+            tables = [row[0] for row in self.conn.execute(_OWN_TABLES)]
+            self.conn.execute(SQL("ANALYZE {}").format(SQL(", ").join(map(Identifier, tables))))
 
     def writing(self) -> bool:
         """Whether this thread is inside a write transaction (its reads see it)."""

@@ -85,3 +85,17 @@ def test_a_single_append_looks_up_with_a_fresh_plan_and_a_large_batch_with_a_pre
     # the log is right either way: every id seen again is a no-op at its seq
     again = pg_log.append([saved(3, event_id="e3"), saved(300, event_id="e300")])
     assert again == [4, 301]
+
+
+def test_the_analysis_keeps_statistics_of_the_keys_not_of_the_payload_or_the_hashes(
+    pg_log: PostgresEventLog, pg_url: str
+) -> None:
+    _append(pg_log, 0, 1000, per_batch=500)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        columns = {row[0] for row in conn.execute("SELECT attname FROM pg_stats WHERE tablename = 'events'")}
+        analysed = {
+            row[0] for row in conn.execute("SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL")
+        }
+    assert {"seq", "event_id", "stream", "type"} <= columns
+    assert not columns & {"payload", "prev_hash", "hash"}
+    assert {"events", "log_head"} <= analysed
