@@ -24,17 +24,15 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
-from ._canonical import GENESIS_HASH
 from ._errors import StorageError
 from ._log_reads import LogReads
 from ._models import Event
+from ._postgres_schema import PlannerStatistics, install_schema
 from ._postgres_write import PostgresWriteTransaction, look_up
 from ._recorded import (
     EMPTY_HEAD,
-    ROW_COLUMNS,
     ChainReport,
     Head,
     LegacyTenants,
@@ -47,79 +45,7 @@ from ._time import Clock, SystemClock
 Subscriber = Callable[[psycopg.Connection, Sequence[RecordedEvent]], None]
 
 
-# events appended by one process before it analyses the store itself
-_ANALYZE_AFTER = 50_000
-# ... and, sooner, whenever the log has doubled since (from this many events on)
-_ANALYZE_FIRST = 1_000
-
-# the log's columns no query filters on: the planner keeps no statistics of them
-_UNFILTERED = frozenset({"payload", "prev_hash", "hash"})
-
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS events (
-        seq bigint PRIMARY KEY,
-        event_id text NOT NULL UNIQUE,
-        type text NOT NULL,
-        stream text NOT NULL,
-        stream_version bigint NOT NULL,
-        occurred_at text NOT NULL,
-        recorded_at text NOT NULL,
-        actor text NOT NULL,
-        schema_version integer NOT NULL,
-        payload text NOT NULL,
-        prev_hash text NOT NULL,
-        hash text NOT NULL,
-        UNIQUE (stream, stream_version)
-    )""",
-    # What the planner needs of the log is its size and its keys: a sample
-    # of 3,000 rows (not 30,000) and no statistics over the payload and the
-    # hashes, which no query filters on. An ANALYZE of 64,000 events took
-    # 240-290 ms, now 11 (the writers run it as the log grows)
-    "ALTER TABLE events "
-    + ", ".join(
-        f"ALTER COLUMN {column} SET STATISTICS {0 if column in _UNFILTERED else 10}"
-        for column in ROW_COLUMNS.split(", ")
-    ),
-    "CREATE INDEX IF NOT EXISTS events_by_type ON events (type, seq)",
-    # the one row every writer locks first; its seq is what was issued, so a
-    # log whose last rows went missing is told from one that ends there
-    """CREATE TABLE IF NOT EXISTS log_head (
-        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
-        seq bigint NOT NULL,
-        hash text NOT NULL,
-        recorded_at text
-    )""",
-    f"INSERT INTO log_head (seq, hash, recorded_at) VALUES (0, '{GENESIS_HASH}', NULL) ON CONFLICT DO NOTHING",
-    """CREATE OR REPLACE FUNCTION memwarden_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        RAISE EXCEPTION 'memwarden: the event log is append-only; % refused', TG_OP
-            USING ERRCODE = 'insufficient_privilege';
-    END $$""",
-    """CREATE OR REPLACE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
-        FOR EACH ROW EXECUTE FUNCTION memwarden_append_only()""",
-    """CREATE OR REPLACE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
-        FOR EACH STATEMENT EXECUTE FUNCTION memwarden_append_only()""",
-    """CREATE OR REPLACE FUNCTION memwarden_head_forward() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF NEW.seq < OLD.seq THEN
-            RAISE EXCEPTION 'memwarden: the log head only moves forward (% to %)', OLD.seq, NEW.seq
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-        RETURN NEW;
-    END $$""",
-    """CREATE OR REPLACE TRIGGER log_head_forward BEFORE UPDATE ON log_head
-        FOR EACH ROW EXECUTE FUNCTION memwarden_head_forward()""",
-    """CREATE OR REPLACE TRIGGER log_head_kept BEFORE DELETE OR TRUNCATE ON log_head
-        FOR EACH STATEMENT EXECUTE FUNCTION memwarden_append_only()""",
-)
-
-_TRIGGERS = ("events_append_only", "events_no_truncate", "log_head_forward", "log_head_kept")
-_SCHEMA_PRESENT = (
-    "SELECT count(*) FROM pg_trigger WHERE tgrelid IN (to_regclass('events'), to_regclass('log_head')) "
-    f"AND tgname IN ({', '.join(repr(t) for t in _TRIGGERS)})"
-)
 _HEAD_FOR_UPDATE = "SELECT seq, hash, recorded_at FROM log_head FOR UPDATE"
-_OWN_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
 _BEGIN_LOCKED = f"BEGIN; {_HEAD_FOR_UPDATE}"
 
 
@@ -220,23 +146,12 @@ class PostgresEventLog(LogReads):
         self.conn = psycopg.connect(url, autocommit=True)
         self._lock = threading.RLock()
         self._thread = _ThreadState()
-        self._unanalyzed = 0  # events this process appended since it last analysed the store
-        self._analyzed_at: int | None = None  # the log's length then (or at this process's first write)
+        self.statistics = PlannerStatistics()
         self._readers = ConnectionPool(
             url, min_size=0, max_size=max(readers, 1), kwargs={"autocommit": True}, num_workers=1, open=False
         )
         with self._lock:
-            # Only a database without the whole schema runs its DDL: CREATE OR
-            # REPLACE TRIGGER locks the tables against every writer, and a
-            # process starting beside running writers would wait on them, and
-            # they on it (a deadlock, seen in the mixed run).
-            if self.conn.execute(_SCHEMA_PRESENT).fetchone()[0] != len(_TRIGGERS):
-                with self.conn.transaction():
-                    # one process creates it at a time (CREATE ... IF NOT
-                    # EXISTS is not safe against a concurrent CREATE)
-                    self.conn.execute("SELECT pg_advisory_xact_lock(hashtext('memwarden schema'))")
-                    for statement in SCHEMA:
-                        self.conn.execute(statement)
+            install_schema(self.conn)
         self.legacy_tenants = LegacyTenants(self._legacy_streams)
 
     def _legacy_streams(self) -> list[tuple[str, str]]:
@@ -306,34 +221,7 @@ class PostgresEventLog(LogReads):
             except BaseException:
                 self._end("ROLLBACK")
                 raise
-            self._analyze_if_grown(tx.head.seq - len(tx.recorded), tx.head.seq)
-
-    def _analyze_if_grown(self, before: int, after: int) -> None:
-        """ANALYZE the store after this process appended 50,000 events, or
-        once the log has doubled since the last time (1,000 events at least).
-
-        As autovacuum would within a minute, where it runs (this machine's
-        server has it off). Until then the planner takes grown tables for
-        small ones, and worse, each connection keeps the generic plan it made
-        of a prepared statement at its sixth run: made on a fresh store, that
-        plan scans whole tables ever after (a save went from 5.4 ms to 10.2
-        over a new store's first 12,000; an ANALYZE makes every connection
-        plan again). A page of rows read by seq (the audit after an import)
-        sorted 50,000 rows on disk instead of walking the key (45 ms against
-        1.4), and the agent query joined each text on its tenant alone.
-        Every table of the store: the view's and the texts' grow with the log.
-        Doubling keeps the cost per event bounded.
-        """
-        if self._analyzed_at is None:
-            self._analyzed_at = before
-        self._unanalyzed += after - before
-        grown = after >= max(2 * self._analyzed_at, self._analyzed_at + _ANALYZE_FIRST)
-        if self._unanalyzed >= _ANALYZE_AFTER or grown:
-            self._unanalyzed, self._analyzed_at = 0, after
-            # the store's own tables: a bare ANALYZE also samples the ~60
-            # system catalogs (70 ms of a store of 1,000 events)
-            tables = [row[0] for row in self.conn.execute(_OWN_TABLES)]
-            self.conn.execute(SQL("ANALYZE {}").format(SQL(", ").join(map(Identifier, tables))))
+            self.statistics.after_append(self.conn, tx.head.seq - len(tx.recorded), tx.head.seq)
 
     def writing(self) -> bool:
         """Whether this thread is inside a write transaction (its reads see it)."""
