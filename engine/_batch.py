@@ -13,15 +13,15 @@ bad item by index and field; nothing of the batch is written then.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from memwarden.events import Event, format_ts
+from memwarden.events import Event, Texts, format_ts
 from memwarden.projections import EVERYONE, Access, Key
 
 from ._core import Core, log
 from ._errors import BatchRefused
-from ._saving import Checked, check_input, saved_event
+from ._saving import Checked, Reads, check_input, saved_event
 from ._views import SaveResult
 
 MAX_BATCH = 10_000
@@ -47,6 +47,10 @@ def _named(item: Checked) -> set[Key]:
         if isinstance(parent_id, str):
             named.add((tenant, parent_id))
     return named
+
+
+def _keys(checked: Sequence[tuple[int, Checked]]) -> list[Key]:
+    return [(item.scope.tenant, item.memory_id) for _, item in checked if isinstance(item.memory_id, str)]
 
 
 def save_many(
@@ -96,39 +100,45 @@ def save_many(
         _refuse(problems, len(given))
     results: list[tuple[Checked, Any]] = []
     with core.transaction() as tx:
-        # each tenant's revocations read once for the batch (a save appends none)
-        shares: dict[str, list[dict[str, Any]]] = {}
+        # each tenant's revocations read once for the batch (a save appends
+        # none), and every memory's row and policy version once, not per item
+        shares = tx.view.revocation_shares({item.scope.tenant for _, item in checked})
+        reads = Reads(tx.view, _keys(checked))
         pending: list[Event] = []
+        pending_texts: list[Texts] = []
         pending_keys: set[Key] = set()
         seq_of: dict[int, int] = {}  # id(event) -> its seq
 
-        def flush() -> None:
-            if pending:
-                for event, seq in zip(pending, tx.append(pending), strict=True):
-                    seq_of[id(event)] = seq
-                pending.clear()
-                pending_keys.clear()
+        def flush(remaining: int) -> Reads:
+            """Append what is pending; the view then reads differently, so
+            the rows of the ``remaining`` items are read again."""
+            if not pending:
+                return reads
+            tx.texts.put_many(pending_texts)  # before the fold, which indexes them
+            for event, seq in zip(pending, tx.append(pending), strict=True):
+                seq_of[id(event)] = seq
+            pending.clear()
+            pending_texts.clear()
+            pending_keys.clear()
+            return Reads(tx.view, _keys(checked[remaining:]))
 
-        for index, item in checked:
+        for position, (index, item) in enumerate(checked):
             if _named(item) & pending_keys:
-                flush()  # it names a memory this batch saves: the view must hold it
+                reads = flush(position)  # it names a memory this batch saves: the view must hold it
             try:
-                tenant = item.scope.tenant
-                if tenant not in shares:
-                    shares[tenant] = tx.view.revocations(tenant)
-                event, adopted = saved_event(core, tx.view, item, shares[tenant], access)
+                event, adopted = saved_event(core, tx.view, item, shares[item.scope.tenant], access, reads)
             except (ValueError, PermissionError, LookupError) as exc:
                 problems.append(_problem(index, exc))
                 continue
-            tx.texts.put(item.scope.tenant, event.memory_id, event.version, item.summary, item.content)
+            pending_texts.append(Texts(item.scope.tenant, event.memory_id, event.version, item.summary, item.content))
             pending.extend([adopted, event] if adopted else [event])
             pending_keys.add((item.scope.tenant, event.memory_id))
             results.append((item, event))
             if adopted:
-                flush()  # the next save of this policy reads its version from the view
+                reads = flush(position + 1)  # the next save of this policy reads its version from the view
         if problems:
             _refuse(problems, len(given))  # raised inside: the transaction rolls back
-        flush()
+        flush(len(checked))
     log.info("memories_saved", count=len(results), last_seq=max(seq_of.values()))
     return [
         SaveResult(

@@ -37,6 +37,10 @@ CONTENT_BYTES = "CAST(t.content AS BLOB)"
 SUMMARY_TEXT = "CAST(t.summary AS TEXT)"
 # the join from a memories row (alias m) to its current version's texts (alias t)
 TEXT_JOIN = "LEFT JOIN texts t ON t.tenant = m.tenant AND t.memory_id = m.memory_id AND t.version = m.version"
+_PUT = (
+    "INSERT INTO texts (tenant, memory_id, version, summary, content) VALUES (?,?,?,?,?) "
+    "ON CONFLICT (tenant, memory_id, version) DO UPDATE SET summary = excluded.summary, content = excluded.content"
+)
 
 
 class Texts(NamedTuple):
@@ -65,12 +69,11 @@ class TextStore:
             conn.execute(statement)
 
     def put(self, tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
-        self.conn.execute(
-            "INSERT INTO texts (tenant, memory_id, version, summary, content) VALUES (?,?,?,?,?) "
-            "ON CONFLICT (tenant, memory_id, version) DO UPDATE SET summary = excluded.summary, "
-            "content = excluded.content",
-            (tenant, memory_id, version, _bytes(summary), _bytes(content)),
-        )
+        self.conn.execute(_PUT, (tenant, memory_id, version, _bytes(summary), _bytes(content)))
+
+    def put_many(self, texts: Iterable[Texts]) -> None:
+        """``put`` for many versions in one statement (a batch save's)."""
+        self.conn.executemany(_PUT, [(t, m, v, _bytes(s), _bytes(c)) for t, m, v, s, c in texts])
 
     def _one(self, expression: str, tenant: str, memory_id: str, version: int) -> Any:
         row = self.conn.execute(

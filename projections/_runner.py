@@ -140,6 +140,11 @@ class Projector:
         usable = next(p for p in self.projections if isinstance(p, UsableProjection))
         return usable.revocations.load(conn, tenant)
 
+    def revocation_shares(self, conn: Connection, tenants: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+        """``revocations`` of each of ``tenants``, read together."""
+        usable = next(p for p in self.projections if isinstance(p, UsableProjection))
+        return usable.revocations.load_shares(conn, tenants)
+
     def track(self, conn: Connection, name: str, seq: int) -> None:
         self.track_all(conn, [(name, seq)])
 

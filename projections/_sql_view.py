@@ -298,6 +298,10 @@ class SQLView(GraphReads, SideTables, ABC):
         with ``tenant``, only those whose selector may cover its memories."""
         return self._projector.revocations(self.conn, tenant)
 
+    def revocation_shares(self, tenants: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+        """``revocations(tenant)`` for each of ``tenants``, in one read."""
+        return self._projector.revocation_shares(self.conn, tenants)
+
     def revocation(self, revocation_id: str) -> dict[str, Any] | None:
         """A revocation as the view holds it (selector and leaked ids as JSON text)."""
         row = self.conn.execute(

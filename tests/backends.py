@@ -18,7 +18,10 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +88,12 @@ class Backend(ABC):
     def bytes_at_rest(self, db: Db) -> bytes:
         """Every byte the store keeps on disk for ``db``, after making it
         write out what it buffers (where erased words must not remain)."""
+
+    @abstractmethod
+    def statements(self, warden: Any) -> AbstractContextManager[list[str]]:
+        """The SQL of every statement ``warden``'s writer sends while the
+        context is open (this thread's; each execution of one SQLite runs
+        many times, each call of PostgreSQL's: a round trip)."""
 
 
 class SQLiteBackend(Backend):
@@ -166,6 +175,16 @@ class SQLiteBackend(Backend):
         return b"".join(
             p.read_bytes() for p in sorted(db.parent.glob(db.name + "*")) if p.is_file() and p.suffix != ".log"
         )
+
+    @contextmanager
+    def statements(self, warden: Any) -> Iterator[list[str]]:
+        seen: list[str] = []
+        conn = warden.store.conn
+        conn.set_trace_callback(seen.append)
+        try:
+            yield seen
+        finally:
+            conn.set_trace_callback(None)
 
 
 POSTGRES_SERVER = os.environ.get("MEMWARDEN_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
@@ -287,6 +306,30 @@ class PostgresBackend(Backend):
         (data,) = self._run(db, "SHOW data_directory")[0]
         folder = Path(data) / "base" / str(oid)
         return b"".join(p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file())
+
+    @contextmanager
+    def statements(self, warden: Any) -> Iterator[list[str]]:
+        import psycopg
+
+        seen: list[str] = []
+        me = threading.get_ident()  # not the listeners' threads
+        originals = {name: getattr(psycopg.Cursor, name) for name in ("execute", "executemany", "copy")}
+
+        def counting(original: Any) -> Any:
+            def call(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+                if threading.get_ident() == me:
+                    seen.append(query if isinstance(query, str) else repr(query))
+                return original(cursor, query, *args, **kwargs)
+
+            return call
+
+        for name, original in originals.items():
+            setattr(psycopg.Cursor, name, counting(original))
+        try:
+            yield seen
+        finally:
+            for name, original in originals.items():
+                setattr(psycopg.Cursor, name, original)
 
 
 BACKENDS: list[Backend] = [SQLiteBackend(), PostgresBackend()]

@@ -164,3 +164,22 @@ def test_memory_save_many_over_mcp(warden: Warden) -> None:
     assert bad.is_error and '"index":1' in bad.content[0].text and "source_url" in bad.content[0].text
     with pytest.raises(LookupError):
         warden.get("x1")
+
+
+def test_a_batch_reads_the_view_a_fixed_number_of_times_not_once_per_item(warden: Warden, backend: Backend) -> None:
+    """Each memory's row, its policy's version, its tenant's revocations and
+    its indexed texts are read for the whole batch at once: on PostgreSQL a
+    read per item was a round trip per item (BENCHMARKS.md, "save")."""
+
+    def reads(count: int, batch: int) -> int:
+        items = [memory(f"{batch}-{i}", scope={"tenant": f"t{i % 3}", "project": "p1"}) for i in range(count)]
+        items += [memory(f"0-{i}", scope={"tenant": f"t{i % 3}", "project": "p1"}) for i in range(batch)]
+        with backend.statements(warden) as seen:
+            warden.save_many(items)
+        return sum(1 for sql in seen if sql.lstrip().upper().startswith(("SELECT", "WITH")))
+
+    reads(10, 0)  # the store's first batch, and its new versions of 0-*, set up what every later one finds
+    few, many = reads(10, 1), reads(300, 2)
+    assert many <= few + 2, f"a batch of 300 read the view {many} times, one of 10 {few}"
+    assert warden.get("m2-299", tenant="t2").version == 1 and warden.get("m0-0", tenant="t0").version == 3
+    assert warden.check_projections().ok

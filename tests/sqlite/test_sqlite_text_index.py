@@ -81,3 +81,38 @@ def test_the_level_count_is_read_from_either_structure_format(block: bytes, leve
     conn.execute("CREATE TABLE t_data (id INTEGER PRIMARY KEY, block BLOB)")
     conn.execute("INSERT INTO t_data VALUES (10, ?)", (block,))
     assert text_index_levels(conn, "t") == levels
+
+
+def test_a_batch_writes_the_text_index_in_rowid_order_not_a_segment_per_memory(warden: Warden) -> None:
+    """FTS5 keeps a transaction's documents in memory while their rowids
+    rise and writes a segment out at every lower one: a batch must hand it
+    its documents, and its deletions, in rowid order."""
+
+    def item(i: int, word: str) -> dict[str, object]:
+        return {
+            "memory_id": f"m{i}",
+            "kind": "external_fact",
+            "summary": f"요약 {i}",
+            "content": f"{word}{i}z 기억 {i}",
+            "source_url": f"https://example.org/{i}",
+            "scope": {"tenant": f"t{i % 7}", "project": "p1"},
+        }
+
+    warden.save_many([item(i, "first") for i in range(200)])
+    # new versions of a hundred of them, shuffled among a hundred new memories
+    batch = [item(i, "second") for i in range(0, 200, 2)] + [item(i, "second") for i in range(200, 300)]
+    batch.sort(key=lambda m: str(m["content"])[::-1])
+    writes: list[str] = []
+    warden.store.conn.set_trace_callback(writes.append)
+    try:
+        warden.save_many(batch)
+    finally:
+        warden.store.conn.set_trace_callback(None)
+    segments = [sql for sql in writes if "memories_fts_data" in sql or "memories_fts_idx" in sql]
+    assert len(segments) < 40, f"{len(segments)} segment writes for a batch of 200"
+    warden.store.conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    for i in (0, 2, 250):
+        assert [v.memory_id for v in warden.query(tenant=f"t{i % 7}", text=f"second{i}z")] == [f"m{i}"]
+    assert warden.query(tenant="t0", text="first0z") == []  # the replaced version's words are gone
+    assert [v.memory_id for v in warden.query(tenant="t1", text="first1z")] == ["m1"]
+    assert warden.check_projections().ok
