@@ -32,6 +32,8 @@ from _common import Databases, Metric, arguments, median_of, report, timed
 from append import EsMemory, events, raw_rows, verify_rate_over
 from memwarden.engine import Scheduler, Warden
 from memwarden.events import MemorySaved, PostgresEventLog, Scope, content_checksum
+from save import memory as save_item
+from save import raw_rows as save_rows
 
 RAW_SCHEMA = (
     "CREATE TABLE events (seq bigint PRIMARY KEY, event_id text NOT NULL UNIQUE, type text NOT NULL, "
@@ -47,6 +49,18 @@ def main() -> None:
     dbs = Databases(args.server)
     memories = 20_000 if args.quick else 200_000
     metrics = append_metrics(args, dbs)
+    saved, copied = _batch_save_figures(dbs, 5 if args.quick else 20, args.repeat or 3)
+    metrics.append(
+        Metric(
+            "batch save (1,000 a batch) vs raw COPY of its rows",
+            saved,
+            "saves/s",
+            copied,
+            saved / copied,
+            "(info)",
+            True,
+        )
+    )
     query_p99, raw_p99, commit_ms, readback_ms = _view_figures(dbs.fresh("view"), memories)
     metrics += [
         Metric(
@@ -169,6 +183,45 @@ def append_metrics(args: argparse.Namespace, dbs: Databases) -> list[Metric]:
         # Python formats it (check_rows), so the figure is reported as is
         Metric(f"audit verify over {verify_n:,} events", verify_rate, "events/s", None, None, "(info)", True),
     ]
+
+
+def _batch_save_figures(dbs: Databases, batches: int, runs: int) -> tuple[float, float]:
+    """``Warden.save_many`` of ``batches`` of 1,000 (save.py's memories),
+    and the floor: raw COPY of the same event-shaped rows and texts, a
+    transaction a batch. Medians of ``runs``."""
+    given = [[save_item(k, i) for i in range(1000)] for k in range(batches)]
+
+    def ours() -> float:
+        w = Warden(dbs.fresh("save"))
+        t = timed(lambda: [w.save_many(items) for items in given])
+        w.close()
+        return batches * 1000 / t
+
+    def floor() -> float:
+        with psycopg.connect(dbs.fresh("save-raw"), autocommit=True) as conn:
+            conn.execute(
+                "CREATE TABLE events (seq bigint PRIMARY KEY, event_id text NOT NULL UNIQUE, stream text NOT NULL, "
+                "payload text NOT NULL, hash text NOT NULL)"
+            )
+            conn.execute(
+                "CREATE TABLE texts (tenant text, memory_id text, version bigint, summary bytea, content bytea, "
+                "PRIMARY KEY (tenant, memory_id, version))"
+            )
+            rows = [save_rows(k, 1000, k * 1000) for k in range(batches)]
+
+            def go() -> None:
+                for batch in rows:
+                    with conn.transaction(), conn.cursor() as cur:
+                        with cur.copy("COPY events FROM STDIN") as copy:
+                            for event, _ in batch:
+                                copy.write_row(event)
+                        with cur.copy("COPY texts FROM STDIN") as copy:
+                            for _, text in batch:
+                                copy.write_row(text)
+
+            return batches * 1000 / timed(go)
+
+    return median_of(runs, ours), median_of(runs, floor)
 
 
 def _view_figures(url: str, memories: int) -> tuple[float, float, float, float]:
