@@ -382,17 +382,23 @@ class UsableProjection:
             if action == "index" and (row := pending[key]) is not None and row["status"] != "erased"
         ]
         insert = "INSERT INTO memories_fts (rowid, summary, content) SELECT m.mid"
-        if self.text_source is stored_texts and has_table(conn, "texts"):
+        if self.text_source is stored_texts:
             # the texts are in this database: SQLite joins them itself,
             # without a read into Python per memory (as finish_bulk does)
-            for chunk in _chunks([key for key, _ in indexed], 400):
-                conn.execute(
-                    f"WITH k(t, m) AS (VALUES {_marks(chunk, 2)}) {insert}, coalesce({SUMMARY_TEXT}, ''), "
-                    "coalesce(CAST(t.content AS TEXT), '') FROM k JOIN memories m ON m.tenant = k.t "
-                    f"AND m.memory_id = k.m {TEXT_JOIN} ORDER BY m.mid",
-                    [part for key in chunk for part in key],
-                )
-            return
+            try:
+                for chunk in _chunks([key for key, _ in indexed], 400):
+                    conn.execute(
+                        f"WITH k(t, m) AS (VALUES {_marks(chunk, 2)}) {insert}, coalesce({SUMMARY_TEXT}, ''), "
+                        "coalesce(CAST(t.content AS TEXT), '') FROM k JOIN memories m ON m.tenant = k.t "
+                        f"AND m.memory_id = k.m {TEXT_JOIN} ORDER BY m.mid",
+                        [part for key in chunk for part in key],
+                    )
+                return
+            except sqlite3.OperationalError as exc:
+                # a database without a text store (asking first cost three
+                # statements a save): its documents are indexed empty
+                if "no such table: texts" not in str(exc):
+                    raise
         documents = []
         for key, version in indexed:
             texts = self.text_source(conn, *key, version) if self.text_source else None
