@@ -128,10 +128,11 @@ def check_input(
 
 class Reads:
     """What a save reads of the view before it writes: the memory's row and
-    its policy's version. A batch reads them once for all its items
-    (``prefetch``), not once per item: on PostgreSQL each read is a round
-    trip, and a batch of 1,000 made 2,000 of them. A batch's own appends
-    change what these say, so it takes new ``Reads`` after each."""
+    its policy's version. A batch reads the rows of all its items at once
+    (``keys``) and each policy's version once, not once per item: on
+    PostgreSQL each read is a round trip, and a batch of 1,000 made 2,000
+    of them. A row not among ``keys`` is read when asked. A batch's own
+    appends change what these say, so it takes new ``Reads`` after each."""
 
     def __init__(self, view: ViewReader, keys: Iterable[Key] = ()) -> None:
         self.view = view
