@@ -183,3 +183,26 @@ def test_a_batch_reads_the_view_a_fixed_number_of_times_not_once_per_item(warden
     assert many <= few + 2, f"a batch of 300 read the view {many} times, one of 10 {few}"
     assert warden.get("m2-299", tenant="t2").version == 1 and warden.get("m0-0", tenant="t0").version == 3
     assert warden.check_projections().ok
+
+
+def test_each_tenants_revocations_and_those_naming_none_hold_in_a_batch_of_many_tenants(
+    warden: Warden, clock: FrozenClock
+) -> None:
+    fetched = warden.now()
+    clock.advance("1m")
+    warden.revoke({"tenant": "t1"}, reason="leak")
+    warden.revoke({"source_prefix": "https://bad.example/"}, reason="a poisoned source, every tenant's")
+    head = warden.log.head().seq
+    items = [memory(i, scope={"tenant": f"t{i % 3}", "project": "p1"}, fetched_at=fetched) for i in range(9)]
+    items[3] = memory(3, scope={"tenant": "t0"}, fetched_at=fetched, source_url="https://bad.example/x")
+    with pytest.raises(BatchRefused) as refused:
+        warden.save_many(items)
+    assert [(p["index"], p["error"]) for p in refused.value.problems] == [
+        (1, "RevokedScope"),
+        (3, "RevokedScope"),
+        (4, "RevokedScope"),
+        (7, "RevokedScope"),
+    ]
+    assert warden.log.head().seq == head
+    kept = [m for i, m in enumerate(items) if i not in (1, 3, 4, 7)]
+    assert [r.tenant for r in warden.save_many(kept)] == ["t0", "t2", "t2", "t0", "t2"]
