@@ -9,6 +9,9 @@ a database of its own, dropped at the end. The append figures are also
 postgres``. Durability: PostgreSQL's
 defaults (``synchronous_commit=on``, ``fsync=on``) for every contender.
 
+Reported beside them (#20): the batch save (``save_many``, 1,000 a batch)
+against raw COPY of the same event-shaped rows and their texts.
+
 Targets: batched append >= 1/3 of the floor (raw COPY of rows of the same
 size in one transaction) and >= 2x eventsourcing's PostgreSQL recorder;
 single durable appends >= 50% of raw one-row commits; agent query p99 <=
