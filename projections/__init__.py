@@ -16,6 +16,7 @@ from ._access import EVERYONE, Access
 from ._asof import PointView, story
 from ._errors import ProjectionDamaged
 from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, TERMINAL, TERMINAL_SQL, fold_memory, revoke_row
+from ._fts_documents import stored_texts
 from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_path
 from ._rows import VIEW_COLUMNS, Key, parent_refs
 from ._runner import CheckResult, Projection, Projector, default_projections
@@ -32,7 +33,7 @@ from ._sqlite_store import SQLiteStore, private_view
 from ._sqlite_view import SQLiteView
 from ._stats import COUNTERS, StatsProjection
 from ._text_index import purge_text_index, text_index_levels
-from ._usable import UsableProjection, stored_texts
+from ._usable import UsableProjection
 from ._usable_schema import RECHECK
 from ._write import LogWrite
 

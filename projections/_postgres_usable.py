@@ -26,10 +26,11 @@ from typing import Any
 from memwarden.events import RecordedEvent
 
 from ._fold import STATUSES
+from ._fts_documents import index_changes
 from ._rows import Connection, Key
 from ._runner import Backlog, Projection, Projector
 from ._stats import StatsProjection
-from ._usable import UsableProjection, index_changes
+from ._usable import UsableProjection
 from ._usable_schema import DERIVATIONS_EVER, RECHECK
 
 C_TEXT = 'text COLLATE "C"'

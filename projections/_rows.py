@@ -73,16 +73,25 @@ Key = tuple[str, str]  # (tenant, memory_id): a memory's identity
 _SELECT_BY_KEYS = f"SELECT {QUOTED_COLUMNS} FROM k JOIN memories ON memories.tenant = k.t AND memories.memory_id = k.m"
 
 
+def chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    """``items`` in runs of at most ``size`` (a statement's bound values stay few)."""
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def value_marks(rows: Sequence[Sequence[Any]], width: int) -> str:
+    """The ``VALUES`` marks of ``rows`` of ``width`` values each."""
+    row = "(" + ",".join("?" * width) + ")"
+    return ",".join(row for _ in rows)
+
+
 def fetch_rows(conn: Connection, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
     """The rows of the memories ``keys`` name (absent ones left out)."""
     found: dict[Key, dict[str, Any] | None] = {}
-    for start in range(0, len(keys), 400):
-        chunk = keys[start : start + 400]
-        marks = ",".join("(?,?)" for _ in chunk)
+    for chunk in chunks(keys, 400):
         flat = [part for key in chunk for part in key]
         # a join on a VALUES list, not "(tenant, memory_id) IN (VALUES ...)":
         # SQLite answers the row-value IN with a scan of the whole table
-        for values in conn.execute(f"WITH k(t, m) AS (VALUES {marks}) {_SELECT_BY_KEYS}", flat):
+        for values in conn.execute(f"WITH k(t, m) AS (VALUES {value_marks(chunk, 2)}) {_SELECT_BY_KEYS}", flat):
             row = row_dict(values)
             found[(row["tenant"], row["memory_id"])] = row
     return found

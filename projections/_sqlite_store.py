@@ -28,11 +28,12 @@ from memwarden.events import (
 
 from ._asof import PointView
 from ._errors import ProjectionDamaged
+from ._fts_documents import stored_texts
 from ._runner import CheckResult, Projector
 from ._sqlite_schema import create_backoff_table, create_keys_table
 from ._sqlite_view import SQLiteView
 from ._stats import StatsProjection
-from ._usable import UsableProjection, stored_texts
+from ._usable import UsableProjection
 from ._write import LogWrite
 
 log = structlog.get_logger("memwarden")

@@ -1,5 +1,7 @@
 """The usable-memory view: memories, their text index, revocations, policies.
 
+Its text index's documents are written by ``_fts_documents``.
+
 One projection, because a memory's status depends on the revocations and
 policies that came before it in the log: folding them together keeps the
 order of the log. Its rows change only through ``fold_memory`` (one
@@ -12,14 +14,14 @@ to the fold.
 from __future__ import annotations
 
 import operator
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, RecordedEvent, canonical_json, version_key
-from memwarden.events._sqlite_schema import column_types, has_table
+from memwarden.events import RecordedEvent, canonical_json, version_key
+from memwarden.events._sqlite_schema import column_types
 
 from ._fold import COLUMNS, TERMINAL_SQL, fold_memory
+from ._fts_documents import TextSource, fill_documents, stored_texts, write_documents
 from ._revocation_cache import RevocationCache
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows
 from ._selector import BLOCKED_FETCH_SQL, selector_sql
@@ -32,9 +34,6 @@ _UPSERT = (
     + ", ".join(f'"{c}" = excluded."{c}"' for c in COLUMNS if c not in ("tenant", "memory_id"))
 )
 _values = operator.itemgetter(*COLUMNS)
-
-# (tenant, memory_id, version) -> (summary, content) to index, or None
-TextSource = Callable[[sqlite3.Connection, str, str, int], tuple[str | None, str | None] | None]
 
 
 def invalidation_update(source: str) -> str:
@@ -73,47 +72,6 @@ SET_FORMS: dict[str, tuple[str, Callable[[str], str]]] = {
     "memory.invalidated": ("reason", invalidation_update),
     "memory.expired": ("expires_at", expiry_update),
 }
-
-
-def stored_texts(conn: Connection, tenant: str, memory_id: str, version: int) -> tuple[str | None, str | None] | None:
-    """A version's texts from the text store in the same database, if it has one."""
-    try:
-        row = conn.execute(
-            f"SELECT {SUMMARY_TEXT}, {CONTENT_BYTES} FROM texts t WHERE tenant = ? AND memory_id = ? AND version = ?",
-            (tenant, memory_id, version),
-        ).fetchone()
-    except sqlite3.OperationalError:
-        return None
-    if row is None:
-        return None
-    try:
-        content = None if row[1] is None else bytes(row[1]).decode("utf-8")
-    except UnicodeDecodeError:
-        content = None
-    return row[0], content
-
-
-def index_changes(
-    fts: list[tuple[Key, str]], stored: dict[Key, dict[str, Any] | None]
-) -> tuple[dict[Key, str], list[Key]]:
-    """What a batch does to the text index: each named memory's last action
-    ("index" or "drop"; a memory named twice ends as its last says), and
-    which of them may have a document to drop (a memory the table did not
-    hold has none: its row, and so its rowid, is new)."""
-    last: dict[Key, str] = {}
-    for key, action in fts:
-        last[key] = action
-    return last, [key for key in last if stored.get(key) is not None]
-
-
-def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    return [items[start : start + size] for start in range(0, len(items), size)]
-
-
-def _marks(rows: Sequence[Sequence[Any]], width: int) -> str:
-    """The ``VALUES`` marks of ``rows`` of ``width`` values each."""
-    row = "(" + ",".join("?" * width) + ")"
-    return ",".join(row for _ in rows)
 
 
 # -- applying to tables -----------------------------------------------------
@@ -355,83 +313,11 @@ class UsableProjection:
         pending: dict[Key, dict[str, Any] | None],
         stored: dict[Key, dict[str, Any] | None],
     ) -> None:
-        """Index the saved versions' texts and drop the erased ones' (FTS5):
-        each named memory's document dropped, then the documents of those
-        the batch leaves indexed written, a statement per few hundred
-        memories (a batch save of 1,000 made 2,000 statements).
-
-        Both go in rowid order. FTS5 holds a transaction's new documents in
-        memory until it commits, but only while their rowids rise: a
-        rowid lower than the last one makes it write its pending segment
-        out first. A batch's rows, in the order its events name them, made
-        it write and merge a segment for nearly every memory (925 page
-        writes for a batch of 300 new memories)."""
-        last, held = index_changes(fts, stored)
-        if not last:
-            return
-        for chunk in _chunks(held, 400):
-            # SQLite walks an IN list in order: the rowids come sorted
-            conn.execute(
-                f"WITH k(t, m) AS (VALUES {_marks(chunk, 2)}) DELETE FROM memories_fts WHERE rowid IN "
-                "(SELECT mid FROM k JOIN memories ON tenant = k.t AND memory_id = k.m)",
-                [part for key in chunk for part in key],
-            )
-        indexed = [
-            (key, row["version"])
-            for key, action in last.items()
-            if action == "index" and (row := pending[key]) is not None and row["status"] != "erased"
-        ]
-        insert = "INSERT INTO memories_fts (rowid, summary, content) SELECT m.mid"
-        if self.text_source is stored_texts:
-            # the texts are in this database: SQLite joins them itself,
-            # without a read into Python per memory (as finish_bulk does)
-            try:
-                for chunk in _chunks([key for key, _ in indexed], 400):
-                    conn.execute(
-                        f"WITH k(t, m) AS (VALUES {_marks(chunk, 2)}) {insert}, coalesce({SUMMARY_TEXT}, ''), "
-                        "coalesce(CAST(t.content AS TEXT), '') FROM k JOIN memories m ON m.tenant = k.t "
-                        f"AND m.memory_id = k.m {TEXT_JOIN} ORDER BY m.mid",
-                        [part for key in chunk for part in key],
-                    )
-                return
-            except sqlite3.OperationalError as exc:
-                # a database without a text store (asking first cost three
-                # statements a save): its documents are indexed empty
-                if "no such table: texts" not in str(exc):
-                    raise
-        documents = []
-        for key, version in indexed:
-            texts = self.text_source(conn, *key, version) if self.text_source else None
-            summary, content = texts or (None, None)
-            documents.append((*key, summary or "", content or ""))
-        for chunk in _chunks(documents, 200):
-            conn.execute(
-                f"WITH k(t, m, s, c) AS (VALUES {_marks(chunk, 4)}) {insert}, k.s, k.c FROM k "
-                "JOIN memories m ON m.tenant = k.t AND m.memory_id = k.m ORDER BY m.mid",
-                [part for document in chunk for part in document],
-            )
+        write_documents(conn, self.text_source, fts, pending, stored)
 
     def finish_bulk(self, conn: Connection) -> None:
         self.create_indexes(conn)
-        conn.execute("DELETE FROM memories_fts")
-        if self.text_source is stored_texts and has_table(conn, "texts"):
-            conn.execute(
-                "INSERT INTO memories_fts (rowid, summary, content) "
-                "SELECT m.mid, coalesce(CAST(t.summary AS TEXT), ''), coalesce(CAST(t.content AS TEXT), '') "
-                f"FROM memories m {TEXT_JOIN} WHERE m.status != 'erased' ORDER BY m.mid"
-            )
-        else:
-            rows = conn.execute(
-                "SELECT mid, tenant, memory_id, version FROM memories WHERE status != 'erased' ORDER BY mid"
-            ).fetchall()
-            source = self.text_source
-            conn.executemany(
-                "INSERT INTO memories_fts (rowid, summary, content) VALUES (?,?,?)",
-                [
-                    (mid, *(part or "" for part in ((source(conn, t, m, v) if source else None) or (None, None))))
-                    for mid, t, m, v in rows
-                ],
-            )
+        fill_documents(conn, self.text_source)
 
     def digest_rows(self, conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
         """Comparable content of every table, in key order (no rowids)."""

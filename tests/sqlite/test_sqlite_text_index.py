@@ -12,6 +12,7 @@ from memwarden.projections import purge_text_index, text_index_levels
 from memwarden.projections._text_index import MAX_LEVELS
 
 from ..conftest import Cli, save_memory
+from ..test_save_many import memory
 
 
 def test_repeated_purges_keep_the_text_index_readable(tmp_path: Path) -> None:
@@ -89,14 +90,7 @@ def test_a_batch_writes_the_text_index_in_rowid_order_not_a_segment_per_memory(w
     its documents, and its deletions, in rowid order."""
 
     def item(i: int, word: str) -> dict[str, object]:
-        return {
-            "memory_id": f"m{i}",
-            "kind": "external_fact",
-            "summary": f"요약 {i}",
-            "content": f"{word}{i}z 기억 {i}",
-            "source_url": f"https://example.org/{i}",
-            "scope": {"tenant": f"t{i % 7}", "project": "p1"},
-        }
+        return memory(i, content=f"{word}{i}z 기억 {i}", scope={"tenant": f"t{i % 7}", "project": "p1"})
 
     warden.save_many([item(i, "first") for i in range(200)])
     # new versions of a hundred of them, shuffled among a hundred new memories
