@@ -159,11 +159,20 @@ def test_saves_never_reach_another_tenant_or_agent(live: Server, who: str) -> No
                 params={"tenant": tenant},
                 json={"agent": agent, "key": "MEMORY.md", "content": "attacker"},
             )
+            # the batch checks each item as the single save does: in one
+            # with the caller's own new memory, nothing of it is written
+            batch = c.post("/v1/memories/batch", json={"memories": [{**body, "memory_id": "fresh-one"}, body]})
+            refused = [(e["index"], e["field"], e["error"]) for e in batch.json().get("errors", [])]
             if tenants is not None and tenant not in tenants:
                 assert saved.status_code == 403 and api.status_code == 403
+                assert batch.status_code == 422 and refused == [
+                    (0, "scope.tenant", "ScopeNotAllowed"),
+                    (1, "scope.tenant", "ScopeNotAllowed"),
+                ]
             else:  # its tenant, another agent's memory: the id is taken, the agent not its own
                 assert saved.status_code == 409 and saved.json()["error"] == "id_taken"
                 assert api.status_code == 403
+                assert batch.status_code == 422 and refused == [(1, None, "MemoryIdTaken")]
             assert head(live) == before, (who, tenant, memory_id)
     with live.client("security") as c:
         for tenant, memory_id, _ in TARGETS:
