@@ -253,21 +253,36 @@ class PostgresEventLog(LogReads):
         Inside this thread's write transaction it is that transaction (its
         own writes in view); inside another snapshot, that snapshot.
         """
+        with self.opened_snapshot() as (conn, _):
+            yield conn
+
+    @contextmanager
+    def opened_snapshot(
+        self, opening: Sequence[str] = ()
+    ) -> Iterator[tuple[psycopg.Connection, list[list[tuple[Any, ...]]] | None]]:
+        """``snapshot``, with the rows of each ``opening`` statement (no
+        parameters) read in its first round trip. The rows are None when the
+        snapshot is one already open (a write transaction, an enclosing
+        snapshot): the caller reads there itself."""
         state = self._thread
         if state.writing:
             with self._lock:
-                yield self.conn
+                yield self.conn, None
             return
         if state.reading is not None:
-            yield state.reading
+            yield state.reading, None
             return
         with self._reader() as conn:
-            # one round trip to open it (not BEGIN, then SET TRANSACTION):
-            # every read of the view pays it
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            # one round trip to open it and run what every read of the view
+            # asks first (its position, the policies), as one simple query:
+            # not BEGIN, SET TRANSACTION, then each statement on its own
             state.reading = conn
             try:
-                yield conn
+                cursor = conn.execute("; ".join(("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", *opening)))
+                results: list[list[tuple[Any, ...]]] = []
+                while cursor.nextset():  # the first result is BEGIN's
+                    results.append(cursor.fetchall())
+                yield conn, results
             finally:
                 state.reading = None
                 if not conn.closed:

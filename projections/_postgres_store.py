@@ -30,7 +30,7 @@ from memwarden.events import (
 
 from ._asof import PointView
 from ._postgres_usable import C_TEXT, PostgresProjector, events_after, stored_texts
-from ._postgres_view import PostgresView
+from ._postgres_view import OPENING, PostgresView
 from ._postgres_watch import Claims, LogWatcher, Replica
 from ._runner import CheckResult, Projector
 from ._sqlite_store import private_view
@@ -145,8 +145,8 @@ class PostgresStore:
                 if conn is not None:
                     yield PostgresView(QmarkConnection(conn), self.projector)
                     return
-        with self.log.snapshot() as conn:
-            yield PostgresView(QmarkConnection(conn), self.projector)
+        with self.log.opened_snapshot(OPENING) as (conn, opened):
+            yield PostgresView(QmarkConnection(conn), self.projector, opened)
 
     def _in_transaction(self) -> bool:
         return self.log.writing()

@@ -27,7 +27,7 @@ from memwarden.events import RecordedEvent
 
 from ._fold import STATUSES
 from ._fts_documents import index_changes
-from ._rows import Connection, Key
+from ._rows import VIEW_COLUMNS, Connection, Key
 from ._runner import Backlog, Projection, Projector
 from ._stats import StatsProjection
 from ._usable import UsableProjection
@@ -77,11 +77,20 @@ SCHEMA = (
     DERIVATIONS_EVER.format(text=C_TEXT, rowid=""),
 )
 
+_SCOPE_KEY = ("tenant", "project", "last_seq")
+_CARRIED = ", ".join(f'"{c}"' for c in VIEW_COLUMNS if c not in _SCOPE_KEY)
+
 INDEXES = (
     # the agent query: a tenant's usable memories, newest first
     "CREATE INDEX IF NOT EXISTS memories_usable_by_tenant ON memories (tenant, last_seq) WHERE status = 'usable'",
-    "CREATE INDEX IF NOT EXISTS memories_usable_by_project "
-    "ON memories (tenant, project, last_seq) WHERE status = 'usable'",
+    # Covering, as on SQLite (``_usable_schema``): the query for a project
+    # reads neighbouring index entries (an index-only scan, on the pages
+    # vacuum has marked all-visible) instead of one table page per memory.
+    # At 1M memories: 8 pages a query instead of 103, 267 bytes an entry
+    # instead of 40 (BENCHMARKS.md, postgres).
+    "DROP INDEX IF EXISTS memories_usable_by_project",  # older databases: not covering
+    f"CREATE INDEX IF NOT EXISTS memories_usable_view ON memories (tenant, project, last_seq) INCLUDE ({_CARRIED}) "
+    "WHERE status = 'usable'",
     "CREATE INDEX IF NOT EXISTS memories_by_tenant ON memories (tenant, last_seq)",
     'CREATE INDEX IF NOT EXISTS memories_by_user ON memories ("user") WHERE "user" IS NOT NULL',
     "CREATE INDEX IF NOT EXISTS memories_by_agent ON memories (agent) WHERE agent IS NOT NULL",

@@ -149,9 +149,13 @@ def summaries(
     return found
 
 
+# each policy's current version key (a policy never set is at "1")
+POLICIES = "SELECT policy, version FROM policies"
+
+
 def current_policies(conn: Connection) -> dict[str, str]:
     """Each policy's current version key (a policy never set is at "1")."""
-    return dict(conn.execute("SELECT policy, version FROM policies").fetchall())
+    return dict(conn.execute(POLICIES).fetchall())
 
 
 def retired_version(conn: Connection, policy: str, version: str) -> int | None:

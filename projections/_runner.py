@@ -25,6 +25,8 @@ from ._stats import StatsProjection
 from ._usable import UsableProjection
 
 BATCH = 1000
+# each projection's position: read by every read of the view
+TRACKED = "SELECT name, seq FROM projection_tracking"
 Progress = Callable[[int], None]
 
 
@@ -123,7 +125,11 @@ class Projector:
             projection.create(conn)
 
     def positions(self, conn: Connection) -> dict[str, int]:
-        tracked = dict(conn.execute("SELECT name, seq FROM projection_tracking").fetchall())
+        return self.positions_of(conn.execute(TRACKED).fetchall())
+
+    def positions_of(self, tracked_rows: Iterable[tuple[Any, ...]]) -> dict[str, int]:
+        """Each projection's seq, from the rows ``TRACKED`` selected."""
+        tracked = dict(tracked_rows)
         positions = {p.name: tracked.get(p.name, 0) for p in self.projections}
         for name, seq in positions.items():
             if type(seq) is not int:

@@ -1,0 +1,169 @@
+"""A read of the view on PostgreSQL: what it costs in round trips, and the
+covering index the agent query walks. Every read opens a snapshot and asks
+the view's position and the policies first; those come back with the
+opening, so an agent query is three round trips (open, query, commit), not
+five. The query for a project reads the index alone once vacuum has marked
+the table's pages all-visible, as autovacuum does on any live server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from memwarden.engine import Warden
+from memwarden.events import FrozenClock
+
+
+@contextmanager
+def _statements_of_this_thread() -> Iterator[list[str]]:
+    """Each statement a psycopg connection sends for this thread (reads go
+    through the pool's connections, not the writer's)."""
+    seen: list[str] = []
+    me = threading.get_ident()
+    original = psycopg.Connection.execute
+
+    def recording(self: psycopg.Connection, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if threading.get_ident() == me:
+            seen.append(str(query))
+        return original(self, query, params, **kwargs)
+
+    psycopg.Connection.execute = recording  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        psycopg.Connection.execute = original  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def warden(pg_url: str) -> Iterator[Warden]:
+    w = Warden(pg_url, clock=FrozenClock("2026-01-05T09:00:00Z"))
+    yield w
+    w.close()
+
+
+def _save(w: Warden, i: int, **extra: Any) -> int:
+    return w.save(
+        memory_id=f"m{i}",
+        kind="external_fact",
+        summary=f"요약 {i}",
+        content=f"서울 지사 기록 {i}",
+        source_url=f"https://src.example/{i}",
+        scope={"tenant": "t1", "project": f"p{i % 2}"},
+        ttl="1d",
+        **extra,
+    ).seq
+
+
+def test_an_agent_query_is_three_round_trips_its_position_and_policies_read_as_the_snapshot_opens(
+    warden: Warden,
+) -> None:
+    _save(warden, 1)
+    warden.query(tenant="t1")  # the pool's first connection opens outside the count
+    with _statements_of_this_thread() as seen:
+        views = warden.query(tenant="t1", project="p1", min_seq=1)
+    assert [v.memory_id for v in views] == ["m1"]
+    assert len(seen) == 3, seen
+    opening, query, end = seen
+    assert opening.startswith("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ")
+    assert "projection_tracking" in opening and "FROM policies" in opening
+    assert "FROM memories" in query and "projection_tracking" not in query
+    assert end == "COMMIT"
+
+
+def test_the_opening_reads_the_state_its_own_snapshot_sees(warden: Warden) -> None:
+    """The position and the policies come from the same snapshot as the
+    query: a save and a policy change between two reads are both in the
+    second, and a token past the head is still waited for."""
+    first = _save(warden, 1, policy="retention")
+    assert [v.usable for v in warden.query(tenant="t1", min_seq=first)] == [True]
+    warden.set_policy("retention", 2)  # the memory was checked under version 1
+    second = _save(warden, 2)
+    views = {v.memory_id: v for v in warden.query(tenant="t1", include_unusable=True, min_seq=second)}
+    assert views["m2"].usable
+    assert not views["m1"].usable and views["m1"].reason == "policy_changed"
+    with warden.store.reading() as view:
+        assert view.position() == second
+        assert view.policies() == {"retention": "2"}
+    with pytest.raises(Exception, match="seq"):
+        with warden.reading(min_seq=second + 1, wait=0.1):
+            pass
+
+
+def test_inside_a_write_transaction_a_read_is_that_transactions_own(warden: Warden) -> None:
+    _save(warden, 1)
+    with warden.transaction() as tx, warden.store.reading() as view:
+        assert view.position() == tx.head.seq
+        assert view.policies() == {}
+
+
+def _plan_of(url: str, sql: str, params: list[Any]) -> str:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params).fetchall()
+    return "\n".join(row[0] for row in rows)
+
+
+def test_the_agent_query_for_a_project_reads_the_covering_index_alone(warden: Warden, pg_url: str) -> None:
+    for start in range(0, 2000, 500):
+        warden.save_many(
+            [
+                {
+                    "memory_id": f"m{i}",
+                    "kind": "external_fact",
+                    "summary": f"요약 {i}",
+                    "content": f"서울 지사 기록 {i}",
+                    "source_url": f"https://src.example/{i}",
+                    "scope": {"tenant": f"t{i % 4}", "project": f"p{i % 10}"},
+                    "ttl": "1d",
+                }
+                for i in range(start, start + 500)
+            ]
+        )
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        # what autovacuum does on a live server. The test databases commit
+        # asynchronously, and vacuum marks no page whose rows' commits are
+        # not on disk yet: the WAL writer flushes them within moments.
+        deadline = time.monotonic() + 10
+        while True:
+            conn.execute("VACUUM ANALYZE memories")
+            visible, pages = conn.execute(
+                "SELECT relallvisible, relpages FROM pg_class WHERE relname = 'memories'"
+            ).fetchone()
+            if visible == pages or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    captured: list[tuple[str, list[Any]]] = []
+    original = psycopg.Connection.execute
+
+    def capturing(self: psycopg.Connection, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if "FROM memories m" in str(query):
+            captured.append((str(query), list(params)))
+        return original(self, query, params, **kwargs)
+
+    psycopg.Connection.execute = capturing  # type: ignore[method-assign]
+    try:
+        views = warden.query(tenant="t1", project="p3", limit=20)
+    finally:
+        psycopg.Connection.execute = original  # type: ignore[method-assign]
+    assert len(views) == 20 and all(v.scope["project"] == "p3" and v.usable for v in views)
+    ((sql, params),) = captured
+    plan = _plan_of(pg_url, sql, params)
+    assert "Index Only Scan Backward using memories_usable_view on memories m" in plan, plan
+    assert "Heap Fetches: 0" in plan, plan
+
+
+def test_an_older_store_gets_the_covering_index_in_place_of_the_narrow_one(pg_url: str) -> None:
+    Warden(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP INDEX memories_usable_view")
+        conn.execute(
+            "CREATE INDEX memories_usable_by_project ON memories (tenant, project, last_seq) WHERE status = 'usable'"
+        )
+    Warden(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        names = {name for (name,) in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
+    assert "memories_usable_view" in names and "memories_usable_by_project" not in names
