@@ -312,3 +312,19 @@ def test_expiry_event_then_parent_reverified_restores_children(tree: Warden, clo
     assert tree.get("summary").reason == "expired_evidence"
     tree.verify("evidence")
     assert tree.get("conclusion").usable
+
+
+def test_a_cascade_asks_for_each_depths_children_once(tree: Warden, backend: Backend) -> None:
+    """The walk goes to every depth before it appends: the invalidations it
+    appends are not walked again when they come back to the cascade."""
+    with backend.statements(tree) as seen:
+        result = tree.revoke({"ids": ["evidence"]}, reason="poisoned")
+    asked = [sql for sql in seen if "FROM derivations d JOIN memories m" in sql]
+    # evidence -> summary, summary -> conclusion, conclusion -> nothing
+    assert len(asked) == 3, asked
+    assert result.cascaded == 2
+    assert reasons(tree) == {
+        "evidence": (False, "revoked"),
+        "summary": (False, "derived_from_unusable"),
+        "conclusion": (False, "derived_from_unusable"),
+    }
