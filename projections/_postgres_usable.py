@@ -27,11 +27,11 @@ from memwarden.events import RecordedEvent
 
 from ._fold import STATUSES
 from ._fts_documents import index_changes
-from ._rows import VIEW_COLUMNS, Connection, Key
+from ._rows import Connection, Key
 from ._runner import Backlog, Projection, Projector
 from ._stats import StatsProjection
 from ._usable import UsableProjection
-from ._usable_schema import DERIVATIONS_EVER, RECHECK
+from ._usable_schema import CARRIED, DERIVATIONS_EVER, RECHECK, SCOPE_KEY
 
 C_TEXT = 'text COLLATE "C"'
 
@@ -77,8 +77,8 @@ SCHEMA = (
     DERIVATIONS_EVER.format(text=C_TEXT, rowid=""),
 )
 
-_SCOPE_KEY = ("tenant", "project", "last_seq")
-_CARRIED = ", ".join(f'"{c}"' for c in VIEW_COLUMNS if c not in _SCOPE_KEY)
+
+_QUOTED_CARRIED = ", ".join(f'"{c}"' for c in CARRIED)
 
 INDEXES = (
     # the agent query: a tenant's usable memories, newest first
@@ -89,8 +89,8 @@ INDEXES = (
     # At 1M memories: 8 pages a query instead of 103, 267 bytes an entry
     # instead of 40 (BENCHMARKS.md, postgres).
     "DROP INDEX IF EXISTS memories_usable_by_project",  # older databases: not covering
-    f"CREATE INDEX IF NOT EXISTS memories_usable_view ON memories (tenant, project, last_seq) INCLUDE ({_CARRIED}) "
-    "WHERE status = 'usable'",
+    f"CREATE INDEX IF NOT EXISTS memories_usable_view ON memories ({', '.join(SCOPE_KEY)}) "
+    f"INCLUDE ({_QUOTED_CARRIED}) WHERE status = 'usable'",
     "CREATE INDEX IF NOT EXISTS memories_by_tenant ON memories (tenant, last_seq)",
     'CREATE INDEX IF NOT EXISTS memories_by_user ON memories ("user") WHERE "user" IS NOT NULL',
     "CREATE INDEX IF NOT EXISTS memories_by_agent ON memories (agent) WHERE agent IS NOT NULL",

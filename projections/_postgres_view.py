@@ -39,7 +39,7 @@ class PostgresView(SQLView):
     def position(self) -> int:
         if self._opened is None:
             return super().position()
-        return min(self._projector.positions_of(self._opened[0]).values(), default=0)
+        return self._projector.position_of(self._opened[0])
 
     def policies(self) -> dict[str, str]:
         if self._opened is None:

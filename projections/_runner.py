@@ -138,7 +138,11 @@ class Projector:
 
     def position(self, conn: Connection) -> int:
         """The seq every projection has applied (the view's freshness)."""
-        return min(self.positions(conn).values(), default=0)
+        return self.position_of(conn.execute(TRACKED).fetchall())
+
+    def position_of(self, tracked_rows: Iterable[tuple[Any, ...]]) -> int:
+        """``position``, from the rows ``TRACKED`` selected."""
+        return min(self.positions_of(tracked_rows).values(), default=0)
 
     def revocations(self, conn: Connection, tenant: str | None = None) -> list[dict[str, Any]]:
         """Every revocation (or those that may cover ``tenant``), oldest

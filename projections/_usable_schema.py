@@ -71,8 +71,11 @@ SCHEMA = [
 # writes (what IN cost a cascade: BENCHMARKS.md, "Choices in the code").
 RECHECK = "(status = 'expired' OR status = 'unknown' OR status = 'invalidated')"
 
-_SCOPE_KEY = ("tenant", "project", "last_seq")
-_VIEW_KEY = ", ".join(f'"{c}"' for c in _SCOPE_KEY + tuple(c for c in VIEW_COLUMNS if c not in _SCOPE_KEY))
+# the agent query's key in the covering index of either backend; the index
+# carries the view's other columns after it
+SCOPE_KEY = ("tenant", "project", "last_seq")
+CARRIED = tuple(c for c in VIEW_COLUMNS if c not in SCOPE_KEY)
+_VIEW_KEY = ", ".join(f'"{c}"' for c in SCOPE_KEY + CARRIED)
 
 INDEXES = [
     # The agent query reads usable memories only, newest first. Partial

@@ -20,16 +20,16 @@ from memwarden.events import FrozenClock
 
 
 @contextmanager
-def _statements_of_this_thread() -> Iterator[list[str]]:
-    """Each statement a psycopg connection sends for this thread (reads go
-    through the pool's connections, not the writer's)."""
-    seen: list[str] = []
+def _statements_of_this_thread() -> Iterator[list[tuple[str, Any]]]:
+    """Each statement (and its parameters) a psycopg connection sends for
+    this thread (reads go through the pool's connections, not the writer's)."""
+    seen: list[tuple[str, Any]] = []
     me = threading.get_ident()
     original = psycopg.Connection.execute
 
     def recording(self: psycopg.Connection, query: Any, params: Any = None, **kwargs: Any) -> Any:
         if threading.get_ident() == me:
-            seen.append(str(query))
+            seen.append((str(query), params))
         return original(self, query, params, **kwargs)
 
     psycopg.Connection.execute = recording  # type: ignore[method-assign]
@@ -68,7 +68,7 @@ def test_an_agent_query_is_three_round_trips_its_position_and_policies_read_as_t
         views = warden.query(tenant="t1", project="p1", min_seq=1)
     assert [v.memory_id for v in views] == ["m1"]
     assert len(seen) == 3, seen
-    opening, query, end = seen
+    opening, query, end = (sql for sql, _ in seen)
     assert opening.startswith("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ")
     assert "projection_tracking" in opening and "FROM policies" in opening
     assert "FROM memories" in query and "projection_tracking" not in query
@@ -136,22 +136,11 @@ def test_the_agent_query_for_a_project_reads_the_covering_index_alone(warden: Wa
             if visible == pages or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-    captured: list[tuple[str, list[Any]]] = []
-    original = psycopg.Connection.execute
-
-    def capturing(self: psycopg.Connection, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        if "FROM memories m" in str(query):
-            captured.append((str(query), list(params)))
-        return original(self, query, params, **kwargs)
-
-    psycopg.Connection.execute = capturing  # type: ignore[method-assign]
-    try:
+    with _statements_of_this_thread() as seen:
         views = warden.query(tenant="t1", project="p3", limit=20)
-    finally:
-        psycopg.Connection.execute = original  # type: ignore[method-assign]
     assert len(views) == 20 and all(v.scope["project"] == "p3" and v.usable for v in views)
-    ((sql, params),) = captured
-    plan = _plan_of(pg_url, sql, params)
+    ((sql, params),) = [(sql, params) for sql, params in seen if "FROM memories m" in sql]
+    plan = _plan_of(pg_url, sql, list(params))
     assert "Index Only Scan Backward using memories_usable_view on memories m" in plan, plan
     assert "Heap Fetches: 0" in plan, plan
 
