@@ -88,7 +88,6 @@ INDEXES = (
     # vacuum has marked all-visible) instead of one table page per memory.
     # At 1M memories: 8 pages a query instead of 103, 267 bytes an entry
     # instead of 40 (BENCHMARKS.md, postgres).
-    "DROP INDEX IF EXISTS memories_usable_by_project",  # older databases: not covering
     f"CREATE INDEX IF NOT EXISTS memories_usable_view ON memories ({', '.join(SCOPE_KEY)}) "
     f"INCLUDE ({_QUOTED_CARRIED}) WHERE status = 'usable'",
     "CREATE INDEX IF NOT EXISTS memories_by_tenant ON memories (tenant, last_seq)",
@@ -103,6 +102,25 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS revocations_by_seq ON revocations (seq)",
     "CREATE INDEX IF NOT EXISTS memories_search_words ON memories_search USING gin (doc)",
 )
+
+# indexes an older version made and this one no more reads: dropped (by
+# ``PostgresStore``, concurrently) once what replaces them is valid
+RETIRED_INDEXES = ("memories_usable_by_project",)  # not covering
+
+_CREATE = re.compile(r"CREATE INDEX IF NOT EXISTS (\w+) ON (\w+) ")
+
+
+def index_names(statement: str) -> tuple[str, str]:
+    """(index, table) of one of ``INDEXES``."""
+    found = _CREATE.match(statement)
+    assert found is not None, statement
+    return found[1], found[2]
+
+
+def concurrently(statement: str) -> str:
+    """One of ``INDEXES`` as a build that lets writes go on beside it."""
+    return statement.replace("CREATE INDEX IF NOT EXISTS", "CREATE INDEX CONCURRENTLY IF NOT EXISTS", 1)
+
 
 TABLES = (
     "memories_search",
@@ -218,8 +236,19 @@ class PostgresUsableProjection(UsableProjection):
             self.create_indexes(conn)
 
     def create_indexes(self, conn: Connection) -> None:
-        for statement in INDEXES:
-            conn.execute(statement)
+        # only the missing ones: CREATE INDEX takes its table's SHARE lock
+        # before it finds the name taken, and would wait, head lock held,
+        # for another process's concurrent build (PostgresStore._build_indexes)
+        names = [index_names(statement)[0] for statement in INDEXES]
+        missing = {
+            index
+            for (index,) in conn.execute(
+                "SELECT i FROM unnest(CAST(? AS text[])) AS u(i) WHERE to_regclass(i) IS NULL", (names,)
+            ).fetchall()
+        }
+        for index, statement in zip(names, INDEXES, strict=True):
+            if index in missing:
+                conn.execute(statement)
 
     def drop(self, conn: Connection) -> None:
         for table in TABLES:

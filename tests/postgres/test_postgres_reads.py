@@ -7,10 +7,8 @@ the table's pages all-visible, as autovacuum does on any live server."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -18,25 +16,7 @@ import pytest
 from memwarden.engine import Warden
 from memwarden.events import FrozenClock
 
-
-@contextmanager
-def _statements_of_this_thread() -> Iterator[list[tuple[str, Any]]]:
-    """Each statement (and its parameters) a psycopg connection sends for
-    this thread (reads go through the pool's connections, not the writer's)."""
-    seen: list[tuple[str, Any]] = []
-    me = threading.get_ident()
-    original = psycopg.Connection.execute
-
-    def recording(self: psycopg.Connection, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        if threading.get_ident() == me:
-            seen.append((str(query), params))
-        return original(self, query, params, **kwargs)
-
-    psycopg.Connection.execute = recording  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        psycopg.Connection.execute = original  # type: ignore[method-assign]
+from .statements import recorded_statements
 
 
 @pytest.fixture
@@ -64,11 +44,11 @@ def test_an_agent_query_is_three_round_trips_its_position_and_policies_read_as_t
 ) -> None:
     _save(warden, 1)
     warden.query(tenant="t1")  # the pool's first connection opens outside the count
-    with _statements_of_this_thread() as seen:
+    with recorded_statements() as seen:
         views = warden.query(tenant="t1", project="p1", min_seq=1)
     assert [v.memory_id for v in views] == ["m1"]
     assert len(seen) == 3, seen
-    opening, query, end = (sql for sql, _ in seen)
+    opening, query, end = (sql for sql, *_ in seen)
     assert opening.startswith("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ")
     assert "projection_tracking" in opening and "FROM policies" in opening
     assert "FROM memories" in query and "projection_tracking" not in query
@@ -136,23 +116,10 @@ def test_the_agent_query_for_a_project_reads_the_covering_index_alone(warden: Wa
             if visible == pages or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-    with _statements_of_this_thread() as seen:
+    with recorded_statements() as seen:
         views = warden.query(tenant="t1", project="p3", limit=20)
     assert len(views) == 20 and all(v.scope["project"] == "p3" and v.usable for v in views)
-    ((sql, params),) = [(sql, params) for sql, params in seen if "FROM memories m" in sql]
+    ((sql, params),) = [(sql, params) for sql, params, _ in seen if "FROM memories m" in sql]
     plan = _plan_of(pg_url, sql, list(params))
     assert "Index Only Scan Backward using memories_usable_view on memories m" in plan, plan
     assert "Heap Fetches: 0" in plan, plan
-
-
-def test_an_older_store_gets_the_covering_index_in_place_of_the_narrow_one(pg_url: str) -> None:
-    Warden(pg_url).close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("DROP INDEX memories_usable_view")
-        conn.execute(
-            "CREATE INDEX memories_usable_by_project ON memories (tenant, project, last_seq) WHERE status = 'usable'"
-        )
-    Warden(pg_url).close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        names = {name for (name,) in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
-    assert "memories_usable_view" in names and "memories_usable_by_project" not in names
