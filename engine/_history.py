@@ -168,8 +168,13 @@ def import_log(warden: Core, path: str | Path, *, progress: Callable[[int], None
     _, checksums = verify_export(path, texts=False)
     written = 0
     with warden.transaction() as tx:
-        for texts in read_texts(path, checksums):
-            tx.texts.put(*texts)
+        texts: list[Any] = []
+        for version_texts in read_texts(path, checksums):
+            texts.append(version_texts)
+            if len(texts) >= 5000:
+                tx.texts.put_many(texts)  # one statement: on a server, not a round trip a text
+                texts = []
+        tx.texts.put_many(texts)
         batch: list[Any] = []
         for record in read_verified(path):
             batch.append(record)

@@ -131,13 +131,14 @@ def import_records(warden: Core, path: str | Path, *, progress: Callable[[int], 
         if adoptions:
             tx.append(adoptions)
         revocations = tx.view.revocations()
+        versions: dict[tuple[str, str], dict[str, Any] | None] = {}
         for number, record, digest in records:
             tick(1)
             event_id = f"rec_{digest[:40]}"
             if tx.holds(event_id):
                 skipped += 1  # this very record was imported before
                 continue
-            refusal = _refusal(tx.view, record, revocations)
+            refusal = _refusal(tx.view, record, revocations, versions)
             if refusal is not None:
                 refused.append({"line": number, "memory_id": record.memory_id, **refusal})
                 continue
@@ -182,12 +183,20 @@ def _adoptions(view: ViewReader, records: list[Line]) -> Iterator[Any]:
             yield event
 
 
-def _refusal(view: ViewReader, record: MemoryRecord, revocations: list[dict[str, Any]]) -> dict[str, Any] | None:
-    if not is_retired(view, record.policy, record.revocation_version):
-        try:
-            adopt(view, record.policy, record.revocation_version, actor="import")
-        except InvalidInput as exc:
-            return {"reason": "policy_version", "detail": exc.problem}
+def _refusal(
+    view: ViewReader,
+    record: MemoryRecord,
+    revocations: list[dict[str, Any]],
+    versions: dict[tuple[str, str], dict[str, Any] | None],
+) -> dict[str, Any] | None:
+    # the policies stand still once the file's adoptions are appended: each
+    # (policy, version) is judged once an import, not once a record (four
+    # reads each, round trips on a server)
+    key = (record.policy, version_key(record.revocation_version))
+    if key not in versions:
+        versions[key] = _version_refusal(view, record)
+    if versions[key] is not None:
+        return versions[key]
     candidate = {
         "memory_id": record.memory_id,
         "kind": record.kind,
@@ -196,6 +205,15 @@ def _refusal(view: ViewReader, record: MemoryRecord, revocations: list[dict[str,
     }
     blocking = blocking_revocation(revocations, {**candidate, "fetched_at": format_ts(record.fetched_at)})
     return None if blocking is None else {"reason": "revoked", "revocation_id": blocking["revocation_id"]}
+
+
+def _version_refusal(view: ViewReader, record: MemoryRecord) -> dict[str, Any] | None:
+    if not is_retired(view, record.policy, record.revocation_version):
+        try:
+            adopt(view, record.policy, record.revocation_version, actor="import")
+        except InvalidInput as exc:
+            return {"reason": "policy_version", "detail": exc.problem}
+    return None
 
 
 def _append(warden: Core, tx: Write, record: MemoryRecord, event_id: str, where: str, version: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
 from ._errors import (
     DATABASE_ERRORS,
+    SERVER_ERRORS,
     EventIdReused,
     EventRowDamaged,
     LogDamaged,
@@ -68,6 +69,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "GENESIS_HASH",
+    "SERVER_ERRORS",
     "SUMMARY_TEXT",
     "TEXT_JOIN",
     "UTC",

@@ -15,6 +15,9 @@ else:
 # failing disk, a server gone): the faces catch these without knowing the
 # backend.
 DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError, *_POSTGRES_ERRORS)
+# those of them a database server raises, each naming its own cause (a lock
+# timeout, a dropped connection), where SQLite's mean a damaged file
+SERVER_ERRORS: tuple[type[Exception], ...] = _POSTGRES_ERRORS
 
 
 class EventIdReused(ValueError):

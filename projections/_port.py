@@ -197,8 +197,11 @@ def open_store(url: str | Path, *, clock: Clock, read_url: str | None = None, **
         try:
             return PostgresStore(str(url), clock=clock, read_url=read_url, **options)
         except psycopg.OperationalError as exc:
-            # a server that refuses or a database that is not there: the URL
-            # is what to fix (its password never printed)
+            if exc.sqlstate is not None:
+                raise  # the server answered (a lock timeout, say): not the URL's fault
+            # a server that refuses or a database that is not there (libpq
+            # gives these no SQLSTATE): the URL is what to fix (its password
+            # never printed)
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UnknownBackend(redacted(str(url)), f"cannot connect to PostgreSQL: {reason}") from None
     raise UnknownBackend(str(url), f"no backend for {scheme!r} URLs (a file path or sqlite:/// is SQLite)")

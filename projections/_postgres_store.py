@@ -70,6 +70,22 @@ BACKOFF_SCHEMA = f"""CREATE TABLE IF NOT EXISTS host_backoff (
 )"""
 
 
+def _index_work(conn: Any) -> tuple[dict[str, bool | None], list[str]]:
+    """What ``PostgresStore._build_indexes`` has to do, in one statement:
+    each of ``INDEXES`` whose table exists and which is missing (None) or
+    invalid (False), and each of ``RETIRED_INDEXES`` still there."""
+    names = [index_names(statement) for statement in INDEXES] + [(index, "") for index in RETIRED_INDEXES]
+    rows = conn.execute(
+        "SELECT i, t, to_regclass(nullif(t, '')) IS NOT NULL, "
+        "(SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(i)) "
+        "FROM unnest(%s::text[], %s::text[]) AS u(i, t)",
+        ([i for i, _ in names], [t for _, t in names]),
+    ).fetchall()
+    to_build = {index: valid for index, table, has_table, valid in rows if table and has_table and not valid}
+    retired = [index for index, table, _, valid in rows if not table and valid is not None]
+    return to_build, retired
+
+
 class PostgresStore:
     """The log, the texts and the usable view in one PostgreSQL database."""
 
@@ -110,49 +126,32 @@ class PostgresStore:
     def _build_indexes(self) -> None:
         """Build the indexes this version adds to a view that already holds
         rows with ``CREATE INDEX CONCURRENTLY``, before the install takes the
-        head lock: the processes still running the older version go on
-        appending meanwhile (the covering index took 3.6 s at 1M under the
-        lock, every writer of every node waiting). One process builds, under
-        a claim; another finds the index there, still being built, and the
-        install's ``IF NOT EXISTS`` leaves it to the builder. An index left
-        invalid by a build that died is dropped and built again by the next
-        process to hold the claim. Indexes this version no more reads go
-        once their replacements are valid. A new database has no table yet:
-        the install creates its indexes with its tables."""
-        names = [index_names(statement) for statement in INDEXES]
+        head lock, so the processes still on the older version go on
+        appending meanwhile (under the lock, the covering index kept every
+        writer of every node waiting 3.6 s at 1M). One process builds, under
+        a claim; one opening beside it finds the index's name taken and
+        leaves it to the builder. An index a dead build left invalid is
+        dropped and built again by the next process to hold the claim; an
+        index this version no longer reads goes once its replacements are
+        valid. A new database has no table yet: the install creates the
+        indexes with the tables."""
+        statements = {index_names(statement)[0]: statement for statement in INDEXES}
         with self.log.side_connection() as conn:
-            if not self._indexes_to_build(conn, names) and not self._retired(conn):
+            if _index_work(conn) == ({}, []):
                 return
             with self.claims.claim("memwarden index build") as mine:
                 if not mine:
                     return
-                for index, valid in self._indexes_to_build(conn, names).items():
-                    if valid is False:  # a build that died: its index takes writes but answers nothing
+                to_build, retired = _index_work(conn)
+                for index, valid in to_build.items():
+                    if valid is False:  # a dead build's: it takes writes and answers nothing
                         conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
                     started = time.monotonic()
                     log.info("index_building", index=index)
-                    conn.execute(concurrently(INDEXES[[n for n, _ in names].index(index)]))
+                    conn.execute(concurrently(statements[index]))
                     log.info("index_built", index=index, seconds=round(time.monotonic() - started, 3))
-                for index in self._retired(conn):
+                for index in retired:
                     conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
-
-    @staticmethod
-    def _indexes_to_build(conn: Any, names: list[tuple[str, str]]) -> dict[str, bool | None]:
-        """Each index of ``names`` whose table exists and which is missing
-        (None) or invalid (False)."""
-        rows = conn.execute(
-            "SELECT i, (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(i)) "
-            "FROM unnest(%s::text[], %s::text[]) AS u(i, t) WHERE to_regclass(t) IS NOT NULL",
-            ([i for i, _ in names], [t for _, t in names]),
-        ).fetchall()
-        return {index: valid for index, valid in rows if not valid}
-
-    @staticmethod
-    def _retired(conn: Any) -> list[str]:
-        rows = conn.execute(
-            "SELECT i FROM unnest(%s::text[]) AS u(i) WHERE to_regclass(i) IS NOT NULL", (list(RETIRED_INDEXES),)
-        ).fetchall()
-        return [index for (index,) in rows]
 
     def close(self) -> None:
         if self.replica is not None:

@@ -20,7 +20,7 @@ from memwarden.engine import (
     Warden,
     configure_logging,
 )
-from memwarden.events import DATABASE_ERRORS, LogDamaged, LogDiverged, StorageError, canonical_json
+from memwarden.events import DATABASE_ERRORS, SERVER_ERRORS, LogDamaged, LogDiverged, StorageError, canonical_json
 
 
 class Answer(Exception):
@@ -56,7 +56,8 @@ class Group(click.Group):
         except StorageError as exc:
             _refuse(ctx, 2, "storage", f"storage: {exc}", "db")
         except DATABASE_ERRORS as exc:
-            _refuse(ctx, 2, "database", f"database: {exc} (is the file damaged? run 'memwarden audit verify')", "db")
+            hint = "" if isinstance(exc, SERVER_ERRORS) else " (is the file damaged? run 'memwarden audit verify')"
+            _refuse(ctx, 2, "database", f"database: {exc}{hint}", "db")
 
 
 def _refuse(

@@ -12,9 +12,11 @@ import time
 from typing import Any
 
 import psycopg
+import pytest
 from memwarden.engine import Warden
 from memwarden.projections._postgres_watch import Claims
 
+from ..conftest import Cli
 from .statements import recorded_statements
 
 COVERING = "memories_usable_view"
@@ -169,3 +171,20 @@ def test_a_process_opening_beside_a_build_in_progress_does_not_wait_for_it(pg_ur
         builder.rollback()
         builder.close()
         claims.close()
+
+
+def test_a_lock_timeout_while_opening_is_named_as_one_not_as_an_unreachable_server(pg_url: str) -> None:
+    Warden(pg_url).close()
+    writer = psycopg.connect(pg_url)
+    writer.execute("SELECT seq FROM log_head FOR UPDATE")  # another node's write in progress
+    waiting = f"{pg_url}?options=-c%20lock_timeout%3D200"
+    try:
+        with pytest.raises(psycopg.errors.LockNotAvailable, match="lock timeout"):
+            Warden(waiting)
+        result = Cli(waiting)("query", "--tenant", "t1", "--json")
+        assert result.exit_code == 2, result.output
+        assert "lock timeout" in result.stderr
+        assert "cannot connect" not in result.stderr and "file damaged" not in result.stderr
+    finally:
+        writer.rollback()
+        writer.close()
