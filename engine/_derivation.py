@@ -75,6 +75,19 @@ class Judge:
             self._rows[key] = self.view.row(tenant, memory_id)
         return self._rows[key]
 
+    def refresh(self, tenant: str, memory_id: str) -> None:
+        """Read a memory again and decide it anew from its parents as
+        decided: after a write changed it, its children are judged from
+        its new state."""
+        key = (tenant, memory_id)
+        row = self._rows[key] = self.view.row(tenant, memory_id)
+        self._decisions.pop(key, None)
+        if row is not None:
+            self.parents(row)
+            self._decisions[key] = decide(
+                row, now=self.now, policy_version=in_force(self.policies, row["policy"]), parents=self._states(row)
+            )
+
     def parents(self, row: dict[str, Any]) -> list[ParentState]:
         """The gate's view of ``row``'s evidence, each parent decided."""
         for ref in parent_refs(row["memory_id"], row["derived_from"]):

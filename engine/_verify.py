@@ -15,7 +15,7 @@ from memwarden.events import (
     format_ts,
     parse_ts,
 )
-from memwarden.projections import EVERYONE, SCOPE_COLUMNS, TERMINAL, Access, parent_refs
+from memwarden.projections import EVERYONE, SCOPE_COLUMNS, TERMINAL, Access, Write, parent_refs
 
 from ._core import Core
 from ._derivation import Judge, deepest_first
@@ -157,24 +157,42 @@ def _verify_source(warden: Core, row: dict[str, Any], *, accept: bool) -> Verify
 def _verify_derived(warden: Core, row: dict[str, Any], *, access: Access) -> VerifyResult:
     """A derived memory is re-checked from its evidence: each memory it
     rests on, at any depth, is verified first (against its own source, or
-    re-issued from its own evidence), each once, deepest first; only if every
-    parent then comes back usable and unchanged is this memory re-issued
-    with new times. A parent whose content changed is invalidated, and the
-    cascade takes this memory with it: it is never silently kept. Evidence
-    the caller may not see is not checked."""
+    re-issued from its own evidence), each once; only if every parent then
+    comes back usable and unchanged is this memory re-issued with new
+    times. A parent whose content changed is invalidated, and the cascade
+    takes this memory with it: it is never silently kept. Evidence the
+    caller may not see is not checked.
+
+    The sources are fetched first, each in a transaction of its own (no
+    lock is held across a fetch). The derived memories are then re-issued
+    in one transaction, deepest first, with one ``Judge``: each re-issue
+    updates that memory's decision, so its children are judged from their
+    parents' new state without judging the whole chain again (a chain of
+    N memories costs N decisions, not N squared)."""
     outcomes: dict[str, str] = {}
+    derived: list[dict[str, Any]] = []
     for evidence in _evidence_of(warden, row, access):
         if evidence["status"] in TERMINAL:
             outcomes[evidence["memory_id"]] = _refused(evidence).outcome
         elif _is_derived(evidence):
-            outcomes[evidence["memory_id"]] = _reissue(warden, evidence, []).outcome
+            derived.append(evidence)
         else:  # a parent is re-verified, never updated, on a child's behalf
             outcomes[evidence["memory_id"]] = _verify_source(warden, evidence, accept=False).outcome
-    direct = [
-        (ref["memory_id"], outcomes.get(ref["memory_id"], "not_checked"))
+    now = warden.clock.now()
+    with warden.transaction() as tx:
+        judge = Judge(tx.view, format_ts(now), tx.view.policies())
+        for evidence in derived:
+            outcomes[evidence["memory_id"]] = _reissue(tx, judge, evidence, now).outcome
+        result = _reissue(tx, judge, row, now)
+    if result.outcome != "verified":
+        return result
+    detail = ", ".join(
+        f"{ref['memory_id']}: {outcomes.get(ref['memory_id'], 'not_checked')}"
         for ref in parent_refs(row["memory_id"], row["derived_from"])
-    ]
-    return _reissue(warden, row, direct)
+    )
+    return VerifyResult(
+        row["memory_id"], "verified", f"re-issued from its evidence ({detail})", result.seq, row["tenant"]
+    )
 
 
 def _evidence_of(warden: Core, row: dict[str, Any], access: Access) -> list[dict[str, Any]]:
@@ -195,43 +213,38 @@ def _evidence_of(warden: Core, row: dict[str, Any], access: Access) -> list[dict
         return deepest_first(row, parents_of, lambda r: r["memory_id"])[:-1]  # the last is row itself
 
 
-def _reissue(warden: Core, row: dict[str, Any], outcomes: list[tuple[str, str]]) -> VerifyResult:
+def _reissue(tx: Write, judge: Judge, row: dict[str, Any], now: datetime) -> VerifyResult:
+    """Re-issue ``row`` with new times if every parent is usable and
+    unchanged now; then ``judge`` holds its new state for its children."""
     memory_id, tenant = row["memory_id"], row["tenant"]
-    now = warden.clock.now()
-    with warden.transaction() as tx:
-        current = tx.view.row(tenant, memory_id)
-        if current is None or current["version"] != row["version"] or current["status"] in TERMINAL:
-            return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified", None, tenant)
-        judge = Judge(tx.view, format_ts(now), tx.view.policies())
-        parents = judge.parents(current)
-        broken = next((p for p in parents if p.current != p.wanted or not (p.decision and p.decision.usable)), None)
-        if broken is not None:
-            why = (
-                "changed"
-                if broken.current != broken.wanted
-                else (broken.decision.reason if broken.decision else "missing")
+    current = judge.row(tenant, memory_id)
+    if current is None or current["version"] != row["version"] or current["status"] in TERMINAL:
+        return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified", None, tenant)
+    parents = judge.parents(current)
+    broken = next((p for p in parents if p.current != p.wanted or not (p.decision and p.decision.usable)), None)
+    if broken is not None:
+        why = (
+            "changed" if broken.current != broken.wanted else (broken.decision.reason if broken.decision else "missing")
+        )
+        return VerifyResult(memory_id, "evidence_unusable", f"parent {broken.memory_id}: {why}", tx.head.seq, tenant)
+    seq = tx.append(
+        [
+            MemoryVerified(
+                tenant=tenant,
+                memory_id=memory_id,
+                version=row["version"],
+                content_checksum=row["checksum"],
+                fetched_at=now,
+                verified_at=now,
+                expires_at=_renewed_expiry(row, now),
+                revocation_version=version_of(tx.view, row["policy"]),
+                after_expiry=row["expires_at"] is not None and row["expires_at"] <= format_ts(now),
+                actor="memwarden",
             )
-            return VerifyResult(
-                memory_id, "evidence_unusable", f"parent {broken.memory_id}: {why}", tx.head.seq, tenant
-            )
-        seq = tx.append(
-            [
-                MemoryVerified(
-                    tenant=tenant,
-                    memory_id=memory_id,
-                    version=row["version"],
-                    content_checksum=row["checksum"],
-                    fetched_at=now,
-                    verified_at=now,
-                    expires_at=_renewed_expiry(row, now),
-                    revocation_version=version_of(tx.view, row["policy"]),
-                    after_expiry=row["expires_at"] is not None and row["expires_at"] <= format_ts(now),
-                    actor="memwarden",
-                )
-            ]
-        )[0]
-    detail = ", ".join(f"{m}: {o}" for m, o in outcomes)
-    return VerifyResult(memory_id, "verified", f"re-issued from its evidence ({detail})", seq, tenant)
+        ]
+    )[0]
+    judge.refresh(tenant, memory_id)
+    return VerifyResult(memory_id, "verified", "re-issued from its evidence", seq, tenant)
 
 
 def _renewed_expiry(row: dict[str, Any], now: datetime) -> datetime | None:

@@ -151,6 +151,48 @@ def test_verify_takes_shared_evidence_first_whatever_order_it_is_named_in(tree: 
     assert tree.get("verdict").usable
 
 
+def test_verifying_a_chain_decides_each_memory_a_bounded_number_of_times(
+    warden: Warden, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Re-issuing a chain judges each child from its parents' new state: the
+    gate's decisions grow with the chain's length, not with its square (a
+    chain of 1,200 took 29 s to verify on PostgreSQL when each re-issue
+    judged the whole chain below it again)."""
+    import memwarden.engine._derivation as derivation
+
+    decided = 0
+    original = derivation.decide
+
+    def counting(*args: object, **kwargs: object) -> object:
+        nonlocal decided
+        decided += 1
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    warden.fetchers.register("same", lambda row: f"c{row['memory_id']}")
+    counts = {}
+    for length in (20, 80):
+        for n in range(length):
+            warden.save(
+                memory_id=f"L{length}-{n}",
+                kind="permission",
+                summary="s",
+                content=f"cL{length}-{n}",
+                source_url="callable:same",
+                scope={"tenant": "acme"},
+                derived_from=[f"L{length}-{n - 1}"] if n else (),
+                ttl="1h",
+            )
+        clock.advance("2h")  # the whole chain past its expiry
+        monkeypatch.setattr(derivation, "decide", counting)
+        decided = 0
+        result = warden.verify(f"L{length}-{length - 1}")
+        counts[length] = decided
+        monkeypatch.setattr(derivation, "decide", original)
+        assert result.outcome == "verified", result
+        assert all(warden.get(f"L{length}-{n}").usable for n in range(length))
+    assert counts[80] <= 4 * counts[20] + 8, counts
+
+
 def test_verify_with_changed_evidence_never_keeps_the_summary(tree: Warden) -> None:
     tree.evidence_file.write_text("다른 내용", encoding="utf-8")  # type: ignore[attr-defined]
     result = tree.verify("conclusion")
