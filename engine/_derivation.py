@@ -83,10 +83,7 @@ class Judge:
         row = self._rows[key] = self.view.row(tenant, memory_id)
         self._decisions.pop(key, None)
         if row is not None:
-            self.parents(row)
-            self._decisions[key] = decide(
-                row, now=self.now, policy_version=in_force(self.policies, row["policy"]), parents=self._states(row)
-            )
+            self._decisions[key] = self._decided(row, self.parents(row))
 
     def parents(self, row: dict[str, Any]) -> list[ParentState]:
         """The gate's view of ``row``'s evidence, each parent decided."""
@@ -139,9 +136,10 @@ class Judge:
             return
         self._prefetch(root)
         for row in deepest_first(root, undecided_parents, _key):
-            self._decisions[_key(row)] = decide(
-                row, now=self.now, policy_version=in_force(self.policies, row["policy"]), parents=self._states(row)
-            )
+            self._decisions[_key(row)] = self._decided(row, self._states(row))
+
+    def _decided(self, row: dict[str, Any], parents: list[ParentState]) -> Decision:
+        return decide(row, now=self.now, policy_version=in_force(self.policies, row["policy"]), parents=parents)
 
     def _prefetch(self, root: dict[str, Any]) -> None:
         """Every row under ``root``'s evidence in two statements (the walk,
