@@ -12,7 +12,7 @@ from typing import Any, Self
 
 import structlog
 from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts
-from memwarden.projections import EVERYONE, Access, Store, Texts, ViewReader, Write, open_store
+from memwarden.projections import EVERYONE, Access, AgentPage, Evidence, Store, Texts, ViewReader, Write, open_store
 
 from ._collector import collector_paused
 from ._derivation import cascade
@@ -102,9 +102,19 @@ class Core:
                 if min_seq is None or have >= min_seq:
                     yield view
                     return
-            if time.monotonic() >= deadline:
-                raise StaleView(have, min_seq)
-            time.sleep(0.02)
+            _wait_until(deadline, have, min_seq)
+
+    def agent_page(
+        self, min_seq: int | None, query: dict[str, Any], evidence: Evidence, wait: float = 2.0
+    ) -> AgentPage:
+        """A page of the agent query read in one state of a view that has
+        applied at least ``min_seq`` (the store's ``agent_page``)."""
+        deadline = time.monotonic() + wait
+        while True:
+            page = self.store.agent_page(min_seq or 0, query, evidence)
+            if min_seq is None or page.position >= min_seq:
+                return page
+            _wait_until(deadline, page.position, min_seq)
 
     def wait_for_events(self, after_seq: int, timeout: float) -> int:
         """Wait until the log holds an event after ``after_seq`` (appended by
@@ -134,3 +144,10 @@ class Core:
         if len(found) > 1:
             raise AmbiguousMemory(memory_id)
         return found[0]
+
+
+def _wait_until(deadline: float, have: int, min_seq: int) -> None:
+    """A moment's wait for a view behind ``min_seq``; past ``deadline``, ``StaleView``."""
+    if time.monotonic() >= deadline:
+        raise StaleView(have, min_seq)
+    time.sleep(0.02)

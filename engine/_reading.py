@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
-from memwarden.projections import EVERYONE, STATUSES, TERMINAL, Access
+from memwarden.projections import EVERYONE, STATUSES, TERMINAL, Access, ViewReader
 
 from ._core import Core, log
 from ._derivation import Judge
@@ -172,33 +172,36 @@ def query(
     views: list[MemoryView] = []
     wanted = limit + offset
     position = 0
+
+    def evidence(view: ViewReader, policies: dict[str, str], rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+        judge = Judge(view, now, policies)
+        return {v[0]: judge.parents(derivation_row(v)) for v in rows if v[DERIVED_FROM] != "[]"}
+
     while len(views) < wanted:
-        page = max(wanted - len(views), 16)
-        with core.reading(min_seq) as view:
-            rows = view.agent_query(
-                tenant=tenant,
-                access=access,
-                filters=filters,
-                ids=ids,
-                match=match,
-                usable_at=None if include_unusable else now,
-                limit=page,
-                offset=position,
-            )
-            policies = view.policies()
-            judge = Judge(view, now, policies)
-            evidence = {v[0]: judge.parents(derivation_row(v)) for v in rows if v[DERIVED_FROM] != "[]"}
-        for values in rows:
-            view = _judge(core, values, in_force(policies, values[POLICY]), now, evidence.get(values[0], ()))
+        size = max(wanted - len(views), 16)
+        query = dict(
+            tenant=tenant,
+            access=access,
+            filters=filters,
+            ids=ids,
+            match=match,
+            usable_at=None if include_unusable else now,
+            limit=size,
+            offset=position,
+        )
+        page = core.agent_page(min_seq, query, evidence)
+        for values in page.rows:
+            parents = page.evidence.get(values[0], ())
+            view = _judge(core, values, in_force(page.policies, values[POLICY]), now, parents)
             if not with_content:
                 view = _without_content(view)
             if include_unusable or view.usable:
                 views.append(view)
                 if len(views) >= wanted:
                     break
-        if len(rows) < page:
+        if len(page.rows) < size:
             break
-        position += page
+        position += size
     return views[offset:]
 
 

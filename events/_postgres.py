@@ -227,6 +227,11 @@ class PostgresEventLog(LogReads):
         """Whether this thread is inside a write transaction (its reads see it)."""
         return self._thread.writing
 
+    def inside(self) -> bool:
+        """Whether this thread is inside a write transaction or a snapshot
+        (a read of its own would not see that state)."""
+        return self._thread.writing or self._thread.reading is not None
+
     def _begin_looking_up(self, events: Sequence[Event]) -> PostgresWriteTransaction:
         # pipelined: the statements run in order, the lookup after the lock
         # is held, and their results come back together
@@ -294,8 +299,10 @@ class PostgresEventLog(LogReads):
         return self._readers.connection()
 
     def side_connection(self) -> AbstractContextManager[psycopg.Connection]:
-        """A connection of the read pool (autocommit) for work that must not
-        hold the write lock while it waits (erasure's vacuum)."""
+        """A connection of the read pool (autocommit), outside any
+        transaction: for work that must not hold the write lock while it
+        waits (erasure's vacuum), and for a read made of one statement,
+        which is its own snapshot."""
         return self._reader()
 
     def _fetch(self, sql: str, params: Sequence[object] = ()) -> list[Any]:

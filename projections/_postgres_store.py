@@ -28,6 +28,7 @@ from memwarden.events import (
     RecordedEvent,
 )
 
+from ._agent_page import AgentPage, Evidence, holds_derived, read_page
 from ._asof import PointView
 from ._postgres_usable import (
     C_TEXT,
@@ -203,6 +204,20 @@ class PostgresStore:
                     return
         with self.log.opened_snapshot(OPENING) as (conn, opened):
             yield PostgresView(QmarkConnection(conn), self.projector, opened)
+
+    def agent_page(self, floor: int, query: dict[str, Any], evidence: Evidence) -> AgentPage:
+        """A page of the agent query: in one statement (``agent_page_at_once``)
+        when this thread holds no transaction or snapshot and no replica is
+        configured; read again in a snapshot when a row of it needs its
+        evidence, which one statement does not read. A replica's reads take
+        the snapshot path, where its floor rule lives (``reading``)."""
+        if self.replica is None and not self.log.inside():
+            with self.log.side_connection() as conn:
+                page = PostgresView(QmarkConnection(conn), self.projector).agent_page_at_once(query)
+            if not holds_derived(page.rows):
+                return page
+        with self.reading(floor) as view:
+            return read_page(view, query, evidence)
 
     def _in_transaction(self) -> bool:
         return self.log.writing()

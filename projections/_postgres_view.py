@@ -9,6 +9,7 @@ from typing import Any
 
 from memwarden.events import PostgresTextStore
 
+from ._agent_page import AgentPage
 from ._graph import LATERAL_STEP
 from ._postgres_usable import search_query
 from ._rows import POLICIES, Connection
@@ -18,6 +19,15 @@ from ._sql_view import SQLView
 # what every read of the view asks first, read in the round trip that opens
 # its snapshot (``PostgresEventLog.opened_snapshot``)
 OPENING = (TRACKED, POLICIES)
+# OPENING's answers as arrays of pairs beside a page of the agent query, so
+# the three are read in one statement, and so in one snapshot
+# (``agent_page_at_once``); a LEFT JOIN, so an empty page still brings them
+_PAGE_AT_ONCE = (
+    "SELECT ARRAY(SELECT ARRAY[name, CAST(seq AS text)] FROM projection_tracking), "
+    "ARRAY(SELECT ARRAY[policy, version] FROM policies), page.* FROM (SELECT 1) AS one LEFT JOIN ("
+)
+_PAGE_AT_ONCE_END = ") AS page ON TRUE ORDER BY page.last_seq DESC"
+_OPENED = 2  # the arrays before a page's columns
 
 
 class PostgresView(SQLView):
@@ -45,6 +55,20 @@ class PostgresView(SQLView):
         if self._opened is None:
             return super().policies()
         return dict(self._opened[1])
+
+    def agent_page_at_once(self, query: dict[str, Any]) -> AgentPage:
+        """A page of the agent query with the view's position and policies,
+        in one statement on a connection outside any transaction: one round
+        trip where a snapshot takes three (BEGIN with the opening, the rows,
+        COMMIT). One statement sees one snapshot, so the three agree as
+        they do in a snapshot. Its evidence is not read: a page that needs
+        it is read again in a snapshot (``PostgresStore.agent_page``)."""
+        sql, params = self.agent_query_sql(**query)
+        found = self.conn.execute(_PAGE_AT_ONCE + sql + _PAGE_AT_ONCE_END, params).fetchall()
+        tracked, policies = found[0][:_OPENED]
+        rows = [row[_OPENED:] for row in found if row[_OPENED] is not None]  # memory_id: NULL only without rows
+        position = self._projector.position_of((name, int(seq)) for name, seq in tracked)
+        return AgentPage(position, dict(policies), rows, {})
 
     def match_query(self, words: Sequence[str]) -> str:
         return search_query(words)

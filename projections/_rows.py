@@ -114,11 +114,13 @@ def select_rows_with_text(
     """``columns`` of the rows and, last, their summary (text) and stored
     content (bytes; None without one), in one statement: the agent query
     path. ``texts`` is how the backend reads the two (``SQLView.TEXTS``)."""
+    return conn.execute(rows_with_text_sql(columns, where, tail, texts=texts), params).fetchall()
+
+
+def rows_with_text_sql(columns: Sequence[str], where: str, tail: str = "", *, texts: str = SQLITE_TEXTS) -> str:
+    """The statement ``select_rows_with_text`` runs."""
     selected = ", ".join(f'm."{c}"' for c in columns)
-    return conn.execute(
-        f"SELECT {selected}, {texts} FROM memories m {TEXT_JOIN} WHERE {where} {tail}",
-        params,
-    ).fetchall()
+    return f"SELECT {selected}, {texts} FROM memories m {TEXT_JOIN} WHERE {where} {tail}"
 
 
 def select_rows(conn: Connection, where: str, params: Sequence[Any], tail: str = "") -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from ._rows import (
     Connection,
     Key,
     row_dict,
+    rows_with_text_sql,
     select_rows,
     select_rows_with_text,
 )
@@ -184,6 +185,31 @@ class SQLView(GraphReads, SideTables, ABC):
         text-index ``match`` (each a prefix of a word in the summary or
         content); with ``usable_at``, only rows the view holds usable
         and unexpired then (an index-friendly prefilter: the gate still decides)."""
+        sql, params = self.agent_query_sql(
+            tenant=tenant,
+            access=access,
+            filters=filters,
+            ids=ids,
+            match=match,
+            usable_at=usable_at,
+            limit=limit,
+            offset=offset,
+        )
+        return self.conn.execute(sql, params).fetchall()
+
+    def agent_query_sql(
+        self,
+        *,
+        tenant: str,
+        access: Access,
+        filters: dict[str, str | None],
+        ids: list[str] | None,
+        match: Sequence[str] | None,
+        usable_at: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[str, list[Any]]:
+        """``agent_query``'s statement and its parameters."""
         allowed, allowed_params = self.confine(access, "m")
         clauses = ["m.tenant = ?", allowed]
         params: list[Any] = [tenant, *allowed_params]
@@ -200,14 +226,10 @@ class SQLView(GraphReads, SideTables, ABC):
         if usable_at is not None:
             clauses.append("status = 'usable' AND (expires_at IS NULL OR expires_at > ?)")
             params.append(usable_at)
-        return select_rows_with_text(
-            self.conn,
-            VIEW_COLUMNS,
-            " AND ".join(clauses),
-            [*params, limit, offset],
-            "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?",
-            texts=self.TEXTS,
+        sql = rows_with_text_sql(
+            VIEW_COLUMNS, " AND ".join(clauses), "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?", texts=self.TEXTS
         )
+        return sql, [*params, limit, offset]
 
     @abstractmethod
     def match_query(self, words: Sequence[str]) -> str:

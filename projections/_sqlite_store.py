@@ -26,6 +26,7 @@ from memwarden.events import (
     migrate_blobs,
 )
 
+from ._agent_page import AgentPage, Evidence, read_page
 from ._asof import PointView
 from ._errors import ProjectionDamaged
 from ._fts_documents import stored_texts
@@ -127,6 +128,11 @@ class SQLiteStore:
         that one's). One file has no replica: ``floor`` is the caller's to check."""
         with self.log.snapshot() as conn:
             yield SQLiteView(conn, self.projector)
+
+    def agent_page(self, floor: int, query: dict[str, Any], evidence: Evidence) -> AgentPage:
+        """A page of the agent query in one snapshot (``_agent_page``)."""
+        with self.reading(floor) as view:
+            return read_page(view, query, evidence)
 
     @contextmanager
     def writing(self) -> Iterator[LogWrite]:

@@ -1,9 +1,12 @@
 """A read of the view on PostgreSQL: what it costs in round trips, and the
-covering index the agent query walks. Every read opens a snapshot and asks
-the view's position and the policies first; those come back with the
-opening, so an agent query is three round trips (open, query, commit), not
-five. The query for a project reads the index alone once vacuum has marked
-the table's pages all-visible, as autovacuum does on any live server."""
+covering index the agent query walks. A page of the agent query is one
+statement, outside any transaction: it brings the view's position and the
+policies beside the rows, and one statement sees one snapshot. A page that
+holds a memory drawn from others is read again in a snapshot, where its
+evidence is read too; that snapshot's opening brings the position and the
+policies with its BEGIN. The query for a project reads the index alone once
+vacuum has marked the table's pages all-visible, as autovacuum does on any
+live server."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import StaleView, Warden
 from memwarden.events import FrozenClock
 
 from .statements import recorded_statements
@@ -39,7 +42,7 @@ def _save(w: Warden, i: int, **extra: Any) -> int:
     ).seq
 
 
-def test_an_agent_query_is_three_round_trips_its_position_and_policies_read_as_the_snapshot_opens(
+def test_an_agent_query_is_one_statement_with_its_position_and_policies_outside_any_transaction(
     warden: Warden,
 ) -> None:
     _save(warden, 1)
@@ -47,12 +50,58 @@ def test_an_agent_query_is_three_round_trips_its_position_and_policies_read_as_t
     with recorded_statements() as seen:
         views = warden.query(tenant="t1", project="p1", min_seq=1)
     assert [v.memory_id for v in views] == ["m1"]
-    assert len(seen) == 3, seen
-    opening, query, end = (sql for sql, *_ in seen)
-    assert opening.startswith("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ")
-    assert "projection_tracking" in opening and "FROM policies" in opening
-    assert "FROM memories" in query and "projection_tracking" not in query
-    assert end == "COMMIT"
+    assert len(seen) == 1, seen
+    ((statement, _, status),) = seen
+    assert status == psycopg.pq.TransactionStatus.IDLE  # no BEGIN before it, no COMMIT after
+    assert "projection_tracking" in statement and "FROM policies" in statement and "FROM memories m" in statement
+
+
+def test_an_empty_page_still_brings_the_position_so_a_token_past_the_head_is_waited_for(warden: Warden) -> None:
+    head = _save(warden, 1)
+    with recorded_statements() as seen:
+        assert warden.query(tenant="nobody", min_seq=head) == []
+    assert len(seen) == 1, seen
+    with pytest.raises(StaleView):
+        warden.query(tenant="nobody", min_seq=head + 1)
+
+
+def test_a_page_holding_a_derived_memory_is_read_again_in_a_snapshot_with_its_evidence(warden: Warden) -> None:
+    """One statement reads no evidence: a page that needs it is read in a
+    snapshot, where the evidence is of the same state as the page."""
+    _save(warden, 1)  # ttl 1d
+    warden.save(
+        memory_id="summary",
+        kind="external_fact",
+        summary="요약의 요약",
+        content="지사 기록 둘",
+        source_url="agent://summariser",
+        scope={"tenant": "t1", "project": "p1"},
+        ttl="30d",
+        derived_from=["m1"],
+    )
+    with recorded_statements() as seen:
+        views = {v.memory_id: v for v in warden.query(tenant="t1", project="p1")}
+    assert views["summary"].usable and views["m1"].usable
+    statements = [sql for sql, *_ in seen]
+    assert "projection_tracking" in statements[0] and "FROM memories m" in statements[0]
+    assert statements[1].startswith("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ")
+    assert statements[-1] == "COMMIT"
+    warden.clock.advance("2d")  # the evidence expires; the summary's own ttl has not run out
+    views = {v.memory_id: v for v in warden.query(tenant="t1", project="p1", include_unusable=True)}
+    assert views["m1"].reason == "expired"
+    assert not views["summary"].usable and views["summary"].reason == "expired_evidence"
+    assert warden.query(tenant="t1", project="p1") == []
+
+
+def test_a_read_inside_a_snapshot_is_that_snapshots_own(warden: Warden) -> None:
+    _save(warden, 1)
+    with warden.reading() as view:
+        with recorded_statements() as seen:
+            assert [v.memory_id for v in warden.query(tenant="t1")] == ["m1"]
+        assert view.position() == 1
+    # on the snapshot's connection, its transaction open, as reads of it are
+    assert seen and all(status == psycopg.pq.TransactionStatus.INTRANS for _, _, status in seen), seen
+    assert not any("ARRAY(" in sql for sql, *_ in seen)
 
 
 def test_the_opening_reads_the_state_its_own_snapshot_sees(warden: Warden) -> None:

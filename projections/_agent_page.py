@@ -1,0 +1,52 @@
+"""One page of the agent query, as the engine asks a store for it.
+
+The engine's hottest read wants four things of one committed state: the
+view's position (for ``min_seq``), the policies in force, the page's rows,
+and, for the rows drawn from other memories, what their evidence is then.
+``Store.agent_page`` answers all four. A store reads them in a snapshot
+(``read_page``), or, where a snapshot costs round trips, in one statement
+whose snapshot holds the first three, and in a snapshot only when a row
+needs its evidence read too (PostgreSQL: ``_postgres_store``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ._rows import VIEW_COLUMNS
+
+if TYPE_CHECKING:
+    from ._port import ViewReader
+
+# what the engine finds about a page's derived rows, read in the page's
+# own state: (view, policies, rows) -> by memory id
+Evidence = Callable[["ViewReader", dict[str, str], list[tuple[Any, ...]]], dict[str, Any]]
+
+_DERIVED_FROM = VIEW_COLUMNS.index("derived_from")
+
+
+class AgentPage(NamedTuple):
+    """A page of the agent query and what it was judged against, all of
+    one committed state of the view."""
+
+    position: int
+    policies: dict[str, str]
+    # ``VIEW_COLUMNS`` with their summary and stored content
+    rows: list[tuple[Any, ...]]
+    # what ``Evidence`` found for the rows drawn from other memories ({} if none is)
+    evidence: dict[str, Any]
+
+
+def holds_derived(rows: Sequence[tuple[Any, ...]]) -> bool:
+    """Whether a row of the page was drawn from other memories: its
+    evidence must be read in the same state as the row."""
+    return any(row[_DERIVED_FROM] != "[]" for row in rows)
+
+
+def read_page(view: ViewReader, query: dict[str, Any], evidence: Evidence) -> AgentPage:
+    """The page, read in ``view``'s snapshot."""
+    rows = view.agent_query(**query)
+    policies = view.policies()
+    found = evidence(view, policies, rows) if holds_derived(rows) else {}
+    return AgentPage(view.position(), policies, rows, found)
