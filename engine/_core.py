@@ -12,7 +12,18 @@ from typing import Any, Self
 
 import structlog
 from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts
-from memwarden.projections import EVERYONE, Access, AgentPage, Evidence, Store, Texts, ViewReader, Write, open_store
+from memwarden.projections import (
+    EVERYONE,
+    Access,
+    AgentPage,
+    AgentQuery,
+    Evidence,
+    Store,
+    Texts,
+    ViewReader,
+    Write,
+    open_store,
+)
 
 from ._collector import collector_paused
 from ._derivation import cascade
@@ -104,9 +115,7 @@ class Core:
                     return
             _wait_until(deadline, have, min_seq)
 
-    def agent_page(
-        self, min_seq: int | None, query: dict[str, Any], evidence: Evidence, wait: float = 2.0
-    ) -> AgentPage:
+    def agent_page(self, min_seq: int | None, query: AgentQuery, evidence: Evidence, wait: float = 2.0) -> AgentPage:
         """A page of the agent query read in one state of a view that has
         applied at least ``min_seq`` (the store's ``agent_page``)."""
         deadline = time.monotonic() + wait

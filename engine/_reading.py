@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
-from memwarden.projections import EVERYONE, STATUSES, TERMINAL, Access, ViewReader
+from memwarden.projections import EVERYONE, STATUSES, TERMINAL, Access, AgentQuery, ViewReader
 
 from ._core import Core, log
 from ._derivation import Judge
@@ -179,7 +179,7 @@ def query(
 
     while len(views) < wanted:
         size = max(wanted - len(views), 16)
-        query = dict(
+        query = AgentQuery(
             tenant=tenant,
             access=access,
             filters=filters,

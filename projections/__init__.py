@@ -13,7 +13,7 @@ spelling what its SQL says its own way. The fold (``_fold``), the selectors
 from __future__ import annotations
 
 from ._access import EVERYONE, Access
-from ._agent_page import AgentPage, Evidence
+from ._agent_page import AgentPage, AgentQuery, Evidence
 from ._asof import PointView, story
 from ._errors import ProjectionDamaged
 from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, TERMINAL, TERMINAL_SQL, fold_memory, revoke_row
@@ -51,6 +51,7 @@ __all__ = [
     "VIEW_COLUMNS",
     "Access",
     "AgentPage",
+    "AgentQuery",
     "CheckResult",
     "Evidence",
     "Key",

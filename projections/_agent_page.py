@@ -12,12 +12,27 @@ needs its evidence read too (PostgreSQL: ``_postgres_store``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
+from ._access import Access
 from ._rows import VIEW_COLUMNS
 
 if TYPE_CHECKING:
     from ._port import ViewReader
+
+
+class AgentQuery(TypedDict):
+    """What a page of the agent query asks (``SQLView.agent_query_sql``)."""
+
+    tenant: str
+    access: Access
+    filters: dict[str, str | None]
+    ids: list[str] | None
+    match: Sequence[str] | None
+    usable_at: str | None
+    limit: int
+    offset: int
+
 
 # what the engine finds about a page's derived rows, read in the page's
 # own state: (view, policies, rows) -> by memory id
@@ -44,7 +59,7 @@ def holds_derived(rows: Sequence[tuple[Any, ...]]) -> bool:
     return any(row[_DERIVED_FROM] != "[]" for row in rows)
 
 
-def read_page(view: ViewReader, query: dict[str, Any], evidence: Evidence) -> AgentPage:
+def read_page(view: ViewReader, query: AgentQuery, evidence: Evidence) -> AgentPage:
     """The page, read in ``view``'s snapshot."""
     rows = view.agent_query(**query)
     policies = view.policies()

@@ -28,7 +28,7 @@ from memwarden.events import (
     RecordedEvent,
 )
 
-from ._agent_page import AgentPage, Evidence, holds_derived, read_page
+from ._agent_page import AgentPage, AgentQuery, Evidence, holds_derived, read_page
 from ._asof import PointView
 from ._postgres_usable import (
     C_TEXT,
@@ -205,7 +205,7 @@ class PostgresStore:
         with self.log.opened_snapshot(OPENING) as (conn, opened):
             yield PostgresView(QmarkConnection(conn), self.projector, opened)
 
-    def agent_page(self, floor: int, query: dict[str, Any], evidence: Evidence) -> AgentPage:
+    def agent_page(self, floor: int, query: AgentQuery, evidence: Evidence) -> AgentPage:
         """A page of the agent query: in one statement (``agent_page_at_once``)
         when this thread holds no transaction or snapshot and no replica is
         configured; read again in a snapshot when a row of it needs its

@@ -9,7 +9,7 @@ from typing import Any
 
 from memwarden.events import PostgresTextStore
 
-from ._agent_page import AgentPage
+from ._agent_page import AgentPage, AgentQuery
 from ._graph import LATERAL_STEP
 from ._postgres_usable import search_query
 from ._rows import POLICIES, Connection
@@ -56,7 +56,7 @@ class PostgresView(SQLView):
             return super().policies()
         return dict(self._opened[1])
 
-    def agent_page_at_once(self, query: dict[str, Any]) -> AgentPage:
+    def agent_page_at_once(self, query: AgentQuery) -> AgentPage:
         """A page of the agent query with the view's position and policies,
         in one statement on a connection outside any transaction: one round
         trip where a snapshot takes three (BEGIN with the opening, the rows,

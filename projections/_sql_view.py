@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from . import _rows
 from ._access import Access
+from ._agent_page import AgentQuery
 from ._fold import TERMINAL_SQL
 from ._rows import (
     SELECT_MEMORIES,
@@ -167,34 +168,9 @@ class SQLView(GraphReads, SideTables, ABC):
         ):
             yield checksum, None if content is None else bytes(content)
 
-    def agent_query(
-        self,
-        *,
-        tenant: str,
-        access: Access,
-        filters: dict[str, str | None],
-        ids: list[str] | None,
-        match: Sequence[str] | None,
-        usable_at: str | None,
-        limit: int,
-        offset: int,
-    ) -> list[tuple[Any, ...]]:
-        """One page of the agent query, newest first, as ``VIEW_COLUMNS`` rows
-        with their texts: a tenant's memories that ``access`` lets the caller
-        read, narrowed by scope ``filters``, ``ids`` and the words of a
-        text-index ``match`` (each a prefix of a word in the summary or
-        content); with ``usable_at``, only rows the view holds usable
-        and unexpired then (an index-friendly prefilter: the gate still decides)."""
-        sql, params = self.agent_query_sql(
-            tenant=tenant,
-            access=access,
-            filters=filters,
-            ids=ids,
-            match=match,
-            usable_at=usable_at,
-            limit=limit,
-            offset=offset,
-        )
+    def agent_query(self, **query: Unpack[AgentQuery]) -> list[tuple[Any, ...]]:
+        """One page of the agent query (``agent_query_sql``)."""
+        sql, params = self.agent_query_sql(**query)
         return self.conn.execute(sql, params).fetchall()
 
     def agent_query_sql(
@@ -209,7 +185,13 @@ class SQLView(GraphReads, SideTables, ABC):
         limit: int,
         offset: int,
     ) -> tuple[str, list[Any]]:
-        """``agent_query``'s statement and its parameters."""
+        """One page of the agent query, newest first, as ``VIEW_COLUMNS`` rows
+        with their texts: a tenant's memories that ``access`` lets the caller
+        read, narrowed by scope ``filters``, ``ids`` and the words of a
+        text-index ``match`` (each a prefix of a word in the summary or
+        content); with ``usable_at``, only rows the view holds usable
+        and unexpired then (an index-friendly prefilter: the gate still
+        decides). The statement and its parameters."""
         allowed, allowed_params = self.confine(access, "m")
         clauses = ["m.tenant = ?", allowed]
         params: list[Any] = [tenant, *allowed_params]

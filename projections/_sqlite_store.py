@@ -26,7 +26,7 @@ from memwarden.events import (
     migrate_blobs,
 )
 
-from ._agent_page import AgentPage, Evidence, read_page
+from ._agent_page import AgentPage, AgentQuery, Evidence, read_page
 from ._asof import PointView
 from ._errors import ProjectionDamaged
 from ._fts_documents import stored_texts
@@ -129,7 +129,7 @@ class SQLiteStore:
         with self.log.snapshot() as conn:
             yield SQLiteView(conn, self.projector)
 
-    def agent_page(self, floor: int, query: dict[str, Any], evidence: Evidence) -> AgentPage:
+    def agent_page(self, floor: int, query: AgentQuery, evidence: Evidence) -> AgentPage:
         """A page of the agent query in one snapshot (``_agent_page``)."""
         with self.reading(floor) as view:
             return read_page(view, query, evidence)
