@@ -12,8 +12,11 @@ with --quick) among the same memories, revoked; every descendant gets its
 own `memory.invalidated` in the same commit. Same targets. Its baseline is
 the floor under that commit: the same event rows and projection changes
 written by raw sqlite3 in one commit, everything computed beforehand
-(SQLite only). Targets: commit <= 250 ms (PostgreSQL: 500 ms), confirmed
-<= 1 s.
+(SQLite only). Beside it (info), chaining alone: the cascade's events'
+payloads encoded, their preimages built and hashed in a plain loop, with
+no model, validation, walk, lookup or write: what no cascade of that many
+events can go below in Python. Targets: commit <= 250 ms (PostgreSQL:
+500 ms), confirmed <= 1 s.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 from _common import Metric, RawConnection, arguments, fresh_store, report
 from memwarden.engine import Scheduler, Warden
 from memwarden.events import MemorySaved, ParentRef, Scope, canonical_json, content_checksum
+from memwarden.events._canonical import chain_hash, preimage_bytes
 from memwarden.events._recorded import ROW_COLUMNS
 from query import fill
 
@@ -102,6 +106,7 @@ def main() -> None:
             plant_tree(w, floor_root, tenant, scope, now)  # after: the read-back reads this tenant
             floors.append(write_floor(w, result.seq, root, floor_root, scope))
     w.close()
+    chaining_ms = statistics.median(chain_alone(scope) for _ in range(runs))
     commit_ms, confirm_ms, raw_ms = statistics.median(commits), statistics.median(confirms), statistics.median(raws)
     d_commit, d_confirm = statistics.median(derived_commits), statistics.median(derived_confirms)
     floor_ms = statistics.median(floors) if floors else None
@@ -132,6 +137,15 @@ def main() -> None:
             None if floor_ms is None else d_commit / floor_ms,
             f"<= {commit_target} ms",
             d_commit <= commit_target,
+        ),
+        Metric(
+            f"chaining {scope:,} invalidations alone (no model, walk or write)",
+            chaining_ms,
+            "ms",
+            d_commit,
+            chaining_ms / d_commit,
+            "(info)",
+            True,
         ),
         Metric(
             f"revoke evidence with {scope:,} descendants: read-back confirmed",
@@ -179,6 +193,32 @@ def plant_tree(w: Warden, root: str, tenant: str, size: int, now: datetime) -> N
                 for i in range(size)
             ]
         )
+
+
+def chain_alone(size: int) -> float:
+    """ms to encode ``size`` invalidations' payloads and chain them (the
+    log's own encoder, preimage and hash), and nothing else."""
+    started = time.perf_counter()
+    prev = "0" * 64
+    for i in range(size):
+        payload = canonical_json(
+            {
+                "caused_by": 1_000_001,
+                "detail": "parent evidence-0: revoked",
+                "memory_id": f"evidence-0-d{i}",
+                "reason": "derived_from_unusable",
+                "tenant": "t50",
+                "version": 1,
+            },
+            floats=False,
+        )
+        stream = f"evidence-0-d{i} t50"
+        at = "2026-12-02T12:00:00.000000Z"
+        preimage = preimage_bytes(
+            1_000_002 + i, f"inv_{i:06d}", "memory.invalidated", stream, 2, at, at, "memwarden", 2, payload, prev
+        )
+        prev = chain_hash(prev, preimage)
+    return (time.perf_counter() - started) * 1000
 
 
 def create_floor_table(w: Warden) -> None:
