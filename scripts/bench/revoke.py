@@ -37,7 +37,15 @@ from pathlib import Path
 
 from _common import Metric, RawConnection, arguments, fresh_store, report
 from memwarden.engine import Scheduler, Warden
-from memwarden.events import MemorySaved, ParentRef, Scope, canonical_json, content_checksum
+from memwarden.events import (
+    GENESIS_HASH,
+    MemorySaved,
+    ParentRef,
+    Scope,
+    canonical_json,
+    content_checksum,
+    memory_stream,
+)
 from memwarden.events._canonical import chain_hash, preimage_bytes
 from memwarden.events._recorded import ROW_COLUMNS
 from query import fill
@@ -199,7 +207,7 @@ def chain_alone(size: int) -> float:
     """ms to encode ``size`` invalidations' payloads and chain them (the
     log's own encoder, preimage and hash), and nothing else."""
     started = time.perf_counter()
-    prev = "0" * 64
+    prev = GENESIS_HASH
     for i in range(size):
         payload = canonical_json(
             {
@@ -212,7 +220,7 @@ def chain_alone(size: int) -> float:
             },
             floats=False,
         )
-        stream = f"evidence-0-d{i} t50"
+        stream = memory_stream("t50", f"evidence-0-d{i}")
         at = "2026-12-02T12:00:00.000000Z"
         preimage = preimage_bytes(
             1_000_002 + i, f"inv_{i:06d}", "memory.invalidated", stream, 2, at, at, "memwarden", 2, payload, prev
