@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from memwarden.projections import EVERYONE, Access
+from memwarden.projections import Access
 
 from ._addresses import AddressPolicy, AddressRefused
+from ._answers import Answer, answer
 from ._errors import (
     AmbiguousMemory,
     BatchRefused,
     ChecksumMismatch,
     FetchFailed,
+    Forbidden,
     InvalidInput,
     MemoryErased,
     MemoryIdTaken,
@@ -18,17 +20,22 @@ from ._errors import (
     RevokedScope,
     ScopeNotAllowed,
     StaleView,
+    StoreUnavailable,
+    TooLarge,
+    Unauthorized,
+    UserNotFound,
 )
 from ._fetchers import Fetchers
 from ._gate import ACTIONS, REASONS, Decision, decide
-from ._keys import KeyStore, Principal
-from ._limits import Limits, TooLarge, refuse_local_source
+from ._keys import KeyStore
+from ._limits import Limits, refuse_local_source
 from ._logging import configure_logging
 from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
 from ._reading import search_words
+from ._rights import OPERATOR, SYSTEM, Principal, may
 from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
-from ._views import DueItem, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
+from ._views import DueItem, ErasureResult, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
 from ._warden import Warden
 
 __all__ = [
@@ -37,13 +44,15 @@ __all__ = [
     "AddressPolicy",
     "AddressRefused",
     "AmbiguousMemory",
+    "Answer",
     "BatchRefused",
     "ChecksumMismatch",
     "Decision",
     "DueItem",
-    "EVERYONE",
+    "ErasureResult",
     "FetchFailed",
     "Fetchers",
+    "Forbidden",
     "HostBackoff",
     "ImportResult",
     "InvalidInput",
@@ -54,24 +63,31 @@ __all__ = [
     "MemoryIdTaken",
     "MemoryNotFound",
     "MemoryView",
+    "OPERATOR",
     "PolicyFile",
     "Principal",
     "REASONS",
     "RevocationNotFound",
     "RevocationResult",
     "RevokedScope",
-    "ScopeNotAllowed",
+    "SYSTEM",
     "SaveResult",
     "Scheduler",
+    "ScopeNotAllowed",
     "SharedBackoff",
     "StaleView",
+    "StoreUnavailable",
     "TooLarge",
     "TtlPolicy",
+    "Unauthorized",
+    "UserNotFound",
     "VerifyResult",
     "Warden",
+    "answer",
     "configure_logging",
     "decide",
     "expiry_event_id",
+    "may",
     "read_back",
     "readback_records",
     "refuse_local_source",

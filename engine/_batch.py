@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from memwarden.events import Event, Texts, format_ts
-from memwarden.projections import EVERYONE, Access, Key
+from memwarden.projections import Key
 
 from ._core import Core, log
 from ._errors import BatchRefused
-from ._saving import Checked, Reads, check_input, saved_event
+from ._rights import Principal, operation
+from ._saving import Checked, Reads, check_input, retried, saved_event
 from ._views import SaveResult
 
 MAX_BATCH = 10_000
@@ -53,11 +54,12 @@ def _keys(checked: Sequence[tuple[int, Checked]]) -> list[Key]:
     return [(item.scope.tenant, item.memory_id) for _, item in checked if isinstance(item.memory_id, str)]
 
 
+@operation("save")
 def save_many(
     core: Core,
     memories: Iterable[Mapping[str, Any]],
     *,
-    access: Access = EVERYONE,
+    caller: Principal,
     check: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> list[SaveResult]:
     """Save every memory of ``memories`` (each the keyword arguments of
@@ -87,7 +89,7 @@ def save_many(
                 raise TypeError("each memory must be an object of the fields of a save")
             if check is not None:
                 check(fields)
-            checked.append((index, check_input(core, access=access, **fields)))
+            checked.append((index, check_input(core, caller=caller, **fields)))
         except TypeError as exc:  # an unknown field, or one missing
             text = str(exc).replace("check_input() ", "")
             named = re.search(r"'(\w+)'", text)
@@ -98,7 +100,7 @@ def save_many(
             problems.append(_problem(index, exc))
     if problems and len(problems) == len(given):
         _refuse(problems, len(given))
-    results: list[tuple[Checked, Any]] = []
+    results: list[tuple[Checked, Any] | SaveResult] = []
     with core.transaction() as tx:
         # each tenant's revocations read once for the batch (a save appends
         # none), and every memory's row and policy version once, not per item
@@ -126,7 +128,11 @@ def save_many(
             if _named(item) & pending_keys:
                 reads = flush(position)  # it names a memory this batch saves: the view must hold it
             try:
-                event, adopted = saved_event(core, tx.view, item, shares[item.scope.tenant], access, reads)
+                first = retried(core, item)
+                if first is not None:  # a retry of a save already recorded: its first answer
+                    results.append(first)
+                    continue
+                event, adopted = saved_event(core, tx.view, item, shares[item.scope.tenant], caller, reads)
             except (ValueError, PermissionError, LookupError) as exc:
                 problems.append(_problem(index, exc))
                 continue
@@ -139,17 +145,19 @@ def save_many(
         if problems:
             _refuse(problems, len(given))  # raised inside: the transaction rolls back
         flush(len(checked))
-    log.info("memories_saved", count=len(results), last_seq=max(seq_of.values()))
+    log.info("memories_saved", count=len(results), last_seq=max(seq_of.values(), default=None))
     return [
-        SaveResult(
-            event.memory_id,
-            event.version,
-            item.checksum,
-            seq_of[id(event)],
-            format_ts(item.expires) if item.expires else None,
-            item.scope.tenant,
+        result
+        if isinstance(result, SaveResult)
+        else SaveResult(
+            result[1].memory_id,
+            result[1].version,
+            result[0].checksum,
+            seq_of[id(result[1])],
+            format_ts(result[0].expires) if result[0].expires else None,
+            result[0].scope.tenant,
         )
-        for item, event in results
+        for result in results
     ]
 
 

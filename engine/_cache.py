@@ -6,16 +6,17 @@ from datetime import timedelta
 from typing import Any
 
 from memwarden.events import Scope, canonical_json, sha256_hex
-from memwarden.projections import EVERYONE, Access
 
 from ._core import Core
 from ._errors import InvalidInput, MemoryNotFound
 from ._reading import get
+from ._rights import Principal, operation, scope_for_save
 from ._saving import save
 from ._validation import build
 from ._views import MemoryView, SaveResult
 
 
+@operation("save")
 def cache_put(
     core: Core,
     *,
@@ -27,11 +28,11 @@ def cache_put(
     source_url: str,
     ttl: timedelta | str | None = None,
     kind: str = "tool_result",
-    actor: str = "agent",
-    access: Access = EVERYONE,
+    actor: str | None = None,
+    caller: Principal,
 ) -> SaveResult:
     """Store a tool result under its full cache key (tool, version, input, scope)."""
-    scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+    scope_model = _scope(caller, scope)
     key = _cache_id(tool, tool_version, input_hash, scope_model)
     return save(
         core,
@@ -44,10 +45,11 @@ def cache_put(
         ttl=ttl,
         cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash},
         actor=actor,
-        access=access,
+        caller=caller,
     )
 
 
+@operation("read")
 def cache_get(
     core: Core,
     *,
@@ -55,13 +57,17 @@ def cache_get(
     tool_version: str,
     input_hash: str,
     scope: Scope | dict[str, Any],
-    access: Access = EVERYONE,
+    caller: Principal,
 ) -> tuple[bool, MemoryView | None, str]:
-    """(hit, view, reason): a hit only if every key part matches and it is usable."""
-    scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
+    """(hit, view, reason): a hit only if every key part matches and it is
+    usable. A key the caller may not read is a miss, as one never stored."""
+    try:
+        scope_model = _scope(caller, scope)
+    except PermissionError:
+        return False, None, "miss"
     key = _cache_id(tool, tool_version, input_hash, scope_model)
     try:
-        view = get(core, key, tenant=scope_model.tenant, access=access)
+        view = get(core, key, tenant=scope_model.tenant, caller=caller)
     except MemoryNotFound:
         return False, None, "miss"
     with core.reading() as reader:
@@ -77,6 +83,13 @@ def cache_get(
     if not view.usable:
         return False, view, view.reason or "not_usable"
     return True, view, "hit"
+
+
+def _scope(caller: Principal, scope: Scope | dict[str, Any]) -> Scope:
+    """The scope a key is kept under: as the caller saves into it (a bound
+    key's agent filled in), so a put and a get by the same key agree."""
+    given = scope.model_dump(exclude_none=True) if isinstance(scope, Scope) else dict(scope or {})
+    return build(Scope, "scope", **scope_for_save(caller, given))
 
 
 def _cache_id(tool: str, tool_version: str, input_hash: str, scope: Scope) -> str:

@@ -13,7 +13,6 @@ from typing import Any, Self
 import structlog
 from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts
 from memwarden.projections import (
-    EVERYONE,
     Access,
     AgentPage,
     AgentQuery,
@@ -138,7 +137,7 @@ class Core:
             yield tx
 
     def find_row(
-        self, view: ViewReader, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE
+        self, view: ViewReader, memory_id: str, *, tenant: str | None = None, access: Access
     ) -> dict[str, Any]:
         """The row of the memory a caller names: by id, in ``tenant`` when
         given, and only among the memories ``access`` allows (in the query

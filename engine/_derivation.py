@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from memwarden.events import MemoryInvalidated, RecordedEvent
-from memwarden.projections import EVERYONE, Access, Key, ViewReader, Write, parent_refs
+from memwarden.projections import Access, Key, ViewReader, Write, parent_refs
 from pydantic import TypeAdapter
 
 from ._gate import Decision, ParentState, decide
@@ -154,7 +154,7 @@ class Judge:
         for memory_id in below:
             self._rows[(tenant, memory_id)] = found.get((tenant, memory_id))
 
-    def tree(self, row: dict[str, Any], depth: int = 0, access: Access = EVERYONE) -> dict[str, Any]:
+    def tree(self, row: dict[str, Any], access: Access, depth: int = 0) -> dict[str, Any]:
         """The derivation tree under ``row``, each node with its status; a
         parent ``access`` does not allow is shown as a missing one."""
         decision = self.decide(row)
@@ -181,10 +181,10 @@ class Judge:
                         }
                     )
                 else:
-                    node["parents"].append(self.tree(parent, depth + 1, access))
+                    node["parents"].append(self.tree(parent, access, depth + 1))
         return node
 
-    def drawn(self, row: dict[str, Any], access: Access = EVERYONE, *, limit: int = 200) -> list[dict[str, Any]]:
+    def drawn(self, row: dict[str, Any], access: Access, *, limit: int = 200) -> list[dict[str, Any]]:
         """What was drawn from ``row``, down to ``limit`` memories in all,
         each node with its status and the gate's answer; a memory
         ``access`` does not allow is left out, as if it did not exist."""

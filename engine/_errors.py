@@ -1,12 +1,15 @@
-"""Errors the engine raises; each subclasses the built-in it resembles and
-names the id or field at fault."""
+"""Errors the engine raises; each subclasses the built-in it resembles,
+names the id or field at fault, and knows its own answer on every face
+(``Refusal``: its code, HTTP status and exit code; ``_answers`` renders it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from memwarden.events import Refusal
 
-class InvalidInput(ValueError):
+
+class InvalidInput(Refusal, ValueError):
     """Bad input: names the field and the problem."""
 
     def __init__(self, field: str, problem: str) -> None:
@@ -16,27 +19,78 @@ class InvalidInput(ValueError):
 
 
 class ChecksumMismatch(InvalidInput):
+    code = "checksum_mismatch"
+
     def __init__(self, field: str, given: str, actual: str) -> None:
         super().__init__(field, f"{given} does not match the content, whose checksum is {actual}")
         self.given = given
         self.actual = actual
 
+    def details(self) -> dict[str, Any]:
+        return {"given": self.given, "actual": self.actual}
 
-class MemoryNotFound(LookupError):
+
+class TooLarge(InvalidInput):
+    """Input over a size limit (HTTP 413)."""
+
+    code = "too_large"
+    status = 413
+
+
+class AmbiguousMemory(InvalidInput):
+    """An id the caller may see in more than one of its tenants."""
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__("tenant", f"memory {memory_id!r} exists in more than one of your tenants: name the tenant")
+        self.memory_id = memory_id
+
+
+class MemoryNotFound(Refusal, LookupError):
+    """No such memory, or one the caller may not see: the same words either way."""
+
+    code = "not_found"
+    status = 404
+    exit_code = 1
+    field = "memory_id"
+
     def __init__(self, memory_id: str, as_of: str | None = None) -> None:
         when = f" as of {as_of}" if as_of else ""
         super().__init__(f"memory {memory_id!r} not found{when}")
         self.memory_id = memory_id
 
 
-class RevocationNotFound(LookupError):
+class UserNotFound(Refusal, LookupError):
+    """An erasure naming a user none of the caller's memories name (a typo
+    in a deletion request is said, never passed over as "0 erased")."""
+
+    code = "not_found"
+    status = 404
+    exit_code = 1
+    field = "user"
+
+    def __init__(self, user: str, tenant: str | None = None) -> None:
+        where = f" in tenant {tenant!r}" if tenant else ""
+        super().__init__(f"no memories of user {user!r}{where}")
+        self.user = user
+
+
+class RevocationNotFound(Refusal, LookupError):
+    code = "not_found"
+    status = 404
+    exit_code = 1
+    field = "revocation_id"
+
     def __init__(self, revocation_id: str) -> None:
         super().__init__(f"revocation {revocation_id!r} not found")
         self.revocation_id = revocation_id
 
 
-class RevokedScope(PermissionError):
+class RevokedScope(Refusal, PermissionError):
     """A save that would bring back what a revocation took out."""
+
+    code = "revoked_scope"
+    status = 409
+    field = "fetched_at"  # only a later fetch can be saved
 
     def __init__(self, memory_id: str, revocation_id: str, effective_at: str, fetched_at: str) -> None:
         super().__init__(
@@ -46,17 +100,32 @@ class RevokedScope(PermissionError):
         )
         self.memory_id = memory_id
         self.revocation_id = revocation_id
-        self.field = "fetched_at"  # only a later fetch can be saved
+
+    def details(self) -> dict[str, Any]:
+        return {"revocation_id": self.revocation_id}
 
 
-class MemoryErased(PermissionError):
-    def __init__(self, memory_id: str) -> None:
-        super().__init__(f"memory {memory_id!r} was erased and cannot be saved or verified again")
+class MemoryErased(Refusal, PermissionError):
+    """A write of what an erasure destroyed: a version's text, or a
+    re-verification of an erased memory."""
+
+    code = "erased"
+    status = 409
+    field = "memory_id"
+
+    def __init__(self, memory_id: str, what: str = "was erased and cannot be verified or restored") -> None:
+        super().__init__(f"memory {memory_id!r} {what}")
         self.memory_id = memory_id
 
 
-class StaleView(TimeoutError):
-    """The view has not applied the seq the caller has been told about."""
+class StaleView(Refusal, TimeoutError):
+    """The view has not applied the seq the caller has been told about
+    (worth retrying shortly: HTTP answers ``Retry-After``)."""
+
+    code = "stale_view"
+    status = 409
+    exit_code = 1
+    field = "min_seq"
 
     def __init__(self, have: int, need: int) -> None:
         super().__init__(f"min_seq: the view is at seq {have}, the caller needs at least seq {need}")
@@ -64,9 +133,14 @@ class StaleView(TimeoutError):
         self.need = need
 
 
-class FetchFailed(OSError):
+class FetchFailed(Refusal, OSError):
     """A source could not be read. ``category`` is all a caller is shown
     (the detail could map the operator's network); the detail is logged."""
+
+    code = "fetch_failed"
+    status = 502
+    exit_code = 1
+    field = "source_url"
 
     CATEGORIES = frozenset(
         {"refused_address", "timeout", "too_large", "http_status", "unreachable", "not_text", "no_fetcher"}
@@ -83,18 +157,18 @@ class FetchFailed(OSError):
     def public(self) -> str:
         return f"fetch failed: {self.category}"
 
-
-class AmbiguousMemory(InvalidInput):
-    """An id the caller may see in more than one of its tenants."""
-
-    def __init__(self, memory_id: str) -> None:
-        super().__init__("tenant", f"memory {memory_id!r} exists in more than one of your tenants: name the tenant")
-        self.memory_id = memory_id
+    @property
+    def problem(self) -> str:  # type: ignore[override]
+        return self.public
 
 
-class MemoryIdTaken(PermissionError):
+class MemoryIdTaken(Refusal, PermissionError):
     """A save by a key bound to one agent, of an id another agent of the
     tenant holds: tenants share their ids, and a bound key cannot take one over."""
+
+    code = "id_taken"
+    status = 409
+    field = "memory_id"
 
     def __init__(self, memory_id: str) -> None:
         super().__init__(
@@ -104,9 +178,12 @@ class MemoryIdTaken(PermissionError):
         self.memory_id = memory_id
 
 
-class BatchRefused(ValueError):
+class BatchRefused(Refusal, ValueError):
     """A batch save refused whole: ``problems`` names each refused item
     (``index``, ``field``, ``problem``, ``error``); nothing was written."""
+
+    code = "batch_refused"
+    field = "memories"
 
     def __init__(self, problems: list[dict[str, Any]]) -> None:
         first = problems[0]
@@ -115,14 +192,49 @@ class BatchRefused(ValueError):
         count = f"{len(problems)} refused; first: " if len(problems) > 1 else ""
         super().__init__(f"{count}{where}{field}: {first['problem']}")
         self.problems = problems
-        self.field = "memories"
-        self.problem = str(self)
+
+    def details(self) -> dict[str, Any]:
+        return {"errors": self.problems}
 
 
-class ScopeNotAllowed(PermissionError):
+class Forbidden(Refusal, PermissionError):
+    """The caller's role may not do this, or its key is not bound to the
+    tenant or agent it names (``_rights`` decides)."""
+
+    code = "forbidden"
+    status = 403
+
+    def __init__(self, problem: str, *, field: str | None = None, role: str | None = None) -> None:
+        super().__init__(problem)
+        self.field = field
+        self.role = role
+
+
+class ScopeNotAllowed(Forbidden):
     """A write into a scope the caller's key does not cover: names the field."""
 
     def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem, field=field)
+
+
+class Unauthorized(Refusal, PermissionError):
+    """No key, or one that is unknown or revoked."""
+
+    code = "unauthorized"
+    status = 401
+    field = "x-api-key"
+
+    def __init__(self, problem: str = "a valid x-api-key header is required") -> None:
         super().__init__(problem)
-        self.field = field
-        self.problem = problem
+
+
+class StoreUnavailable(Refusal, ConnectionError):
+    """The store could not answer (a server down, a file that cannot be
+    read): nothing the caller did; the detail is in the server's log."""
+
+    code = "database"
+    status = 503
+    field = "db"
+
+    def __init__(self, problem: str = "the database could not answer; see the server log") -> None:
+        super().__init__(problem)

@@ -13,6 +13,7 @@ from memwarden.events import (
     DATABASE_ERRORS,
     GENESIS_HASH,
     ChainReport,
+    LogDamaged,
     actual_checksum,
     read_texts,
     read_verified,
@@ -23,39 +24,37 @@ from memwarden.projections import CheckResult
 
 from ._core import Core
 from ._errors import InvalidInput
+from ._rights import Principal, operation
 
 T = TypeVar("T")
 
 
-def rebuild(warden: Core, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+@operation("operate")
+def rebuild(warden: Core, *, caller: Principal, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     count = warden.store.rebuild(progress=progress)
     seconds = time.perf_counter() - started
     return {"ok": True, "events": count, "seq": warden.log.head().seq, "seconds": round(seconds, 3)}
 
 
-def check_projections(warden: Core) -> CheckResult:
+@operation("review")
+def check_projections(warden: Core, *, caller: Principal) -> CheckResult:
     """Rebuild from the log apart from the live view and compare the two."""
     return warden.store.check()
 
 
+@operation("review")
 def audit_verify(
-    warden: Core, against: str | None = None, *, progress: Callable[[int], None] | None = None
+    warden: Core,
+    against: str | None = None,
+    *,
+    caller: Principal,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Check the whole chain; with ``against`` (``SEQ:HASH`` kept earlier),
     also prove that today's log still extends that head. ``progress`` is
     told of the events checked as each stretch of the chain passes."""
-    anchor: tuple[int, str] | None = None
-    if against is not None:
-        seq_text, _, hash_text = against.partition(":")
-        hash_text = hash_text.lower()
-        if (
-            not (seq_text.isascii() and seq_text.isdigit() and len(seq_text) <= 18)
-            or len(hash_text) != 64
-            or any(c not in "0123456789abcdef" for c in hash_text)
-        ):
-            raise InvalidInput("against", "must be SEQ:HASH, as printed by 'audit head' (seq up to 18 digits, 64 hex)")
-        anchor = (int(seq_text), hash_text)
+    anchor = kept_head(against) if against is not None else None
     damage = warden.file_problems()
     try:
         report = _verify_in_stretches(warden, progress) if progress else warden.log.verify_chain()
@@ -106,6 +105,19 @@ def audit_verify(
     return out
 
 
+def kept_head(against: str) -> tuple[int, str]:
+    """(seq, hash) of a head kept elsewhere, given as ``SEQ:HASH``."""
+    seq_text, _, hash_text = str(against).partition(":")
+    hash_text = hash_text.lower()
+    if (
+        not (seq_text.isascii() and seq_text.isdigit() and len(seq_text) <= 18)
+        or len(hash_text) != 64
+        or any(c not in "0123456789abcdef" for c in hash_text)
+    ):
+        raise InvalidInput("against", "must be SEQ:HASH, as printed by 'audit head' (seq up to 18 digits, 64 hex)")
+    return int(seq_text), hash_text
+
+
 def _verify_in_stretches(warden: Core, progress: Callable[[int], None]) -> ChainReport:
     """The chain checked a stretch at a time, so a caller can show progress.
     Each stretch checks its first event's link to the stored hash before
@@ -137,12 +149,24 @@ def texts_damaged(warden: Core) -> int:
     return bad
 
 
-def audit_head(warden: Core) -> dict[str, Any]:
+@operation("review")
+def audit_head(warden: Core, *, caller: Principal) -> dict[str, Any]:
     head = warden.log.head()
     return {"seq": head.seq, "hash": head.hash, "recorded_at": head.recorded_at}
 
 
-def export_log(warden: Core, path: str | Path, *, progress: Callable[[int], None] | None = None) -> int:
+def _extends(path: str | Path, seq: int, expected: str) -> None:
+    """The file's event at ``seq`` is the one a kept head names, or LogDamaged."""
+    found = next((r.hash for r in read_verified(path) if r.seq == seq), None) if seq else GENESIS_HASH
+    if found != expected:
+        where = f"seq {seq} has hash {found}" if found else f"the file holds no seq {seq}"
+        raise LogDamaged(f"{where}, not the kept head's {expected}: the file does not extend it", seq=seq)
+
+
+@operation("operate")
+def export_log(
+    warden: Core, path: str | Path, *, caller: Principal, progress: Callable[[int], None] | None = None
+) -> int:
     """The log and every text not erased, in one file: a backup that
     ``import_log`` restores into an empty database. ``progress`` is told
     of each event written."""
@@ -158,14 +182,27 @@ def _counted(items: Iterable[T], progress: Callable[[int], None]) -> Iterator[T]
         yield item
 
 
-def import_log(warden: Core, path: str | Path, *, progress: Callable[[int], None] | None = None) -> int:
-    """Verify the events and the chain first; then, in one transaction, the
+@operation("operate")
+def import_log(
+    warden: Core,
+    path: str | Path,
+    *,
+    caller: Principal,
+    against: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Verify the events and the chain first (with ``against``, a head kept
+    elsewhere, also that the file extends it); then, in one transaction, the
     texts (each checked as it is read: a damaged one rolls everything back)
-    and the events. Texts go in first, so the text index is built from
-    them as the events apply. A damaged file writes nothing."""
+    and the events, each judged as a live write is (the store's append
+    rules, the fold, the text store). Texts go in first, so the text index
+    is built from them as the events apply. A file refused writes nothing."""
     if not Path(path).is_file():
         raise InvalidInput("file", f"{path} does not exist")
+    anchor = kept_head(against) if against is not None else None
     _, checksums = verify_export(path, texts=False)
+    if anchor is not None:
+        _extends(path, *anchor)
     written = 0
     with warden.transaction() as tx:
         texts: list[Any] = []

@@ -5,44 +5,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from memwarden.projections import EVERYONE, Access
 
 from ._errors import InvalidInput
+from ._rights import KEY_ROLES, Principal, authorize
 from ._warden import Warden
 
 log = structlog.get_logger("memwarden.keys")
 
-ROLES = ("agent", "security", "auditor")
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is asking. Agents are bound to their tenants (and agent name)."""
-
-    key_id: str
-    role: str
-    tenants: tuple[str, ...] = ()
-    agent: str | None = None
-    internal: bool = field(default=False, compare=False)
-
-    @property
-    def access(self) -> Access:
-        """What this key may see: security and auditor keys every tenant; an
-        agent key its tenants, and if bound to an agent name, only that
-        agent's memories."""
-        if self.role in ("security", "auditor"):
-            return EVERYONE
-        return Access(self.tenants, self.agent)
-
-    def reads_tenant(self, tenant: str | None) -> bool:
-        return self.access.allows_tenant(tenant)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"key_id": self.key_id, "role": self.role, "tenants": list(self.tenants), "agent": self.agent}
+ROLES = KEY_ROLES
 
 
 def _hash(secret: str) -> str:
@@ -54,8 +27,10 @@ class KeyStore:
         self.warden = warden
 
     def create(
-        self, role: str, *, tenants: tuple[str, ...] | list[str] = (), agent: str | None = None
+        self, role: str, *, tenants: tuple[str, ...] | list[str] = (), agent: str | None = None, caller: Principal
     ) -> tuple[str, Principal]:
+        """A new key of ``role`` (shown once; only its hash is kept)."""
+        authorize(caller, "operate")
         if role not in ROLES:
             raise InvalidInput("role", f"must be one of {', '.join(ROLES)}")
         tenants = tuple(dict.fromkeys(tenants))
@@ -67,8 +42,10 @@ class KeyStore:
                 "tenant", f"{article} {role} key reads every tenant; --tenant and --agent are for agent keys"
             )
         for tenant in tenants:
-            if not tenant or any(c.isspace() for c in tenant):
+            if not isinstance(tenant, str) or not tenant or any(c.isspace() or ord(c) < 32 for c in tenant):
                 raise InvalidInput("tenant", f"{tenant!r} is not a valid tenant")
+        if agent is not None and (not agent or any(c.isspace() or ord(c) < 32 for c in agent)):
+            raise InvalidInput("agent", f"{agent!r} is not a valid agent name")
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(24)
         with self.warden.transaction() as tx:
@@ -96,11 +73,13 @@ class KeyStore:
             return None
         return Principal(key_id, row["role"], tuple(row["tenants"]), row["agent"])
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self, *, caller: Principal) -> list[dict[str, Any]]:
+        authorize(caller, "operate")
         with self.warden.reading() as view:
             return view.keys()
 
-    def revoke(self, key_id: str) -> bool:
+    def revoke(self, key_id: str, *, caller: Principal) -> bool:
+        authorize(caller, "operate")
         with self.warden.transaction() as tx:
             done = tx.view.revoke_key(key_id, self.warden.now())
         if done:

@@ -9,11 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._errors import InvalidInput
-
-
-class TooLarge(InvalidInput):
-    """Input over a size limit (HTTP 413)."""
+from ._errors import InvalidInput, TooLarge
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import content_checksum, parse_ts
-from memwarden.projections import EVERYONE, SCOPE_COLUMNS, Access, blocking_revocation
+from memwarden.projections import SCOPE_COLUMNS, blocking_revocation, fetched_at
 
 from ._core import Core
 from ._errors import ChecksumMismatch, InvalidInput, MemoryNotFound
 from ._limits import TooLarge, encoded, normal_checksum
 from ._reading import query
+from ._rights import Principal, confine_agent, one_tenant, operation
 from ._saving import save as save_memory
 
 KIND = "agent_memory"
@@ -77,11 +78,16 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
-def save(warden: Core, *, tenant: str, agent: str, key: str, content: str, access: Access = EVERYONE) -> dict[str, Any]:
-    """``/memory/save``: the memory (tenant, agent, key), a new version each time."""
+@operation("save")
+def save(
+    warden: Core, *, tenant: str | None = None, agent: str, key: str, content: str, caller: Principal
+) -> dict[str, Any]:
+    """``/memory/save``: the memory (tenant, agent, key), a new version each
+    time. ``tenant`` may be left out by a key bound to one tenant."""
     for field, value in (("agent", agent), ("key", key)):
-        if not value or any(c.isspace() or ord(c) < 32 for c in value):
+        if not isinstance(value, str) or not value or any(c.isspace() or ord(c) < 32 for c in value):
             raise InvalidInput(field, "must be non-empty, without spaces or control characters")
+    tenant = one_tenant(caller, tenant)
     if not isinstance(content, str):
         raise InvalidInput("content", "must be text")
     warden.limits.check_text("content", content, "max_content_bytes")
@@ -111,7 +117,7 @@ def save(warden: Core, *, tenant: str, agent: str, key: str, content: str, acces
         fetched_at=fetched_at,
         branch=branch,
         actor=f"agent:{agent}",
-        access=access,
+        caller=caller,
     )
     return {
         "status": "saved",
@@ -134,10 +140,17 @@ def _saved_at(value: Any, now: datetime) -> datetime | None:
     return when if when <= now else None
 
 
-def load(warden: Core, *, tenant: str, agent: str, history: bool = False, access: Access = EVERYONE) -> dict[str, Any]:
+@operation("read")
+def load(
+    warden: Core, *, tenant: str | None = None, agent: str, history: bool = False, caller: Principal
+) -> dict[str, Any]:
     """``/memory/load``: every key of an agent; texts only while they may be used."""
+    if not isinstance(agent, str) or not agent:
+        raise InvalidInput("agent", "is required")
+    tenant = one_tenant(caller, tenant)
+    agent = confine_agent(caller, agent) or agent
     prefix = memory_id_of(agent, "")
-    views = query(warden, tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=10_000, access=access)
+    views = query(warden, tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=10_000, caller=caller)
     memories = []
     for view in sorted(views, key=lambda v: v.memory_id):
         if not view.memory_id.startswith(prefix):
@@ -165,19 +178,20 @@ def versions(warden: Core, tenant: str, memory_id: str) -> list[dict[str, Any]]:
     """Every saved version, oldest first, with its text only while that
     version may still be served: not covered by any revocation (whatever
     was saved after it), never invalidated or quarantined, not erased, and
-    still matching its checksum."""
+    still matching its checksum. An erased version shows no checksum."""
     saved: dict[int, dict[str, Any]] = {}
     tainted: set[int] = set()
-    erased = False
+    erased_through = 0
     for event in warden.log.memory_events(tenant, memory_id):
         p = event.payload
         if event.type == "memory.saved":
             scope = p["scope"]
             saved[p["version"]] = {
                 "version": p["version"],
+                "seq": event.seq,
                 "saved_at": event.recorded_at,
                 "checksum": p["content_checksum"],
-                "fetched_at": p["fetched_at"],
+                "fetched_at": fetched_at(p, event),
                 "row": {
                     "memory_id": memory_id,
                     "kind": p["kind"],
@@ -186,24 +200,26 @@ def versions(warden: Core, tenant: str, memory_id: str) -> list[dict[str, Any]]:
                 },
             }
         elif event.type == "memory.verified" and p["version"] in saved:
-            saved[p["version"]]["fetched_at"] = p["fetched_at"]
+            saved[p["version"]]["fetched_at"] = fetched_at(p, event)
         elif event.type in ("memory.invalidated", "memory.integrity_failed"):
             tainted.add(p["version"])
         elif event.type == "memory.erased":
-            erased = True
+            erased_through = max(erased_through, p.get("version") or max(saved, default=0))
     if not saved:
         raise MemoryNotFound(memory_id)
     with warden.reading() as view:
         revocations = view.revocations()
     out = []
     for version, info in sorted(saved.items()):
-        revoked = blocking_revocation(revocations, {**info["row"], "fetched_at": info["fetched_at"]}) is not None
+        row = {**info["row"], "fetched_at": info["fetched_at"]}
+        revoked = blocking_revocation(revocations, row, recorded_seq=info["seq"]) is not None
+        erased = version <= erased_through
         servable = not (erased or revoked or version in tainted)
         out.append(
             {
                 "version": version,
                 "saved_at": info["saved_at"],
-                "checksum": info["checksum"],
+                "checksum": None if erased else info["checksum"],
                 "content": warden.texts.content(tenant, memory_id, version, info["checksum"]) if servable else None,
             }
         )

@@ -8,11 +8,13 @@ from memwarden.projections import UnknownBackend
 
 from ._core import Core
 from ._errors import InvalidInput
+from ._rights import Principal, operation
 
 CHUNK = 5000
 
 
-def migrate(core: Core, to: str) -> dict[str, Any]:
+@operation("operate")
+def migrate(core: Core, to: str, *, caller: Principal) -> dict[str, Any]:
     """Copy the log (every seq and hash as it is), the texts and the API
     keys into the empty store ``to`` names, fold the view there as the
     events go in, and check it: the chain's head is the same, so a head
@@ -23,8 +25,9 @@ def migrate(core: Core, to: str) -> dict[str, Any]:
     except UnknownBackend as exc:
         raise InvalidInput("to", exc.problem) from None
     try:
-        if target.log.head().seq:
-            raise InvalidInput("to", f"{target.path} already holds {target.log.head().seq} events: give an empty store")
+        held = _held(target)
+        if held:
+            raise InvalidInput("to", f"{target.path} already holds {held}: give an empty store")
         copied = texts = 0
         # the store's own transaction, not the engine's: one this long keeps
         # the garbage collector running (engine/_collector.py)
@@ -55,6 +58,22 @@ def migrate(core: Core, to: str) -> dict[str, Any]:
         }
     finally:
         target.close()
+
+
+def _held(target: Core) -> str | None:
+    """What a target store already holds (events, texts or API keys), if
+    anything: a migration goes only into an empty store, so no key, text or
+    event of another store can live on beside the migrated ones."""
+    events = target.log.head().seq
+    if events:
+        return f"{events} events"
+    with target.store.reading() as view:
+        keys = len(view.keys())
+    if keys:
+        return f"{keys} API keys"
+    if next(iter(target.texts.all()), None) is not None:
+        return "texts"
+    return None
 
 
 def _copy_keys(source: Any, target: Any) -> int:

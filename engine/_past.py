@@ -20,13 +20,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json, canonical_ts
-from memwarden.projections import COLUMNS, EVERYONE, Access, CheckResult, Key, story
+from memwarden.projections import COLUMNS, CheckResult, Key, story
 
 from ._core import Core
 from ._derivation import Judge
 from ._errors import InvalidInput, MemoryNotFound
 from ._gate import decide
 from ._reading import get
+from ._rights import Principal, operation
 from ._versions import in_force
 from ._views import MemoryView
 
@@ -95,14 +96,19 @@ def replay_memories(
                 labels = live.summaries([row for row, _ in shown])
             past.forget()
             for row, decision in shown:
-                view = MemoryView.of(row, decision, None, labels.get((row["tenant"], row["memory_id"]))).as_dict()
+                label = labels.get((row["tenant"], row["memory_id"]))
+                view = MemoryView.of(row, decision, None, label).as_dict()
                 view.pop("content")
+                if label is None:  # the version's texts are erased: its checksum is not shown either
+                    view["checksum"] = None
                 yield (row["tenant"], row["memory_id"]), view
 
 
+@operation("review")
 def replay(
     warden: Core,
     *,
+    caller: Principal,
     as_of: str | None = None,
     seq: int | None = None,
     tenant: str | None = None,
@@ -133,9 +139,11 @@ def replay(
     return out
 
 
+@operation("review")
 def replay_stream(
     warden: Core,
     *,
+    caller: Principal,
     as_of: str | None = None,
     seq: int | None = None,
     tenant: str | None = None,
@@ -160,24 +168,28 @@ def replay_stream(
 # -- explain ------------------------------------------------------------------------------------
 
 
+@operation("read")
 def explain(
     warden: Core,
     memory_id: str,
     *,
     tenant: str | None = None,
-    access: Access = EVERYONE,
+    caller: Principal,
     as_of: str | None = None,
 ) -> dict[str, Any]:
     """The memory's history, the status after each step, and the gate's
     answer at ``as_of`` (default now). Uses the projection's own fold, so
     the story told here is the one the view was built from. The memory is
-    found among those ``access`` allows, as every read finds it."""
+    found among those ``caller`` may read, as every read finds it."""
+    access = caller.access
     if as_of is not None:
         point, when = resolve_point(warden, as_of=as_of)
     else:
         point, when = warden.log.head().seq, warden.now()
     with warden.reading() as view:
         tenant = warden.find_row(view, memory_id, tenant=tenant, access=access)["tenant"]
+        # an erased text's checksum is withheld with it: a short text is found again from its hash
+        erased_through = view.erased_through(tenant, memory_id)
     row: dict[str, Any] | None = None
     history: list[dict[str, Any]] = []
     events = warden.log.memories_events([(tenant, memory_id)], until_seq=point)
@@ -191,8 +203,8 @@ def explain(
                 "event": event.type,
                 "status_after": row["status"],
                 "version": row["version"],
-                "checksum": row["checksum"],
-                "note": _note(event),
+                "checksum": None if row["version"] <= erased_through else row["checksum"],
+                "note": _note(event, erased=row["version"] <= erased_through),
             }
         )
     if row is None:
@@ -206,7 +218,7 @@ def explain(
         tree = judge.tree(row, access=access) if row["derived_from"] != "[]" else None
         drawn = judge.drawn(row, access=access)
     if as_of is None and answer.usable:
-        answer = get(warden, memory_id, tenant=tenant)  # the live answer also checks the text
+        answer = get(warden, memory_id, tenant=tenant, caller=caller)  # the live answer also checks the text
     return {
         "memory_id": memory_id,
         "as_of": when,
@@ -217,7 +229,7 @@ def explain(
         "detail": answer.detail,
         "status": row["status"],
         "version": row["version"],
-        "checksum": row["checksum"],
+        "checksum": None if row["version"] <= erased_through else row["checksum"],
         "fetched_at": row["fetched_at"],
         "expires_at": row["expires_at"],
         "history": history,
@@ -227,7 +239,7 @@ def explain(
     }
 
 
-def _note(event: RecordedEvent) -> str | None:
+def _note(event: RecordedEvent, *, erased: bool = False) -> str | None:
     p = event.payload
     if event.type == "revocation.issued":
         return f"{p['revocation_id']}: {p['reason']}"
@@ -246,6 +258,8 @@ def _note(event: RecordedEvent) -> str | None:
     if event.type == "memory.erased":
         return f"erased: {p['reason']}"
     if event.type == "memory.integrity_failed":
+        if erased:
+            return "the stored text did not match its checksum"
         return f"stored text hashed to {p.get('actual_checksum')}, expected {p['expected_checksum']}"
     if event.type == "memory.resynced":
         return f"text restored from {p['resynced_from']}"
@@ -255,7 +269,8 @@ def _note(event: RecordedEvent) -> str | None:
 # -- the two ways to the past, compared -----------------------------------------------------------
 
 
-def check_as_of(warden: Core, *, as_of: str | None = None, seq: int | None = None) -> CheckResult:
+@operation("review")
+def check_as_of(warden: Core, *, as_of: str | None = None, seq: int | None = None, caller: Principal) -> CheckResult:
     """The view as of a past point as the indexes answer it, against a full
     replay of the log to that point: every memory's row, the policies in
     force, and what was drawn from each memory then."""

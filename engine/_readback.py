@@ -15,7 +15,8 @@ from ._core import Core
 from ._derivation import rows_for
 from ._errors import RevocationNotFound
 from ._reading import query
-from ._revoking import revocation as revocation_of
+from ._revoking import revocation as _revocation
+from ._rights import SYSTEM, Principal, operation
 
 log = structlog.get_logger("memwarden.readback")
 
@@ -38,9 +39,14 @@ def covered_ids(warden: Core, revocation: dict[str, Any]) -> dict[str, list[str]
     return by_tenant
 
 
+def revocation_of(warden: Core, revocation_id: str) -> dict[str, Any]:
+    return _revocation(warden, revocation_id, caller=SYSTEM)
+
+
 def python_path(warden: Core) -> ReadPath:
     def visible(tenant: str, ids: list[str]) -> list[str]:
-        return [v.memory_id for v in query(warden, tenant=tenant, ids=ids, limit=len(ids), with_content=True)]
+        found = query(warden, tenant=tenant, ids=ids, limit=len(ids), with_content=True, caller=SYSTEM)
+        return [v.memory_id for v in found]
 
     return visible
 
@@ -49,7 +55,8 @@ def fts_path(warden: Core) -> Callable[[str, str], set[str]]:
     """The ids a text search for ``word`` returns in ``tenant`` (the query agents run)."""
 
     def visible(tenant: str, word: str) -> set[str]:
-        return {v.memory_id for v in query(warden, tenant=tenant, text=word, limit=10_000, with_content=False)}
+        found = query(warden, tenant=tenant, text=word, limit=10_000, with_content=False, caller=SYSTEM)
+        return {v.memory_id for v in found}
 
     return visible
 
@@ -58,7 +65,8 @@ def _first_word(summary: str) -> str | None:
     return next((w for w in summary.split() if any(c.isalnum() for c in w)), None)
 
 
-def read_back(warden: Core, revocation_id: str, *, http: ReadPath | None = None) -> dict[str, Any]:
+@operation("confirm")
+def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: ReadPath | None = None) -> dict[str, Any]:
     """Check every read path and record the outcome as an event.
 
     Returns the record written (or the one already there): a confirmed
@@ -134,7 +142,8 @@ def read_back(warden: Core, revocation_id: str, *, http: ReadPath | None = None)
     return {**revocation_of(warden, revocation_id), "written": True}
 
 
-def readback_records(warden: Core, revocation_id: str) -> dict[str, Any]:
+@operation("review")
+def readback_records(warden: Core, revocation_id: str, *, caller: Principal) -> dict[str, Any]:
     """The read-back events recorded for a revocation, oldest first."""
     revocation_of(warden, revocation_id)  # raises if unknown
     records = [

@@ -6,12 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
-from memwarden.projections import EVERYONE, STATUSES, TERMINAL, Access, AgentQuery, ViewReader
+from memwarden.projections import STATUSES, TERMINAL, AgentQuery, ViewReader
 
 from ._core import Core, log
 from ._derivation import Judge
 from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
+from ._rights import Principal, confine_agent, confine_tenant, operation, shows_text
 from ._versions import in_force, version_of
 from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, TENANT, MemoryView, derivation_row, gate_row
 
@@ -19,15 +20,16 @@ MAX_LIMIT = 10_000
 MAX_OFFSET = 100_000
 
 
+@operation("read")
 def get(
-    core: Core, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, min_seq: int | None = None
+    core: Core, memory_id: str, *, tenant: str | None = None, caller: Principal, min_seq: int | None = None
 ) -> MemoryView:
     """One memory with its content checked against its checksum now.
     ``tenant`` names it where the id alone is ambiguous for the caller;
-    ``access`` narrows the lookup to what the caller may read."""
+    the lookup is confined to what ``caller`` may read."""
     now = core.now()
     with core.reading(min_seq) as view:
-        found = view.named_with_text(memory_id, tenant=tenant, access=access)
+        found = view.named_with_text(memory_id, tenant=tenant, access=caller.access)
         if not found:
             raise MemoryNotFound(memory_id)
         if len(found) > 1:
@@ -35,17 +37,24 @@ def get(
         values = found[0]
         policy_version = version_of(view, values[POLICY])
         parents = Judge(view, now, view.policies()).parents(derivation_row(values))
-    return _judge(core, values, policy_version, now, parents)
+    return _judge(core, values, policy_version, now, parents, caller)
 
 
 def _judge(
-    core: Core, values: Sequence[Any], policy_version: int, now: str, parents: Sequence[ParentState]
+    core: Core,
+    values: Sequence[Any],
+    policy_version: int,
+    now: str,
+    parents: Sequence[ParentState],
+    caller: Principal,
 ) -> MemoryView:
     """Apply the gate to one row selected as ``VIEW_COLUMNS`` with its
     summary and stored content (the last two values), its evidence
     already judged; on a checksum mismatch, record it, quarantine, and
-    try a resync."""
-    status, summary, data = values[STATUS], values[-2], values[-1]
+    try a resync. The summary of a memory the caller may not be shown
+    (``shows_text``) is left out."""
+    status, data = values[STATUS], values[-1]
+    summary = values[-2] if shows_text(caller, status) else None
     if status == "erased" or status == "revoked":
         decision = decide(gate_row(values), now=now, policy_version=policy_version, parents=parents)
         return MemoryView.of_values(values, decision, None, summary)
@@ -56,6 +65,8 @@ def _judge(
         if row is None:
             raise MemoryNotFound(values[0])
         decision = decide(row, now=now, policy_version=policy_version, content_ok=ok, parents=parents)
+        if not shows_text(caller, row["status"]):
+            summary = None
         return MemoryView.of(row, decision, text if ok else None, summary)
     decision = decide(gate_row(values), now=now, policy_version=policy_version, content_ok=True, parents=parents)
     return MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, summary)
@@ -120,6 +131,7 @@ def _integrity(
     return current or row, False, None
 
 
+@operation("read")
 def query(
     core: Core,
     *,
@@ -136,28 +148,25 @@ def query(
     min_seq: int | None = None,
     with_content: bool = True,
     ids: Sequence[str] | None = None,
-    access: Access = EVERYONE,
+    caller: Principal,
     status: str | None = None,
     offset: int = 0,
 ) -> list[MemoryView]:
     """Usable memories in a scope, newest first; with ``include_unusable``,
     every memory in it and why it is not usable. ``ids`` narrows the
     scope to those memories (read-back uses it to ask about exactly the
-    memories a revocation covers, through this same path). ``access``
-    confines the statement itself to what the caller may read. ``status``
+    memories a revocation covers, through this same path). The statement
+    itself is confined to what ``caller`` may read: a tenant it is not
+    bound to is refused, and a bound key reads its own agent's memories. ``status``
     narrows to the view's stored status; ``offset`` skips that many
     answers (a page of a listing)."""
     if not isinstance(tenant, str) or not tenant:
         raise InvalidInput("tenant", "is required")
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}")
-    if not access.allows_tenant(tenant):
-        raise PermissionError(f"this key is not bound to tenant {tenant!r}")
-    if access.agent is not None:
-        # a bound key reads its own agent's memories, whatever it asked for
-        if agent not in (None, access.agent):
-            raise PermissionError(f"this key reads only agent {access.agent!r}")
-        agent = access.agent
+    confine_tenant(caller, tenant)
+    agent = confine_agent(caller, agent)
+    access = caller.access
     if not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
         raise InvalidInput("offset", f"must be between 0 and {MAX_OFFSET}")
     if status is not None and status not in STATUSES:
@@ -192,7 +201,7 @@ def query(
         page = core.agent_page(min_seq, query, evidence)
         for values in page.rows:
             parents = page.evidence.get(values[0], ())
-            view = _judge(core, values, in_force(page.policies, values[POLICY]), now, parents)
+            view = _judge(core, values, in_force(page.policies, values[POLICY]), now, parents, caller)
             if not with_content:
                 view = _without_content(view)
             if include_unusable or view.usable:
@@ -205,11 +214,12 @@ def query(
     return views[offset:]
 
 
-def search_ids(core: Core, text: str, *, tenant: str | None = None, access: Access = EVERYONE) -> list[str]:
+@operation("read")
+def search_ids(core: Core, text: str, *, tenant: str | None = None, caller: Principal) -> list[str]:
     """Ids of memories whose summary or text match (any status): the raw
     text-index path, used by read-back to prove nothing leaks there."""
     with core.reading() as view:
-        return view.text_matches(search_words(text), access, tenant)
+        return view.text_matches(search_words(text), caller.access, tenant)
 
 
 def _without_content(view: MemoryView) -> MemoryView:

@@ -46,6 +46,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._core import Core
 from ._errors import InvalidInput
+from ._rights import Principal, operation
+from ._saving import fetch_time
 from ._validation import build, field_error
 from ._versions import adopt, current_version, is_retired
 from ._views import DueItem, ImportResult
@@ -95,8 +97,6 @@ def read_records(path: str | Path) -> list[Line]:
                 record = MemoryRecord.model_validate(data)
             except ValidationError as exc:
                 raise field_error(exc, f"line {number}") from None
-            if record.expires_at is not None and record.expires_at <= record.fetched_at:
-                raise InvalidInput(f"line {number}.expires_at", "must be after fetched_at")
             records.append((number, record, sha256_hex(canonical_json(data))))
     return records
 
@@ -114,7 +114,10 @@ def scan_records(path: str | Path, now: datetime) -> list[DueItem]:
     return due
 
 
-def import_records(warden: Core, path: str | Path, *, progress: Callable[[int], None] | None = None) -> ImportResult:
+@operation("operate")
+def import_records(
+    warden: Core, path: str | Path, *, caller: Principal, progress: Callable[[int], None] | None = None
+) -> ImportResult:
     """Turn a file of memory records into events.
 
     A record has no separate content: its summary is its text unless a
@@ -123,6 +126,9 @@ def import_records(warden: Core, path: str | Path, *, progress: Callable[[int], 
     each record handled.
     """
     records = read_records(path)
+    now = warden.clock.now()
+    for number, record, _ in records:  # the file is refused whole before anything is written
+        fetch_time(record.fetched_at, now, f"line {number}.fetched_at")
     tick = progress or (lambda n: None)
     refused: list[dict[str, Any]] = []
     imported = skipped = 0
@@ -138,7 +144,7 @@ def import_records(warden: Core, path: str | Path, *, progress: Callable[[int], 
             if tx.holds(event_id):
                 skipped += 1  # this very record was imported before
                 continue
-            refusal = _refusal(tx.view, record, revocations, versions)
+            refusal = _refusal(tx.view, record, revocations, versions, now)
             if refusal is not None:
                 refused.append({"line": number, "memory_id": record.memory_id, **refusal})
                 continue
@@ -188,6 +194,7 @@ def _refusal(
     record: MemoryRecord,
     revocations: list[dict[str, Any]],
     versions: dict[tuple[str, str], dict[str, Any] | None],
+    now: datetime,
 ) -> dict[str, Any] | None:
     # the policies stand still once the file's adoptions are appended: each
     # (policy, version) is judged once an import, not once a record (four
@@ -203,7 +210,7 @@ def _refusal(
         "source_url": record.source_url,
         **record.scope.model_dump(),
     }
-    blocking = blocking_revocation(revocations, {**candidate, "fetched_at": format_ts(record.fetched_at)})
+    blocking = blocking_revocation(revocations, {**candidate, "fetched_at": format_ts(min(record.fetched_at, now))})
     return None if blocking is None else {"reason": "revoked", "revocation_id": blocking["revocation_id"]}
 
 
@@ -230,7 +237,7 @@ def _append(warden: Core, tx: Write, record: MemoryRecord, event_id: str, where:
         content_checksum=content_checksum(text),
         content_length=len(text.encode("utf-8")),
         source_url=record.source_url,
-        fetched_at=record.fetched_at,
+        fetched_at=fetch_time(record.fetched_at, warden.clock.now(), f"{where}.fetched_at"),
         expires_at=record.expires_at,
         verified_at=record.verified_at,
         scope=record.scope.model_dump(),

@@ -7,25 +7,29 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id, version_value
-from memwarden.projections import EVERYONE, Access
 
 from ._core import Core, log
-from ._errors import InvalidInput, RevocationNotFound
+from ._errors import InvalidInput, RevocationNotFound, UserNotFound
+from ._rights import Principal, operation
 from ._validation import build, when
 from ._versions import change
-from ._views import RevocationResult
+from ._views import ErasureResult, RevocationResult
 
 
+@operation("revoke")
 def revoke(
     core: Core,
     selector: Selector | dict[str, Any],
     *,
     reason: str,
-    by: str = "security",
+    by: str | None = None,
     effective_at: datetime | str | None = None,
+    caller: Principal,
 ) -> RevocationResult:
-    """Take everything ``selector`` covers out of every read path, at commit."""
-    sel = selector if isinstance(selector, Selector) else build(Selector, "selector", **selector)
+    """Take everything ``selector`` covers out of every read path, at
+    commit. ``by`` names who asked for it (default: the caller)."""
+    by = by or caller.actor
+    sel = _selector(selector)
     effective = when("effective_at", effective_at) or core.clock.now()
     event = build(
         RevocationIssued,
@@ -51,16 +55,17 @@ def revoke(
     return RevocationResult(event.revocation_id, seq, covered, format_ts(effective), cascaded)
 
 
+@operation("revoke")
 def preview_revocation(
-    core: Core, selector: Selector | dict[str, Any], *, effective_at: datetime | str | None = None
+    core: Core, selector: Selector | dict[str, Any], *, effective_at: datetime | str | None = None, caller: Principal
 ) -> dict[str, Any]:
     """A dry run of ``revoke``: how many memories, in which tenants, the
     selector would take out if issued now. Nothing is written. The count
     is the fold's own statement, so it is what ``covered`` would say."""
-    sel = selector if isinstance(selector, Selector) else build(Selector, "selector", **selector)
+    sel = _selector(selector)
     effective = format_ts(when("effective_at", effective_at) or core.clock.now())
     with core.reading() as view:
-        tenants = view.would_revoke(sel.model_dump(mode="json"), effective)
+        tenants = view.would_revoke(sel.model_dump(mode="json"))
     return {
         "dry_run": True,
         "selector": sel.model_dump(mode="json", exclude_defaults=True),
@@ -71,7 +76,16 @@ def preview_revocation(
     }
 
 
-def revocation(core: Core, revocation_id: str) -> dict[str, Any]:
+def _selector(selector: Selector | dict[str, Any]) -> Selector:
+    if isinstance(selector, Selector):
+        return selector
+    if not isinstance(selector, dict):
+        raise InvalidInput("selector", "must be an object of the fields a revocation covers")
+    return build(Selector, "selector", **selector)
+
+
+@operation("review")
+def revocation(core: Core, revocation_id: str, *, caller: Principal) -> dict[str, Any]:
     with core.reading() as view:
         out = view.revocation(revocation_id)
     if out is None:
@@ -79,7 +93,8 @@ def revocation(core: Core, revocation_id: str) -> dict[str, Any]:
     return _revocation_out(out)
 
 
-def revocations(core: Core, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+@operation("review")
+def revocations(core: Core, *, limit: int = 100, offset: int = 0, caller: Principal) -> list[dict[str, Any]]:
     """Revocations, newest first, with their read-back state."""
     if not isinstance(limit, int) or not 1 <= limit <= 10_000:
         raise InvalidInput("limit", "must be between 1 and 10000")
@@ -95,20 +110,22 @@ def _revocation_out(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def set_policy(core: Core, policy: str, version: int | str, *, actor: str = "security") -> int:
+@operation("set_policy")
+def set_policy(core: Core, policy: str, version: int | str, *, actor: str | None = None, caller: Principal) -> int:
     """Make ``version`` current and retire the version before it for good:
     memories checked under it stop being usable until re-verified, and
     no later change can make it current again (see ``_versions``)."""
     if not isinstance(policy, str) or not policy or any(c.isspace() or ord(c) < 32 for c in policy):
         raise InvalidInput("policy", "must be a non-empty name without spaces or control characters")
     with core.transaction() as tx:
-        event = change(tx.view, policy, version, actor=actor)
+        event = change(tx.view, policy, version, actor=actor or caller.actor)
         seq = tx.append([event])[0]
     log.warning("policy_version_changed", policy=policy, version=version, seq=seq)
     return seq
 
 
-def policies(core: Core) -> dict[str, int | str]:
+@operation("read")
+def policies(core: Core, *, caller: Principal) -> dict[str, int | str]:
     with core.reading() as view:
         return {policy: version_value(v) for policy, v in view.policies().items()}
 
@@ -116,6 +133,7 @@ def policies(core: Core) -> dict[str, int | str]:
 # -- erasure ------------------------------------------------------------------------
 
 
+@operation("erase")
 def erase(
     core: Core,
     *,
@@ -123,9 +141,9 @@ def erase(
     user: str | None = None,
     tenant: str | None = None,
     reason: str,
-    actor: str = "security",
-    access: Access = EVERYONE,
-) -> int:
+    actor: str | None = None,
+    caller: Principal,
+) -> ErasureResult:
     """Destroy the texts of a memory (or of all of a user's memories, in
     ``tenant`` when given): its summary and content, every version.
 
@@ -141,18 +159,23 @@ def erase(
         raise InvalidInput("reason", "is required")
     with core.transaction() as tx:
         if memory_id is not None:
-            rows = [core.find_row(tx.view, memory_id, tenant=tenant, access=access)]
+            rows = [core.find_row(tx.view, memory_id, tenant=tenant, access=caller.access)]
         else:
-            rows = tx.view.of_user(user, tenant=tenant, access=access)
-        targets = sorted((r["tenant"], r["memory_id"], r["checksum"]) for r in rows if r["status"] != "erased")
+            rows = tx.view.of_user(user, tenant=tenant, access=caller.access)
+            if not rows:
+                raise UserNotFound(user, tenant)  # type: ignore[arg-type]
+        targets = sorted(
+            (r["tenant"], r["memory_id"], r["checksum"], r["version"]) for r in rows if r["status"] != "erased"
+        )
         events = [
-            MemoryErased(tenant=t, memory_id=m, reason=reason, content_checksum=c, actor=actor) for t, m, c in targets
+            MemoryErased(
+                tenant=t, memory_id=m, reason=reason, content_checksum=c, version=v, actor=actor or caller.actor
+            )
+            for t, m, c, v in targets
         ]
-        # the texts first: the projection's apply drops the erased rows
-        # from the text index in this same transaction
-        tx.texts.erase((r["tenant"], r["memory_id"]) for r in rows)
+        # the text store destroys the texts as the events append (its
+        # subscriber), and the projection drops them from the text index
         tx.append(events)
         tx.view.purge_text_index()
-    core.store.after_erasure()  # e.g. erased text leaves SQLite's write-ahead log
     log.warning("memories_erased", count=len(events), memory_id=memory_id, user=user, tenant=tenant)
-    return len(events)
+    return ErasureResult(len(events), tx.erasure_cleared is not False)

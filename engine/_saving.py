@@ -8,20 +8,31 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from memwarden.events import MemorySaved, ParentRef, Scope, content_checksum, format_ts, parse_duration
-from memwarden.projections import EVERYONE, Access, Key, ViewReader, blocking_revocation
+from memwarden.events import (
+    CLOCK_SKEW,
+    EventIdReused,
+    MemorySaved,
+    ParentRef,
+    Scope,
+    content_checksum,
+    format_ts,
+    parse_duration,
+    sha256_hex,
+)
+from memwarden.projections import Access, Key, ViewReader, blocking_revocation
 
 from ._core import Core, log
 from ._derivation import Judge
-from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope, ScopeNotAllowed
-from ._errors import MemoryErased as MemoryErasedError
-from ._limits import TooLarge, check_source_url, encoded, normal_checksum
+from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
+from ._limits import CONTROL, TooLarge, check_source_url, encoded, normal_checksum
+from ._rights import Principal, operation, scope_for_save
 from ._validation import build, when
 from ._versions import IMPLICIT_VERSION, adopt, version_of
 from ._views import SaveResult
 
-# A fetch claimed to be this far in the future is a clock problem or a lie.
-MAX_CLOCK_SKEW = timedelta(minutes=5)
+# A fetch claimed this far in the future is a clock problem or a lie
+# (refused); one claimed less far ahead is clamped to now, never trusted.
+MAX_CLOCK_SKEW = CLOCK_SKEW
 MAX_SUMMARY = 4096
 
 
@@ -82,12 +93,12 @@ def check_input(
     checksum: str | None = None,
     derived_from: Sequence[str | ParentRef | dict[str, Any]] = (),
     cache_key: dict[str, Any] | None = None,
-    actor: str = "agent",
+    actor: str | None = None,
     event_id: str | None = None,
-    access: Access = EVERYONE,
+    caller: Principal,
 ) -> Checked:
     """Every check of a save that needs no view: the text, its checksum and
-    limits, the times, the scope and what ``access`` may write."""
+    limits, the times, the scope and what ``caller`` may write."""
     if not isinstance(content, str):
         raise InvalidInput("content", "must be text")
     core.limits.check_text("content", content, "max_content_bytes")
@@ -95,16 +106,15 @@ def check_input(
     if checksum is not None and normal_checksum("checksum", checksum) != actual:
         raise ChecksumMismatch("checksum", checksum, actual)
     now = core.clock.now()
-    fetched = when("fetched_at", fetched_at) or now
-    if fetched > now + MAX_CLOCK_SKEW:
-        raise InvalidInput("fetched_at", f"{format_ts(fetched)} is in the future (now is {format_ts(now)})")
+    fetched = fetch_time(when("fetched_at", fetched_at), now)
     expires = _expiry(core, kind, fetched, expires_at, ttl)
-    scope_model = scope if isinstance(scope, Scope) else build(Scope, "scope", **(scope or {}))
-    tenant = scope_model.tenant
-    if not access.allows_tenant(tenant):
-        raise ScopeNotAllowed("scope.tenant", f"this key is not bound to tenant {tenant!r}")
-    if access.agent is not None and scope_model.agent != access.agent:
-        raise ScopeNotAllowed("scope.agent", f"this key saves only as agent {access.agent!r}")
+    if expires is not None and expires <= fetched:
+        raise InvalidInput("expires_at", "must be after fetched_at")
+    if isinstance(scope, Scope):
+        scope = scope.model_dump(exclude_none=True)
+    if not isinstance(scope, dict):
+        raise InvalidInput("scope", "must be an object naming at least the tenant")
+    scope_model = build(Scope, "scope", **scope_for_save(caller, scope))
     if not isinstance(summary, str) or not summary:
         raise InvalidInput("summary", "must be non-empty text")
     if len(summary) > MAX_SUMMARY:
@@ -120,10 +130,24 @@ def check_input(
         revocation_version=revocation_version,
         derived_from=derived_from,
         cache_key=cache_key,
-        actor=actor,
+        actor=actor or caller.actor,
         event_id=event_id,
     )
     return Checked(memory_id, kind, summary, content, actual, fetched, expires, scope_model, fields)
+
+
+def fetch_time(claimed: datetime | None, now: datetime, field: str = "fetched_at") -> datetime:
+    """A caller's fetch time as it is recorded: refused past the clock skew
+    allowed, clamped to ``now`` within it (a fetch cannot have happened
+    after the moment it is recorded), ``now`` when none is given."""
+    if claimed is None:
+        return now
+    if claimed > now + MAX_CLOCK_SKEW:
+        raise InvalidInput(
+            field,
+            f"{format_ts(claimed)} is in the future (now is {format_ts(now)}; at most {MAX_CLOCK_SKEW} of clock skew)",
+        )
+    return min(claimed, now)
 
 
 class Reads:
@@ -156,20 +180,21 @@ def saved_event(
     view: ViewReader,
     item: Checked,
     revocations: Sequence[dict[str, Any]],
-    access: Access,
+    caller: Principal,
     reads: Reads | None = None,
 ) -> tuple[MemorySaved, Any]:
     """The ``memory.saved`` event of a checked input (and the policy
     adoption it needs, or None), checked against the view: who holds the
-    id, erasure, evidence, policy versions, and no resurrection."""
+    id, evidence, policy versions, and no resurrection. A memory that was
+    erased takes a new version: the erased ones never return (the text
+    store refuses their texts), a new text starts afresh."""
     f = item.fields
     tenant, memory_id = item.scope.tenant, item.memory_id
+    access = caller.access
     reads = reads or Reads(view)
     row = reads.row(tenant, memory_id) if isinstance(memory_id, str) else None
     if row is not None and not access.allows(row["tenant"], row["agent"]):
         raise MemoryIdTaken(memory_id)
-    if row is not None and row["status"] == "erased":
-        raise MemoryErasedError(memory_id)
     adopted = None
     policy, revocation_version = f["policy"], f["revocation_version"]
     if revocation_version is None:
@@ -199,13 +224,14 @@ def saved_event(
         derived_from=parents,
         cache_key=f["cache_key"],
         actor=f["actor"],
-        **({"event_id": f["event_id"]} if f["event_id"] else {}),
+        **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] else {}),
     )
     check_source_url("source_url", event.source_url)
     _refuse_if_revoked(revocations, event)
     return event, adopted
 
 
+@operation("save")
 @_records_refusal
 def save(
     core: Core,
@@ -228,14 +254,14 @@ def save(
     checksum: str | None = None,
     derived_from: Sequence[str | ParentRef | dict[str, Any]] = (),
     cache_key: dict[str, Any] | None = None,
-    actor: str = "agent",
+    actor: str | None = None,
     event_id: str | None = None,
-    access: Access = EVERYONE,
+    caller: Principal,
 ) -> SaveResult:
     """Record a memory (a new version if (tenant, memory_id) exists) with
-    its provenance (the fields of ``check_input``). ``access`` is what the
-    caller may write: its tenants, and for a key bound to an agent, that
-    agent's memories only.
+    its provenance (the fields of ``check_input``). ``caller`` decides what
+    may be written: its tenants, and for a key bound to an agent, that
+    agent's memories only (``_rights``).
 
     A refused save (bad input, a revoked scope, an erased memory) raises
     and is recorded as a ``save_refused`` log line; the log is unchanged.
@@ -262,11 +288,14 @@ def save(
         cache_key=cache_key,
         actor=actor,
         event_id=event_id,
-        access=access,
+        caller=caller,
     )
     with core.transaction() as tx:
+        first = retried(core, item)
+        if first is not None:
+            return first
         revocations = tx.view.revocations(item.scope.tenant)  # only those that may cover it
-        event, adopted = saved_event(core, tx.view, item, revocations, access)
+        event, adopted = saved_event(core, tx.view, item, revocations, caller)
         tx.texts.put(item.scope.tenant, event.memory_id, event.version, item.summary, item.content)
         seq = tx.append([adopted, event] if adopted else [event])[-1]
     log.info(
@@ -279,6 +308,39 @@ def save(
     )
     expires = format_ts(item.expires) if item.expires else None
     return SaveResult(event.memory_id, event.version, item.checksum, seq, expires, item.scope.tenant)
+
+
+def tenant_event_id(tenant: str, event_id: Any) -> str:
+    """A caller's event id as the log keeps it: in its tenant, so that one
+    tenant's ids never meet (nor tell of) another's."""
+    if not isinstance(event_id, str) or not event_id or CONTROL.search(event_id) or len(event_id) > 512:
+        raise InvalidInput("event_id", "must be 1 to 512 characters without control characters")
+    return "cid_" + sha256_hex(f"{tenant}\x00{event_id}")[:40]
+
+
+def retried(core: Core, item: Checked) -> SaveResult | None:
+    """The first save's result when ``item`` repeats it under the same
+    event id (a client retrying after a lost answer); ``EventIdReused``
+    when the id already names a different save (saying nothing of it)."""
+    event_id = item.fields["event_id"]
+    if not event_id:
+        return None
+    prior = core.log.by_event_id(tenant_event_id(item.scope.tenant, event_id))
+    if prior is None:
+        return None
+    p = prior.payload
+    same = (
+        prior.type == "memory.saved"
+        and p["memory_id"] == item.memory_id
+        and p["content_checksum"] == item.checksum
+        and p["summary_checksum"] == content_checksum(item.summary)
+        and p["kind"] == item.kind
+        and p["source_url"] == item.fields["source_url"]
+        and p["scope"] == item.scope.model_dump(mode="json", exclude_none=True)
+    )
+    if not same:
+        raise EventIdReused(event_id, prior.seq)
+    return SaveResult(p["memory_id"], p["version"], p["content_checksum"], prior.seq, p.get("expires_at"), p["tenant"])
 
 
 def _evidence(

@@ -21,6 +21,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
 
 from ._readback import ReadPath, read_back
+from ._rights import SYSTEM, Principal
 from ._views import DueItem, VerifyResult
 from ._warden import Warden
 
@@ -145,18 +146,25 @@ class Scheduler:
             if len(rows) < SWEEP_BATCH:
                 return written
 
+    def finish_erasures(self) -> bool:
+        """An erasure whose bytes could not all leave the store's files (a
+        transaction older than it was running) finished once it can be: one
+        node at a time. True when none is left unfinished."""
+        with self.warden.store.claim("erasure purge") as mine:
+            return self.warden.store.finish_erasures() if mine else True
+
     def pending_readbacks(self) -> list[str]:
         with self.warden.reading() as view:
             return view.unconfirmed_revocations()
 
-    def read_back(self, revocation_id: str) -> dict[str, Any]:
+    def read_back(self, revocation_id: str, *, caller: Principal) -> dict[str, Any]:
         """Read a revocation back now and return its record (a caller waiting for it)."""
-        return read_back(self.warden, revocation_id, http=self.http_path)
+        return read_back(self.warden, revocation_id, caller=caller, http=self.http_path)
 
     def _read_back_claimed(self, revocation_id: str) -> dict[str, Any] | None:
         # a scheduler's own runs: skipped while another process holds it
         with self.warden.store.claim(f"read-back {revocation_id}") as mine:
-            return self.read_back(revocation_id) if mine else None
+            return self.read_back(revocation_id, caller=SYSTEM) if mine else None
 
     def readback_pending(self) -> list[dict[str, Any]]:
         return [done for r in self.pending_readbacks() if (done := self._read_back_claimed(r)) is not None]
@@ -169,7 +177,7 @@ class Scheduler:
             return []
         with self.warden.reading() as view:
             wanted = view.of_kinds(kinds)
-        items = [d for d in self.warden.due() if (d.tenant, d.memory_id) in wanted]
+        items = [d for d in self.warden.due(caller=SYSTEM) if (d.tenant, d.memory_id) in wanted]
         # the warden's clock, so a frozen clock governs the waits too
         now = self.warden.clock.now().timestamp()
         ready = [d for d in items if self.backoff.ready(_host(d.source_url), now)]
@@ -190,7 +198,7 @@ class Scheduler:
         # as skipped, which neither backs a host off nor clears it)
         with self.warden.store.claim(f"verify {due.tenant}/{due.memory_id}") as mine:
             if mine:
-                return self.warden.verify(due.memory_id, tenant=due.tenant)
+                return self.warden.verify(due.memory_id, tenant=due.tenant, caller=SYSTEM)
         return VerifyResult(
             memory_id=due.memory_id, outcome="skipped", detail="verified by another process", tenant=due.tenant
         )
@@ -202,10 +210,12 @@ class Scheduler:
             expired = self.expire_due()
             readbacks = self.readback_pending()
             verified = self.reverify_due()
+            erasures_done = self.finish_erasures()
             summary = {
                 "expired": expired,
                 "readbacks": [{"revocation_id": r["revocation_id"], "status": r["readback_status"]} for r in readbacks],
                 "reverified": [v.as_dict() for v in verified],
+                "erasures_finished": erasures_done,
                 "seconds": round(time.perf_counter() - started, 3),
             }
         if expired or readbacks or verified:

@@ -15,21 +15,24 @@ from memwarden.events import (
     format_ts,
     parse_ts,
 )
-from memwarden.projections import EVERYONE, SCOPE_COLUMNS, TERMINAL, Access, Write, parent_refs
+from memwarden.projections import SCOPE_COLUMNS, TERMINAL, Access, Write, parent_refs
 
 from ._core import Core
 from ._derivation import Judge, deepest_first
 from ._errors import FetchFailed, MemoryNotFound
+from ._rights import Principal, operation
 from ._versions import version_of
 from ._views import DueItem, VerifyResult
 
 log = structlog.get_logger("memwarden.verify")
 
 
+@operation("verify")
 def verify(
-    warden: Core, memory_id: str, *, tenant: str | None = None, access: Access = EVERYONE, accept: bool = False
+    warden: Core, memory_id: str, *, tenant: str | None = None, caller: Principal, accept: bool = False
 ) -> VerifyResult:
     """Fetch the source again and compare it with the recorded checksum."""
+    access = caller.access
     with warden.reading() as view:
         row = warden.find_row(view, memory_id, tenant=tenant, access=access)
     tenant = row["tenant"]
@@ -255,25 +258,27 @@ def _renewed_expiry(row: dict[str, Any], now: datetime) -> datetime | None:
     return now + max(lifetime, timedelta(seconds=1))
 
 
-def due(warden: Core, *, limit: int | None = None, access: Access = EVERYONE) -> list[DueItem]:
+@operation("read")
+def due(warden: Core, *, limit: int | None = None, caller: Principal) -> list[DueItem]:
     """What must be re-verified now, in precedence: an invalidated memory is
     listed as ``revoked`` (the record format's word), one past its expiry as
     ``expired``, then failed checks (``unknown``) and older policy versions.
-    ``access`` confines every statement to what the caller may see."""
+    Every statement is confined to what ``caller`` may see."""
     now = warden.now()
     items: dict[tuple[str, str], DueItem] = {}
     with warden.reading() as view:
-        rows = view.due(now, access)
+        rows = view.due(now, caller.access)
     for tenant, memory_id, url, reason in rows:  # the first reason a memory comes with counts
         items.setdefault((memory_id, tenant), DueItem(memory_id, url, reason, tenant))
     ordered = sorted(items)  # by memory id, then tenant
     return [items[k] for k in (ordered[:limit] if limit is not None else ordered)]
 
 
+@operation("verify")
 def verify_due(
-    warden: Core, *, accept: bool = False, limit: int | None = None, access: Access = EVERYONE
+    warden: Core, *, accept: bool = False, limit: int | None = None, caller: Principal
 ) -> list[VerifyResult]:
     return [
-        verify(warden, item.memory_id, tenant=item.tenant, access=access, accept=accept)
-        for item in due(warden, limit=limit, access=access)
+        verify(warden, item.memory_id, tenant=item.tenant, caller=caller, accept=accept)
+        for item in due(warden, limit=limit, caller=caller)
     ]

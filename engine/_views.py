@@ -58,7 +58,7 @@ class MemoryView(NamedTuple):
     detail: str | None
     kind: str
     summary: str | None
-    checksum: str
+    checksum: str | None  # withheld once the text is erased: a short text is found again from its hash
     content: str | None
     scope: dict[str, str | None]
     source_url: str
@@ -90,7 +90,7 @@ class MemoryView(NamedTuple):
                 decision.detail,
                 v[3],
                 summary,
-                v[4],
+                None if v[2] == "erased" else v[4],
                 content if decision.usable else None,
                 {"tenant": v[5], "project": v[6], "permission": v[7], "user": v[8], "agent": v[9], "tool": v[10]},
                 v[11],
@@ -128,6 +128,20 @@ class RevocationResult:
     covered: int  # taken out directly
     effective_at: str
     cascaded: int = 0  # memories drawn from those, invalidated with them
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ErasureResult:
+    """What a deletion request did: how many memories' texts were
+    destroyed, and whether their bytes also left the store's files (False:
+    a transaction older than the erasure could still see them; the
+    scheduler finishes it once that ends)."""
+
+    erased: int
+    cleared: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memwarden.projections import EVERYONE, Access
-
 from . import _batch, _cache, _history, _memory_api, _migrate, _past, _reading, _records, _revoking, _saving, _verify
 from ._core import Core
+from ._rights import Principal, authorize
 from ._views import DueItem
 
 
@@ -64,30 +63,37 @@ class Warden(Core):
     import_log = _history.import_log
     migrate = _migrate.migrate
 
-    def scan_records(self, path: str | Path) -> list[DueItem]:
+    def scan_records(self, path: str | Path, *, caller: Principal) -> list[DueItem]:
         """What the article's scan prints for a file of records (nothing is written)."""
+        authorize(caller, "read")
         return _records.scan_records(path, self.clock.now())
 
     # -- reporting ----------------------------------------------------------------------
 
-    def stats(self) -> list[dict[str, Any]]:
+    def stats(self, *, caller: Principal) -> list[dict[str, Any]]:
         """The counters per ISO week (saves, re-fetches after expiry, blocks by revocation, ...)."""
+        authorize(caller, "review")
         with self.reading() as view:
             return view.weekly()
 
-    def tenants(self, *, access: Access = EVERYONE) -> list[str]:
+    def tenants(self, *, caller: Principal) -> list[str]:
         """The tenants holding memories the caller may read (up to 1,000)."""
+        authorize(caller, "read")
         with self.reading() as view:
-            return view.tenant_names(access)
+            return view.tenant_names(caller.access)
 
-    def tail(self, n: int = 20) -> list[dict[str, Any]]:
+    def tail(self, n: int = 20, *, caller: Principal) -> list[dict[str, Any]]:
+        authorize(caller, "review")
         return [e.envelope() for e in self.log.tail(n)]
 
     def head_seq(self) -> int:
-        """The seq of the last event in the log (0 for an empty log)."""
+        """The seq of the last event in the log (0 for an empty log): a
+        count of events, readable by anyone who may ask the server whether
+        it is alive, so no caller is named."""
         return self.log.head().seq
 
-    def events_after(self, after: int, limit: int) -> list[dict[str, Any]]:
+    def events_after(self, after: int, limit: int, *, caller: Principal) -> list[dict[str, Any]]:
         """Up to ``limit`` events after seq ``after``, as envelopes (the feed
         downstream caches follow)."""
+        authorize(caller, "review")
         return [e.envelope() for e in self.log.read(after_seq=after, until_seq=after + limit)]

@@ -10,7 +10,9 @@ from ._errors import (
     EventRowDamaged,
     LogDamaged,
     LogDiverged,
+    Refusal,
     StorageError,
+    TextErased,
     VersionConflict,
 )
 from ._jsonl import JsonlEventLog, read_texts, read_verified, verify_export, verify_file, write_export
@@ -49,6 +51,7 @@ from ._recorded import (
 from ._sqlite import SQLiteEventLog, Synchronous, WriteTransaction, connect, legacy_tenants
 from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
 from ._time import (
+    CLOCK_SKEW,
     UTC,
     Clock,
     FrozenClock,
@@ -64,6 +67,7 @@ from ._time import (
 from ._types import PolicyVersion, version_key, version_value
 
 __all__ = [
+    "CLOCK_SKEW",
     "CONTENT_BYTES",
     "DATABASE_ERRORS",
     "EVENT_ADAPTER",
@@ -86,6 +90,7 @@ __all__ = [
     "LegacyTenants",
     "LogDamaged",
     "LogDiverged",
+    "Refusal",
     "MemoryErased",
     "MemoryExpired",
     "MemoryIntegrityFailed",
@@ -107,6 +112,7 @@ __all__ = [
     "Selector",
     "StorageError",
     "SystemClock",
+    "TextErased",
     "TextStore",
     "Texts",
     "VersionConflict",

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ._canonical import canonical_json, chain_hash, preimage_bytes
-from ._errors import EventIdReused, VersionConflict
+from ._errors import EventIdReused, LogDamaged, VersionConflict
 from ._models import Event
 from ._recorded import Head, RecordedEvent
-from ._time import Clock, format_ts
+from ._time import CLOCK_SKEW, Clock, format_ts, parse_ts
 
 # (seq, type, stream, payload_json) of an event already in the log
 Existing = tuple[int, str, str, str]
@@ -111,6 +111,28 @@ def prepare_batch(
         prev_hash = hash_
     batch.head = Head(seq, prev_hash, recorded_at if batch.records else head.recorded_at)
     return batch
+
+
+def check_imported(records: Sequence[RecordedEvent], clock: Clock) -> None:
+    """What an import's events may not claim about time, judged as a live
+    append is (every backend's ``append_recorded`` asks): none recorded
+    later than now (the clock skew allowed), no fetch recorded later than
+    its recording plus that skew (within it the view clamps the fetch to
+    the recording moment, as a live save does)."""
+    latest = format_ts(clock.now() + CLOCK_SKEW)
+    for record in records:
+        if record.recorded_at > latest:
+            raise LogDamaged(
+                f"event seq {record.seq}: recorded_at {record.recorded_at} is in the future", seq=record.seq
+            )
+        if record.type in ("memory.saved", "memory.verified"):
+            fetched = record.payload.get("fetched_at")
+            if isinstance(fetched, str) and fetched > format_ts(parse_ts(record.recorded_at) + CLOCK_SKEW):
+                raise LogDamaged(
+                    f"event seq {record.seq}: fetched_at {fetched} is after the event was recorded "
+                    f"({record.recorded_at})",
+                    seq=record.seq,
+                )
 
 
 def _existing_of(record: RecordedEvent) -> Existing:

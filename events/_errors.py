@@ -1,8 +1,15 @@
-"""Errors of the log layer; each subclasses the built-in it resembles."""
+"""Errors of the log layer; each subclasses the built-in it resembles.
+
+``Refusal`` is what every memwarden error (the log's, the view's and the
+engine's) shares: it knows its own answer, the code every face prints, the
+HTTP status and the command line's exit code, so no face maps errors to
+answers itself (``memwarden.engine.answer`` renders any of them).
+"""
 
 from __future__ import annotations
 
 import sqlite3
+from typing import Any, ClassVar
 
 try:  # the PostgreSQL driver is an extra: memwarden[postgres]
     from psycopg import DatabaseError as _PostgresError
@@ -20,20 +27,59 @@ DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError, *_POSTGRE
 SERVER_ERRORS: tuple[type[Exception], ...] = _POSTGRES_ERRORS
 
 
-class EventIdReused(ValueError):
-    """A different event was appended under an event_id already in the log."""
+class Refusal(Exception):
+    """Mixed into every memwarden error: its answer on every face.
+
+    ``code`` is the ``error`` of the JSON answer, ``status`` the HTTP
+    status, ``exit_code`` the command line's (1: the answer is "no"; 2:
+    bad input or a refusal). ``field`` names what is at fault (None when
+    nothing the caller gave is), ``problem`` says what is wrong, and
+    ``details`` adds what a caller may act on (never what another tenant holds).
+    """
+
+    code: ClassVar[str] = "invalid_input"
+    status: ClassVar[int] = 422
+    exit_code: ClassVar[int] = 2
+    field: str | None = None
+
+    @property
+    def problem(self) -> str:
+        given = self.__dict__.get("_problem")
+        if given is not None:
+            return str(given)
+        args = getattr(self, "args", ())
+        return args[0] if len(args) == 1 and isinstance(args[0], str) else str(self)
+
+    @problem.setter
+    def problem(self, value: str) -> None:
+        self.__dict__["_problem"] = value
+
+    def details(self) -> dict[str, Any]:
+        return {}
+
+
+class EventIdReused(Refusal, ValueError):
+    """A different event was appended under an event_id already in the log.
+    The answer never says what holds the id: it may be another caller's."""
+
+    code = "event_id_reused"
+    status = 409
+    field = "event_id"
 
     def __init__(self, event_id: str, seq: int) -> None:
         super().__init__(
-            f"event_id {event_id!r} is already used by a different event at seq {seq}; "
+            f"event_id {event_id!r} already names a different event; "
             "an event_id is an idempotency key and may name only one event"
         )
         self.event_id = event_id
         self.seq = seq
 
 
-class VersionConflict(ValueError):
+class VersionConflict(Refusal, ValueError):
     """Optimistic concurrency: the stream moved on since the caller read it."""
+
+    code = "version_conflict"
+    status = 409
 
     def __init__(self, stream: str, expected: int, actual: int) -> None:
         super().__init__(f"stream {stream!r} is at version {actual}, but the append expected version {expected}")
@@ -42,13 +88,15 @@ class VersionConflict(ValueError):
         self.actual = actual
 
 
-class LogDamaged(ValueError):
+class LogDamaged(Refusal, ValueError):
     """An import source that is not a whole, valid, chained log."""
+
+    code = "log_damaged"
+    field = "file"
 
     def __init__(self, problem: str, *, line: int | None = None, seq: int | None = None) -> None:
         where = f"line {line}: " if line is not None else ""
         super().__init__(f"{where}{problem}")
-        self.problem = problem
         self.line = line
         self.seq = seq
 
@@ -57,22 +105,47 @@ class EventRowDamaged(LogDamaged):
     """A row of the database's own log that no longer decodes (a file edited
     by hand): the caller's request was fine, the store is not."""
 
+    status = 503
+    field = None
+
     def __init__(self, seq: int, problem: str) -> None:
         super().__init__(f"event seq {seq}: {problem} (run 'memwarden audit verify')", seq=seq)
 
 
-class LogDiverged(ValueError):
+class LogDiverged(Refusal, ValueError):
     """An import whose history disagrees with what the log already holds."""
+
+    code = "log_damaged"
+    field = "file"
 
     def __init__(self, seq: int, problem: str) -> None:
         super().__init__(f"seq {seq}: {problem}")
         self.seq = seq
 
 
-class StorageError(OSError):
+class StorageError(Refusal, OSError):
     """The log could not be written (disk full, I/O error): the batch was
     rolled back whole and nothing of it was acknowledged."""
+
+    code = "storage"
+    status = 507
+    field = "db"
 
     def __init__(self, path: str, cause: BaseException) -> None:
         super().__init__(f"could not write to {path}: {cause}; nothing was appended")
         self.path = path
+
+
+class TextErased(Refusal, PermissionError):
+    """A text written for a memory version an erasure destroyed: the text
+    store refuses it, whoever writes it."""
+
+    code = "erased"
+    status = 409
+    field = "memory_id"
+
+    def __init__(self, tenant: str, memory_id: str, version: int) -> None:
+        super().__init__(f"memory {memory_id!r} version {version} was erased: its text cannot be written again")
+        self.tenant = tenant
+        self.memory_id = memory_id
+        self.version = version

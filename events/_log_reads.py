@@ -185,6 +185,11 @@ class LogReads(ABC):
         found = self._fetch(f"SELECT {ROW_COLUMNS} FROM events WHERE seq = ?", (seq,))
         return event_from_row(found[0], self.legacy_tenants) if found else None
 
+    def by_event_id(self, event_id: str) -> RecordedEvent | None:
+        """The event appended under ``event_id`` (in a write transaction: as it sees the log)."""
+        found = self._fetch(f"SELECT {ROW_COLUMNS} FROM events WHERE event_id = ?", (event_id,))
+        return event_from_row(found[0], self.legacy_tenants) if found else None
+
     def tail(self, n: int) -> list[RecordedEvent]:
         rows = self._fetch(f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq DESC LIMIT ?", (max(n, 0),))
         return [event_from_row(r, self.legacy_tenants) for r in reversed(rows)]

@@ -227,11 +227,11 @@ class MemorySaved(MemoryEvent):
         return data
 
     @model_validator(mode="after")
-    def _times(self) -> MemorySaved:
+    def _tenant(self) -> MemorySaved:
+        # an expires_at at or before fetched_at is a fact a record file may
+        # hold (a memory born expired, due at once); a live save refuses it
         if self.scope.tenant != self.tenant:
             raise ValueError(f"scope.tenant: {self.scope.tenant!r} is not the memory's tenant {self.tenant!r}")
-        if self.expires_at is not None and self.expires_at <= self.fetched_at:
-            raise ValueError("expires_at: must be after fetched_at")
         return self
 
 
@@ -269,9 +269,14 @@ class MemoryInvalidated(MemoryEvent):
 
 
 class MemoryErased(MemoryEvent):
+    """The texts of a memory's versions destroyed: every version up to
+    ``version`` (absent in erasures recorded before it was named: every
+    version saved before the erasure). A later save starts a new version."""
+
     type: Literal["memory.erased"] = "memory.erased"
     reason: NonEmptyStr
     content_checksum: Checksum | None = None
+    version: PositiveInt | None = None
 
 
 class MemoryIntegrityFailed(MemoryEvent):

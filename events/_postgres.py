@@ -17,6 +17,7 @@ transactions and reads, ``_postgres_write`` is what a write sends.
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -39,7 +40,7 @@ from ._recorded import (
     RecordedEvent,
     check_rows,
 )
-from ._texts import TextStore
+from ._texts import ERASED_TEXT, TextStore
 from ._time import Clock, SystemClock
 
 Subscriber = Callable[[psycopg.Connection, Sequence[RecordedEvent]], None]
@@ -91,6 +92,35 @@ class PostgresTextStore(TextStore):
             summary bytea, content bytea,
             PRIMARY KEY (tenant, memory_id, version)
         )""",
+        """CREATE TABLE IF NOT EXISTS erased_texts (
+            tenant text COLLATE "C" NOT NULL, memory_id text COLLATE "C" NOT NULL, through_version bigint NOT NULL,
+            PRIMARY KEY (tenant, memory_id)
+        )""",
+        # DDL only where it is missing: a process opening a store whose
+        # schema exists takes no lock a running writer holds
+        f"""DO $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'texts_erased' AND NOT tgisinternal) THEN
+            CREATE FUNCTION memwarden_refuse_erased_text() RETURNS trigger LANGUAGE plpgsql AS $f$
+            BEGIN
+                IF EXISTS (SELECT 1 FROM erased_texts e WHERE e.tenant = NEW.tenant AND e.memory_id = NEW.memory_id
+                           AND NEW.version <= e.through_version) THEN
+                    RAISE EXCEPTION '{ERASED_TEXT}' USING ERRCODE = 'integrity_constraint_violation',
+                        DETAIL = json_build_array(NEW.tenant, NEW.memory_id, NEW.version)::text;
+                END IF;
+                RETURN NEW;
+            END $f$;
+            CREATE TRIGGER texts_erased BEFORE INSERT OR UPDATE ON texts
+                FOR EACH ROW EXECUTE FUNCTION memwarden_refuse_erased_text();
+        END IF;
+        END $$""",
+        # the planner keeps no sample of the texts: pg_stats would show a
+        # frequent summary to anyone who may read it, after its erasure too
+        """DO $$ BEGIN
+        IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'texts'::regclass
+                   AND attname IN ('summary', 'content') AND attstattarget <> 0) THEN
+            ALTER TABLE texts ALTER COLUMN summary SET STATISTICS 0, ALTER COLUMN content SET STATISTICS 0;
+        END IF;
+        END $$""",
     )
     CONTENT = "t.content"
     SUMMARY = "convert_from(t.summary, 'UTF8')"
@@ -98,6 +128,14 @@ class PostgresTextStore(TextStore):
 
     def __init__(self, conn: psycopg.Connection) -> None:
         super().__init__(QmarkConnection(conn))
+
+    def _first_erased(self, versions: list[tuple[str, str, int]], exc: Exception) -> tuple[str, str, int]:
+        # the failed statement aborted the transaction: the trigger names its row
+        try:
+            tenant, memory_id, version = json.loads(exc.diag.message_detail or "")  # type: ignore[attr-defined]
+            return str(tenant), str(memory_id), int(version)
+        except (AttributeError, TypeError, ValueError):
+            return versions[0]
 
 
 class _ThreadState(threading.local):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.copy import LibpqWriter
 
-from ._append import Existing, prepare_batch
+from ._append import Existing, check_imported, prepare_batch
 from ._errors import LogDamaged, LogDiverged
 from ._models import Event
 from ._recorded import ROW_COLUMNS, Head, RecordedEvent, Row
@@ -173,6 +173,7 @@ class PostgresWriteTransaction:
             if record.seq != expected_seq or record.prev_hash != expected_prev:
                 raise LogDiverged(record.seq, f"does not continue the log's head (seq {expected_seq - 1})")
             new.append(record)
+        check_imported(new, self.log.clock)
         if new:
             try:
                 self._write([r.row() for r in new], Head(new[-1].seq, new[-1].hash, new[-1].recorded_at))

@@ -9,7 +9,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Literal
 
-from ._append import Existing, prepare_batch
+from ._append import Existing, check_imported, prepare_batch
 from ._errors import LogDamaged, LogDiverged, StorageError
 from ._heap import trim_heap
 from ._log_reads import LogReads
@@ -190,6 +190,7 @@ class WriteTransaction:
             if record.seq != expected_seq or record.prev_hash != expected_prev:
                 raise LogDiverged(record.seq, f"does not continue the log's head (seq {expected_seq - 1})")
             new.append(record)
+        check_imported(new, self.log.clock)
         if new:
             try:
                 self.conn.executemany(_INSERT, [r.row() for r in new])
@@ -342,11 +343,13 @@ class SQLiteEventLog(LogReads):
             rows = self.conn.execute("PRAGMA quick_check").fetchall()
         return [r[0] for r in rows if r[0] != "ok"]
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
         """Move the write-ahead log into the database file and truncate it,
-        so that what was overwritten (erased text) leaves the WAL."""
+        so that what was overwritten (erased text) leaves the WAL. False
+        when a reader's snapshot kept it from finishing (the next one does)."""
         with self._lock:
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            row = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return row is None or row[0] == 0
 
     # -- auditing ----------------------------------------------------------
 

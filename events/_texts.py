@@ -4,22 +4,35 @@ Every version of every memory has its own row, (tenant, memory_id,
 version) -> summary and content, even where two memories hold the same
 words: an erasure deletes exactly the rows of the memory it names. The
 chain covers each text's checksum, so the log still verifies after.
+
+Erasure is final here, in the store itself: a ``memory.erased`` event, on
+whatever path it is appended (an erasure, an import, a migration), deletes
+the texts of every version it names and leaves a mark (``erased_texts``:
+tenant, memory_id, the last version erased); a trigger then refuses any
+text written for an erased version, whoever writes it (an import of an
+older export, a resync, a records file, a path not written yet).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import structlog
 
 from ._canonical import content_checksum
-from ._recorded import LegacyTenants
+from ._errors import DATABASE_ERRORS, TextErased
+from ._models import memory_stream
+from ._recorded import LegacyTenants, RecordedEvent
 from ._sqlite_schema import has_table
 
 _log = structlog.get_logger("memwarden.texts")
+
+# what a refused write of an erased version's text says, on either backend
+ERASED_TEXT = "memwarden: the text of an erased memory version"
 
 # A rowid table, not WITHOUT ROWID: its rows are texts of any size, which
 # SQLite keeps better behind a small rowid b-tree entry.
@@ -29,6 +42,17 @@ TEXT_SCHEMA = [
         summary BLOB, content BLOB,
         UNIQUE (tenant, memory_id, version)
     )""",
+    """CREATE TABLE IF NOT EXISTS erased_texts (
+        tenant TEXT NOT NULL, memory_id TEXT NOT NULL, through_version INTEGER NOT NULL,
+        PRIMARY KEY (tenant, memory_id)
+    ) WITHOUT ROWID""",
+    *(
+        f"""CREATE TRIGGER IF NOT EXISTS texts_erased_{op.lower()} BEFORE {op} ON texts
+        WHEN EXISTS (SELECT 1 FROM erased_texts e WHERE e.tenant = NEW.tenant AND e.memory_id = NEW.memory_id
+                     AND NEW.version <= e.through_version)
+        BEGIN SELECT RAISE(ABORT, '{ERASED_TEXT}'); END"""
+        for op in ("INSERT", "UPDATE")
+    ),
 ]
 # How every read takes a text: SQLite does not hold a column to its
 # declared type, so a file edited by hand may hold TEXT or a number there;
@@ -69,11 +93,73 @@ class TextStore:
             conn.execute(statement)
 
     def put(self, tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
-        self.conn.execute(_PUT, (tenant, memory_id, version, _bytes(summary), _bytes(content)))
+        """Keep a version's texts; ``TextErased`` for a version erased."""
+        with self._refusing_erased([(tenant, memory_id, version)]):
+            self.conn.execute(_PUT, (tenant, memory_id, version, _bytes(summary), _bytes(content)))
 
     def put_many(self, texts: Iterable[Texts]) -> None:
         """``put`` for many versions in one statement (a batch save's)."""
-        self.conn.executemany(_PUT, [(t, m, v, _bytes(s), _bytes(c)) for t, m, v, s, c in texts])
+        rows = [(t, m, v, _bytes(s), _bytes(c)) for t, m, v, s, c in texts]
+        with self._refusing_erased([row[:3] for row in rows]):
+            self.conn.executemany(_PUT, rows)
+
+    @contextmanager
+    def _refusing_erased(self, versions: list[tuple[str, str, int]]) -> Iterator[None]:
+        """The store's refusal of an erased version's text, as ``TextErased``
+        naming the first such version written."""
+        try:
+            yield
+        except DATABASE_ERRORS as exc:
+            if ERASED_TEXT not in str(exc):
+                raise
+            raise TextErased(*self._first_erased(versions, exc)) from None
+
+    def _first_erased(self, versions: list[tuple[str, str, int]], exc: Exception) -> tuple[str, str, int]:
+        # SQLite's statement failed alone: the marks can still be read
+        for tenant, memory_id, version in versions:
+            if version <= self.erased_through(tenant, memory_id):
+                return tenant, memory_id, version
+        return versions[0]
+
+    def erased_through(self, tenant: str, memory_id: str) -> int:
+        """The last version of a memory whose texts were erased (0: none)."""
+        row = self.conn.execute(
+            "SELECT through_version FROM erased_texts WHERE tenant = ? AND memory_id = ?", (tenant, memory_id)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def on_append(self, conn: Any, events: Sequence[RecordedEvent]) -> None:
+        """The log's subscriber, inside every append's transaction: a
+        ``memory.erased`` destroys the texts of the versions it names, up to
+        its ``version`` (for an erasure recorded before events named it:
+        every version saved before it), and marks them erased for good."""
+        for event in events:
+            if event.type != "memory.erased":
+                continue
+            p = event.payload
+            through = p.get("version") or self._saves_before(p["tenant"], p["memory_id"], event.seq)
+            self.erase_through(p["tenant"], p["memory_id"], through)
+
+    def _saves_before(self, tenant: str, memory_id: str, seq: int) -> int:
+        row = self.conn.execute(
+            "SELECT count(*) FROM events WHERE stream = ? AND type = 'memory.saved' AND seq < ?",
+            (memory_stream(tenant, memory_id), seq),
+        ).fetchone()
+        return int(row[0])
+
+    def erase_through(self, tenant: str, memory_id: str, version: int) -> int:
+        """Delete the texts of versions up to ``version`` and mark them
+        erased; the rows deleted."""
+        self.conn.execute(
+            "INSERT INTO erased_texts (tenant, memory_id, through_version) VALUES (?,?,?) "
+            "ON CONFLICT (tenant, memory_id) DO UPDATE SET through_version = "
+            "CASE WHEN excluded.through_version > erased_texts.through_version "
+            "THEN excluded.through_version ELSE erased_texts.through_version END",
+            (tenant, memory_id, version),
+        )
+        return self.conn.execute(
+            "DELETE FROM texts WHERE tenant = ? AND memory_id = ? AND version <= ?", (tenant, memory_id, version)
+        ).rowcount
 
     def _one(self, expression: str, tenant: str, memory_id: str, version: int) -> Any:
         row = self.conn.execute(
@@ -107,12 +193,6 @@ class TextStore:
         ).rowcount
         if not updated:
             self.put(tenant, memory_id, version, None, text)
-
-    def erase(self, keys: Iterable[tuple[str, str]]) -> int:
-        """Delete every version's texts of each (tenant, memory_id)."""
-        return sum(
-            self.conn.execute("DELETE FROM texts WHERE tenant = ? AND memory_id = ?", key).rowcount for key in keys
-        )
 
     def all(self) -> Iterator[Texts]:
         """Every stored version's texts, for an export."""

@@ -22,6 +22,10 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 MAX_DURATION = timedelta(days=36500)
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+# how far ahead of the recording clock a time a caller gives may be: past
+# it a time is refused, within it a fetch time is clamped to the recording
+# moment (a fetch cannot have happened after it was recorded)
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 class Clock(Protocol):

@@ -12,17 +12,17 @@ spelling what its SQL says its own way. The fold (``_fold``), the selectors
 
 from __future__ import annotations
 
-from ._access import EVERYONE, Access
+from ._access import Access
 from ._agent_page import AgentPage, AgentQuery, Evidence
 from ._asof import PointView, story
-from ._errors import ProjectionDamaged
-from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, TERMINAL, TERMINAL_SQL, fold_memory, revoke_row
+from ._errors import AppendRefused, ProjectionDamaged
+from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, TERMINAL, TERMINAL_SQL, fetched_at, fold_memory, revoke_row
 from ._fts_documents import stored_texts
 from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_path
 from ._rows import VIEW_COLUMNS, Key, parent_refs
 from ._runner import CheckResult, Projection, Projector, default_projections
 from ._selector import (
-    BLOCKED_FETCH_SQL,
+    COVERED_SQL,
     blocking_revocation,
     revocation_blocks,
     revokes,
@@ -39,10 +39,9 @@ from ._usable_schema import RECHECK
 from ._write import LogWrite
 
 __all__ = [
-    "BLOCKED_FETCH_SQL",
     "COLUMNS",
+    "COVERED_SQL",
     "COUNTERS",
-    "EVERYONE",
     "RECHECK",
     "SCOPE_COLUMNS",
     "STATUSES",
@@ -51,6 +50,7 @@ __all__ = [
     "VIEW_COLUMNS",
     "Access",
     "AgentPage",
+    "AppendRefused",
     "AgentQuery",
     "CheckResult",
     "Evidence",
@@ -73,6 +73,7 @@ __all__ = [
     "Write",
     "blocking_revocation",
     "default_projections",
+    "fetched_at",
     "fold_memory",
     "open_store",
     "parent_refs",

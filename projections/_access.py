@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """``tenants`` None: every tenant (security staff, auditors, the local
-    operator). ``agent``: only memories whose scope names that agent; a bound
-    key does not read its tenants' memories that name no agent."""
+    """``tenants`` None: every tenant (what the engine's rights give staff,
+    the local operator and memwarden's own jobs: ``memwarden.engine._rights``).
+    ``agent``: only memories whose scope names that agent; a bound key does
+    not read its tenants' memories that name no agent."""
 
     tenants: tuple[str, ...] | None = None
     agent: str | None = None
@@ -28,6 +29,3 @@ class Access:
 
     def allows_tenant(self, tenant: str | None) -> bool:
         return self.tenants is None or tenant in self.tenants
-
-
-EVERYONE = Access()

@@ -50,7 +50,12 @@ class Listing(Protocol):
 def revocation_of(event: RecordedEvent) -> dict[str, Any]:
     """A ``revocation.issued`` event as the fold takes it."""
     p = event.payload
-    return {"revocation_id": p["revocation_id"], "selector": p["selector"], "effective_at": p["effective_at"]}
+    return {
+        "revocation_id": p["revocation_id"],
+        "selector": p["selector"],
+        "effective_at": p["effective_at"],
+        "seq": event.seq,
+    }
 
 
 def story(

@@ -59,7 +59,9 @@ def fold_memory(
     p = event.payload
     kind = event.type
     if kind == "memory.saved":
-        if row is not None and row["status"] == "erased":
+        if row is not None and row["status"] == "erased" and p["version"] <= row["version"]:
+            # a version the erasure destroyed never comes back; a later one
+            # (the memory saved again) starts afresh with its own text
             return {**row, "last_seq": event.seq}
         scope = p["scope"]
         cache = p.get("cache_key") or {}
@@ -81,7 +83,7 @@ def fold_memory(
             "source": p.get("source"),
             "repo": p.get("repo"),
             "branch": p.get("branch"),
-            "fetched_at": p["fetched_at"],
+            "fetched_at": fetched_at(p, event),
             "expires_at": p.get("expires_at"),
             "verified_at": p.get("verified_at"),
             "policy": p.get("policy", "default"),
@@ -115,7 +117,7 @@ def fold_memory(
         out.update(
             status="usable",
             reason=None,
-            fetched_at=p["fetched_at"],
+            fetched_at=fetched_at(p, event),
             verified_at=p["verified_at"],
             expires_at=p.get("expires_at"),
             revocation_version=version_key(p["revocation_version"]),
@@ -151,9 +153,20 @@ def _reason_of(status: str, row: dict[str, Any]) -> str | None:
     return None if status == "usable" else status
 
 
+def fetched_at(payload: dict[str, Any], event: RecordedEvent) -> str:
+    """A version's fetch time as the view holds it: the caller's claim, but
+    never later than the moment the log recorded it. A fetch claimed in the
+    future is clamped, not trusted: the one place every path's fetch times
+    pass (saves, imports, records, verifications, replays of the past)."""
+    claimed = payload["fetched_at"]
+    return event.recorded_at if event.recorded_at and claimed > event.recorded_at else claimed
+
+
 def revoke_row(row: dict[str, Any], revocation: dict[str, Any], seq: int) -> dict[str, Any] | None:
-    """The row after a revocation, or None if the revocation does not touch it."""
-    if row["status"] not in TERMINAL and revokes(revocation, row):
+    """The row after a revocation, or None if the revocation does not touch
+    it. Every row the view holds when the revocation applies was recorded
+    before it: its selector alone decides."""
+    if row["status"] not in TERMINAL and revokes(revocation, row, recorded_before=True):
         return {
             **row,
             "status": "revoked",

@@ -42,6 +42,7 @@ from ._postgres_usable import (
 )
 from ._postgres_view import OPENING, PostgresView
 from ._postgres_watch import Claims, LogWatcher, Replica
+from ._rules import AppendRules
 from ._runner import CheckResult, Projector
 from ._sqlite_store import private_view
 from ._usable import UsableProjection
@@ -70,6 +71,12 @@ BACKOFF_SCHEMA = f"""CREATE TABLE IF NOT EXISTS host_backoff (
     host {C_TEXT} PRIMARY KEY, failures bigint NOT NULL, until double precision NOT NULL
 )"""
 
+# one row while an erasure's bytes may still be in the table files: the next
+# erasure, or any node's scheduler, vacuums again
+PURGE_SCHEMA = """CREATE TABLE IF NOT EXISTS erasure_purge (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), since text NOT NULL
+)"""
+
 
 def _index_work(conn: Any) -> tuple[dict[str, bool | None], list[str]]:
     """What ``PostgresStore._build_indexes`` has to do, in one statement:
@@ -85,6 +92,29 @@ def _index_work(conn: Any) -> tuple[dict[str, bool | None], list[str]]:
     to_build = {index: valid for index, table, has_table, valid in rows if table and has_table and not valid}
     retired = [index for index, table, _, valid in rows if not table and valid is not None]
     return to_build, retired
+
+
+def _none_sees(conn: Any, mark: str) -> bool:
+    """Whether no transaction that could see rows deleted before xid ``mark`` is left."""
+    return bool(conn.execute(_ERASURE_VISIBLE_TO_NONE, (mark, mark)).fetchone()[0])
+
+
+def _purge(conn: Any, mark: str, database: str) -> bool:
+    """``VACUUM FULL`` of the tables erased texts were in; True when no
+    transaction older than ``mark`` could keep their bytes, else the mark
+    is kept for ``finish_erasures``."""
+    cleared = _none_sees(conn, mark)
+    for table in ("texts", "memories_search"):
+        conn.execute(f"VACUUM FULL {table}")
+    if cleared:
+        conn.execute("DELETE FROM erasure_purge WHERE since::xid8 <= %s::xid8", (mark,))
+    else:
+        log.warning("erasure_vacuum_early", database=database)
+        conn.execute(
+            "INSERT INTO erasure_purge (since) VALUES (%s) ON CONFLICT (only_row) DO UPDATE SET since = excluded.since",
+            (mark,),
+        )
+    return cleared
 
 
 class PostgresStore:
@@ -109,6 +139,8 @@ class PostgresStore:
         self.watcher = LogWatcher(url)
         self.claims = Claims(url)
         self.projector = PostgresProjector(events_after(self.log.read))
+        rules = AppendRules()  # the promises an import must keep as a live write does, before the fold
+        self.log.subscribers.append(lambda conn, events: rules.check(QmarkConnection(conn), events))
         self.log.subscribers.append(lambda conn, events: self.projector.on_append(QmarkConnection(conn), events))
         self._build_indexes()
         with self.log.transaction() as tx:
@@ -118,11 +150,14 @@ class PostgresStore:
             self.projector.install(view)
             view.execute(KEYS_SCHEMA)
             view.execute(BACKOFF_SCHEMA)
+            view.execute(PURGE_SCHEMA)
             if self.projector.position(view) < tx.head.seq:
                 # a new projection, or a log imported behind memwarden's back:
                 # folding the last event catches up on every one before it
                 last = self.log.read(after_seq=tx.head.seq - 1, until_seq=tx.head.seq)
                 self.projector.on_append(view, list(last))
+        # erasure is final in the text store, on every path that appends one
+        self.log.subscribers.append(lambda conn, events: self.texts.on_append(conn, events))
 
     def _build_indexes(self) -> None:
         """Build the indexes this version adds to a view that already holds
@@ -231,9 +266,14 @@ class PostgresStore:
 
     @contextmanager
     def writing(self) -> Iterator[LogWrite]:
-        """A write transaction holding the log head's row lock, rolled back on any error."""
+        """A write transaction holding the log head's row lock, rolled back
+        on any error. One that erased texts is followed by ``after_erasure``,
+        whatever path it took."""
         with self.log.transaction() as tx:
-            yield self._write(tx)
+            write = self._write(tx)
+            yield write
+        if write.erased:
+            write.erasure_cleared = self.after_erasure()
 
     @contextmanager
     def as_of(self, until_seq: int) -> Iterator[PointView]:
@@ -283,7 +323,7 @@ class PostgresStore:
             self.log.conn.execute("SELECT 1")
         return []
 
-    def after_erasure(self) -> None:
+    def after_erasure(self) -> bool:
         """Erased texts leave the table files: ``VACUUM FULL`` writes the
         texts and the text index anew without the deleted rows (a plain
         VACUUM would leave their bytes in the pages' free space).
@@ -292,8 +332,9 @@ class PostgresStore:
         still see: one older than the erasure anywhere on the server (xids
         are the cluster's), or a snapshot in this database. So it waits, up
         to ``erasure_wait`` seconds, for those to end; past that it vacuums
-        anyway and warns that the bytes stay in the files until the next
-        erasure (a flake seen on a busy server before this wait).
+        anyway, warns, answers False and leaves a mark: the bytes those
+        transactions could see stay in the files until ``finish_erasures``
+        (the scheduler's) or the next erasure vacuums again.
         """
         # on a connection of its own: the wait holds no lock of this process,
         # so its other writes go on (the vacuum itself locks the two tables)
@@ -301,10 +342,21 @@ class PostgresStore:
             # an xid newer than the erasure's: the transactions to outlive are the older ones
             (mark,) = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
             deadline = time.monotonic() + self.erasure_wait
-            while not conn.execute(_ERASURE_VISIBLE_TO_NONE, (mark, mark)).fetchone()[0]:
+            while not _none_sees(conn, mark):
                 if time.monotonic() >= deadline:
-                    log.warning("erasure_vacuum_early", database=self.path, waited_s=self.erasure_wait)
                     break
                 time.sleep(0.01)
-            for table in ("texts", "memories_search"):
-                conn.execute(f"VACUUM FULL {table}")
+            return _purge(conn, mark, self.path)
+
+    def finish_erasures(self) -> bool:
+        """Vacuum again after an erasure whose bytes could not all leave the
+        files (a transaction older than it was still running), once none
+        runs: any node's scheduler asks, and nothing waits. True when no
+        erasure is left unfinished."""
+        with self.log.side_connection() as conn:
+            row = conn.execute("SELECT since FROM erasure_purge").fetchone()
+            if row is None:
+                return True
+            if not _none_sees(conn, row[0]):
+                return False
+            return _purge(conn, row[0], self.path)

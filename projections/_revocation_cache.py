@@ -4,8 +4,8 @@ Every save asks whether a revocation covers it (no resurrection), twice:
 the engine before it appends, the fold as it applies. Both read every
 revocation ever issued and parse its selector, so a store holding 1,000
 revocations made each save 12 ms instead of 1 (``scripts/bench/save.py``,
-"single save with 1,000 revocations"). The three columns read here
-(id, selector, effective time) never change once a revocation is written,
+"single save with 1,000 revocations"). The four columns read here
+(id, selector, effective time, seq) never change once a revocation is written,
 and revocations are only ever added, in seq order; a rebuild writes the
 same rows again from the same log.
 
@@ -37,8 +37,8 @@ from ._selector import could_cover
 State = tuple[int, int | None, str | None]
 
 _STATE = "SELECT count(*), max(seq), (SELECT revocation_id FROM revocations ORDER BY seq DESC LIMIT 1) FROM revocations"
-_SINCE = "SELECT revocation_id, selector, effective_at FROM revocations WHERE seq >= ? ORDER BY seq"
-_ALL = "SELECT revocation_id, selector, effective_at FROM revocations ORDER BY seq"
+_SINCE = "SELECT revocation_id, selector, effective_at, seq FROM revocations WHERE seq >= ? ORDER BY seq"
+_ALL = "SELECT revocation_id, selector, effective_at, seq FROM revocations ORDER BY seq"
 # states remembered: a writer's (with its uncommitted revocation) and the
 # readers' beside it, without one evicting the other at every turn
 _KEPT = 4
@@ -61,8 +61,8 @@ class _Parsed:
         return found
 
 
-def _revocation(revocation_id: str, selector: str, effective_at: str) -> dict[str, Any]:
-    return {"revocation_id": revocation_id, "selector": json.loads(selector), "effective_at": effective_at}
+def _revocation(revocation_id: str, selector: str, effective_at: str, seq: int) -> dict[str, Any]:
+    return {"revocation_id": revocation_id, "selector": json.loads(selector), "effective_at": effective_at, "seq": seq}
 
 
 class RevocationCache:

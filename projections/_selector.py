@@ -6,6 +6,7 @@ Both forms are generated from the same field table; a property test
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 # selector field -> memories column (equality match)
@@ -45,22 +46,22 @@ def selector_covers(selector: dict[str, Any], row: dict[str, Any]) -> bool:
 
 
 def revocation_blocks(effective_at: str, fetched_at: str) -> bool:
-    """A revocation covers every fetch made up to and including its
-    effective time: only a fetch strictly after it escapes."""
+    """Whether a revocation blocks a version recorded after it: every fetch
+    made up to and including its effective time is covered; only a fetch
+    strictly after it escapes."""
     return fetched_at <= effective_at
 
 
-# ``revocation_blocks`` over the memories table (one parameter: effective_at)
-BLOCKED_FETCH_SQL = "fetched_at <= ?"
-
-
-def revokes(revocation: dict[str, Any], row: dict[str, Any]) -> bool:
-    """No resurrection: ``revocation`` takes ``row`` out when its selector
-    covers the row and it took effect at or after the row's fetch. Saving,
-    importing, folding and serving history all ask this one question."""
-    return revocation_blocks(revocation["effective_at"], row["fetched_at"]) and selector_covers(
-        revocation["selector"], row
-    )
+def revokes(revocation: dict[str, Any], row: dict[str, Any], *, recorded_before: bool) -> bool:
+    """The one rule of revocation coverage: ``revocation`` takes out the
+    memory version ``row`` when its selector covers the row and the version
+    was recorded before it (by seq, whatever its ``fetched_at`` claims), or
+    was recorded after it from a fetch made at or before its effective time
+    (no resurrection). Saving, importing, folding, reading back and serving
+    history all ask this one question."""
+    if not selector_covers(revocation["selector"], row):
+        return False
+    return recorded_before or revocation_blocks(revocation["effective_at"], row["fetched_at"])
 
 
 def could_cover(revocation: dict[str, Any], tenant: str) -> bool:
@@ -70,9 +71,26 @@ def could_cover(revocation: dict[str, Any], tenant: str) -> bool:
     return named is None or named == tenant
 
 
-def blocking_revocation(revocations: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
-    """The first of ``revocations`` that takes ``row`` out, if any."""
-    return next((r for r in revocations if revokes(r, row)), None)
+def blocking_revocation(
+    revocations: Sequence[dict[str, Any]], row: dict[str, Any], recorded_seq: int | None = None
+) -> dict[str, Any] | None:
+    """The first of ``revocations`` that takes out ``row``, a version
+    recorded at ``recorded_seq`` (None: being recorded now, after them all)."""
+    return next(
+        (
+            r
+            for r in revocations
+            if revokes(r, row, recorded_before=recorded_seq is not None and recorded_seq < r["seq"])
+        ),
+        None,
+    )
+
+
+# ``revokes`` over the memories table, for a revocation already folded
+# (parameters: its id, its seq, its effective time): the rows it took out,
+# and those it covers that a read must never serve (recorded before it, or
+# fetched before its effective time), whatever their status now
+COVERED_SQL = "(revoked_by = ? OR last_seq < ? OR fetched_at <= ?)"
 
 
 def selector_sql(selector: dict[str, Any]) -> tuple[str, list[Any]]:

@@ -32,7 +32,7 @@ from ._rows import (
     select_rows_with_text,
 )
 from ._runner import Projector
-from ._selector import BLOCKED_FETCH_SQL, selector_sql
+from ._selector import COVERED_SQL, selector_sql
 from ._sql_graph import GraphReads
 from ._sql_side import SideTables
 from ._stats import weekly
@@ -160,6 +160,13 @@ class SQLView(GraphReads, SideTables, ABC):
     def summaries(self, rows: Sequence[dict[str, Any]]) -> dict[Key, str | None]:
         """The summary of each row's current version (None once erased)."""
         return _rows.summaries(self.conn, rows, summary=self.SUMMARY)
+
+    def erased_through(self, tenant: str, memory_id: str) -> int:
+        """The last version of a memory whose texts were erased (0: none)."""
+        row = self.conn.execute(
+            "SELECT through_version FROM erased_texts WHERE tenant = ? AND memory_id = ?", (tenant, memory_id)
+        ).fetchone()
+        return int(row[0]) if row else 0
 
     def current_texts(self) -> Iterator[tuple[str, bytes | None]]:
         """(checksum, content bytes) of every memory not erased."""
@@ -322,16 +329,16 @@ class SQLView(GraphReads, SideTables, ABC):
         ).fetchall()
         return [dict(zip(REVOCATION_FIELDS, row, strict=True)) for row in rows]
 
-    def would_revoke(self, selector: dict[str, Any], effective_at: str) -> list[tuple[str, int]]:
-        """(tenant, count) of the memories a revocation of ``selector`` at
-        ``effective_at`` would take out: the fold's own WHERE, counted."""
+    def would_revoke(self, selector: dict[str, Any]) -> list[tuple[str, int]]:
+        """(tenant, count) of the memories a revocation of ``selector``
+        issued now would take out: the fold's own WHERE, counted."""
         where, params = selector_sql(selector)
         return [
             (r[0], r[1])
             for r in self.conn.execute(
-                f"SELECT tenant, count(*) FROM memories WHERE ({where}) AND {BLOCKED_FETCH_SQL} "
+                f"SELECT tenant, count(*) FROM memories WHERE ({where}) "
                 f"AND status NOT IN {TERMINAL_SQL} GROUP BY tenant ORDER BY tenant",
-                [*params, effective_at],
+                params,
             )
         ]
 
@@ -356,8 +363,8 @@ class SQLView(GraphReads, SideTables, ABC):
         """(tenant, memory_id) of what ``revocation`` covers, by memory id."""
         where, params = selector_sql(revocation["selector"])
         return self.conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND {BLOCKED_FETCH_SQL} ORDER BY memory_id",
-            [*params, revocation["effective_at"]],
+            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND {COVERED_SQL} ORDER BY memory_id",
+            [*params, revocation["revocation_id"], revocation["seq"], revocation["effective_at"]],
         ).fetchall()
 
     def policies(self) -> dict[str, str]:

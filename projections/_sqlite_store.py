@@ -30,6 +30,7 @@ from ._agent_page import AgentPage, AgentQuery, Evidence, read_page
 from ._asof import PointView
 from ._errors import ProjectionDamaged
 from ._fts_documents import stored_texts
+from ._rules import AppendRules
 from ._runner import CheckResult, Projector
 from ._sqlite_schema import create_backoff_table, create_keys_table
 from ._sqlite_view import SQLiteView
@@ -59,18 +60,21 @@ class SQLiteStore:
     ) -> None:
         self.path = str(path)
         self._claims: dict[str, threading.Lock] = {}
+        self._erasure_pending = False
         self.projector = Projector()
         self.log = SQLiteEventLog(
             path,
             clock=clock,
             synchronous=synchronous,
-            subscribers=[self.projector.on_append],
+            # the promises an import must keep as a live write does, before the fold
+            subscribers=[AppendRules().check, self.projector.on_append],
             mmap_mb=mmap_mb,
             cache_mb=cache_mb,
         )
         self.conn = self.log.conn
         with self.log.transaction() as tx:
             self.texts = TextStore(tx.conn)
+            self.log.subscribers.append(self.texts.on_append)  # erasure is final in the text store
             migrate_blobs(tx.conn, self.texts, self.log.legacy_tenants)
             self.projector.install(tx.conn)
             create_keys_table(tx.conn)
@@ -136,9 +140,14 @@ class SQLiteStore:
 
     @contextmanager
     def writing(self) -> Iterator[LogWrite]:
-        """A write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any error."""
+        """A write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled
+        back on any error. One that erased texts is followed by
+        ``after_erasure``, whatever path it took."""
         with self.log.transaction() as tx:
-            yield LogWrite(tx, SQLiteView(tx.conn, self.projector), self.texts)
+            write = LogWrite(tx, SQLiteView(tx.conn, self.projector), self.texts)
+            yield write
+        if write.erased:
+            write.erasure_cleared = self.after_erasure()
 
     @contextmanager
     def as_of(self, until_seq: int) -> Iterator[PointView]:
@@ -187,9 +196,16 @@ class SQLiteStore:
         raises the driver's DatabaseError if it cannot even look."""
         return self.log.quick_check()
 
-    def after_erasure(self) -> None:
-        """Erased text leaves the write-ahead log too."""
-        self.log.checkpoint()
+    def after_erasure(self) -> bool:
+        """Erased text leaves the write-ahead log too (False: a reader kept
+        the checkpoint from finishing; ``finish_erasures`` tries again)."""
+        self._erasure_pending = not self.log.checkpoint()
+        return not self._erasure_pending
+
+    def finish_erasures(self) -> bool:
+        """Finish an erasure whose bytes could not all leave the files yet
+        (the scheduler asks); True when none is left."""
+        return self.after_erasure() if self._erasure_pending else True
 
 
 @contextmanager

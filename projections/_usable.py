@@ -24,7 +24,7 @@ from ._fold import COLUMNS, TERMINAL_SQL, fold_memory
 from ._fts_documents import TextSource, fill_documents, stored_texts, write_documents
 from ._revocation_cache import RevocationCache
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows
-from ._selector import BLOCKED_FETCH_SQL, selector_sql
+from ._selector import selector_sql
 from ._text_index import drop_text_index
 from ._usable_schema import INDEXES, SCHEMA, TABLES
 
@@ -173,6 +173,12 @@ class UsableProjection:
             elif kind == "policy.version_changed":
                 p = event.payload
                 version, previous = version_key(p["version"]), version_key(p["previous_version"])
+                if conn.execute(
+                    "SELECT 1 FROM retired_versions WHERE policy = ? AND version = ?", (p["policy"], version)
+                ).fetchone():
+                    # a retired version never becomes current again, even in a
+                    # log written before appends were judged (AppendRules)
+                    continue
                 conn.execute(
                     "INSERT INTO policies (policy, version, previous_version, changed_at, seq) VALUES (?,?,?,?,?) "
                     "ON CONFLICT(policy) DO UPDATE SET version=excluded.version, "
@@ -209,8 +215,8 @@ class UsableProjection:
         where, params = selector_sql(p["selector"])
         cursor = conn.execute(
             f"UPDATE memories SET status='revoked', reason='revoked', revoked_by=?, last_seq=? "
-            f"WHERE ({where}) AND {BLOCKED_FETCH_SQL} AND status NOT IN {TERMINAL_SQL}",
-            [p["revocation_id"], event.seq, *params, p["effective_at"]],
+            f"WHERE ({where}) AND status NOT IN {TERMINAL_SQL}",
+            [p["revocation_id"], event.seq, *params],
         )
         conn.execute(
             "INSERT INTO revocations (revocation_id, seq, selector, reason, issued_by, effective_at, "
@@ -226,7 +232,12 @@ class UsableProjection:
                 cursor.rowcount,
             ),
         )
-        return {"revocation_id": p["revocation_id"], "selector": p["selector"], "effective_at": p["effective_at"]}
+        return {
+            "revocation_id": p["revocation_id"],
+            "selector": p["selector"],
+            "effective_at": p["effective_at"],
+            "seq": event.seq,
+        }
 
     def _set_form(
         self, conn: Connection, events: Sequence[RecordedEvent], why: str, update: Callable[[str], str]

@@ -20,6 +20,14 @@ class LogWrite:
         self._tx = tx
         self.view = view
         self.texts = texts
+        # set after the commit when it erased texts: whether their bytes
+        # also left the files (the store's ``after_erasure``)
+        self.erasure_cleared: bool | None = None
+
+    @property
+    def erased(self) -> bool:
+        """Whether this transaction recorded an erasure."""
+        return any(r.type == "memory.erased" for r in self._tx.recorded)
 
     @property
     def head(self) -> Head:

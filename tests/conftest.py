@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from memwarden.engine import Warden, configure_logging
+from memwarden.engine import OPERATOR, Principal, Warden, configure_logging
 from memwarden.engine.faces.cli import cli
 from memwarden.events import FrozenClock, MemorySaved, Scope, SQLiteEventLog, content_checksum
 
@@ -74,6 +74,11 @@ def warden(db_path: Path, clock: FrozenClock) -> Iterator[Warden]:
     w.close()
 
 
+def agent_key(*tenants: str, agent: str | None = None, key_id: str = "test") -> Principal:
+    """An agent key's caller, bound to ``tenants`` (and ``agent``)."""
+    return Principal(key_id, "agent", tenants, agent)
+
+
 def saved(i: int, *, tenant: str = "acme", memory_id: str | None = None, version: int = 1, **extra: Any) -> MemorySaved:
     """A valid memory.saved event, for log-level tests."""
     text = f"content {i} 한국어 내용"
@@ -104,6 +109,7 @@ def save_memory(
     **extra: Any,
 ) -> Any:
     return w.save(
+        caller=extra.pop("caller", OPERATOR),
         memory_id=memory_id,
         kind=extra.pop("kind", "external_fact"),
         summary=extra.pop("summary", f"about {memory_id}"),

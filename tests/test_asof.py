@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.engine.testing import in_memory_warden
 from memwarden.events import (
     FrozenClock,
@@ -59,11 +59,11 @@ def apply(w: Warden, clock: FrozenClock, op: tuple[Any, ...]) -> None:
                 "ids": {"tenant": tenant, "ids": [memory_id]},
                 "prefix": {"source_prefix": "https://example.org/p2/"},
             }
-            w.revoke(selectors[op[4]], reason="generated")
+            w.revoke(selectors[op[4]], reason="generated", caller=OPERATOR)
         elif kind == "policy":
-            w.set_policy("default", op[3])
+            w.set_policy("default", op[3], caller=OPERATOR)
         elif kind == "erase":
-            w.erase(memory_id=memory_id, tenant=tenant, reason="asked")
+            w.erase(memory_id=memory_id, tenant=tenant, reason="asked", caller=OPERATOR)
         elif row is None:
             return
         elif kind == "expire" and row["expires_at"]:
@@ -153,9 +153,9 @@ def test_at_every_seq_of_a_generated_log_the_indexed_view_equals_a_replay(ops: l
         for op in ops:
             apply(w, w.clock, op)  # type: ignore[arg-type]
         for seq in range(w.log.head().seq + 1):
-            result = w.check_as_of(seq=seq)
+            result = w.check_as_of(seq=seq, caller=OPERATOR)
             assert result.ok, (seq, result)
-        assert w.check_projections().ok
+        assert w.check_projections(caller=OPERATOR).ok
     finally:
         w.close()
 
@@ -169,18 +169,19 @@ def test_a_batch_that_changes_a_memorys_evidence_keeps_what_it_rested_on(warden:
             {**base, "memory_id": "parent", "content": "p"},
             {**base, "memory_id": "child", "content": "c1", "derived_from": ["parent"]},
             {**base, "memory_id": "child", "content": "c2"},
-        ]
+        ],
+        caller=OPERATOR,
     )
-    assert warden.check_projections().ok
+    assert warden.check_projections(caller=OPERATOR).ok
     head = warden.log.head().seq
     for seq in range(head + 1):
-        assert warden.check_as_of(seq=seq).ok, seq
+        assert warden.check_as_of(seq=seq, caller=OPERATOR).ok, seq
     # one commit, one recorded_at: the past by seq, inside it
     with warden.store.as_of(2) as past:
         assert past.drawn_from("acme", "parent") == ["child"]
     with warden.store.as_of(3) as past:
         assert past.drawn_from("acme", "parent") == []
-    assert warden.explain("parent")["drawn_from_it"] == []
+    assert warden.explain("parent", caller=OPERATOR)["drawn_from_it"] == []
 
 
 def rich_history(w: Warden, clock: FrozenClock) -> None:
@@ -195,19 +196,19 @@ def rich_history(w: Warden, clock: FrozenClock) -> None:
     assert row is not None
     w.log.append([MemoryExpired(tenant="acme", memory_id="evidence", version=1, expires_at=row["expires_at"])])
     save_memory(w, "summary", tenant="acme", derived_from=["other"], source_url="agent://s", content="v2")  # drops one
-    w.set_policy("default", 2)
-    w.revoke({"tenant": "acme", "project": "p2"}, reason="leak")  # cascades to summary, conclusion
+    w.set_policy("default", 2, caller=OPERATOR)
+    w.revoke({"tenant": "acme", "project": "p2"}, reason="leak", caller=OPERATOR)  # cascades to summary, conclusion
     w.log.append(
         [MemoryIntegrityFailed(tenant="globex", memory_id="evidence", version=1, expected_checksum=row["checksum"])]
     )
-    w.erase(memory_id="evidence", tenant="acme", reason="asked")
+    w.erase(memory_id="evidence", tenant="acme", reason="asked", caller=OPERATOR)
 
 
 def test_every_seq_of_a_rich_history_checks_on_every_backend(warden: Warden, clock: FrozenClock, run_cli: Cli) -> None:
     rich_history(warden, clock)
     head = warden.log.head().seq
     for seq in range(head + 1):
-        assert warden.check_as_of(seq=seq).ok, seq
+        assert warden.check_as_of(seq=seq, caller=OPERATOR).ok, seq
     data = run_cli.json("projections", "check", "--as-of", str(head // 2))
     assert data["ok"] is True and data["live_seq"] == head // 2
 
@@ -219,12 +220,12 @@ def test_what_was_drawn_from_a_memory_then_is_told_as_it_was(warden: Warden, clo
         for e in warden.log.read()
         if e.type == "memory.saved" and e.payload["memory_id"] == "summary" and e.payload["version"] == 2
     )
-    before = warden.explain("other", as_of=warden.log.get(resaved - 1).recorded_at)
-    now = warden.explain("evidence", tenant="acme")
+    before = warden.explain("other", as_of=warden.log.get(resaved - 1).recorded_at, caller=OPERATOR)
+    now = warden.explain("evidence", tenant="acme", caller=OPERATOR)
     assert [c["memory_id"] for c in before["drawn_from_it"]] == ["summary"]
     # the summary no longer rests on the evidence: today it shows nothing drawn from it
     assert now["drawn_from_it"] == []
-    then = warden.explain("evidence", tenant="acme", as_of=warden.log.get(4).recorded_at)
+    then = warden.explain("evidence", tenant="acme", as_of=warden.log.get(4).recorded_at, caller=OPERATOR)
     assert [c["memory_id"] for c in then["drawn_from_it"]] == ["summary"]
     assert then["drawn_from_it"][0]["children"][0]["memory_id"] == "conclusion"
 
@@ -232,28 +233,28 @@ def test_what_was_drawn_from_a_memory_then_is_told_as_it_was(warden: Warden, clo
 def test_the_past_shows_an_erased_memory_existed_never_its_text(warden: Warden, clock: FrozenClock) -> None:
     save_memory(warden, "secret", summary="주민번호 요약", content="주민번호 123")
     saved = warden.log.head().seq
-    warden.erase(memory_id="secret", reason="asked")
-    then = warden.replay(seq=saved)["memories"]
+    warden.erase(memory_id="secret", reason="asked", caller=OPERATOR)
+    then = warden.replay(seq=saved, caller=OPERATOR)["memories"]
     assert [m["memory_id"] for m in then] == ["secret"] and then[0]["usable"] is True
     assert then[0]["summary"] is None and "content" not in then[0]
-    assert "주민번호" not in "".join(warden.replay_stream(seq=saved))
+    assert "주민번호" not in "".join(warden.replay_stream(seq=saved, caller=OPERATOR))
 
 
 def test_a_replay_pages_with_a_cursor_and_streams_the_same_document(warden: Warden) -> None:
     for i in range(7):
         save_memory(warden, f"m{i}", tenant="acme" if i % 2 else "globex")
     head = warden.log.head().seq
-    whole = warden.replay(seq=head)
+    whole = warden.replay(seq=head, caller=OPERATOR)
     seen, after = [], None
     while True:
-        page = warden.replay(seq=head, limit=3, after=after)
+        page = warden.replay(seq=head, limit=3, after=after, caller=OPERATOR)
         seen.extend(page["memories"])
         after = page["next"]
         if after is None:
             break
     assert seen == whole["memories"] and len(seen) == 7
-    assert "".join(warden.replay_stream(seq=head)) == canonical_json(whole)
+    assert "".join(warden.replay_stream(seq=head, caller=OPERATOR)) == canonical_json(whole)
     with pytest.raises(ValueError, match="after"):
-        warden.replay(seq=head, limit=3, after="not-a-cursor")
+        warden.replay(seq=head, limit=3, after="not-a-cursor", caller=OPERATOR)
     with pytest.raises(ValueError, match="limit"):
-        warden.replay(seq=head, limit=0)
+        warden.replay(seq=head, limit=0, caller=OPERATOR)

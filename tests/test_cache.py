@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock
 
 from .conftest import Cli
@@ -86,18 +86,33 @@ def test_hit_only_when_every_key_part_and_scope_match(run_cli: Cli, clock: Froze
 def test_an_expired_entry_is_a_miss(warden: Warden, clock: FrozenClock) -> None:
     scope = {"tenant": "acme"}
     warden.cache_put(
-        tool="t", tool_version="1", input_hash="h", scope=scope, content="r", source_url="tool:t", ttl="15m"
+        tool="t",
+        tool_version="1",
+        input_hash="h",
+        scope=scope,
+        content="r",
+        source_url="tool:t",
+        ttl="15m",
+        caller=OPERATOR,
     )
     clock.advance("16m")
-    assert warden.cache_get(tool="t", tool_version="1", input_hash="h", scope=scope)[2] == "expired"
+    assert warden.cache_get(tool="t", tool_version="1", input_hash="h", scope=scope, caller=OPERATOR)[2] == "expired"
 
 
 def test_revoking_the_tool_empties_the_cache(warden: Warden) -> None:
     scope = {"tenant": "acme"}
-    warden.cache_put(tool="calc", tool_version="1", input_hash="h", scope=scope, content="42", source_url="tool:calc")
-    assert warden.cache_get(tool="calc", tool_version="1", input_hash="h", scope=scope)[0]
-    warden.revoke({"tool": "calc"}, reason="tool compromised")
-    hit, _, reason = warden.cache_get(tool="calc", tool_version="1", input_hash="h", scope=scope)
+    warden.cache_put(
+        tool="calc",
+        tool_version="1",
+        input_hash="h",
+        scope=scope,
+        content="42",
+        source_url="tool:calc",
+        caller=OPERATOR,
+    )
+    assert warden.cache_get(tool="calc", tool_version="1", input_hash="h", scope=scope, caller=OPERATOR)[0]
+    warden.revoke({"tool": "calc"}, reason="tool compromised", caller=OPERATOR)
+    hit, _, reason = warden.cache_get(tool="calc", tool_version="1", input_hash="h", scope=scope, caller=OPERATOR)
     assert not hit and reason == "revoked"
 
 

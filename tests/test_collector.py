@@ -6,7 +6,7 @@ import gc
 import threading
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.engine._collector import collector_paused
 
 
@@ -73,6 +73,7 @@ def test_saves_still_work_and_the_view_sees_them(warden: Warden) -> None:
         content="본문",
         source_url="https://example.org/a",
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
-    assert warden.get("m1").usable
+    assert warden.get("m1", caller=OPERATOR).usable
     assert gc.isenabled()

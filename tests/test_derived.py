@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from memwarden.engine import InvalidInput, Scheduler, Warden, readback_records
+from memwarden.engine import OPERATOR, InvalidInput, Scheduler, Warden, readback_records
 from memwarden.events import FrozenClock, MemoryExpired, MemorySaved, ParentRef, Scope, content_checksum
 
 from .backends import Backend
@@ -25,6 +25,7 @@ def tree(warden: Warden, tmp_path: Path) -> Warden:
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
         ttl="1h",
+        caller=OPERATOR,
     )
     warden.save(
         memory_id="summary",
@@ -35,6 +36,7 @@ def tree(warden: Warden, tmp_path: Path) -> Warden:
         scope={"tenant": "acme"},
         derived_from=["evidence"],
         ttl="6h",
+        caller=OPERATOR,
     )
     warden.save(
         memory_id="conclusion",
@@ -45,19 +47,23 @@ def tree(warden: Warden, tmp_path: Path) -> Warden:
         scope={"tenant": "acme"},
         derived_from=["summary"],
         ttl="6h",
+        caller=OPERATOR,
     )
     warden.evidence_file = source  # type: ignore[attr-defined]
     return warden
 
 
 def reasons(w: Warden) -> dict[str, tuple[bool, str | None]]:
-    return {m: (w.get(m).usable, w.get(m).reason) for m in ("evidence", "summary", "conclusion")}
+    return {
+        m: (w.get(m, caller=OPERATOR).usable, w.get(m, caller=OPERATOR).reason)
+        for m in ("evidence", "summary", "conclusion")
+    }
 
 
 def test_a_healthy_tree_is_usable_and_explained(tree: Warden, run_cli: Cli) -> None:
     assert reasons(tree) == {"evidence": (True, None), "summary": (True, None), "conclusion": (True, None)}
-    assert tree.get("conclusion").derived_from == [{"memory_id": "summary", "version": 1}]
-    data = tree.explain("conclusion")
+    assert tree.get("conclusion", caller=OPERATOR).derived_from == [{"memory_id": "summary", "version": 1}]
+    data = tree.explain("conclusion", caller=OPERATOR)
     assert data["derivation"]["parents"][0]["memory_id"] == "summary"
     assert data["derivation"]["parents"][0]["parents"][0] == {
         "memory_id": "evidence",
@@ -75,17 +81,17 @@ def test_evidence_taken_away_invalidates_everything_above_in_the_same_commit(
 ) -> None:
     head = tree.log.head().seq
     if how == "revoked":
-        result = tree.revoke({"ids": ["evidence"]}, reason="leak")
+        result = tree.revoke({"ids": ["evidence"]}, reason="leak", caller=OPERATOR)
         assert (result.covered, result.cascaded) == (1, 2)
     elif how == "erased":
-        tree.erase(memory_id="evidence", reason="asked")
+        tree.erase(memory_id="evidence", reason="asked", caller=OPERATOR)
     elif how == "invalidated":
         tree.evidence_file.write_text("3분기 매출 3% 감소", encoding="utf-8")  # type: ignore[attr-defined]
-        assert tree.verify("evidence").outcome == "changed"
+        assert tree.verify("evidence", caller=OPERATOR).outcome == "changed"
     else:
         backend.replace_text(tree.path, content_checksum("3분기 매출 12% 증가"), b"\x00")
         tree.evidence_file.write_text("gone", encoding="utf-8")  # type: ignore[attr-defined]  # no resync
-        assert tree.get("evidence").reason == "integrity_failed"
+        assert tree.get("evidence", caller=OPERATOR).reason == "integrity_failed"
     new = list(tree.log.read(after_seq=head))
     invalidations = [
         (e.payload["memory_id"], e.payload["reason"], e.payload.get("caused_by"))
@@ -97,13 +103,13 @@ def test_evidence_taken_away_invalidates_everything_above_in_the_same_commit(
     seq_of = {e.payload.get("memory_id"): e.seq for e in new}
     assert invalidations[1][2] == seq_of["summary"]
     for memory_id in ("summary", "conclusion"):
-        view = tree.get(memory_id)
+        view = tree.get(memory_id, caller=OPERATOR)
         assert not view.usable and view.reason == "derived_from_unusable" and view.action == "treat_as_unknown"
-    assert "evidence" in (tree.get("summary").detail or "")
-    hidden = {v.memory_id: v.reason for v in tree.query(tenant="acme", include_unusable=True)}
+    assert "evidence" in (tree.get("summary", caller=OPERATOR).detail or "")
+    hidden = {v.memory_id: v.reason for v in tree.query(tenant="acme", include_unusable=True, caller=OPERATOR)}
     assert hidden["conclusion"] == "derived_from_unusable"
-    assert tree.query(tenant="acme") == []
-    assert tree.check_projections().ok
+    assert tree.query(tenant="acme", caller=OPERATOR) == []
+    assert tree.check_projections(caller=OPERATOR).ok
 
 
 def test_expired_evidence_waits_for_reverification(tree: Warden, clock: FrozenClock) -> None:
@@ -113,21 +119,21 @@ def test_expired_evidence_waits_for_reverification(tree: Warden, clock: FrozenCl
         "summary": (False, "expired_evidence"),
         "conclusion": (False, "expired_evidence"),
     }
-    assert tree.get("conclusion").action == "reverify"
+    assert tree.get("conclusion", caller=OPERATOR).action == "reverify"
     Scheduler(tree).run_once()  # the expiry is written; nothing is invalidated for good
     assert not any(e.type == "memory.invalidated" for e in tree.log.read())
-    assert tree.verify("evidence").outcome == "verified"
+    assert tree.verify("evidence", caller=OPERATOR).outcome == "verified"
     assert reasons(tree) == {"evidence": (True, None), "summary": (True, None), "conclusion": (True, None)}
 
 
 def test_verify_walks_down_to_the_evidence(tree: Warden, clock: FrozenClock) -> None:
     clock.advance("7h")  # everything expired
-    result = tree.verify("conclusion")
+    result = tree.verify("conclusion", caller=OPERATOR)
     assert result.outcome == "verified" and "summary: verified" in (result.detail or "")
     verified = [e.payload["memory_id"] for e in tree.log.read(types=("memory.verified",))]
     assert verified == ["evidence", "summary", "conclusion"]  # evidence first
     assert reasons(tree) == {"evidence": (True, None), "summary": (True, None), "conclusion": (True, None)}
-    assert tree.get("conclusion").expires_at == "2026-01-05T22:00:00.000000Z"  # its own 6h, from now
+    assert tree.get("conclusion", caller=OPERATOR).expires_at == "2026-01-05T22:00:00.000000Z"  # its own 6h, from now
 
 
 def test_verify_takes_shared_evidence_first_whatever_order_it_is_named_in(tree: Warden, clock: FrozenClock) -> None:
@@ -142,13 +148,14 @@ def test_verify_takes_shared_evidence_first_whatever_order_it_is_named_in(tree: 
         scope={"tenant": "acme"},
         derived_from=["evidence", "summary"],
         ttl="6h",
+        caller=OPERATOR,
     )
     clock.advance("7h")  # everything expired
-    result = tree.verify("verdict")
+    result = tree.verify("verdict", caller=OPERATOR)
     assert result.outcome == "verified", result
     verified = [e.payload["memory_id"] for e in tree.log.read(types=("memory.verified",))]
     assert verified == ["evidence", "summary", "verdict"]
-    assert tree.get("verdict").usable
+    assert tree.get("verdict", caller=OPERATOR).usable
 
 
 def test_verifying_a_chain_decides_each_memory_a_bounded_number_of_times(
@@ -181,25 +188,26 @@ def test_verifying_a_chain_decides_each_memory_a_bounded_number_of_times(
                 scope={"tenant": "acme"},
                 derived_from=[f"L{length}-{n - 1}"] if n else (),
                 ttl="1h",
+                caller=OPERATOR,
             )
         clock.advance("2h")  # the whole chain past its expiry
         monkeypatch.setattr(derivation, "decide", counting)
         decided = 0
-        result = warden.verify(f"L{length}-{length - 1}")
+        result = warden.verify(f"L{length}-{length - 1}", caller=OPERATOR)
         counts[length] = decided
         monkeypatch.setattr(derivation, "decide", original)
         assert result.outcome == "verified", result
-        assert all(warden.get(f"L{length}-{n}").usable for n in range(length))
+        assert all(warden.get(f"L{length}-{n}", caller=OPERATOR).usable for n in range(length))
     assert counts[80] <= 4 * counts[20] + 8, counts
 
 
 def test_verify_with_changed_evidence_never_keeps_the_summary(tree: Warden) -> None:
     tree.evidence_file.write_text("다른 내용", encoding="utf-8")  # type: ignore[attr-defined]
-    result = tree.verify("conclusion")
+    result = tree.verify("conclusion", caller=OPERATOR)
     assert result.outcome == "evidence_unusable"
-    assert tree.get("evidence").reason == "source_changed"
-    assert tree.get("summary").reason == "derived_from_unusable"
-    assert tree.get("conclusion").reason == "derived_from_unusable"
+    assert tree.get("evidence", caller=OPERATOR).reason == "source_changed"
+    assert tree.get("summary", caller=OPERATOR).reason == "derived_from_unusable"
+    assert tree.get("conclusion", caller=OPERATOR).reason == "derived_from_unusable"
 
 
 def test_a_new_version_of_the_evidence_leaves_old_conclusions_unusable(tree: Warden) -> None:
@@ -211,8 +219,9 @@ def test_a_new_version_of_the_evidence_leaves_old_conclusions_unusable(tree: War
         source_url="https://src.example/new",
         scope={"tenant": "acme"},
         ttl="1h",
+        caller=OPERATOR,
     )
-    view = tree.get("summary")
+    view = tree.get("summary", caller=OPERATOR)
     assert not view.usable and view.reason == "derived_from_unusable" and "version 2" in (view.detail or "")
 
 
@@ -226,18 +235,19 @@ def test_diamond(warden: Warden) -> None:
             source_url="https://e",
             scope={"tenant": "acme"},
             derived_from=parents,
+            caller=OPERATOR,
         )
 
     save("root", [])
     save("left", ["root"])
     save("right", ["root"])
     save("top", ["left", "right"])
-    assert warden.get("top").usable
-    result = warden.revoke({"ids": ["root"]}, reason="r")
+    assert warden.get("top", caller=OPERATOR).usable
+    result = warden.revoke({"ids": ["root"]}, reason="r", caller=OPERATOR)
     assert (result.covered, result.cascaded) == (1, 3)
     top_events = [e for e in warden.log.memory_events("acme", "top") if e.type == "memory.invalidated"]
     assert len(top_events) == 1  # reached twice, invalidated once
-    assert {m: warden.get(m).reason for m in ("left", "right", "top")} == dict.fromkeys(
+    assert {m: warden.get(m, caller=OPERATOR).reason for m in ("left", "right", "top")} == dict.fromkeys(
         ("left", "right", "top"), "derived_from_unusable"
     )
 
@@ -245,12 +255,12 @@ def test_diamond(warden: Warden) -> None:
 def test_saving_on_bad_evidence_is_refused(tree: Warden, run_cli: Cli) -> None:
     base = dict(kind="external_fact", summary="s", content="c", source_url="https://e", scope={"tenant": "acme"})
     with pytest.raises(InvalidInput, match="derived_from: parent 'nothing' does not exist"):
-        tree.save(memory_id="x", derived_from=["nothing"], **base)
-    tree.revoke({"ids": ["summary"]}, reason="r")
+        tree.save(memory_id="x", derived_from=["nothing"], **base, caller=OPERATOR)
+    tree.revoke({"ids": ["summary"]}, reason="r", caller=OPERATOR)
     with pytest.raises(InvalidInput, match=r"parent 'summary' is not usable \(revoked\)"):
-        tree.save(memory_id="x", derived_from=["summary"], **base)
+        tree.save(memory_id="x", derived_from=["summary"], **base, caller=OPERATOR)
     with pytest.raises(InvalidInput, match="derived from itself"):
-        tree.save(memory_id="evidence", derived_from=["evidence"], **base)
+        tree.save(memory_id="evidence", derived_from=["evidence"], **base, caller=OPERATOR)
     head = tree.log.head().seq
     result = run_cli(
         "save",
@@ -275,22 +285,22 @@ def test_saving_on_bad_evidence_is_refused(tree: Warden, run_cli: Cli) -> None:
 
 def test_cycles_are_refused(warden: Warden) -> None:
     base = dict(kind="external_fact", summary="s", content="c", source_url="https://e", scope={"tenant": "acme"})
-    warden.save(memory_id="a", **base)
-    warden.save(memory_id="b", derived_from=["a"], **base)
-    warden.save(memory_id="c", derived_from=["b"], **base)
+    warden.save(memory_id="a", **base, caller=OPERATOR)
+    warden.save(memory_id="b", derived_from=["a"], **base, caller=OPERATOR)
+    warden.save(memory_id="c", derived_from=["b"], **base, caller=OPERATOR)
     with pytest.raises(InvalidInput, match="cycle"):
-        warden.save(memory_id="a", derived_from=["c"], **base)
-    assert warden.get("a").version == 1
+        warden.save(memory_id="a", derived_from=["c"], **base, caller=OPERATOR)
+    assert warden.get("a", caller=OPERATOR).version == 1
 
 
 def test_many_parents(warden: Warden) -> None:
     base = dict(kind="external_fact", content="c", source_url="https://e", scope={"tenant": "acme"})
     for i in range(200):
-        warden.save(memory_id=f"p{i}", summary=f"p{i}", **base)
-    warden.save(memory_id="child", summary="child", derived_from=[f"p{i}" for i in range(200)], **base)
-    assert warden.get("child").usable
-    warden.revoke({"ids": ["p137"]}, reason="r")
-    assert "p137" in (warden.get("child").detail or "")
+        warden.save(memory_id=f"p{i}", summary=f"p{i}", **base, caller=OPERATOR)
+    warden.save(memory_id="child", summary="child", derived_from=[f"p{i}" for i in range(200)], **base, caller=OPERATOR)
+    assert warden.get("child", caller=OPERATOR).usable
+    warden.revoke({"ids": ["p137"]}, reason="r", caller=OPERATOR)
+    assert "p137" in (warden.get("child", caller=OPERATOR).detail or "")
 
 
 def test_a_parent_with_ten_thousand_descendants_revoked_in_one_commit(warden: Warden, run_cli: Cli) -> None:
@@ -301,6 +311,7 @@ def test_a_parent_with_ten_thousand_descendants_revoked_in_one_commit(warden: Wa
         content="root",
         source_url="https://e",
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
     with warden.transaction() as tx:
         for i in range(10_000):
@@ -323,26 +334,30 @@ def test_a_parent_with_ten_thousand_descendants_revoked_in_one_commit(warden: Wa
                 for i in range(10_000)
             ]
         )
-    assert len(warden.query(tenant="acme", limit=10_000)) == 10_000  # (of 10,001)
-    result = warden.revoke({"ids": ["root"]}, reason="poisoned source")
+    assert len(warden.query(tenant="acme", limit=10_000, caller=OPERATOR)) == 10_000  # (of 10,001)
+    result = warden.revoke({"ids": ["root"]}, reason="poisoned source", caller=OPERATOR)
     assert (result.covered, result.cascaded) == (1, 10_000)
-    assert warden.query(tenant="acme", limit=10_000) == []
-    readback = Scheduler(warden).read_back(result.revocation_id)
+    assert warden.query(tenant="acme", limit=10_000, caller=OPERATOR) == []
+    readback = Scheduler(warden).read_back(result.revocation_id, caller=OPERATOR)
     assert readback["readback_status"] == "confirmed"
-    records = readback_records(warden, result.revocation_id)["records"]
+    records = readback_records(warden, result.revocation_id, caller=OPERATOR)["records"]
     assert records[-1]["covered"] == 10_001  # the read-back asked about every descendant too
-    assert warden.check_projections().ok
+    assert warden.check_projections(caller=OPERATOR).ok
 
 
 def test_replay_and_explain_judge_the_evidence_as_it_was(tree: Warden, clock: FrozenClock) -> None:
     before = tree.now()
     clock.advance("1m")
-    tree.revoke({"ids": ["evidence"]}, reason="r")
-    assert {m["memory_id"] for m in tree.replay(as_of=before)["memories"]} == {"evidence", "summary", "conclusion"}
-    assert tree.replay(as_of=tree.now())["memories"] == []
-    then = tree.explain("conclusion", as_of=before)
+    tree.revoke({"ids": ["evidence"]}, reason="r", caller=OPERATOR)
+    assert {m["memory_id"] for m in tree.replay(as_of=before, caller=OPERATOR)["memories"]} == {
+        "evidence",
+        "summary",
+        "conclusion",
+    }
+    assert tree.replay(as_of=tree.now(), caller=OPERATOR)["memories"] == []
+    then = tree.explain("conclusion", as_of=before, caller=OPERATOR)
     assert then["usable"] is True and then["derivation"]["parents"][0]["usable"] is True
-    now = tree.explain("conclusion")
+    now = tree.explain("conclusion", caller=OPERATOR)
     assert now["usable"] is False and now["reason"] == "derived_from_unusable"
     assert now["derivation"]["parents"][0]["parents"][0]["status"] == "revoked"
     assert [h["event"] for h in now["history"]][-1] == "memory.invalidated"
@@ -351,16 +366,16 @@ def test_replay_and_explain_judge_the_evidence_as_it_was(tree: Warden, clock: Fr
 def test_expiry_event_then_parent_reverified_restores_children(tree: Warden, clock: FrozenClock) -> None:
     clock.advance("90m")
     tree.log.append([MemoryExpired(tenant="acme", memory_id="evidence", version=1, expires_at="2026-01-05T10:00:00Z")])
-    assert tree.get("summary").reason == "expired_evidence"
-    tree.verify("evidence")
-    assert tree.get("conclusion").usable
+    assert tree.get("summary", caller=OPERATOR).reason == "expired_evidence"
+    tree.verify("evidence", caller=OPERATOR)
+    assert tree.get("conclusion", caller=OPERATOR).usable
 
 
 def test_a_cascade_asks_for_each_depths_children_once(tree: Warden, backend: Backend) -> None:
     """The walk goes to every depth before it appends: the invalidations it
     appends are not walked again when they come back to the cascade."""
     with backend.statements(tree) as seen:
-        result = tree.revoke({"ids": ["evidence"]}, reason="poisoned")
+        result = tree.revoke({"ids": ["evidence"]}, reason="poisoned", caller=OPERATOR)
     asked = [sql for sql in seen if "FROM derivations d JOIN memories m" in sql]
     # evidence -> summary, summary -> conclusion, conclusion -> nothing
     assert len(asked) == 3, asked

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from memwarden.engine import InvalidInput, Warden
+from memwarden.engine import OPERATOR, InvalidInput, Warden
 from memwarden.events import FrozenClock
 
 from .conftest import Cli
@@ -47,15 +47,15 @@ def records(tmp_path: Path) -> Path:
 
 
 def test_due_lists_exactly_the_invalidated_and_the_expired(warden: Warden, records: Path) -> None:
-    result = warden.import_records(records)
+    result = warden.import_records(records, caller=OPERATOR)
     assert result.imported == 6 and result.refused == []
-    due = {d.memory_id: d.reason for d in warden.due()}
+    due = {d.memory_id: d.reason for d in warden.due(caller=OPERATOR)}
     assert due == {"past-1": "expired", "past-2": "expired", "invalid-1": "revoked", "invalid-and-past": "revoked"}
-    usable = {v.memory_id for v in warden.query(tenant="acme")}
+    usable = {v.memory_id for v in warden.query(tenant="acme", caller=OPERATOR)}
     assert usable == {"fresh-1", "fresh-2"}
-    assert warden.get("invalid-and-past").reason == "invalidated"
-    assert warden.get("invalid-and-past").detail == "superseded by v2"
-    assert warden.get("invalid-1").reason == "source_changed"
+    assert warden.get("invalid-and-past", caller=OPERATOR).reason == "invalidated"
+    assert warden.get("invalid-and-past", caller=OPERATOR).detail == "superseded by v2"
+    assert warden.get("invalid-1", caller=OPERATOR).reason == "source_changed"
 
 
 def test_due_cli_text_and_json(warden: Warden, records: Path, run_cli: Cli, clock: FrozenClock) -> None:
@@ -76,9 +76,9 @@ def test_due_cli_text_and_json(warden: Warden, records: Path, run_cli: Cli, cloc
 
 
 def test_reimporting_is_a_no_op(warden: Warden, records: Path) -> None:
-    warden.import_records(records)
+    warden.import_records(records, caller=OPERATOR)
     head = warden.log.head().seq
-    again = warden.import_records(records)
+    again = warden.import_records(records, caller=OPERATOR)
     assert (again.imported, again.skipped) == (0, 6)
     assert warden.log.head().seq == head
 
@@ -92,7 +92,8 @@ def test_reimporting_is_a_no_op(warden: Warden, records: Path) -> None:
         (json.dumps({**record("x", expires=None), "fetched_at": "2026-01-04T09:00:00"}), "line 3.fetched_at"),
         (json.dumps({**record("x", expires=None), "memory_id": ""}), "line 3.memory_id"),
         (json.dumps({**record("x", expires=None), "scope": {"project": "p"}}), "line 3.scope.tenant"),
-        (json.dumps(record("x", expires="2026-01-01T00:00:00Z")), "line 3.expires_at"),
+        # a fetch from the future is refused, not trusted
+        (json.dumps({**record("x", expires=None), "fetched_at": "8999-01-01T00:00:00Z"}), "line 3.fetched_at"),
     ],
 )
 def test_a_malformed_line_is_refused_with_its_number_and_nothing_imported(
@@ -102,11 +103,27 @@ def test_a_malformed_line_is_refused_with_its_number_and_nothing_imported(
     path = tmp_path / "bad.jsonl"
     path.write_text(f"{good}\n{good.replace('ok', 'ok2')}\n{line}\n", encoding="utf-8")
     with pytest.raises(InvalidInput) as info:
-        warden.import_records(path)
+        warden.import_records(path, caller=OPERATOR)
     assert str(info.value).startswith(field)
     assert warden.log.head().seq == 0
     result = run_cli("import-records", str(path))
     assert result.exit_code == 2 and field in result.stderr
+
+
+def test_a_record_expiring_at_or_before_its_fetch_is_imported_born_expired(warden: Warden, tmp_path: Path) -> None:
+    """As the article's scan treats it: due at once, and the rest of the file goes in."""
+    path = tmp_path / "odd.jsonl"
+    rows = [
+        record("born-expired", expires="2026-01-01T00:00:00Z"),  # before its fetch on the 4th
+        record("at-fetch", expires="2026-01-04T09:00:00Z"),  # at its fetch
+        record("fine", expires="2026-01-06T09:00:00Z"),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert warden.import_records(path, caller=OPERATOR).imported == 3
+    due = {d.memory_id: d.reason for d in warden.due(caller=OPERATOR)}
+    assert due == {"born-expired": "expired", "at-fetch": "expired"}
+    assert warden.get("fine", caller=OPERATOR).usable
+    assert [d.memory_id for d in warden.scan_records(path, caller=OPERATOR)] == ["born-expired", "at-fetch"]
 
 
 def test_records_at_a_higher_revocation_version_raise_the_policy(warden: Warden, tmp_path: Path) -> None:
@@ -118,8 +135,8 @@ def test_records_at_a_higher_revocation_version_raise_the_policy(warden: Warden,
         + "\n",
         encoding="utf-8",
     )
-    warden.import_records(path)
-    assert warden.policies() == {"default": 3}
-    assert warden.get("a").usable
-    assert warden.get("b").reason == "policy_changed"
-    assert {d.memory_id: d.reason for d in warden.due()} == {"b": "policy_changed"}
+    warden.import_records(path, caller=OPERATOR)
+    assert warden.policies(caller=OPERATOR) == {"default": 3}
+    assert warden.get("a", caller=OPERATOR).usable
+    assert warden.get("b", caller=OPERATOR).reason == "policy_changed"
+    assert {d.memory_id: d.reason for d in warden.due(caller=OPERATOR)} == {"b": "policy_changed"}

@@ -20,7 +20,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from memwarden.engine import AddressPolicy, Fetchers, FetchFailed, PolicyFile, Scheduler, TtlPolicy, Warden
+from memwarden.engine import OPERATOR, AddressPolicy, Fetchers, FetchFailed, PolicyFile, Scheduler, TtlPolicy, Warden
 from memwarden.events import FrozenClock
 
 from .backends import Backend
@@ -356,7 +356,7 @@ def test_mcp_verify_is_refused_in_every_case(guarded: Server, secret_port: int, 
                     "summary": "s",
                     "content": "c",
                     "source_url": url,
-                    "tenant": "acme",
+                    "scope": {"tenant": "acme"},
                 }
                 saved = await client.call_tool("memory_save", arguments)
                 assert not saved.is_error, (name, saved.content)
@@ -402,13 +402,19 @@ def test_an_in_process_scheduler_refuses_every_case(
         all_cases = cases(secret_port, allowed_port)
         for n, (_, url, _) in enumerate(all_cases):
             w.save(
-                memory_id=f"w{n}", kind="watched", summary="s", content="c", source_url=url, scope={"tenant": "acme"}
+                memory_id=f"w{n}",
+                kind="watched",
+                summary="s",
+                content="c",
+                source_url=url,
+                scope={"tenant": "acme"},
+                caller=OPERATOR,
             )
         clock.advance("2h")
         Scheduler(w).run_once()
         failed = {e.payload["memory_id"]: e.payload["error"] for e in w.log.read(types=("memory.verification_failed",))}
         assert failed == {f"w{n}": f"fetch failed: {category}" for n, (_, _, category) in enumerate(all_cases)}
-        assert all(not w.get(f"w{n}").usable for n in range(len(all_cases)))
+        assert all(not w.get(f"w{n}", caller=OPERATOR).usable for n in range(len(all_cases)))
     finally:
         w.close()
 

@@ -37,20 +37,14 @@ def reference(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | Non
         kind = step[0]
         if kind == "revoke":
             revocations.append((step[1], step[2]))
-            if (
-                state
-                and state["status"] not in ("erased", "revoked")
-                and state["tenant"] == step[1]
-                and state["fetched"] <= step[2]
-            ):
+            # it covers every version recorded before it, whatever its fetch time
+            if state and state["status"] not in ("erased", "revoked") and state["tenant"] == step[1]:
                 state["status"] = "revoked"
             continue
         if kind == "policy":
             policy += 1
             continue
-        if kind == "saved":
-            if state and state["status"] == "erased":
-                continue
+        if kind == "saved":  # a new version (after an erasure too: with a text of its own)
             fetched, ttl, tenant = step[1], step[2], step[3]
             state = {
                 "status": "usable",
@@ -112,7 +106,7 @@ def engine(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | None]:
     for seq, step in enumerate(history, start=1):
         kind = step[0]
         if kind == "revoke":
-            rev = {"revocation_id": f"r{seq}", "selector": {"tenant": step[1]}, "effective_at": T[step[2]]}
+            rev = {"revocation_id": f"r{seq}", "selector": {"tenant": step[1]}, "effective_at": T[step[2]], "seq": seq}
             revocations.append(rev)
             if row is not None:
                 row = revoke_row(row, rev, seq) or row
@@ -173,7 +167,8 @@ def engine(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | None]:
                 content_checksum="x",
                 resynced_from="s",
             )
-        event = RecordedEvent(seq, f"e{seq}", type_, "m", seq, T[0], T[0], "a", 1, payload, "", "")
+        # recorded at the day's end: after every fetch it claims (a later claim is clamped)
+        event = RecordedEvent(seq, f"e{seq}", type_, "m", seq, T[0], T[23], "a", 1, payload, "", "")
         row = fold_memory(row, event, revocations)
     if row is None:
         return False, "not_found"

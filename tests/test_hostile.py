@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from memwarden.engine import InvalidInput, Limits, PolicyFile, TooLarge, Warden
+from memwarden.engine import OPERATOR, InvalidInput, Limits, PolicyFile, TooLarge, Warden
 from memwarden.events import FrozenClock, content_checksum
 
 from .backends import Backend
@@ -124,12 +124,19 @@ def test_the_content_limit_is_one_limit_on_every_face(server: Server, warden: Wa
             content=three_mib,
             source_url="https://e",
             scope={"tenant": "t"},
+            caller=OPERATOR,
         )
     with pytest.raises(TooLarge):
-        warden.memory_save(tenant="t", agent="a", key="k", content=three_mib)
+        warden.memory_save(tenant="t", agent="a", key="k", content=three_mib, caller=OPERATOR)
     with pytest.raises(TooLarge):
         warden.cache_put(
-            tool="t", tool_version="1", input_hash="h", scope={"tenant": "t"}, content=three_mib, source_url="https://e"
+            tool="t",
+            tool_version="1",
+            input_hash="h",
+            scope={"tenant": "t"},
+            content=three_mib,
+            source_url="https://e",
+            caller=OPERATOR,
         )
     # the live server was started with --max-content 200000: MCP holds to it too
 
@@ -146,7 +153,7 @@ def test_the_content_limit_is_one_limit_on_every_face(server: Server, warden: Wa
                     "summary": "s",
                     "content": "가" * 70_000,
                     "source_url": "https://e.example",
-                    "tenant": "acme",
+                    "scope": {"tenant": "acme"},
                 },
             )
 
@@ -190,14 +197,15 @@ def test_a_derivation_chain_far_past_the_recursion_limit(tmp_path: Path, backend
                 source_url="callable:same",
                 scope={"tenant": "t"},
                 derived_from=[f"d{n - 1}"] if n else (),
+                caller=OPERATOR,
             )
         last = f"d{depth - 1}"
-        assert w.get(last).usable
-        assert w.verify(last).outcome in ("verified", "updated")
-        assert w.explain(last)["usable"] is True
+        assert w.get(last, caller=OPERATOR).usable
+        assert w.verify(last, caller=OPERATOR).outcome in ("verified", "updated")
+        assert w.explain(last, caller=OPERATOR)["usable"] is True
         # the chain is cut at the top: the whole chain below goes with it
-        w.revoke(selector={"tenant": "t", "ids": ["d0"]}, reason="leak")
-        assert w.get(last).reason == "derived_from_unusable"
+        w.revoke(selector={"tenant": "t", "ids": ["d0"]}, reason="leak", caller=OPERATOR)
+        assert w.get(last, caller=OPERATOR).reason == "derived_from_unusable"
     finally:
         w.close()
         sys.setrecursionlimit(before)
@@ -215,6 +223,7 @@ def test_the_derivation_depth_limit(tmp_path: Path, backend: Backend) -> None:
                 source_url="https://e",
                 scope={"tenant": "t"},
                 derived_from=[f"d{n - 1}"] if n else (),
+                caller=OPERATOR,
             )
         head = w.log.head().seq
         with pytest.raises(InvalidInput, match="max_derivation_depth"):
@@ -226,6 +235,7 @@ def test_the_derivation_depth_limit(tmp_path: Path, backend: Backend) -> None:
                 source_url="https://e",
                 scope={"tenant": "t"},
                 derived_from=["d2"],
+                caller=OPERATOR,
             )
         with pytest.raises(TooLarge, match="max_parents"):
             w.save(
@@ -236,6 +246,7 @@ def test_the_derivation_depth_limit(tmp_path: Path, backend: Backend) -> None:
                 source_url="https://e",
                 scope={"tenant": "t"},
                 derived_from=["d0", "d1", "d2"],
+                caller=OPERATOR,
             )
         assert w.log.head().seq == head
     finally:

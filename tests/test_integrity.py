@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from memwarden.engine import SaveResult, Warden
+from memwarden.engine import OPERATOR, SaveResult, Warden
 from memwarden.events import FrozenClock
 
 from .backends import Backend
@@ -25,14 +25,15 @@ def test_bit_flip_is_quarantined_and_resynced_from_a_file(
         content=source.read_text("utf-8"),
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
     backend.flip_text(warden.path, saved.checksum)
-    view = warden.get("rule")
+    view = warden.get("rule", caller=OPERATOR)
     # detected, recorded, restored from the source: usable with the right text
     assert view.usable and view.content == "배포는 금요일에 하지 않는다"
     types = [e.type for e in warden.log.read()]
     assert types == ["memory.saved", "memory.integrity_failed", "memory.resynced"]
-    assert warden.get("rule").usable
+    assert warden.get("rule", caller=OPERATOR).usable
     assert run_cli.json("stats")["weeks"][0]["integrity_failures"] == 1
 
 
@@ -48,22 +49,23 @@ def test_without_a_good_source_it_stays_quarantined_and_is_never_served(
         content="original",
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
     source.write_text("changed meanwhile", encoding="utf-8")
     backend.flip_text(warden.path, saved.checksum)
     for _ in range(2):
-        view = warden.get("rule")
+        view = warden.get("rule", caller=OPERATOR)
         assert not view.usable and view.reason == "integrity_failed" and view.content is None
         assert view.status == "quarantined" and view.action == "treat_as_unknown"
-    assert [v.memory_id for v in warden.query(tenant="acme")] == []
-    listed = warden.query(tenant="acme", include_unusable=True)
+    assert [v.memory_id for v in warden.query(tenant="acme", caller=OPERATOR)] == []
+    listed = warden.query(tenant="acme", include_unusable=True, caller=OPERATOR)
     assert [(v.memory_id, v.reason) for v in listed] == [("rule", "integrity_failed")]
     assert [e.type for e in warden.log.read()].count("memory.integrity_failed") == 1
     result = run_cli("get", "rule", "--json")
     assert result.exit_code == 1 and '"content":null' in result.stdout
     # once the source holds the recorded text again, the next read restores it
     source.write_text("original", encoding="utf-8")
-    assert warden.get("rule").usable
+    assert warden.get("rule", caller=OPERATOR).usable
 
 
 def test_resync_from_git_show_branch_path(warden: Warden, tmp_path: Path, backend: Backend) -> None:
@@ -92,9 +94,10 @@ def test_resync_from_git_show_branch_path(warden: Warden, tmp_path: Path, backen
         repo=str(repo),
         branch="main",
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
     backend.flip_text(warden.path, saved.checksum)
-    view = warden.get("git-rule")
+    view = warden.get("git-rule", caller=OPERATOR)
     assert view.usable and view.content == "규칙: 테스트 먼저"
 
 
@@ -107,13 +110,14 @@ def save_text(warden: Warden) -> SaveResult:
         content="text",
         source_url="https://nowhere",
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
 
 
 def test_a_missing_blob_counts_as_corruption(warden: Warden, backend: Backend) -> None:
     saved = save_text(warden)
     backend.replace_text(warden.path, saved.checksum, None)
-    view = warden.get("m")
+    view = warden.get("m", caller=OPERATOR)
     assert not view.usable and view.reason == "integrity_failed"
 
 
@@ -129,11 +133,12 @@ def test_query_path_detects_flips_too(warden: Warden, clock: FrozenClock, flips:
                 content=f"text {i}",
                 source_url="https://nowhere",
                 scope={"tenant": "acme"},
+                caller=OPERATOR,
             ).checksum
         )
     for checksum in checksums[:flips]:
         backend.flip_text(warden.path, checksum)
-    served = warden.query(tenant="acme")
+    served = warden.query(tenant="acme", caller=OPERATOR)
     assert len(served) == 10 - flips
     assert all(v.content == f"text {v.memory_id[1:]}" for v in served)
 
@@ -148,7 +153,10 @@ def test_a_blob_rewritten_with_another_type_or_bad_bytes_is_judged_not_crashed(
     backend.replace_text(warden.path, saved.checksum, stored)
     same = stored == "text"  # the same text stored as TEXT: the same bytes
     assert run_cli.json("audit", "verify")["texts_damaged"] == (0 if same else 1)
-    for view in (warden.get("m"), *warden.query(tenant="acme", include_unusable=True)):
+    for view in (
+        warden.get("m", caller=OPERATOR),
+        *warden.query(tenant="acme", include_unusable=True, caller=OPERATOR),
+    ):
         assert view.usable is same
         assert view.content == ("text" if same else None)
         if not same:

@@ -8,15 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Access, AmbiguousMemory, InvalidInput, MemoryIdTaken, MemoryNotFound, Warden
+from memwarden.engine import OPERATOR, AmbiguousMemory, InvalidInput, MemoryIdTaken, MemoryNotFound, Warden
 from memwarden.engine._memory_api import memory_id_of
 from memwarden.events import FrozenClock
 
 from .backends import Backend
-from .conftest import Cli, save_memory
+from .conftest import Cli, agent_key, save_memory
 
-TA = Access(("ta",))
-TB = Access(("tb",))
+TA = agent_key("ta")
+TB = agent_key("tb")
 
 
 def test_two_tenants_use_one_id_without_touching_each_other(warden: Warden) -> None:
@@ -24,16 +24,16 @@ def test_two_tenants_use_one_id_without_touching_each_other(warden: Warden) -> N
     save_memory(warden, "m1", tenant="tb", content="tb's text")
     second = save_memory(warden, "m1", tenant="ta", content="ta's text v2")
     assert second.version == 2 and second.tenant == "ta"
-    assert warden.get("m1", access=TB).content == "tb's text"
-    assert warden.get("m1", access=TB).version == 1
-    assert warden.get("m1", tenant="ta").content == "ta's text v2"
+    assert warden.get("m1", caller=TB).content == "tb's text"
+    assert warden.get("m1", caller=TB).version == 1
+    assert warden.get("m1", tenant="ta", caller=OPERATOR).content == "ta's text v2"
     with pytest.raises(AmbiguousMemory, match="name the tenant"):
-        warden.get("m1")  # security: the id is in two of its tenants
+        warden.get("m1", caller=OPERATOR)  # security: the id is in two of its tenants
     # verify, explain and erase in one tenant leave the other as it was
-    warden.erase(memory_id="m1", tenant="ta", reason="request")
-    assert warden.get("m1", tenant="ta").reason == "erased"
-    assert warden.get("m1", tenant="tb").content == "tb's text"
-    assert [h["event"] for h in warden.explain("m1", access=TB)["history"]] == ["memory.saved"]
+    warden.erase(memory_id="m1", tenant="ta", reason="request", caller=OPERATOR)
+    assert warden.get("m1", tenant="ta", caller=OPERATOR).reason == "erased"
+    assert warden.get("m1", tenant="tb", caller=OPERATOR).content == "tb's text"
+    assert [h["event"] for h in warden.explain("m1", caller=TB)["history"]] == ["memory.saved"]
 
 
 def test_a_memory_outside_the_callers_rights_answers_as_one_that_does_not_exist(warden: Warden) -> None:
@@ -41,16 +41,18 @@ def test_a_memory_outside_the_callers_rights_answers_as_one_that_does_not_exist(
     errors = []
     for memory_id in ("secret", "never-saved"):
         for call in (
-            lambda m: warden.get(m, access=TA),
-            lambda m: warden.verify(m, access=TA),
-            lambda m: warden.explain(m, access=TA),
-            lambda m: warden.erase(memory_id=m, reason="x", access=TA),
+            lambda m: warden.get(m, caller=TA),
+            lambda m: warden.verify(m, caller=TA),
+            lambda m: warden.explain(m, caller=TA),
         ):
             with pytest.raises(MemoryNotFound) as info:
                 call(memory_id)
             errors.append(str(info.value).replace(memory_id, "ID"))
     assert len(set(errors)) == 1  # word for word the same
-    assert warden.due(access=TA) == [] and warden.query(tenant="tb", include_unusable=True)[0].status == "usable"
+    assert (
+        warden.due(caller=TA) == []
+        and warden.query(tenant="tb", include_unusable=True, caller=OPERATOR)[0].status == "usable"
+    )
 
 
 def test_derivation_from_another_tenant_is_refused_as_if_missing(warden: Warden) -> None:
@@ -58,7 +60,7 @@ def test_derivation_from_another_tenant_is_refused_as_if_missing(warden: Warden)
     messages = []
     for parent in ("b3", "nope"):
         with pytest.raises(InvalidInput) as info:
-            save_memory(warden, "a-sum", tenant="ta", derived_from=[parent], access=TA)
+            save_memory(warden, "a-sum", tenant="ta", derived_from=[parent], caller=TA)
         messages.append(str(info.value).replace(parent, "P"))
     assert messages[0] == messages[1] and "does not exist" in messages[0]
     # a security caller (every tenant) still cannot draw across tenants
@@ -68,14 +70,17 @@ def test_derivation_from_another_tenant_is_refused_as_if_missing(warden: Warden)
 
 def test_a_key_bound_to_one_agent_cannot_take_over_another_agents_memory(warden: Warden) -> None:
     save_memory(warden, "notes", tenant="ta", scope={"agent": "botb"})
-    bound = Access(("ta",), "bota")
+    bound = agent_key("ta", agent="bota")
     with pytest.raises(MemoryIdTaken):
-        save_memory(warden, "notes", tenant="ta", scope={"agent": "bota"}, access=bound)
+        save_memory(warden, "notes", tenant="ta", scope={"agent": "bota"}, caller=bound)
     with pytest.raises(MemoryNotFound):
-        warden.get("notes", access=bound)
-    assert warden.get("notes").version == 1 and warden.get("notes").scope["agent"] == "botb"
+        warden.get("notes", caller=bound)
+    assert (
+        warden.get("notes", caller=OPERATOR).version == 1
+        and warden.get("notes", caller=OPERATOR).scope["agent"] == "botb"
+    )
     with pytest.raises(PermissionError):
-        save_memory(warden, "mine", tenant="ta", scope={"agent": "botb"}, access=bound)
+        save_memory(warden, "mine", tenant="ta", scope={"agent": "botb"}, caller=bound)
 
 
 def test_memory_api_names_cannot_collide() -> None:
@@ -85,32 +90,32 @@ def test_memory_api_names_cannot_collide() -> None:
 
 
 def test_memory_api_same_agent_and_key_in_two_tenants(warden: Warden) -> None:
-    first = warden.memory_save(tenant="tb", agent="bot", key="MEMORY.md", content="tb rules", access=TB)
-    attack = warden.memory_save(tenant="ta", agent="bot", key="MEMORY.md", content="attacker", access=TA)
+    first = warden.memory_save(tenant="tb", agent="bot", key="MEMORY.md", content="tb rules", caller=TB)
+    attack = warden.memory_save(tenant="ta", agent="bot", key="MEMORY.md", content="attacker", caller=TA)
     assert first["version"] == 1 and attack["version"] == 1
-    tb = warden.memory_load(tenant="tb", agent="bot", history=True, access=TB)["memories"]
+    tb = warden.memory_load(tenant="tb", agent="bot", history=True, caller=TB)["memories"]
     assert [m["content"] for m in tb] == ["tb rules"]
     assert [h["content"] for h in tb[0]["history"]] == ["tb rules"]
-    ta = warden.memory_load(tenant="ta", agent="bot", history=True, access=TA)["memories"]
+    ta = warden.memory_load(tenant="ta", agent="bot", history=True, caller=TA)["memories"]
     assert [h["content"] for h in ta[0]["history"]] == ["attacker"]
     with pytest.raises(PermissionError):
-        warden.memory_load(tenant="tb", agent="bot", access=TA)
+        warden.memory_load(tenant="tb", agent="bot", caller=TA)
     # colons in names stay apart
-    warden.memory_save(tenant="ta", agent="bota:x", key="notes", content="one", access=TA)
-    warden.memory_save(tenant="ta", agent="bota", key="x:notes", content="two", access=TA)
-    loaded = warden.memory_load(tenant="ta", agent="bota", access=TA)["memories"]
+    warden.memory_save(tenant="ta", agent="bota:x", key="notes", content="one", caller=TA)
+    warden.memory_save(tenant="ta", agent="bota", key="x:notes", content="two", caller=TA)
+    loaded = warden.memory_load(tenant="ta", agent="bota", caller=TA)["memories"]
     assert [(m["key_name"], m["content"]) for m in loaded] == [("x:notes", "two")]
 
 
 def test_revoked_versions_are_never_served_again_whatever_is_saved_after(warden: Warden, clock: FrozenClock) -> None:
-    warden.memory_save(tenant="ta", agent="bot", key="k", content="first", access=TA)
+    warden.memory_save(tenant="ta", agent="bot", key="k", content="first", caller=TA)
     clock.advance("1m")
-    warden.memory_save(tenant="ta", agent="bot", key="k", content="second", access=TA)
+    warden.memory_save(tenant="ta", agent="bot", key="k", content="second", caller=TA)
     clock.advance("1m")
-    warden.revoke({"tenant": "ta", "agent": "bot"}, reason="leak")
+    warden.revoke({"tenant": "ta", "agent": "bot"}, reason="leak", caller=OPERATOR)
     clock.advance("1m")
-    warden.memory_save(tenant="ta", agent="bot", key="k", content="third", access=TA)
-    [entry] = warden.memory_load(tenant="ta", agent="bot", history=True, access=TA)["memories"]
+    warden.memory_save(tenant="ta", agent="bot", key="k", content="third", caller=TA)
+    [entry] = warden.memory_load(tenant="ta", agent="bot", history=True, caller=TA)["memories"]
     assert entry["content"] == "third"
     assert [h["content"] for h in entry["history"]] == [None, None, "third"]
     assert [h["version"] for h in entry["history"]] == [1, 2, 3]
@@ -123,21 +128,23 @@ def test_erasure_destroys_exactly_what_it_names(tmp_path: Path, clock: FrozenClo
     save_memory(w, "a1", tenant="ta", content="OLDVERSIONTEXT 옛 버전", summary="OLDSUMMARY")
     save_memory(w, "a1", tenant="ta", content=common, summary="ERASEDSUMMARY 요약")
     save_memory(w, "b1", tenant="tb", content=common, summary="KEPTSUMMARY")
-    assert w.erase(memory_id="a1", tenant="ta", reason="gdpr") == 1
-    assert w.get("b1", tenant="tb").content == common  # identical words, another memory: kept
-    assert w.get("b1", tenant="tb").summary == "KEPTSUMMARY"
-    explained = w.explain("a1", tenant="ta")
+    assert w.erase(memory_id="a1", tenant="ta", reason="gdpr", caller=OPERATOR).erased == 1
+    assert w.get("b1", tenant="tb", caller=OPERATOR).content == common  # identical words, another memory: kept
+    assert w.get("b1", tenant="tb", caller=OPERATOR).summary == "KEPTSUMMARY"
+    explained = w.explain("a1", tenant="ta", caller=OPERATOR)
     assert explained["status"] == "erased" and explained["history"][-1]["event"] == "memory.erased"
-    assert w.audit_verify()["ok"] and w.check_projections().ok
+    assert w.audit_verify(caller=OPERATOR)["ok"] and w.check_projections(caller=OPERATOR).ok
     export = tmp_path / "after.jsonl"
-    w.export(export)
+    w.export(export, caller=OPERATOR)
     files = backend.bytes_at_rest(db)
     for gone in ("OLDVERSIONTEXT", "ERASEDSUMMARY", "OLDSUMMARY"):
         assert gone.encode() not in files, gone
         assert gone not in export.read_text(encoding="utf-8"), gone
-        assert gone not in json.dumps(w.tail(100), ensure_ascii=False), gone  # what the events feed serves
+        assert gone not in json.dumps(w.tail(100, caller=OPERATOR), ensure_ascii=False), (
+            gone
+        )  # what the events feed serves
     assert common in export.read_text(encoding="utf-8")  # b1's own copy travels
-    assert w.query(tenant="ta", text="ERASEDSUMMARY", include_unusable=True) == []
+    assert w.query(tenant="ta", text="ERASEDSUMMARY", include_unusable=True, caller=OPERATOR) == []
     w.close()
 
 
@@ -147,25 +154,25 @@ def test_export_is_a_backup(tmp_path: Path, clock: FrozenClock, backend: Backend
     save_memory(w, "m1", tenant="tb", content="other")
     save_memory(w, "gone", tenant="ta", content="to erase")
     save_memory(w, "r", tenant="tb", scope={"permission": "x"})
-    w.revoke({"tenant": "tb", "permission": "x"}, reason="r")
-    w.erase(memory_id="gone", reason="request")
+    w.revoke({"tenant": "tb", "permission": "x"}, reason="r", caller=OPERATOR)
+    w.erase(memory_id="gone", reason="request", caller=OPERATOR)
     before = {
         (v.scope["tenant"], v.memory_id): (v.status, v.usable, v.content)
         for t in ("ta", "tb")
-        for v in w.query(tenant=t, include_unusable=True)
+        for v in w.query(tenant=t, include_unusable=True, caller=OPERATOR)
     }
     path = tmp_path / "backup.jsonl"
-    w.export(path)
+    w.export(path, caller=OPERATOR)
     w.close()
     fresh = Warden(backend.db(tmp_path, "restored.db"), clock=clock)
-    assert fresh.import_log(path) > 0
+    assert fresh.import_log(path, caller=OPERATOR) > 0
     after = {
         (v.scope["tenant"], v.memory_id): (v.status, v.usable, v.content)
         for t in ("ta", "tb")
-        for v in fresh.query(tenant=t, include_unusable=True)
+        for v in fresh.query(tenant=t, include_unusable=True, caller=OPERATOR)
     }
     assert after == before and after[("ta", "m1")] == ("usable", True, "한국어 내용")
-    assert fresh.audit_verify()["ok"] and fresh.check_projections().ok
+    assert fresh.audit_verify(caller=OPERATOR)["ok"] and fresh.check_projections(caller=OPERATOR).ok
     fresh.close()
 
 
@@ -175,7 +182,7 @@ def test_an_export_whose_text_was_altered_is_refused_naming_the_line(
     w = Warden(backend.db(tmp_path, "src.db"), clock=clock)
     save_memory(w, "m1", tenant="ta", content="original")
     path = tmp_path / "backup.jsonl"
-    w.export(path)
+    w.export(path, caller=OPERATOR)
     w.close()
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     lines[-1] = lines[-1].replace("original", "altered!")

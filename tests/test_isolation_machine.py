@@ -12,14 +12,16 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from memwarden.engine import Access, Fetchers, InvalidInput, MemoryErased, MemoryNotFound, RevokedScope, Warden
+from memwarden.engine import OPERATOR, Fetchers, InvalidInput, MemoryErased, MemoryNotFound, RevokedScope, Warden
 from memwarden.engine.testing import in_memory_warden
+
+from .conftest import agent_key
 
 IDS = ["m1", "m:2", "메모"]
 TENANTS = ["ta", "tb"]
 AGENTS = ["bot", "other"]
 TEXTS = ["같은 말 same words", "other words"]
-TA = Access(("ta",))
+TA = agent_key("ta")
 REFUSED = (MemoryErased, RevokedScope, InvalidInput, MemoryNotFound)
 
 
@@ -48,17 +50,18 @@ class World:
                     scope={"tenant": kw["tenant"], "agent": kw["agent"]},
                     ttl="1h",
                     derived_from=kw.get("derived_from", ()),
+                    caller=OPERATOR,
                 )
             elif action == "memory_save":
-                w.memory_save(tenant=kw["tenant"], agent="bot", key=kw["key"], content=kw["text"])
+                w.memory_save(tenant=kw["tenant"], agent="bot", key=kw["key"], content=kw["text"], caller=OPERATOR)
             elif action == "change_source":
                 self.sources[(kw["tenant"], kw["memory_id"])] = "changed"
             elif action == "verify":
-                w.verify(kw["memory_id"], tenant=kw["tenant"], accept=kw["accept"])
+                w.verify(kw["memory_id"], tenant=kw["tenant"], accept=kw["accept"], caller=OPERATOR)
             elif action == "revoke":
-                w.revoke({"tenant": kw["tenant"], "agent": kw["agent"]}, reason="test")
+                w.revoke({"tenant": kw["tenant"], "agent": kw["agent"]}, reason="test", caller=OPERATOR)
             elif action == "erase":
-                w.erase(memory_id=kw["memory_id"], tenant=kw["tenant"], reason="request")
+                w.erase(memory_id=kw["memory_id"], tenant=kw["tenant"], reason="request", caller=OPERATOR)
             elif action == "advance":
                 w.clock.advance(kw["by"])  # type: ignore[attr-defined]
         except REFUSED as exc:
@@ -70,19 +73,19 @@ class World:
         out: dict[str, Any] = {}
         for memory_id in IDS:
             try:
-                v = w.get(memory_id, access=TA)
+                v = w.get(memory_id, caller=TA)
                 out[memory_id] = (v.status, v.usable, v.reason, v.version, v.content, v.summary, v.derived_from)
-                explained = w.explain(memory_id, access=TA)
+                explained = w.explain(memory_id, caller=TA)
                 out[f"{memory_id} history"] = [(h["event"], h["status_after"]) for h in explained["history"]]
                 out[f"{memory_id} tree"] = explained["derivation"]
             except MemoryNotFound as exc:
                 out[memory_id] = str(exc)
-        views = w.query(tenant="ta", include_unusable=True, access=TA)
+        views = w.query(tenant="ta", include_unusable=True, caller=TA)
         out["query"] = sorted((v.memory_id, v.status, v.reason, v.content) for v in views)
-        out["search"] = sorted(v.memory_id for v in w.query(tenant="ta", text="same", access=TA))
-        out["due"] = sorted((d.memory_id, d.reason) for d in w.due(access=TA))
+        out["search"] = sorted(v.memory_id for v in w.query(tenant="ta", text="same", caller=TA))
+        out["due"] = sorted((d.memory_id, d.reason) for d in w.due(caller=TA))
         out["load"] = [
-            (m["key_name"], m["content"]) for m in w.memory_load(tenant="ta", agent="bot", access=TA)["memories"]
+            (m["key_name"], m["content"]) for m in w.memory_load(tenant="ta", agent="bot", caller=TA)["memories"]
         ]
         return out
 
@@ -139,7 +142,7 @@ class TwoTenants(RuleBasedStateMachine):
         assert self.both.seen_by_ta() == self.alone.seen_by_ta()
 
     def teardown(self) -> None:
-        assert self.both.w.audit_verify()["ok"] and self.both.w.check_projections().ok
+        assert self.both.w.audit_verify(caller=OPERATOR)["ok"] and self.both.w.check_projections(caller=OPERATOR).ok
         self.both.w.close()
         self.alone.w.close()
 

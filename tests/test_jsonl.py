@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.events import (
     EventIdReused,
     FrozenClock,
@@ -25,10 +25,10 @@ def exported(warden: Warden, tmp_path: Path, clock: FrozenClock) -> Path:
     for i in range(12):
         save_memory(warden, f"m{i}", content=f"한국어 내용 {i} — naïve ☃", summary=f"한국어 요약 {i}")
         clock.advance("1m")
-    warden.revoke({"tenant": "acme", "ids": ["m3"]}, reason="test")
-    warden.set_policy("default", 2)
+    warden.revoke({"tenant": "acme", "ids": ["m3"]}, reason="test", caller=OPERATOR)
+    warden.set_policy("default", 2, caller=OPERATOR)
     path = tmp_path / "log.jsonl"
-    assert warden.export(path) == 14
+    assert warden.export(path, caller=OPERATOR) == 14
     return path
 
 
@@ -36,14 +36,14 @@ def test_export_then_import_gives_identical_hashes(
     exported: Path, warden: Warden, tmp_path: Path, run_cli: Cli, backend: Backend
 ) -> None:
     other = Warden(backend.db(tmp_path, "other.db"))
-    assert other.import_log(exported) == 14
+    assert other.import_log(exported, caller=OPERATOR) == 14
     assert [e.hash for e in other.log.read()] == [e.hash for e in warden.log.read()]
     assert other.log.verify_chain().ok
     # the view is rebuilt inline from the imported events
-    assert other.get("m3").reason == "revoked"
-    assert other.policies() == {"default": 2}
+    assert other.get("m3", caller=OPERATOR).reason == "revoked"
+    assert other.policies(caller=OPERATOR) == {"default": 2}
     # importing again is a no-op; the exported lines are the canonical envelopes
-    assert other.import_log(exported) == 0
+    assert other.import_log(exported, caller=OPERATOR) == 0
     lines = exported.read_text(encoding="utf-8").splitlines()
     # events carry checksums; the texts travel on their own lines, UTF-8 unescaped
     assert "한국어" not in lines[0] and any("한국어" in line and line.startswith('{"texts":') for line in lines)
@@ -110,7 +110,7 @@ def test_import_into_a_diverged_log_is_refused(exported: Path, tmp_path: Path, b
     from memwarden.events import LogDiverged
 
     with pytest.raises(LogDiverged, match="seq 1"):
-        other.import_log(exported)
+        other.import_log(exported, caller=OPERATOR)
     assert other.log.head().seq == 1
     other.close()
 
@@ -203,8 +203,8 @@ def test_floats_orjson_spells_otherwise_round_trip_byte_exact(
     assert f'"latency_ms":{json.dumps(latency_ms)}' in stored
     assert warden.log.append([event]) == [seq]  # re-encoded, found equal: no EventIdReused
     path = tmp_path / "floats.jsonl"
-    warden.export(path)
+    warden.export(path, caller=OPERATOR)
     other = Warden(backend.db(tmp_path, "other.db"))
-    assert other.import_log(path) == seq
+    assert other.import_log(path, caller=OPERATOR) == seq
     assert [e.hash for e in other.log.read()] == [e.hash for e in warden.log.read()]
     other.close()

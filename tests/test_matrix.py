@@ -19,7 +19,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 
 from .backends import Backend
 from .conftest import Cli
@@ -59,8 +59,9 @@ def live(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterator
             scope={"tenant": tenant, "agent": agent},
             fetched_at=past,
             ttl="1h",
+            caller=OPERATOR,
         )
-        w.memory_save(tenant=tenant, agent=agent, key="MEMORY.md", content=f"# rules of {agent}")
+        w.memory_save(tenant=tenant, agent=agent, key="MEMORY.md", content=f"# rules of {agent}", caller=OPERATOR)
     w.close()
     server = start_server(db, "--no-scheduler")
     yield server
@@ -172,7 +173,7 @@ def test_saves_never_reach_another_tenant_or_agent(live: Server, who: str) -> No
             else:  # its tenant, another agent's memory: the id is taken, the agent not its own
                 assert saved.status_code == 409 and saved.json()["error"] == "id_taken"
                 assert api.status_code == 403
-                assert batch.status_code == 422 and refused == [(1, None, "MemoryIdTaken")]
+                assert batch.status_code == 422 and refused == [(1, "memory_id", "MemoryIdTaken")]
             assert head(live) == before, (who, tenant, memory_id)
     with live.client("security") as c:
         for tenant, memory_id, _ in TARGETS:
@@ -210,7 +211,7 @@ def test_mcp_tools_naming_or_listing_memories(live: Server, who: str) -> None:
         for name in ("memory_get", "memory_explain", "memory_verify"):
             (error, text), (ghost_error, ghost_text) = next(results), next(results)
             if name == "memory_verify" and who == "auditor":
-                assert error and "may not verify" in text
+                assert error and json.loads(text.split(": ", 1)[1])["error"] == "forbidden"
             elif visible(who, tenant, agent):
                 assert not error and json.loads(text)["memory_id"] == memory_id, (who, name, text)
             else:

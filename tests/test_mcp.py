@@ -13,7 +13,7 @@ import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 
 from .backends import Backend
 from .test_http import Server, server  # noqa: F401  (the live server fixture)
@@ -48,7 +48,7 @@ async def exercise(client: Client, tenant: str, source: str) -> None:
                 "summary": "서울 날씨 요약",
                 "content": "서울은 맑음",
                 "source_url": source,
-                "tenant": tenant,
+                "scope": {"tenant": tenant},
                 "ttl": "6h",
             },
         )
@@ -66,7 +66,7 @@ async def exercise(client: Client, tenant: str, source: str) -> None:
         "memory_replay", {"seq": explained["history"][0]["seq"], "tenant": tenant, "limit": 1}
     )
     if then.is_error:  # an agent key: the past of every tenant is for auditors
-        assert "may not replay" in then.content[0].text
+        assert '"error":"forbidden"' in then.content[0].text
     else:
         assert [m["memory_id"] for m in structured(then)["memories"]] == [f"mcp-{tenant}"]
     refused = await client.call_tool("memory_get", {"memory_id": "does-not-exist"})
@@ -89,7 +89,7 @@ def test_stdio_server_lists_and_calls_every_tool(tmp_path: Path, backend: Backen
 
     asyncio.run(main())
     w = Warden(db)
-    assert w.get("mcp-acme").verified_at is not None  # verified against the file
+    assert w.get("mcp-acme", caller=OPERATOR).verified_at is not None  # verified against the file
     w.close()
 
 
@@ -114,10 +114,10 @@ def test_http_mcp_applies_the_same_keys(server: Server) -> None:  # noqa: F811
                     "summary": "s",
                     "content": "c",
                     "source_url": "https://e",
-                    "tenant": "acme",
+                    "scope": {"tenant": "acme"},
                 },
             )
-            assert denied.is_error and "may not save" in denied.content[0].text
+            assert denied.is_error and '"error":"forbidden"' in denied.content[0].text
             seen = structured(await client.call_tool("memory_get", {"memory_id": "mcp-globex"}))
             assert seen["memory_id"] == "mcp-globex"
 

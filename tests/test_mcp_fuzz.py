@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.engine.faces.mcp import build_server
 
 from .backends import Backend
@@ -52,20 +52,37 @@ PLAUSIBLE = st.sampled_from(
 TEXT = st.one_of(PLAUSIBLE, PLAUSIBLE, PLAUSIBLE, PLAUSIBLE, SCALAR, HOSTILE)
 
 
-def value_for(prop: dict[str, Any], wild: bool) -> st.SearchStrategy[Any]:
+def value_for(prop: dict[str, Any], wild: bool, defs: dict[str, Any] | None = None) -> st.SearchStrategy[Any]:
     """Of the declared type (so a call gets past argument validation and
-    into memwarden), or for a ``wild`` call anything at all."""
+    into memwarden), or for a ``wild`` call anything at all. An object (a
+    save's ``scope``, the memories of a batch) is drawn from its own schema."""
     if wild:
         return VALUE
-    types = {prop.get("type")} | {p.get("type") for p in prop.get("anyOf", [])}
+    defs = defs or {}
+    options = [prop, *prop.get("anyOf", [])]
+    for option in options:
+        if "$ref" in option:
+            return object_for(defs[option["$ref"].rsplit("/", 1)[-1]], defs)
+    types = {o.get("type") for o in options}
     typed: st.SearchStrategy[Any] = TEXT
     if "boolean" in types:
         typed = st.booleans()
     elif "integer" in types:
         typed = st.integers(-(2**70), 2**70) | st.integers(0, 200)
     elif "array" in types:
-        typed = st.lists(TEXT, max_size=4)
+        items = next((o.get("items", {}) for o in options if o.get("type") == "array"), {})
+        typed = st.lists(value_for(items, False, defs), max_size=4)
     return typed
+
+
+def object_for(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """An object of ``schema``: its required fields, and some optional ones."""
+    properties = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    return st.fixed_dictionaries(
+        {key: value_for(properties[key], False, defs) for key in required},
+        optional={key: value_for(properties[key], False, defs) for key in properties if key not in required},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +95,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterato
         content="c",
         source_url="https://e.example",
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
     server = build_server(warden, allow_local_sources=False)
     yield server, warden
@@ -106,9 +124,10 @@ def test_no_tool_crashes_and_refusals_change_nothing(world: tuple[Any, Warden], 
         name = data.draw(st.sampled_from(sorted(tools)))
         properties = tools[name].get("properties", {})
         required = set(tools[name].get("required", []))
+        defs = tools[name].get("$defs", {})
         wild = data.draw(st.integers(0, 4)) == 0
         arguments = {
-            key: data.draw(value_for(properties[key], wild))
+            key: data.draw(value_for(properties[key], wild, defs))
             for key in properties
             # a wild call may leave out what is required; others only what is optional
             if (key in required and not wild) or data.draw(st.booleans())

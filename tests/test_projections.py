@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock, MemoryExpired
 
 from .backends import Backend
@@ -50,10 +50,10 @@ def history(w: Warden, clock: FrozenClock, after: Callable[[], None] = lambda: N
             [MemoryExpired(tenant="acme", memory_id="a", version=1, expires_at="2026-01-05T10:00:00Z")]
         ),
         lambda: save_memory(w, "a", summary="서울 날씨 새 요약", tenant="acme", ttl="1h"),
-        lambda: w.set_policy("default", 2),
+        lambda: w.set_policy("default", 2, caller=OPERATOR),
         lambda: save_memory(w, "d", tenant="acme"),
-        lambda: w.revoke({"tenant": "acme", "project": "p2"}, reason="leak"),
-        lambda: w.erase(memory_id="d", reason="asked"),
+        lambda: w.revoke({"tenant": "acme", "project": "p2"}, reason="leak", caller=OPERATOR),
+        lambda: w.erase(memory_id="d", reason="asked", caller=OPERATOR),
         lambda: clock.advance("1h"),
         lambda: save_memory(w, "e", tenant="globex", scope={"user": "kim"}),
     ]
@@ -64,7 +64,7 @@ def history(w: Warden, clock: FrozenClock, after: Callable[[], None] = lambda: N
 
 def test_inline_equals_rebuild_equals_replay(warden: Warden, clock: FrozenClock, run_cli: Cli) -> None:
     history(warden, clock)
-    result = warden.check_projections()
+    result = warden.check_projections(caller=OPERATOR)
     assert result.ok, result
     head = warden.log.head().seq
     assert comparable(replay_rows(warden, head)) == comparable(live_rows(warden))
@@ -72,7 +72,7 @@ def test_inline_equals_rebuild_equals_replay(warden: Warden, clock: FrozenClock,
     assert data["ok"] is True
     rebuilt = run_cli.json("rebuild")
     assert rebuilt["ok"] and rebuilt["events"] == head
-    assert warden.check_projections().ok
+    assert warden.check_projections(caller=OPERATOR).ok
 
 
 def test_replay_at_every_seq_equals_the_inline_view_then(warden: Warden, clock: FrozenClock) -> None:
@@ -107,7 +107,7 @@ def test_replay_cli_as_of_and_seq(warden: Warden, clock: FrozenClock, run_cli: C
     assert run_cli("replay").exit_code == 2
     assert run_cli("replay", "--as-of", "2026-01-05T10:00:00").exit_code == 2  # naive time
     # replay never touches the live view
-    assert warden.check_projections().ok
+    assert warden.check_projections(caller=OPERATOR).ok
 
 
 def test_projections_check_names_the_first_differing_memory(
@@ -140,15 +140,16 @@ def test_explain_saved_expired_reverified_revoked(
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
         ttl="1h",
+        caller=OPERATOR,
     )
     clock.advance("2h")
     warden.log.append([MemoryExpired(tenant="acme", memory_id="meeting", version=1, expires_at="2026-01-05T10:00:00Z")])
     expired_at = warden.now()
     clock.advance("5m")
-    assert warden.verify("meeting").outcome == "verified"
+    assert warden.verify("meeting", caller=OPERATOR).outcome == "verified"
     verified_at = warden.now()
     clock.advance("5m")
-    warden.revoke({"tenant": "acme"}, reason="contract ended")
+    warden.revoke({"tenant": "acme"}, reason="contract ended", caller=OPERATOR)
 
     data = run_cli.json("explain", "meeting")
     assert [(h["event"], h["status_after"]) for h in data["history"]] == [
@@ -171,14 +172,14 @@ def test_explain_saved_expired_reverified_revoked(
 KILLED_WRITER = textwrap.dedent(
     """
     import sys
-    from memwarden.engine import Warden
+    from memwarden.engine import OPERATOR, Warden
     w = Warden(sys.argv[1])
     i = 0
     while True:
         w.save(memory_id=f"k{i % 50}", kind="external_fact", summary=f"요약 {i}", content=f"내용 {i}",
-               source_url="https://example.org", scope={"tenant": f"t{i % 3}"}, ttl="1h")
+               source_url="https://example.org", scope={"tenant": f"t{i % 3}"}, ttl="1h", caller=OPERATOR)
         if i % 7 == 0:
-            w.revoke({"tenant": f"t{i % 3}", "ids": [f"k{(i + 1) % 50}"]}, reason="r")
+            w.revoke({"tenant": f"t{i % 3}", "ids": [f"k{(i + 1) % 50}"]}, reason="r", caller=OPERATOR)
         print(i, flush=True)
         i += 1
     """
@@ -200,13 +201,13 @@ def test_sigkill_between_appends_leaves_view_and_log_consistent(db_path: Path, t
         assert w.log.verify_chain().ok
         with w.reading() as view:
             assert view.position() == w.log.head().seq
-        assert w.check_projections().ok
+        assert w.check_projections(caller=OPERATOR).ok
         w.close()
 
 
 @pytest.mark.parametrize("n", [0, 1])
 def test_an_empty_log_has_an_empty_view(tmp_path: Path, n: int, backend: Backend) -> None:
     w = Warden(backend.db(tmp_path, f"e{n}.db"))
-    assert w.check_projections().ok
-    assert w.replay(seq=0)["memories"] == []
+    assert w.check_projections(caller=OPERATOR).ok
+    assert w.replay(seq=0, caller=OPERATOR)["memories"] == []
     w.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from memwarden.engine import InvalidInput, Warden
+from memwarden.engine import OPERATOR, InvalidInput, Warden
 
 from .backends import Backend
 from .conftest import Cli
@@ -114,13 +114,16 @@ def test_save_under_a_named_version_adopts_it_and_policy_set_retires_it(run_cli:
     base = ["save", "--kind", "external_fact", "--summary", "s", "--content", "c", "--source-url", "https://e"]
     saved = run_cli.json(*base, "--id", "a", "--tenant", "t", "--revocation-version", "policy-42-v7")
     assert saved["version"] == 1
-    assert warden.policies() == {"default": "policy-42-v7"}
-    assert warden.get("a").usable and warden.get("a").revocation_version == "policy-42-v7"
+    assert warden.policies(caller=OPERATOR) == {"default": "policy-42-v7"}
+    assert (
+        warden.get("a", caller=OPERATOR).usable
+        and warden.get("a", caller=OPERATOR).revocation_version == "policy-42-v7"
+    )
     moved = run_cli.json("policy", "set", "default", "policy-42-v8")
     assert moved["version"] == "policy-42-v8"
-    view = warden.get("a")
+    view = warden.get("a", caller=OPERATOR)
     assert not view.usable and view.reason == "policy_changed"
-    assert [(d.memory_id, d.reason) for d in warden.due()] == [("a", "policy_changed")]
+    assert [(d.memory_id, d.reason) for d in warden.due(caller=OPERATOR)] == [("a", "policy_changed")]
     # no way back: neither a save nor a policy change revives v7
     again = run_cli(*base, "--id", "b", "--tenant", "t", "--revocation-version", "policy-42-v7")
     assert again.exit_code == 2 and "revocation_version" in again.stderr and "retired" in again.stderr
@@ -128,15 +131,15 @@ def test_save_under_a_named_version_adopts_it_and_policy_set_retires_it(run_cli:
     assert back.exit_code == 2 and "retired" in back.stderr
     ahead = run_cli(*base, "--id", "b", "--tenant", "t", "--revocation-version", "policy-42-v9")
     assert ahead.exit_code == 2 and "policy set default policy-42-v9" in ahead.stderr
-    assert warden.policies() == {"default": "policy-42-v8"}
+    assert warden.policies(caller=OPERATOR) == {"default": "policy-42-v8"}
     # re-verifying brings the memory under the current version
     warden.fetchers.register("same", lambda row: "c")
-    assert not warden.get("a").usable
+    assert not warden.get("a", caller=OPERATOR).usable
 
 
 def test_numbered_versions_still_work_and_only_go_up(run_cli: Cli, warden: Warden) -> None:
     assert run_cli.json("policy", "set", "pz", "3")["version"] == 3
-    assert warden.policies() == {"pz": 3}
+    assert warden.policies(caller=OPERATOR) == {"pz": 3}
     for bad, problem in (("2", "only goes up"), ("3", "already at"), ("1", "retired")):
         result = run_cli("policy", "set", "pz", bad)
         assert result.exit_code == 2 and result.stderr.startswith("Error: version") and problem in result.stderr
@@ -145,13 +148,13 @@ def test_numbered_versions_still_work_and_only_go_up(run_cli: Cli, warden: Warde
     # 7 and "7" are one version
     run_cli.json("policy", "set", "pz", "7")
     with pytest.raises(InvalidInput, match="already at"):
-        warden.set_policy("pz", 7)
+        warden.set_policy("pz", 7, caller=OPERATOR)
     assert run_cli.json("audit", "verify")["ok"]
 
 
 def test_import_reports_refusals_and_exits_1(run_cli: Cli, tmp_path: Path, warden: Warden) -> None:
-    warden.set_policy("default", "policy-42-v7")
-    warden.revoke(selector={"tenant": "team-a", "project": "website"}, reason="leak")
+    warden.set_policy("default", "policy-42-v7", caller=OPERATOR)
+    warden.revoke(selector={"tenant": "team-a", "project": "website"}, reason="leak", caller=OPERATOR)
     path = tmp_path / "mixed.jsonl"
     lines = [
         article_record("ok-1", expires_at=None),  # fetched in August, after the revocation (January)
@@ -171,20 +174,20 @@ def test_import_reports_refusals_and_exits_1(run_cli: Cli, tmp_path: Path, warde
     assert "policy set default policy-42-v9" in data["refused"][1]["detail"]
     assert "refused line 2 (revoked-1): revoked" in result.stderr
     # the record naming its own policy adopted that policy's version
-    assert warden.policies() == {"default": "policy-42-v7", "pz": "pz-1"}
-    assert warden.get("other-policy").usable
+    assert warden.policies(caller=OPERATOR) == {"default": "policy-42-v7", "pz": "pz-1"}
+    assert warden.get("other-policy", caller=OPERATOR).usable
     # importing again changes nothing and still reports the refusals
     again = run_cli("import-records", str(path), "--json")
     assert again.exit_code == 1 and json.loads(again.stdout)["skipped"] == 2
 
 
 def test_records_under_a_retired_version_are_history(run_cli: Cli, tmp_path: Path, warden: Warden) -> None:
-    warden.set_policy("default", "policy-42-v7")
-    warden.set_policy("default", "policy-42-v8")
+    warden.set_policy("default", "policy-42-v7", caller=OPERATOR)
+    warden.set_policy("default", "policy-42-v8", caller=OPERATOR)
     path = tmp_path / "old.jsonl"
     path.write_text(article_record("old", expires_at=None) + "\n", encoding="utf-8")
     assert run_cli.json("import-records", str(path))["imported"] == 1
-    assert warden.get("old").reason == "policy_changed"
+    assert warden.get("old", caller=OPERATOR).reason == "policy_changed"
 
 
 def test_a_file_naming_two_keys_for_an_unset_policy_is_refused_whole(run_cli: Cli, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from memwarden.engine import InvalidInput, RevokedScope, Warden
+from memwarden.engine import OPERATOR, InvalidInput, RevokedScope, Warden
 from memwarden.events import FrozenClock
 
 from .conftest import Cli, save_memory
@@ -41,14 +41,14 @@ def populated(warden: Warden) -> Warden:
     ],
 )
 def test_every_selector_takes_its_scope_out_at_commit(populated: Warden, selector: dict, gone: set[str]) -> None:
-    result = populated.revoke(selector, reason="incident 42", by="sec-lee")
+    result = populated.revoke(selector, reason="incident 42", by="sec-lee", caller=OPERATOR)
     assert result.covered == len(gone)
     for tenant in ("acme", "globex"):
-        visible = {v.memory_id for v in populated.query(tenant=tenant)}
+        visible = {v.memory_id for v in populated.query(tenant=tenant, caller=OPERATOR)}
         assert not visible & gone
-        assert {v.memory_id for v in populated.query(tenant=tenant, text="예산")} & gone == set()
+        assert {v.memory_id for v in populated.query(tenant=tenant, text="예산", caller=OPERATOR)} & gone == set()
     for memory_id in gone:
-        view = populated.get(memory_id)
+        view = populated.get(memory_id, caller=OPERATOR)
         assert not view.usable and view.reason == "revoked" and result.revocation_id in (view.detail or "")
 
 
@@ -60,8 +60,8 @@ def test_empty_selector_is_refused(run_cli: Cli) -> None:
 def test_cli_revoke_reports_id_seq_and_count(populated: Warden, run_cli: Cli) -> None:
     data = run_cli.json("revoke", "--tenant", "acme", "--project", "p2", "--reason", "leak", "--by", "sec")
     assert data["covered"] == 2 and data["revocation_id"].startswith("rev_") and data["seq"] == 5
-    assert [v.memory_id for v in populated.query(tenant="acme")] == ["a1"]
-    all_ = populated.query(tenant="acme", include_unusable=True)
+    assert [v.memory_id for v in populated.query(tenant="acme", caller=OPERATOR)] == ["a1"]
+    all_ = populated.query(tenant="acme", include_unusable=True, caller=OPERATOR)
     assert {v.memory_id: v.reason for v in all_} == {"a1": None, "a2": "revoked", "a3": "revoked"}
     # the CLI runs on the wall clock, long after these memories expired; --all still says why
     listed = run_cli.json("query", "--tenant", "acme", "--all")["memories"]
@@ -71,8 +71,8 @@ def test_cli_revoke_reports_id_seq_and_count(populated: Warden, run_cli: Cli) ->
 
 def test_no_resurrection(populated: Warden, clock: FrozenClock, tmp_path: Path) -> None:
     old_export = tmp_path / "before.jsonl"
-    populated.export(old_export)
-    rev = populated.revoke({"tenant": "acme", "project": "p2"}, reason="leak")
+    populated.export(old_export, caller=OPERATOR)
+    rev = populated.revoke({"tenant": "acme", "project": "p2"}, reason="leak", caller=OPERATOR)
     # the same content again, with its old fetch time: refused, naming the revocation
     with pytest.raises(RevokedScope, match=rev.revocation_id):
         save_memory(
@@ -87,7 +87,7 @@ def test_no_resurrection(populated: Warden, clock: FrozenClock, tmp_path: Path) 
     with pytest.raises(RevokedScope):
         save_memory(populated, "a9", tenant="acme", project="p2", fetched_at=populated.now())
     # re-importing an old export is a no-op: it is a prefix of this log
-    assert populated.import_log(old_export) == 0
+    assert populated.import_log(old_export, caller=OPERATOR) == 0
     # importing an operator's records with old fetches: refused and reported
     records = tmp_path / "records.jsonl"
     records.write_text(
@@ -106,16 +106,16 @@ def test_no_resurrection(populated: Warden, clock: FrozenClock, tmp_path: Path) 
         + "\n",
         encoding="utf-8",
     )
-    result = populated.import_records(records)
+    result = populated.import_records(records, caller=OPERATOR)
     assert result.imported == 0 and result.refused[0]["revocation_id"] == rev.revocation_id
     for memory_id in ("a2", "a3"):
-        assert populated.get(memory_id).reason == "revoked"
+        assert populated.get(memory_id, caller=OPERATOR).reason == "revoked"
     # only a fresh fetch after the revocation, under the current policy version, is usable again
     clock.advance("1s")
     fresh = save_memory(populated, "a2", tenant="acme", project="p2", scope={"permission": "finance"})
-    assert fresh.version == 2 and populated.get("a2").usable
-    assert populated.get("a3").reason == "revoked"
-    assert populated.check_projections().ok
+    assert fresh.version == 2 and populated.get("a2", caller=OPERATOR).usable
+    assert populated.get("a3", caller=OPERATOR).reason == "revoked"
+    assert populated.check_projections(caller=OPERATOR).ok
 
 
 def test_policy_version_change(populated: Warden, clock: FrozenClock, tmp_path: Path, run_cli: Cli) -> None:
@@ -129,12 +129,13 @@ def test_policy_version_change(populated: Warden, clock: FrozenClock, tmp_path: 
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
         policy="finance",
+        caller=OPERATOR,
     )
     assert run_cli.json("policy", "set", "finance", "2") == {"policy": "finance", "version": 2, "seq": 6}
-    view = populated.get("p")
+    view = populated.get("p", caller=OPERATOR)
     assert not view.usable and view.reason == "policy_changed" and view.action == "reverify"
-    assert populated.get("a1").usable  # other policies untouched
-    assert {d.memory_id: d.reason for d in populated.due()} == {"p": "policy_changed"}
+    assert populated.get("a1", caller=OPERATOR).usable  # other policies untouched
+    assert {d.memory_id: d.reason for d in populated.due(caller=OPERATOR)} == {"p": "policy_changed"}
     with pytest.raises(InvalidInput, match="revocation_version"):
         populated.save(
             memory_id="q",
@@ -145,9 +146,10 @@ def test_policy_version_change(populated: Warden, clock: FrozenClock, tmp_path: 
             scope={"tenant": "acme"},
             policy="finance",
             revocation_version=1,
+            caller=OPERATOR,
         )
-    assert populated.verify("p").outcome == "verified"
-    assert populated.get("p").usable and populated.get("p").revocation_version == 2
+    assert populated.verify("p", caller=OPERATOR).outcome == "verified"
+    assert populated.get("p", caller=OPERATOR).usable and populated.get("p", caller=OPERATOR).revocation_version == 2
     # versions only go up: lowering one would bring back what the raise took out
     result = run_cli("policy", "set", "finance", "1")
     assert result.exit_code == 2 and "version" in result.stderr
@@ -155,6 +157,6 @@ def test_policy_version_change(populated: Warden, clock: FrozenClock, tmp_path: 
 
 
 def test_revocations_are_counted_in_stats(populated: Warden, run_cli: Cli) -> None:
-    populated.revoke({"tenant": "acme"}, reason="r")
+    populated.revoke({"tenant": "acme"}, reason="r", caller=OPERATOR)
     week = run_cli.json("stats", "--weekly")["weeks"][0]
     assert week["revocations"] == 1 and week["blocked_by_revocation"] == 3 and week["saved"] == 4

@@ -4,7 +4,7 @@ written; and the list of revocations with their read-back."""
 from __future__ import annotations
 
 import pytest
-from memwarden.engine import InvalidInput, Warden
+from memwarden.engine import OPERATOR, InvalidInput, Warden
 from memwarden.events import FrozenClock
 
 from .conftest import Cli, save_memory
@@ -26,43 +26,47 @@ SELECTORS = [
 @pytest.mark.parametrize("selector", SELECTORS, ids=lambda s: ",".join(s))
 def test_the_dry_run_counts_what_the_revocation_then_covers(populated: Warden, selector: dict) -> None:  # noqa: F811
     head = populated.head_seq()
-    preview = populated.preview_revocation(selector)
+    preview = populated.preview_revocation(selector, caller=OPERATOR)
     assert populated.head_seq() == head, "a dry run writes nothing"
     assert preview["dry_run"] is True
     assert preview["everything"] is bool(selector.get("everything"))
-    result = populated.revoke(selector, reason="incident")
+    result = populated.revoke(selector, reason="incident", caller=OPERATOR)
     assert preview["covered"] == result.covered
     assert preview["covered"] == sum(t["covered"] for t in preview["tenants"])
     assert [t["tenant"] for t in preview["tenants"]] == sorted(t["tenant"] for t in preview["tenants"])
     # the same selector again covers nothing more: what it took out stays out
-    assert populated.preview_revocation(selector)["covered"] == 0
+    assert populated.preview_revocation(selector, caller=OPERATOR)["covered"] == 0
 
 
-def test_the_dry_run_names_tenants_and_leaves_out_later_fetches(populated: Warden, clock: FrozenClock) -> None:  # noqa: F811
-    preview = populated.preview_revocation({"user": "kim"})
+def test_the_dry_run_counts_every_version_recorded_before_it(populated: Warden, clock: FrozenClock) -> None:  # noqa: F811
+    preview = populated.preview_revocation({"user": "kim"}, caller=OPERATOR)
     assert preview["tenants"] == [{"tenant": "acme", "covered": 1}, {"tenant": "globex", "covered": 1}]
-    # a revocation effective before a memory's fetch does not cover it
-    past = populated.preview_revocation({"tenant": "acme"}, effective_at="2020-01-01T00:00:00Z")
-    assert past["covered"] == 0
+    # coverage is by position: every version recorded before the revocation,
+    # whatever its effective time says against the fetch times
+    now = populated.preview_revocation({"tenant": "acme"}, caller=OPERATOR)
+    past = populated.preview_revocation({"tenant": "acme"}, effective_at="2020-01-01T00:00:00Z", caller=OPERATOR)
+    assert past["covered"] == now["covered"] > 0
 
 
 def test_the_dry_run_refuses_what_the_revocation_refuses(populated: Warden) -> None:  # noqa: F811
     with pytest.raises(InvalidInput, match="empty selector"):
-        populated.preview_revocation({})
+        populated.preview_revocation({}, caller=OPERATOR)
     with pytest.raises(InvalidInput, match="everything"):
-        populated.preview_revocation({"everything": True, "tenant": "acme"})
+        populated.preview_revocation({"everything": True, "tenant": "acme"}, caller=OPERATOR)
 
 
 def test_revocations_newest_first_with_their_read_back(populated: Warden) -> None:  # noqa: F811
-    first = populated.revoke({"tenant": "globex"}, reason="one")
-    second = populated.revoke({"kind": "project_rule"}, reason="two", by="sec-lee")
-    listed = populated.revocations()
+    first = populated.revoke({"tenant": "globex"}, reason="one", caller=OPERATOR)
+    second = populated.revoke({"kind": "project_rule"}, reason="two", by="sec-lee", caller=OPERATOR)
+    listed = populated.revocations(caller=OPERATOR)
     assert [r["revocation_id"] for r in listed] == [second.revocation_id, first.revocation_id]
     assert listed[0]["selector"]["kind"] == "project_rule" and listed[0]["issued_by"] == "sec-lee"
     assert listed[0]["covered"] == 1 and listed[0]["readback_status"] is None
-    assert [r["revocation_id"] for r in populated.revocations(limit=1, offset=1)] == [first.revocation_id]
+    assert [r["revocation_id"] for r in populated.revocations(limit=1, offset=1, caller=OPERATOR)] == [
+        first.revocation_id
+    ]
     with pytest.raises(InvalidInput, match="limit"):
-        populated.revocations(limit=0)
+        populated.revocations(limit=0, caller=OPERATOR)
 
 
 def test_cli_dry_run(populated: Warden, run_cli: Cli) -> None:  # noqa: F811
@@ -104,7 +108,7 @@ def test_http_dry_run_and_list(server: Server) -> None:  # noqa: F811
 
 def test_a_memory_saved_after_a_dry_run_is_not_blocked_by_it(warden: Warden, clock: FrozenClock) -> None:
     save_memory(warden, "m1")
-    warden.preview_revocation({"tenant": "acme"})
+    warden.preview_revocation({"tenant": "acme"}, caller=OPERATOR)
     clock.advance("1s")
     save_memory(warden, "m1")
-    assert warden.get("m1").usable
+    assert warden.get("m1", caller=OPERATOR).usable

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from memwarden.engine import ChecksumMismatch, InvalidInput, TtlPolicy, Warden
+from memwarden.engine import OPERATOR, ChecksumMismatch, InvalidInput, TtlPolicy, Warden
 from memwarden.events import FrozenClock, content_checksum
 
 from .backends import Backend
@@ -20,7 +20,7 @@ def test_save_stores_content_addressed_and_returns_its_checksum(warden: Warden, 
     event = warden.log.get(1)
     assert event is not None and event.payload["content_checksum"] == result.checksum
     assert "서울 본사" not in event.payload_json  # the text itself is not in the log
-    assert warden.get("m1").content == KOREAN
+    assert warden.get("m1", caller=OPERATOR).content == KOREAN
 
 
 def test_korean_content_end_to_end_through_the_cli(run_cli: Cli, tmp_path: Path) -> None:
@@ -146,8 +146,8 @@ def test_saving_again_makes_a_new_version_and_keeps_history(
     clock.advance("1m")
     second = save_memory(warden, "m1", content="second")
     assert second.version == 2
-    assert warden.get("m1").content == "second"
-    history = warden.explain("m1")["history"]
+    assert warden.get("m1", caller=OPERATOR).content == "second"
+    history = warden.explain("m1", caller=OPERATOR)["history"]
     assert [h["event"] for h in history] == ["memory.saved", "memory.saved"]
     assert backend.text_versions(warden.path) == 2
 
@@ -203,6 +203,7 @@ def test_bad_ids_and_scope_are_refused(warden: Warden) -> None:
             content=b"bytes",
             source_url="u",  # type: ignore[arg-type]
             scope={"tenant": "t"},
+            caller=OPERATOR,
         )
     assert warden.log.head().seq == 0
 

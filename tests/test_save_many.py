@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 from mcp.client.client import Client
-from memwarden.engine import EVERYONE, Access, BatchRefused, Warden
+from memwarden.engine import OPERATOR, BatchRefused, Warden
 from memwarden.engine.faces.mcp import build_server
 from memwarden.events import FrozenClock, content_checksum
 
 from .backends import Backend
-from .conftest import Cli, save_memory
+from .conftest import Cli, agent_key, save_memory
 
 
 def memory(i: int | str, **extra: Any) -> dict[str, Any]:
@@ -32,23 +32,24 @@ def memory(i: int | str, **extra: Any) -> dict[str, Any]:
 
 
 def test_a_batch_is_one_memory_saved_event_each_in_one_commit(warden: Warden, backend: Backend) -> None:
-    results = warden.save_many([memory(i) for i in range(50)])
+    results = warden.save_many([memory(i) for i in range(50)], caller=OPERATOR)
     assert [r.seq for r in results] == list(range(1, 51))
     assert [e.type for e in warden.log.read()] == ["memory.saved"] * 50
-    assert warden.get("m7").content == "내용 7: 목요일 회의 🙂"
+    assert warden.get("m7", caller=OPERATOR).content == "내용 7: 목요일 회의 🙂"
     assert backend.stored_text(warden.path, content_checksum("내용 7: 목요일 회의 🙂")) is not None
-    assert warden.check_projections().ok and warden.audit_verify()["ok"]
+    assert warden.check_projections(caller=OPERATOR).ok and warden.audit_verify(caller=OPERATOR)["ok"]
 
 
 def test_a_batch_sees_itself_a_new_version_and_evidence_saved_just_before(warden: Warden) -> None:
     results = warden.save_many(
-        [memory(1), memory(2, derived_from=["m1"]), memory(1, content="다시 쓴 내용"), memory(3, derived_from=["m1"])]
+        [memory(1), memory(2, derived_from=["m1"]), memory(1, content="다시 쓴 내용"), memory(3, derived_from=["m1"])],
+        caller=OPERATOR,
     )
     assert [(r.memory_id, r.version) for r in results] == [("m1", 1), ("m2", 1), ("m1", 2), ("m3", 1)]
-    assert warden.get("m1").content == "다시 쓴 내용"
-    assert warden.get("m3").derived_from == [{"memory_id": "m1", "version": 2}]
+    assert warden.get("m1", caller=OPERATOR).content == "다시 쓴 내용"
+    assert warden.get("m3", caller=OPERATOR).derived_from == [{"memory_id": "m1", "version": 2}]
     # m2 rests on the version the batch replaced, exactly as after two single saves
-    assert warden.get("m2").reason == "derived_from_unusable"
+    assert warden.get("m2", caller=OPERATOR).reason == "derived_from_unusable"
 
 
 def test_a_refused_batch_names_each_bad_item_and_writes_nothing(warden: Warden) -> None:
@@ -64,7 +65,7 @@ def test_a_refused_batch_names_each_bad_item_and_writes_nothing(warden: Warden) 
         memory(7),
     ]
     with pytest.raises(BatchRefused) as refused:
-        warden.save_many(bad)
+        warden.save_many(bad, caller=OPERATOR)
     problems = refused.value.problems
     assert [(p["index"], p["field"]) for p in problems] == [
         (1, "scope.tenant"),
@@ -75,7 +76,7 @@ def test_a_refused_batch_names_each_bad_item_and_writes_nothing(warden: Warden) 
     ]
     assert warden.log.head().seq == head, "nothing of the batch was written"
     with pytest.raises(LookupError):
-        warden.get("m1")
+        warden.get("m1", caller=OPERATOR)
     assert "memories[1].scope.tenant" in str(refused.value) and "5 refused" in str(refused.value)
 
 
@@ -83,9 +84,9 @@ def test_no_resurrection_and_the_callers_wall_hold_per_item(warden: Warden, cloc
     save_memory(warden, "old", tenant="acme")
     fetched = warden.now()
     clock.advance("1m")
-    warden.revoke({"tenant": "acme", "project": "p1"}, reason="leak")
+    warden.revoke({"tenant": "acme", "project": "p1"}, reason="leak", caller=OPERATOR)
     head = warden.log.head().seq
-    agent = Access(tenants=("acme",), agent="bot")
+    agent = agent_key("acme", agent="bot")
     with pytest.raises(BatchRefused) as refused:
         warden.save_many(
             [
@@ -95,7 +96,7 @@ def test_no_resurrection_and_the_callers_wall_hold_per_item(warden: Warden, cloc
                 memory(3, scope={"tenant": "acme", "agent": "other"}),  # not this key's agent
                 memory(4, scope={"tenant": "acme", "project": "p2", "agent": "bot"}),
             ],
-            access=agent,
+            caller=agent,
         )
     assert [(p["index"], p["field"], p["error"]) for p in refused.value.problems] == [
         (0, "fetched_at", "RevokedScope"),
@@ -104,16 +105,16 @@ def test_no_resurrection_and_the_callers_wall_hold_per_item(warden: Warden, cloc
     ]
     assert warden.log.head().seq == head
     clock.advance("1m")  # a fetch after the revocation escapes it
-    fresh = warden.save_many([memory(5, scope={"tenant": "acme", "project": "p1", "agent": "bot"})], access=agent)
-    assert warden.get("m5").usable and fresh[0].tenant == "acme"
+    fresh = warden.save_many([memory(5, scope={"tenant": "acme", "project": "p1", "agent": "bot"})], caller=agent)
+    assert warden.get("m5", caller=OPERATOR).usable and fresh[0].tenant == "acme"
 
 
 def test_an_empty_or_oversized_batch_is_refused(warden: Warden) -> None:
     with pytest.raises(BatchRefused, match="memories: is empty"):
-        warden.save_many([])
+        warden.save_many([], caller=OPERATOR)
     with pytest.raises(BatchRefused, match="at most 10000"):
-        warden.save_many([memory(i) for i in range(10_001)])
-    assert warden.log.head().seq == 0 and EVERYONE.allows_tenant("acme")
+        warden.save_many([memory(i) for i in range(10_001)], caller=OPERATOR)
+    assert warden.log.head().seq == 0
 
 
 def test_save_many_cli_takes_a_file_or_stdin_and_names_refused_lines(run_cli: Cli, tmp_path: Path) -> None:
@@ -144,10 +145,7 @@ def test_save_many_cli_takes_a_file_or_stdin_and_names_refused_lines(run_cli: Cl
 
 def test_memory_save_many_over_mcp(warden: Warden) -> None:
     server = build_server(warden, allow_local_sources=False)
-    items = [
-        {k: v for k, v in memory(i).items() if k not in ("scope", "ttl")} | {"tenant": "acme", "ttl": "1h"}
-        for i in range(3)
-    ]
+    items = [memory(i, ttl="1h") for i in range(3)]  # the shape of POST /v1/memories/batch
 
     async def main() -> tuple[Any, Any]:
         async with Client(server) as client:
@@ -163,7 +161,7 @@ def test_memory_save_many_over_mcp(warden: Warden) -> None:
     assert [s["memory_id"] for s in saved["saved"]] == ["m0", "m1", "m2"]
     assert bad.is_error and '"index":1' in bad.content[0].text and "source_url" in bad.content[0].text
     with pytest.raises(LookupError):
-        warden.get("x1")
+        warden.get("x1", caller=OPERATOR)
 
 
 def test_a_batch_reads_the_view_a_fixed_number_of_times_not_once_per_item(warden: Warden, backend: Backend) -> None:
@@ -175,14 +173,17 @@ def test_a_batch_reads_the_view_a_fixed_number_of_times_not_once_per_item(warden
         items = [memory(f"{batch}-{i}", scope={"tenant": f"t{i % 3}", "project": "p1"}) for i in range(count)]
         items += [memory(f"0-{i}", scope={"tenant": f"t{i % 3}", "project": "p1"}) for i in range(batch)]
         with backend.statements(warden) as seen:
-            warden.save_many(items)
+            warden.save_many(items, caller=OPERATOR)
         return sum(1 for sql in seen if sql.lstrip().upper().startswith(("SELECT", "WITH")))
 
     reads(10, 0)  # the store's first batch, and its new versions of 0-*, set up what every later one finds
     few, many = reads(10, 1), reads(300, 2)
     assert many <= few + 2, f"a batch of 300 read the view {many} times, one of 10 {few}"
-    assert warden.get("m2-299", tenant="t2").version == 1 and warden.get("m0-0", tenant="t0").version == 3
-    assert warden.check_projections().ok
+    assert (
+        warden.get("m2-299", tenant="t2", caller=OPERATOR).version == 1
+        and warden.get("m0-0", tenant="t0", caller=OPERATOR).version == 3
+    )
+    assert warden.check_projections(caller=OPERATOR).ok
 
 
 def test_each_tenants_revocations_and_those_naming_none_hold_in_a_batch_of_many_tenants(
@@ -190,13 +191,15 @@ def test_each_tenants_revocations_and_those_naming_none_hold_in_a_batch_of_many_
 ) -> None:
     fetched = warden.now()
     clock.advance("1m")
-    warden.revoke({"tenant": "t1"}, reason="leak")
-    warden.revoke({"source_prefix": "https://bad.example/"}, reason="a poisoned source, every tenant's")
+    warden.revoke({"tenant": "t1"}, reason="leak", caller=OPERATOR)
+    warden.revoke(
+        {"source_prefix": "https://bad.example/"}, reason="a poisoned source, every tenant's", caller=OPERATOR
+    )
     head = warden.log.head().seq
     items = [memory(i, scope={"tenant": f"t{i % 3}", "project": "p1"}, fetched_at=fetched) for i in range(9)]
     items[3] = memory(3, scope={"tenant": "t0"}, fetched_at=fetched, source_url="https://bad.example/x")
     with pytest.raises(BatchRefused) as refused:
-        warden.save_many(items)
+        warden.save_many(items, caller=OPERATOR)
     assert [(p["index"], p["error"]) for p in refused.value.problems] == [
         (1, "RevokedScope"),
         (3, "RevokedScope"),
@@ -205,4 +208,4 @@ def test_each_tenants_revocations_and_those_naming_none_hold_in_a_batch_of_many_
     ]
     assert warden.log.head().seq == head
     kept = [m for i, m in enumerate(items) if i not in (1, 3, 4, 7)]
-    assert [r.tenant for r in warden.save_many(kept)] == ["t0", "t2", "t2", "t0", "t2"]
+    assert [r.tenant for r in warden.save_many(kept, caller=OPERATOR)] == ["t0", "t2", "t2", "t0", "t2"]

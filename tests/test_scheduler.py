@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from memwarden.engine import HostBackoff, Scheduler, SharedBackoff, TtlPolicy, Warden
+from memwarden.engine import OPERATOR, HostBackoff, Scheduler, SharedBackoff, TtlPolicy, Warden
 from memwarden.engine._scheduler import _host
 from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 
@@ -34,7 +34,7 @@ def test_expiry_events_carry_the_memory_expires_at(warden: Warden, clock: Frozen
     clock.advance("1h")
     assert jobs.run_once()["expired"] == 1
     assert expiries(warden) == [("short", "2026-01-05T09:10:00.000000Z")]  # not the sweep's time
-    assert warden.get("short").status == "expired"
+    assert warden.get("short", caller=OPERATOR).status == "expired"
     clock.advance("5h")
     assert jobs.run_once()["expired"] == 1
     assert jobs.run_once()["expired"] == 0
@@ -77,13 +77,13 @@ def test_restart_and_a_second_scheduler_never_duplicate(db_path: Path, clock: Fr
     assert sum(results) == 2500
     assert Scheduler(Warden(db_path, clock=clock)).expire_due() == 0  # a restart finds nothing left
     assert len(expiries(w)) == 2500 and len(set(expiries(w))) == 2500
-    assert w.audit_verify()["ok"] and w.check_projections().ok
+    assert w.audit_verify(caller=OPERATOR)["ok"] and w.check_projections(caller=OPERATOR).ok
 
 
 def test_a_stale_read_path_fails_the_readback_naming_the_leak(warden: Warden, run_cli: Cli, backend: Backend) -> None:
     save_memory(warden, "a", tenant="acme", summary="서울 계약서")
     save_memory(warden, "b", tenant="acme", summary="부산 계약서")
-    rev = warden.revoke({"tenant": "acme"}, reason="breach")
+    rev = warden.revoke({"tenant": "acme"}, reason="breach", caller=OPERATOR)
     # leave one read path stale: the view row of "b" goes back to usable behind the engine's back
     backend.set_view(warden.path, "b", status="usable", reason=None)
     result = Scheduler(warden).run_once()
@@ -97,7 +97,7 @@ def test_a_stale_read_path_fails_the_readback_naming_the_leak(warden: Warden, ru
     out = run_cli("readback", rev.revocation_id, "--json")
     assert out.exit_code == 1 and json.loads(out.stdout)["confirmed"] is False
     # repair the view from the log; the next run confirms
-    warden.rebuild()
+    warden.rebuild(caller=OPERATOR)
     assert Scheduler(warden).run_once()["readbacks"][0]["status"] == "confirmed"
     data = run_cli.json("readback", rev.revocation_id)
     assert data["confirmed"] is True and [r["type"] for r in data["records"]] == [
@@ -113,18 +113,21 @@ def test_revocation_through_the_same_process_is_read_back_at_once(warden: Warden
     jobs.start()
     try:
         time.sleep(0.2)  # the first, catch-up run
-        rev = warden.revoke({"tenant": "acme"}, reason="r")
+        rev = warden.revoke({"tenant": "acme"}, reason="r", caller=OPERATOR)
         deadline = time.monotonic() + 10
-        while warden.revocation(rev.revocation_id)["readback_status"] is None and time.monotonic() < deadline:
+        while (
+            warden.revocation(rev.revocation_id, caller=OPERATOR)["readback_status"] is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.02)
-        assert warden.revocation(rev.revocation_id)["readback_status"] == "confirmed"
+        assert warden.revocation(rev.revocation_id, caller=OPERATOR)["readback_status"] == "confirmed"
     finally:
         jobs.stop()
 
 
 def test_start_catches_up_on_what_came_due_while_down(warden: Warden, clock: FrozenClock) -> None:
     save_memory(warden, "a", ttl="1m")
-    warden.revoke({"ids": ["zzz"]}, reason="nothing covered")
+    warden.revoke({"ids": ["zzz"]}, reason="nothing covered", caller=OPERATOR)
     clock.advance("1h")  # downtime
     jobs = Scheduler(warden, interval=3600)
     jobs.start()
@@ -135,7 +138,7 @@ def test_start_catches_up_on_what_came_due_while_down(warden: Warden, clock: Fro
         assert expiries(warden) == [("a", "2026-01-05T09:01:00.000000Z")]
     finally:
         jobs.stop()
-    assert warden.revocation(warden.log.tail(10)[1].stream)["readback_status"] == "confirmed"
+    assert warden.revocation(warden.log.tail(10)[1].stream, caller=OPERATOR)["readback_status"] == "confirmed"
 
 
 def test_reverification_is_opt_in_per_kind_with_backoff(tmp_path: Path, clock: FrozenClock, backend: Backend) -> None:
@@ -169,12 +172,13 @@ def test_reverification_is_opt_in_per_kind_with_backoff(tmp_path: Path, clock: F
             source_url=f"callable:{src}",
             scope={"tenant": "t"},
             ttl="1h",
+            caller=OPERATOR,
         )
     clock.advance("2h")
     jobs = Scheduler(w, concurrency=2, backoff=HostBackoff(base=30, ceiling=3600))
     outcomes = {r["memory_id"]: r["outcome"] for r in jobs.run_once()["reverified"]}
     assert outcomes == {"r1": "verified", "r2": "failed"}  # f1's kind did not opt in
-    assert w.get("r1").usable and not w.get("f1").usable
+    assert w.get("r1", caller=OPERATOR).usable and not w.get("f1", caller=OPERATOR).usable
     # the failing source waits (on the warden's clock) before it is tried again
     calls.clear()
     assert jobs.run_once()["reverified"] == []
@@ -188,7 +192,7 @@ def test_reverification_is_opt_in_per_kind_with_backoff(tmp_path: Path, clock: F
     down.clear()
     clock.advance("1s")
     assert [r["outcome"] for r in jobs.run_once()["reverified"]] == ["verified"]
-    assert calls == ["r2", "r2"] and w.get("r2").usable
+    assert calls == ["r2", "r2"] and w.get("r2", caller=OPERATOR).usable
     assert jobs.backoff.until == {}
 
 
@@ -214,6 +218,7 @@ def test_a_host_that_served_and_failed_in_one_round_ends_as_its_last_due_memory_
             source_url="callable:src",
             scope={"tenant": "t"},
             ttl="1h",
+            caller=OPERATOR,
         )
     clock.advance("2h")
     for _ in range(5):
@@ -280,7 +285,7 @@ def test_sigkill_during_a_sweep_then_the_next_run_completes_it(tmp_path: Path, b
     w = Warden(db)
     partial = len(expiries(w))
     assert 0 < partial < 30_000
-    assert w.audit_verify()["ok"] and w.check_projections().ok
+    assert w.audit_verify(caller=OPERATOR)["ok"] and w.check_projections(caller=OPERATOR).ok
     assert partial % 1000 == 0  # whole batches only
     done = memwarden_subprocess(db, "scheduler", "--once", "--json")
     assert done.returncode == 0
@@ -325,6 +330,7 @@ def test_scheduler_once_cli(run_cli: Cli, once: bool) -> None:
         "expired": 0,
         "readbacks": [],
         "reverified": [],
+        "erasures_finished": True,
         "seconds": pytest.approx(0, abs=1),
     }
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock
 from rich.cells import cell_len
 
@@ -28,7 +28,7 @@ def korean(warden: Warden, clock: FrozenClock) -> Warden:
     save_memory(warden, "en-1", summary="the budget", content="plain English")
     clock.advance("1s")
     save_memory(warden, "요약", summary="요약: 이전과 예산", kind="external_fact", derived_from=["서울-1", "en-1"])
-    warden.set_policy("deploy", "policy-42-v7")
+    warden.set_policy("deploy", "policy-42-v7", caller=OPERATOR)
     return warden
 
 
@@ -64,7 +64,7 @@ def test_piped_query_keeps_korean_exactly(korean: Warden, run_cli: Cli) -> None:
 def test_on_a_terminal_tables_line_up_with_coloured_statuses(
     korean: Warden, run_cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    korean.revoke({"ids": ["en-1"]}, reason="gone")
+    korean.revoke({"ids": ["en-1"]}, reason="gone", caller=OPERATOR)
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "160")
     out = run_cli("query", "--tenant", "acme", "--all").stdout
@@ -78,7 +78,7 @@ def test_on_a_terminal_tables_line_up_with_coloured_statuses(
 
 
 def test_explain_shows_the_derivation_tree(korean: Warden, run_cli: Cli) -> None:
-    korean.revoke({"ids": ["en-1"]}, reason="gone")
+    korean.revoke({"ids": ["en-1"]}, reason="gone", caller=OPERATOR)
     out = run_cli("explain", "요약").stdout
     assert "drawn from" in out
     assert re.search(r"서울-1 v1 usable", out) and re.search(r"en-1 v1 revoked", out)

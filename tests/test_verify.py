@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from memwarden.engine import AddressPolicy, Fetchers, FetchFailed, Warden
+from memwarden.engine import OPERATOR, AddressPolicy, Fetchers, FetchFailed, Warden
 from memwarden.events import FrozenClock
 
 from .conftest import Cli
@@ -69,12 +69,15 @@ def test_same_content_reverifies_with_new_times(
         content="환율 1달러 = 1,350원",
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
     clock.advance("3h")
-    assert warden.get("fx").reason == "expired" and warden.get("fx").action == "reverify"
-    result = warden.verify("fx")
+    assert (
+        warden.get("fx", caller=OPERATOR).reason == "expired" and warden.get("fx", caller=OPERATOR).action == "reverify"
+    )
+    result = warden.verify("fx", caller=OPERATOR)
     assert (result.outcome, result.seq) == ("verified", 2)
-    view = warden.get("fx")
+    view = warden.get("fx", caller=OPERATOR)
     assert view.usable and view.fetched_at == warden.now() and view.verified_at == warden.now()
     assert view.expires_at == "2026-01-05T13:00:00.000000Z"  # its 1h lifetime, from now
     assert run_cli.json("stats")["weeks"][0]["reverified_after_expiry"] == 1
@@ -94,15 +97,16 @@ def test_changed_content_invalidates_and_accept_saves_a_new_version(
         content="v1",
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
     source.write_text("v2", encoding="utf-8")
     result = run_cli("verify", "f", "--json")
     assert result.exit_code == 1 and '"outcome":"changed"' in result.stdout
-    view = warden.get("f")
+    view = warden.get("f", caller=OPERATOR)
     assert not view.usable and view.reason == "source_changed" and view.action == "reverify"
     data = run_cli.json("verify", "f", "--accept")
     assert data["results"][0]["outcome"] == "updated"
-    view = warden.get("f")
+    view = warden.get("f", caller=OPERATOR)
     assert view.usable and view.content == "v2" and view.version == 2
 
 
@@ -116,14 +120,15 @@ def test_fetch_failure_marks_unknown_until_a_later_success(warden: Warden, tmp_p
         content="here",
         source_url=source.as_uri(),
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
     source.unlink()
-    assert warden.verify("g").outcome == "failed"
-    view = warden.get("g")
+    assert warden.verify("g", caller=OPERATOR).outcome == "failed"
+    view = warden.get("g", caller=OPERATOR)
     assert not view.usable and view.reason == "unknown" and view.action == "treat_as_unknown"
-    assert [d.reason for d in warden.due()] == ["unknown"]
+    assert [d.reason for d in warden.due(caller=OPERATOR)] == ["unknown"]
     source.write_text("here", encoding="utf-8")
-    assert warden.verify("g").outcome == "verified" and warden.get("g").usable
+    assert warden.verify("g", caller=OPERATOR).outcome == "verified" and warden.get("g", caller=OPERATOR).usable
 
 
 def test_http_fetcher(warden: Warden, server: str) -> None:
@@ -139,8 +144,9 @@ def test_http_fetcher(warden: Warden, server: str) -> None:
         content="서울 기온 12도",
         source_url=f"{server}/page",
         scope={"tenant": "acme"},
+        caller=OPERATOR,
     )
-    assert warden.verify("h").outcome == "verified"
+    assert warden.verify("h", caller=OPERATOR).outcome == "verified"
     row = {"source_url": f"{server}/redirect/2"}
     assert warden.fetchers.fetch(row) == "서울 기온 12도"
     with pytest.raises(FetchFailed, match="http_status .more than 3 redirects"):
@@ -164,10 +170,11 @@ def test_registered_callables_and_verify_due(warden: Warden, clock: FrozenClock,
             content=answers[key],
             source_url="callable:kv",
             scope={"tenant": "acme"},
+            caller=OPERATOR,
         )
     answers["b"] = "changed"
     clock.advance("2h")
-    results = {r.memory_id: r.outcome for r in warden.verify_due()}
+    results = {r.memory_id: r.outcome for r in warden.verify_due(caller=OPERATOR)}
     assert results == {"a": "verified", "b": "changed"}
     assert warden.fetchers.describe({"source_url": "callable:kv"}) == "callable:kv"
     with pytest.raises(FetchFailed, match="no callable registered"):
@@ -187,8 +194,9 @@ def test_verify_cannot_bring_back_revoked_or_erased(warden: Warden, tmp_path: Pa
             content="x" if key == "r" else "e-text",
             source_url=source.as_uri(),
             scope={"tenant": "acme", "project": key},
+            caller=OPERATOR,
         )
-    warden.revoke({"tenant": "acme", "project": "r"}, reason="r")
-    warden.erase(memory_id="e", reason="asked")
-    assert warden.verify("r").outcome == "revoked" and not warden.get("r").usable
-    assert warden.verify("e").outcome == "erased" and not warden.get("e").usable
+    warden.revoke({"tenant": "acme", "project": "r"}, reason="r", caller=OPERATOR)
+    warden.erase(memory_id="e", reason="asked", caller=OPERATOR)
+    assert warden.verify("r", caller=OPERATOR).outcome == "revoked" and not warden.get("r", caller=OPERATOR).usable
+    assert warden.verify("e", caller=OPERATOR).outcome == "erased" and not warden.get("e", caller=OPERATOR).usable

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 from memwarden.engine import (
+    OPERATOR,
     Warden,
 )
 from memwarden.projections import COUNTERS
@@ -29,7 +30,7 @@ STATS_COLUMNS = ("week", *FIRST, *(c for c in COUNTERS if c not in FIRST))
 @with_warden
 def migrate(warden: Warden, to: str, as_json: bool) -> None:
     """Copy the log, texts and keys to another store; check it there."""
-    data = warden.migrate(to)
+    data = warden.migrate(to, caller=OPERATOR)
     emit(
         data,
         as_json,
@@ -48,7 +49,7 @@ def migrate(warden: Warden, to: str, as_json: bool) -> None:
 @with_warden
 def explain(warden: Warden, memory_id: str, tenant: str | None, as_of: str | None, as_json: bool) -> None:
     """The memory's history and why it is (not) usable."""
-    data = warden.explain(memory_id, tenant=tenant, as_of=as_of)
+    data = warden.explain(memory_id, tenant=tenant, as_of=as_of, caller=OPERATOR)
 
     def show() -> None:
         table(
@@ -89,12 +90,20 @@ def replay(
     """The usable view as it was then, from each memory's stream folded to that point."""
     if as_json and limit is None and after is None:
         # the whole view, written as it is read: flat memory however large
-        for chunk in warden.replay_stream(as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable):
+        for chunk in warden.replay_stream(
+            as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable, caller=OPERATOR
+        ):
             click.echo(chunk, nl=False)
         click.echo()
         return
     data = warden.replay(
-        as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable, after=after, limit=limit or None
+        as_of=as_of,
+        seq=seq,
+        tenant=tenant,
+        include_unusable=include_unusable,
+        after=after,
+        limit=limit or None,
+        caller=OPERATOR,
     )
 
     def show() -> None:
@@ -121,7 +130,7 @@ def audit_group() -> None:
 def audit_verify(warden: Warden, against: str | None, as_json: bool) -> None:
     """Check the hash chain; exit 1 on damage."""
     with progress("audit verify", warden.head_seq()) as advance:
-        data = warden.audit_verify(against, progress=advance)
+        data = warden.audit_verify(against, progress=advance, caller=OPERATOR)
     if data["ok"]:
         text = f"ok: {plural(data['checked'], 'event')}, head seq {data['head_seq']}"
         if against:
@@ -138,7 +147,7 @@ def audit_verify(warden: Warden, against: str | None, as_json: bool) -> None:
 @with_warden
 def audit_head(warden: Warden, as_json: bool) -> None:
     """The current head, to keep elsewhere."""
-    data = warden.audit_head()
+    data = warden.audit_head(caller=OPERATOR)
     emit(data, as_json, f"{data['seq']}:{data['hash']}")
 
 
@@ -149,18 +158,24 @@ def audit_head(warden: Warden, as_json: bool) -> None:
 def export_cmd(warden: Warden, file: str, as_json: bool) -> None:
     """Write the log as JSONL."""
     with progress("export", warden.head_seq()) as advance:
-        count = warden.export(file, progress=advance)
+        count = warden.export(file, progress=advance, caller=OPERATOR)
     emit({"events": count}, as_json, f"exported {plural(count, 'event')} to {file}")
 
 
 @cli.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--against",
+    default=None,
+    metavar="SEQ:HASH",
+    help="A head kept elsewhere ('audit head'): refuse a file that does not extend it.",
+)
 @json_option
 @with_warden
-def import_cmd(warden: Warden, file: str, as_json: bool) -> None:
-    """Import a JSONL log; the whole chain is checked first."""
+def import_cmd(warden: Warden, file: str, against: str | None, as_json: bool) -> None:
+    """Import a JSONL log: the whole chain is checked first, and every event is judged as a live write."""
     with progress("import", None) as advance:
-        count = warden.import_log(file, progress=advance)
+        count = warden.import_log(file, against=against, progress=advance, caller=OPERATOR)
     emit({"events": count}, as_json, f"imported {plural(count, 'event')}")
 
 
@@ -170,7 +185,7 @@ def import_cmd(warden: Warden, file: str, as_json: bool) -> None:
 def rebuild(warden: Warden, as_json: bool) -> None:
     """Replay every projection from seq 1."""
     with progress("rebuild", warden.head_seq()) as advance:
-        data = warden.rebuild(progress=advance)
+        data = warden.rebuild(progress=advance, caller=OPERATOR)
     emit(data, as_json, f"rebuilt from {plural(data['events'], 'event')} in {data['seconds']}s")
 
 
@@ -191,11 +206,11 @@ def projections_group() -> None:
 def projections_check(warden: Warden, as_of: str | None, as_json: bool) -> None:
     """Compare the live view with a fresh rebuild; exit 1 naming the first difference."""
     if as_of is None:
-        result = warden.check_projections().as_dict()
+        result = warden.check_projections(caller=OPERATOR).as_dict()
         same = "ok: live view equals a rebuild"
     else:
         point = {"seq": int(as_of)} if as_of.isascii() and as_of.isdigit() else {"as_of": as_of}
-        result = warden.check_as_of(**point).as_dict()
+        result = warden.check_as_of(**point, caller=OPERATOR).as_dict()
         same = f"ok: the view as of seq {result['live_seq']} from the indexes equals a replay to it"
     text = (
         same
@@ -216,7 +231,7 @@ def projections_check(warden: Warden, as_of: str | None, as_json: bool) -> None:
 @with_warden
 def stats(warden: Warden, weekly: bool, as_json: bool) -> None:
     """Counters per ISO week."""
-    weeks = warden.stats()
+    weeks = warden.stats(caller=OPERATOR)
 
     def show() -> None:
         table(STATS_COLUMNS, [[w[c] for c in STATS_COLUMNS] for w in weeks])
@@ -272,6 +287,7 @@ def cache_put(
         content=_content(content, content_file, warden.limits),
         source_url=source_url,
         ttl=ttl,
+        caller=OPERATOR,
     )
     emit(
         {
@@ -307,6 +323,7 @@ def cache_get(
         tool_version=tool_version,
         input_hash=input_hash,
         scope=_scope(tenant, project, permission, user, agent, tool),
+        caller=OPERATOR,
     )
     data = {
         "hit": hit,
@@ -331,7 +348,7 @@ def log_group() -> None:
 @with_warden
 def log_tail(warden: Warden, count: int, as_json: bool) -> None:
     """The last events."""
-    events = warden.tail(count)
+    events = warden.tail(count, caller=OPERATOR)
 
     def show() -> None:
         table(

@@ -10,17 +10,17 @@ from typing import Any
 
 import click
 from memwarden.engine import (
+    OPERATOR,
     BatchRefused,
-    FetchFailed,
     InvalidInput,
     Limits,
     PolicyFile,
-    StaleView,
     TooLarge,
     Warden,
+    answer,
     configure_logging,
 )
-from memwarden.events import DATABASE_ERRORS, SERVER_ERRORS, LogDamaged, LogDiverged, StorageError, canonical_json
+from memwarden.events import canonical_json
 
 
 class Answer(Exception):
@@ -28,36 +28,25 @@ class Answer(Exception):
 
 
 class Group(click.Group):
-    """Maps memwarden's errors to the contract's exit codes."""
+    """Every memwarden error as the contract's answer (``memwarden.engine.answer``):
+    exit 1 when the answer is "no", 2 for bad input or a refusal."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
-        except LookupError as exc:
-            _refuse(ctx, 1, "not_found", _message(exc), _field_of(exc))
-        except StaleView as exc:
-            _refuse(ctx, 1, "stale_view", str(exc), "min_seq")
-        except FetchFailed as exc:
-            _refuse(ctx, 1, "fetch_failed", str(exc), "source_url")
-        except BatchRefused as exc:
-            for problem in exc.problems[1:]:  # the first is the refusal's own line
-                click.echo(f"Error: {_batch_line(problem)}", err=True)
-            _refuse(ctx, 2, "batch_refused", _batch_line(exc.problems[0]), "memories", errors=exc.problems)
-        except InvalidInput as exc:
-            _refuse(ctx, 2, "invalid_input", _message(exc), exc.field, exc.problem)
-        except (LogDamaged, LogDiverged) as exc:
-            _refuse(ctx, 2, "log_damaged", _message(exc), "file")
-        except PermissionError as exc:
-            _refuse(ctx, 2, "refused", _message(exc), getattr(exc, "field", None))
-        except ValueError as exc:
-            _refuse(ctx, 2, "invalid_input", _message(exc), None)
-        except StorageError as exc:
-            _refuse(ctx, 2, "storage", f"storage: {exc}", "db")
-        except DATABASE_ERRORS as exc:
-            hint = "" if isinstance(exc, SERVER_ERRORS) else " (is the file damaged? run 'memwarden audit verify')"
-            _refuse(ctx, 2, "database", f"database: {exc}{hint}", "db")
+        except Exception as exc:
+            found = answer(exc)
+            if found is None:
+                raise
+            if isinstance(exc, BatchRefused):
+                for problem in exc.problems[1:]:  # the first is the refusal's own line
+                    click.echo(f"Error: {_batch_line(problem)}", err=True)
+                message = _batch_line(exc.problems[0])
+            else:
+                message = found.message
+            _refuse(ctx, found.exit_code, found.code, message, found.field, found.problem, **found.details)
 
 
 def _refuse(
@@ -83,17 +72,6 @@ def _batch_line(problem: dict[str, Any]) -> str:
         return problem["problem"] + (f" ({problem['field']})" if problem.get("field") else "")
     where = f"memories[{problem['index']}]" if problem.get("index") is not None else "memories"
     return f"{where}" + (f".{problem['field']}" if problem.get("field") else "") + f": {problem['problem']}"
-
-
-def _field_of(exc: LookupError) -> str | None:
-    for name in ("memory_id", "revocation_id"):
-        if getattr(exc, name, None) is not None:
-            return name
-    return None
-
-
-def _message(exc: BaseException) -> str:
-    return exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
 
 
 class VersionParam(click.ParamType):
@@ -219,7 +197,7 @@ def _scope(
 
 def _refuse_damaged(warden: Warden) -> None:
     """Long-running faces check the file and the chain before they serve."""
-    report = warden.audit_verify()
+    report = warden.audit_verify(caller=OPERATOR)
     if not report["ok"]:
         where = f" at seq {report['first_bad_seq']}" if report.get("first_bad_seq") else ""
         click.echo(

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 import click
-from memwarden.engine import Scheduler, Warden, readback_records
+from memwarden.engine import OPERATOR, Scheduler, Warden, readback_records
 
 from ._cli_common import VERSION, Group, cli, emit, json_option, scope_options, with_warden
 from ._cli_output import plural, table
@@ -67,17 +67,17 @@ def revoke(
     if everything:
         selector["everything"] = True
     if dry_run:
-        preview = warden.preview_revocation(selector)
+        preview = warden.preview_revocation(selector, caller=OPERATOR)
         emit(preview, as_json, lambda: print_preview(preview))
         return
-    result = warden.revoke(selector, reason=reason, by=by)
+    result = warden.revoke(selector, reason=reason, by=by, caller=OPERATOR)
     data = result.as_dict()
     text = (
         f"{result.revocation_id} in force at seq {result.seq}: {plural(result.covered, 'memory')} taken out"
         f" directly, {result.cascaded:,} drawn from them invalidated"
     )
     if wait:
-        readback = Scheduler(warden).read_back(result.revocation_id)
+        readback = Scheduler(warden).read_back(result.revocation_id, caller=OPERATOR)
         data["readback"] = {
             k: readback[k] for k in ("readback_status", "readback_latency_ms", "still_visible", "leaked_ids")
         }
@@ -108,7 +108,7 @@ def print_preview(preview: dict[str, Any]) -> None:
 @with_warden
 def readback(warden: Warden, revocation_id: str, as_json: bool) -> None:
     """The read-back confirmation records of a revocation; exit 1 if none confirms it."""
-    data = readback_records(warden, revocation_id)
+    data = readback_records(warden, revocation_id, caller=OPERATOR)
 
     def show() -> None:
         if not data["records"]:
@@ -137,7 +137,7 @@ def policy_group() -> None:
 @with_warden
 def policy_set(warden: Warden, key: str, version: int | str, as_json: bool) -> None:
     """Make VERSION current for policy KEY and retire the one before, for good."""
-    seq = warden.set_policy(key, version)
+    seq = warden.set_policy(key, version, caller=OPERATOR)
     emit({"policy": key, "version": version, "seq": seq}, as_json, f"policy {key} at version {version} (seq {seq})")
 
 
@@ -146,7 +146,7 @@ def policy_set(warden: Warden, key: str, version: int | str, as_json: bool) -> N
 @with_warden
 def policy_show(warden: Warden, as_json: bool) -> None:
     """Current version of every policy that has one."""
-    policies = warden.policies()
+    policies = warden.policies(caller=OPERATOR)
     emit({"policies": policies}, as_json, lambda: table(("policy", "version"), sorted(policies.items())))
 
 
@@ -161,8 +161,11 @@ def erase(
     warden: Warden, memory_id: str | None, user: str | None, tenant: str | None, reason: str, as_json: bool
 ) -> None:
     """A deletion request: the texts (summary and content, every version) are destroyed, the history stays."""
-    count = warden.erase(memory_id=memory_id, user=user, tenant=tenant, reason=reason)
-    emit({"erased": count}, as_json, f"erased {plural(count, 'memory')}")
+    result = warden.erase(memory_id=memory_id, user=user, tenant=tenant, reason=reason, caller=OPERATOR)
+    note = (
+        "" if result.cleared else " (its bytes leave the files once older transactions end: the scheduler finishes it)"
+    )
+    emit(result.as_dict(), as_json, f"erased {plural(result.erased, 'memory')}{note}")
 
 
 # the auditors' and the operators' commands live in their own modules

@@ -8,7 +8,7 @@ import sys
 import threading
 
 import click
-from memwarden.engine import Scheduler, Warden
+from memwarden.engine import OPERATOR, Scheduler, Warden
 
 from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_warden
 from ._cli_output import table
@@ -90,7 +90,7 @@ def _kept_demo_key(warden: Warden, path: str) -> str:
         raise click.BadParameter(f"{path}: {exc.strerror}", param_hint="'--demo-key'") from None
     if kept and keys.authenticate(kept) is not None:
         return kept
-    key, _ = keys.create("agent", tenants=("demo",), agent="demo-agent")
+    key, _ = keys.create("agent", tenants=("demo",), agent="demo-agent", caller=OPERATOR)
     # written whole or not at all, readable by its owner only: it is a credential
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -144,7 +144,7 @@ def keys_create(warden: Warden, role: str, tenants: tuple[str, ...], agent: str 
     """Create a key; it is printed once and only its hash is kept."""
     from memwarden.engine import KeyStore
 
-    key, principal = KeyStore(warden).create(role, tenants=tenants, agent=agent)
+    key, principal = KeyStore(warden).create(role, tenants=tenants, agent=agent, caller=OPERATOR)
     emit({"key": key, **principal.as_dict()}, as_json, key)
 
 
@@ -155,7 +155,7 @@ def keys_list(warden: Warden, as_json: bool) -> None:
     """Every key (never the secret)."""
     from memwarden.engine import KeyStore
 
-    keys = KeyStore(warden).list()
+    keys = KeyStore(warden).list(caller=OPERATOR)
 
     def show() -> None:
         table(
@@ -184,7 +184,7 @@ def keys_revoke(warden: Warden, key_id: str, as_json: bool) -> None:
     """Disable a key at once; exit 1 if no active key has that id."""
     from memwarden.engine import KeyStore
 
-    done = KeyStore(warden).revoke(key_id)
+    done = KeyStore(warden).revoke(key_id, caller=OPERATOR)
     emit({"key_id": key_id, "revoked": done}, as_json, f"{key_id} revoked" if done else f"{key_id}: no active key")
     if not done:
         sys.exit(1)

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from memwarden.engine import ACTIONS, InvalidInput, MemoryNotFound, Principal, RevocationNotFound
+from memwarden.engine import ACTIONS, Principal, answer, may
 from starlette.concurrency import run_in_threadpool
 
 from ._console_session import Session, Sessions, same_origin, token_matches
@@ -38,7 +38,7 @@ class Pages:
     def __init__(self, sessions: Sessions, templates: Path) -> None:
         self.sessions = sessions
         self.templates = Jinja2Templates(directory=str(templates))
-        self.templates.env.globals.update(actions=ACTIONS)
+        self.templates.env.globals.update(actions=ACTIONS, may=may)
 
     def render(self, request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
         return harden(self.templates.TemplateResponse(request, name, context, status_code=code))
@@ -46,10 +46,10 @@ class Pages:
     def error(self, request: Request, who: Principal, session: Session, status: int, problem: str) -> HTMLResponse:
         return self.render(request, "error.html", status, who=who, csrf=session.csrf, status=status, problem=problem)
 
-    def page(self, *roles: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A signed-in page, for ``roles`` (any role when none): the session
-        and who it is come first; a refusal is a page that says why, with
-        the status an API would answer. A POST is a form: its origin and CSRF
+    def page(self) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A signed-in page: the session and who it is come first; what the
+        key may see and do is the Warden's to decide, and a refusal is a
+        page that says why, with the status the API would answer. A POST is a form: its origin and CSRF
         token are checked before the page sees it (as ``form``). The page's
         own work runs in the thread pool: it reads the store, and may call
         this server back (a revocation's read-back)."""
@@ -68,17 +68,14 @@ class Pages:
                         kwargs["form"] = await request.form()
                         if not token_matches(session.csrf, kwargs["form"].get("csrf")):
                             raise PageError(403, "the form's token is missing or out of date: reload the page")
-                    if roles and who.role not in roles:
-                        raise PageError(403, f"{article(who.role)} key may not open this page")
                     return await run_in_threadpool(fn, request, session, who, **kwargs)
                 except PageError as exc:
                     return self.error(request, who, session, exc.status, exc.problem)
-                except InvalidInput as exc:
-                    return self.error(request, who, session, 422, f"{exc.field}: {exc.problem}")
-                except (MemoryNotFound, RevocationNotFound) as exc:
-                    return self.error(request, who, session, 404, str(exc.args[0]))
-                except PermissionError as exc:
-                    return self.error(request, who, session, 403, str(exc))
+                except Exception as exc:
+                    found = answer(exc)
+                    if found is None:
+                        raise
+                    return self.error(request, who, session, found.status, found.message)
 
             # FastAPI reads the route's parameters from this: the page's own,
             # without the session, principal and form handed in above
@@ -108,7 +105,3 @@ def local_path(path: str) -> str:
     if not path.startswith("/console") or path.startswith("//") or "\\" in path:
         return "/console/memories"
     return path
-
-
-def article(role: str) -> str:
-    return f"{'an' if role[:1] in 'aeiou' else 'a'} {role}"

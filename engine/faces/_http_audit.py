@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from memwarden.engine import Warden
 
 from . import _http_responses as R
-from ._http_guard import Caller, Seq, require
+from ._http_guard import Caller, Seq
 from ._http_responses import documented
 
 
@@ -21,7 +21,6 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
     @app.get("/v1/replay", tags=["auditors"], **documented(R.Replay))
     def replay(
         who: Caller,
-        request: Request,
         as_of: str | None = None,
         seq: Seq | None = None,
         tenant: str | None = None,
@@ -32,29 +31,27 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
         """The usable view as it was then (with ``all``, every memory and why
         it was or was not usable). With ``limit``, one page and its ``next``
         cursor for ``after``; without, the whole view, streamed."""
-        require(who, "security", "auditor", request=request)
         if limit is None and after is None:
-            chunks = warden.replay_stream(as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable)
+            chunks = warden.replay_stream(
+                as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable, caller=who
+            )
             return StreamingResponse((c.encode() for c in chunks), media_type="application/json")
         return warden.replay(
-            as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable, after=after, limit=limit
+            as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable, after=after, limit=limit, caller=who
         )
 
     @app.get("/v1/audit/verify", tags=["auditors"], **documented(R.AuditReport))
-    def audit_verify(who: Caller, request: Request, against: str | None = None) -> JSONResponse:
-        require(who, "security", "auditor", request=request)
-        data = warden.audit_verify(against)
+    def audit_verify(who: Caller, against: str | None = None) -> JSONResponse:
+        data = warden.audit_verify(against, caller=who)
         return JSONResponse(data, status_code=200)
 
     @app.get("/v1/audit/head", tags=["auditors"], **documented(R.Head))
-    def audit_head(who: Caller, request: Request) -> dict[str, Any]:
-        require(who, "security", "auditor", request=request)
-        return warden.audit_head()
+    def audit_head(who: Caller) -> dict[str, Any]:
+        return warden.audit_head(caller=who)
 
     @app.get("/v1/stats", tags=["auditors"], **documented(R.Stats))
-    def stats(who: Caller, request: Request) -> dict[str, Any]:
-        require(who, "security", "auditor", request=request)
-        return {"weeks": warden.stats()}
+    def stats(who: Caller) -> dict[str, Any]:
+        return {"weeks": warden.stats(caller=who)}
 
     @app.get("/v1/events", tags=["auditors"], **documented(R.Events))
     async def events(
@@ -66,10 +63,9 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
     ) -> dict[str, Any]:
         """Events after a seq, for downstream caches: long-polls up to ``wait``
         seconds when there is nothing new yet."""
-        require(who, "security", "auditor", request=request)
         deadline = time.monotonic() + wait
         while True:
-            batch = await asyncio.to_thread(warden.events_after, after, limit)
+            batch = await asyncio.to_thread(warden.events_after, after, limit, caller=who)
             left = deadline - time.monotonic()
             if batch or left <= 0 or await request.is_disconnected():
                 return {"events": batch, "head": warden.head_seq()}

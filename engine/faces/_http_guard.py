@@ -3,43 +3,25 @@ errors answered as JSON that names the field."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Annotated, Any
 
 import structlog
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from memwarden.engine import (
-    BatchRefused,
-    ChecksumMismatch,
-    InvalidInput,
-    KeyStore,
-    MemoryErased,
-    MemoryIdTaken,
-    MemoryNotFound,
-    Principal,
-    RevocationNotFound,
-    RevokedScope,
-    StaleView,
-    TooLarge,
-)
-from memwarden.events import DATABASE_ERRORS, EventRowDamaged, StorageError
-from memwarden.projections import ProjectionDamaged
+from fastapi.security import APIKeyHeader
+from memwarden.engine import KeyStore, Principal, Unauthorized, answer
+from memwarden.events import DATABASE_ERRORS, Refusal
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger("memwarden.http")
 
 # a seq in a query: bounded so that it always fits SQLite's integers
 Seq = Annotated[int, Query(ge=0, le=2**62)]
-
-
-class Denied(PermissionError):
-    def __init__(self, status: int, problem: str) -> None:
-        super().__init__(problem)
-        self.status = status
-        self.problem = problem
 
 
 class BodyLimit:
@@ -93,47 +75,7 @@ async def _too_large(send: Send, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-# -- what a key may do: each route asks before it calls the Warden ---------------
-
-
-def require(who: Principal, *roles: str, request: Request | None = None) -> None:
-    """403 unless the key's role is one of ``roles``."""
-    if who.role not in roles:
-        log.warning(
-            "denied",
-            status=403,
-            key_id=who.key_id,
-            role=who.role,
-            path=request.url.path if request else None,
-            reason="role",
-        )
-        raise Denied(403, f"the {who.role} role may not do this (needs {' or '.join(roles)})")
-
-
-def tenant_ok(who: Principal, tenant: str | None, request: Request | None = None) -> None:
-    """403 unless the key may read ``tenant``."""
-    if not who.reads_tenant(tenant):
-        log.warning(
-            "denied",
-            status=403,
-            key_id=who.key_id,
-            tenant=tenant,
-            reason="tenant",
-            path=request.url.path if request else None,
-        )
-        raise Denied(403, f"this key is not bound to tenant {tenant!r}")
-
-
-def one_tenant(who: Principal, tenant: str | None, request: Request) -> str:
-    """The tenant a Memory API call is in: named, or the key's only one."""
-    if tenant is None:
-        if who.role != "agent":
-            raise InvalidInput("tenant", "is required for security and auditor keys")
-        if len(who.tenants) != 1:
-            raise InvalidInput("tenant", "this key has several tenants: name one (?tenant=)")
-        tenant = who.tenants[0]
-    tenant_ok(who, tenant, request)
-    return tenant
+# -- who asks: the key names the caller; what it may do is the engine's to decide ---------
 
 
 def principal(request: Request) -> Principal:
@@ -148,15 +90,39 @@ def principal(request: Request) -> Principal:
     if found is None:
         # the key itself is never logged
         log.warning("denied", status=401, path=request.url.path, reason="no key" if not key else "unknown key")
-        raise Denied(401, "a valid x-api-key header is required")
+        raise Unauthorized()
+    structlog.contextvars.bind_contextvars(key_id=found.key_id)
     return found
 
 
-Caller = Annotated[Principal, Depends(principal)]
+API_KEY = APIKeyHeader(name="x-api-key", auto_error=False, description="An API key: `memwarden keys create`.")
+
+
+def _caller(request: Request, _key: Annotated[str | None, Security(API_KEY)] = None) -> Principal:
+    return principal(request)
+
+
+Caller = Annotated[Principal, Depends(_caller)]
 
 
 def error(status: int, code: str, problem: str, field: str | None = None, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": code, "field": field, "problem": problem, **extra}, status_code=status)
+
+
+def answered(exc: BaseException, path: str) -> JSONResponse:
+    """An engine error as the API answers it (``memwarden.engine.answer``)."""
+    found = answer(exc)
+    if found is None:
+        raise exc
+    if found.status >= 500:
+        log.error(found.code, error=str(exc), path=path)
+    elif found.status in (401, 403):
+        log.warning("denied", status=found.status, path=path, reason=found.problem)
+    response = JSONResponse(found.body(), status_code=found.status)
+    if found.code == "stale_view":
+        # the caller knows of a seq this view has not applied: worth retrying shortly
+        response.headers["Retry-After"] = "1"
+    return response
 
 
 def with_body_limit(app: FastAPI, limit: int) -> FastAPI:
@@ -168,39 +134,22 @@ def with_body_limit(app: FastAPI, limit: int) -> FastAPI:
 def install_error_handlers(app: FastAPI) -> None:
     """Every refusal as JSON: a code, the field at fault and the problem."""
 
-    @app.exception_handler(Denied)
-    async def _denied(request: Request, exc: Denied) -> JSONResponse:
-        code = "unauthorized" if exc.status == 401 else "forbidden"
-        return error(exc.status, code, exc.problem, "x-api-key" if exc.status == 401 else None)
-
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-        field = ".".join(str(p) for p in first["loc"])
+        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request", "type": ""}
+        if _not_json(errors):
+            return error(
+                400, "invalid_input", "the body is not valid JSON (UTF-8, nested at most a few hundred levels)", "body"
+            )
+        field = _field(first["loc"])
         return error(
             422,
             "invalid_input",
-            str(first["msg"]),
+            _message(first),
             field,
-            errors=[{"field": ".".join(str(p) for p in e["loc"]), "problem": str(e["msg"])} for e in errors],
+            errors=[{"field": _field(e["loc"]), "problem": _message(e)} for e in errors],
         )
-
-    @app.exception_handler(ChecksumMismatch)
-    async def _checksum(request: Request, exc: ChecksumMismatch) -> JSONResponse:
-        return error(422, "checksum_mismatch", exc.problem, exc.field, given=exc.given, actual=exc.actual)
-
-    @app.exception_handler(BatchRefused)
-    async def _batch(request: Request, exc: BatchRefused) -> JSONResponse:
-        return error(422, "batch_refused", exc.problem, "memories", errors=exc.problems)
-
-    @app.exception_handler(InvalidInput)
-    async def _input(request: Request, exc: InvalidInput) -> JSONResponse:
-        return error(422, "invalid_input", exc.problem, exc.field)
-
-    @app.exception_handler(TooLarge)
-    async def _too_big(request: Request, exc: TooLarge) -> JSONResponse:
-        return error(413, "too_large", exc.problem, exc.field)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -216,90 +165,85 @@ def install_error_handlers(app: FastAPI) -> None:
             response.headers[name] = value
         return response
 
-    @app.exception_handler(ValueError)
-    async def _value(request: Request, exc: ValueError) -> JSONResponse:
-        return error(422, "invalid_input", str(exc))
+    async def _refused(request: Request, exc: Exception) -> JSONResponse:
+        return answered(exc, request.url.path)
 
-    @app.exception_handler(RevokedScope)
-    async def _revoked(request: Request, exc: RevokedScope) -> JSONResponse:
-        return error(409, "revoked_scope", str(exc), "fetched_at", revocation_id=exc.revocation_id)
+    for kind in (Refusal, ValueError, *DATABASE_ERRORS):
+        app.add_exception_handler(kind, _refused)
 
-    @app.exception_handler(MemoryErased)
-    async def _erased(request: Request, exc: MemoryErased) -> JSONResponse:
-        return error(409, "erased", str(exc), "memory_id")
 
-    @app.exception_handler(MemoryIdTaken)
-    async def _taken(request: Request, exc: MemoryIdTaken) -> JSONResponse:
-        return error(409, "id_taken", str(exc), "memory_id")
+def _not_json(errors: Any) -> bool:
+    """Whether the body could not be read as JSON at all (400, not 422)."""
+    return any(e.get("type") == "json_invalid" for e in errors)
 
-    @app.exception_handler(PermissionError)
-    async def _forbidden(request: Request, exc: PermissionError) -> JSONResponse:
-        return error(403, "forbidden", str(exc))
 
-    @app.exception_handler(MemoryNotFound)
-    async def _missing(request: Request, exc: MemoryNotFound) -> JSONResponse:
-        return error(404, "not_found", str(exc), "memory_id")
+def _field(loc: Any) -> str:
+    parts = [str(p) for p in loc]
+    if parts[:1] in (["body"], ["query"], ["path"], ["header"]) and len(parts) > 1:
+        parts = parts[1:]
+    return ".".join(parts) or "body"
 
-    @app.exception_handler(RevocationNotFound)
-    async def _missing_rev(request: Request, exc: RevocationNotFound) -> JSONResponse:
-        return error(404, "not_found", str(exc), "revocation_id")
 
-    @app.exception_handler(StaleView)
-    async def _stale(request: Request, exc: StaleView) -> JSONResponse:
-        # the caller knows of a seq this view has not applied: not a fault of
-        # the server, and worth retrying shortly
-        response = error(409, "stale_view", str(exc), "min_seq")
-        response.headers["Retry-After"] = "1"
-        return response
-
-    @app.exception_handler(ProjectionDamaged)
-    async def _view_damaged(request: Request, exc: ProjectionDamaged) -> JSONResponse:
-        log.error("projection_damaged", where=exc.where, error=str(exc), path=request.url.path)
-        return error(503, "projection_damaged", str(exc))
-
-    @app.exception_handler(EventRowDamaged)
-    async def _damaged(request: Request, exc: EventRowDamaged) -> JSONResponse:
-        # a ValueError, but not the caller's: the server's own log is damaged
-        log.error("log_damaged", seq=exc.seq, error=str(exc), path=request.url.path)
-        return error(503, "log_damaged", str(exc))
-
-    @app.exception_handler(StorageError)
-    async def _storage(request: Request, exc: StorageError) -> JSONResponse:
-        log.error("storage_error", error=str(exc), path=request.url.path)
-        return error(507, "storage", str(exc))
-
-    async def _database(request: Request, exc: Exception) -> JSONResponse:
-        log.error("database_error", error=str(exc), path=request.url.path)
-        return error(503, "database", "the database could not answer; see the server log")
-
-    for database_error in DATABASE_ERRORS:
-        app.add_exception_handler(database_error, _database)
+def _message(error: Any) -> str:
+    # pydantic's words, without its links
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
 class McpAuth:
-    """The MCP endpoint takes the same keys as the rest of the API."""
+    """The MCP endpoint takes the same keys as the rest of the API. It is
+    mounted at the root, so every request no route takes ends here: a path
+    a route serves with other methods is 405 with ``Allow``, any other 404."""
 
-    def __init__(self, app: ASGIApp, keys: KeyStore) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyStore, routes: list[BaseRoute]) -> None:
         self.app = app
         self.keys = keys
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("path") != "/mcp":
-            # everything the API does not route ends here: answer in JSON like the rest
-            body = b'{"error":"not_found","field":"path","problem":"no such endpoint"}'
-            await send(
-                {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]}
+            allowed = sorted(
+                {
+                    method
+                    for route in self.routes
+                    if isinstance(route, Route) and route.matches(scope)[0] is Match.PARTIAL
+                    for method in (route.methods or ())
+                }
             )
-            await send({"type": "http.response.body", "body": body})
+            if allowed:
+                await _answer(
+                    send,
+                    405,
+                    "method_not_allowed",
+                    "method",
+                    f"{scope.get('method')} is not allowed here",
+                    [(b"allow", ", ".join(allowed).encode())],
+                )
+            else:
+                await _answer(send, 404, "not_found", "path", "no such endpoint")
             return
         if scope["type"] == "http":
             key = dict(scope.get("headers") or []).get(b"x-api-key")
             if self.keys.authenticate(key.decode("latin-1") if key else None) is None:
                 log.warning("denied", status=401, path=scope.get("path"), reason="mcp without a valid key")
-                body = b'{"error":"unauthorized","field":"x-api-key","problem":"a valid x-api-key header is required"}'
-                await send(
-                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]}
-                )
-                await send({"type": "http.response.body", "body": body})
+                await _answer(send, 401, "unauthorized", "x-api-key", "a valid x-api-key header is required")
                 return
         await self.app(scope, receive, send)
+
+
+async def _answer(
+    send: Send,
+    status: int,
+    code: str,
+    field: str,
+    problem: str,
+    headers: list[tuple[bytes, bytes]] = (),  # type: ignore[assignment]
+) -> None:
+    body = json.dumps({"error": code, "field": field, "problem": problem}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -45,7 +45,7 @@ class Memory(Answer):
     detail: str | None = None
     kind: str
     summary: str | None = None
-    checksum: str
+    checksum: str | None = None  # withheld once the text is erased
     content: str | None = None
     scope: dict[str, str | None]
     source_url: str
@@ -130,6 +130,7 @@ class PolicySet(Answer):
 
 class Erased(Answer):
     erased: int
+    cleared: bool  # false: the bytes leave the store's files once older transactions end
 
 
 class Replay(Answer):

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 from memwarden.engine import (
+    OPERATOR,
     BatchRefused,
     InvalidInput,
     Warden,
@@ -118,6 +119,7 @@ def save(
         cache_key={"tool": tool, "tool_version": tool_version, "input_hash": input_hash}
         if all((tool, *parts))
         else None,
+        caller=OPERATOR,
     )
     emit(
         result.as_dict(),
@@ -151,7 +153,7 @@ TENANT_HELP = "The memory's tenant (needed only where the id is in more than one
 @with_warden
 def get(warden: Warden, memory_id: str, tenant: str | None, min_seq: int | None, as_json: bool) -> None:
     """One memory, its text checked against its checksum; exit 1 if not usable."""
-    view = warden.get(memory_id, tenant=tenant, min_seq=min_seq).as_dict()
+    view = warden.get(memory_id, tenant=tenant, min_seq=min_seq, caller=OPERATOR).as_dict()
     emit(view, as_json, lambda: _print_view(view))
     if not view["usable"]:
         sys.exit(1)
@@ -203,6 +205,7 @@ def query(
         limit=limit,
         min_seq=min_seq,
         with_content=not no_content,
+        caller=OPERATOR,
     )
     data = {"memories": [v.as_dict() for v in views]}
 
@@ -245,9 +248,9 @@ def verify(
     if (memory_id is None) == (not all_due):
         raise InvalidInput("memory_id", "give a memory id or --due, not both")
     if all_due:
-        results = warden.verify_due(accept=accept, limit=limit)
+        results = warden.verify_due(accept=accept, limit=limit, caller=OPERATOR)
     else:
-        results = [warden.verify(memory_id, tenant=tenant, accept=accept)]  # type: ignore[arg-type]
+        results = [warden.verify(memory_id, tenant=tenant, accept=accept, caller=OPERATOR)]  # type: ignore[arg-type]
     data = {"results": [r.as_dict() for r in results]}
 
     def show() -> None:
@@ -275,7 +278,7 @@ def due(state: State, limit: int | None, records: str | None, as_json: bool) -> 
     if records is not None:  # a scan of a file needs no database
         items = _records.scan_records(records, SystemClock().now())[:limit]
     else:
-        items = state.warden.due(limit=limit)
+        items = state.warden.due(limit=limit, caller=OPERATOR)
     emit(
         {"due": [i.as_dict() for i in items]},
         as_json,
@@ -306,7 +309,7 @@ def import_records(warden: Warden, file: str, as_json: bool) -> None:
     not current.
     """
     with progress("import-records", _lines(file), unit="records") as advance:
-        result = warden.import_records(file, progress=advance)
+        result = warden.import_records(file, progress=advance, caller=OPERATOR)
     for refusal in result.refused:
         why = refusal.get("revocation_id") or refusal.get("detail") or refusal.get("reason")
         click.echo(f"refused line {refusal['line']} ({refusal['memory_id']}): {refusal['reason']}: {why}", err=True)
@@ -353,7 +356,7 @@ def save_many(warden: Warden, file: str, as_json: bool) -> None:
         raise BatchRefused(problems)
     lines = [number for number, _ in memories]
     try:
-        results = warden.save_many([line for _, line in memories])
+        results = warden.save_many([line for _, line in memories], caller=OPERATOR)
     except BatchRefused as exc:  # the batch's indexes, told as the file's line numbers
         raise BatchRefused(
             [

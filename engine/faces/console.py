@@ -2,8 +2,8 @@
 at (and, for an agent key, its own tenants' memories).
 
 Server-rendered pages (Jinja2) over the Warden, as every face is: each
-page asks the Warden with the signed-in key's ``access``, so a memory the
-key may not read is not found here either. The few scripts (the chart, the
+page asks the Warden as the signed-in key, which decides what the key may
+see and do, so a memory the key may not read is not found here either. The few scripts (the chart, the
 audit's progress, copying the head) and the styles ship in ``static/``;
 no page loads anything from another host.
 """
@@ -38,12 +38,10 @@ HERE = Path(__file__).parent
 STATIC = HERE / "static"
 PAGE_SIZE = 25
 SELECTOR_FIELDS = ("tenant", "project", "permission", "user", "agent", "tool", "kind", "source_prefix")
-# pages only security and auditor keys see
-STAFF = ("security", "auditor")
 
 
 def install_console(
-    app: FastAPI, warden: Warden, keys: KeyStore, *, read_back: Callable[[str], dict[str, Any]]
+    app: FastAPI, warden: Warden, keys: KeyStore, *, read_back: Callable[[str, Principal], dict[str, Any]]
 ) -> None:
     """The console at ``/console``, the files its pages load at ``/static``,
     and the API's documentation from those files (``/docs``, ``/redoc``)."""
@@ -56,7 +54,7 @@ def build_console(
     warden: Warden,
     keys: KeyStore,
     *,
-    read_back: Callable[[str], dict[str, Any]],
+    read_back: Callable[[str, Principal], dict[str, Any]],
     idle: float = 1800.0,
 ) -> APIRouter:
     """The console's routes. ``read_back`` confirms a revocation issued here
@@ -131,9 +129,9 @@ def build_console(
         text: str | None = None,
         page: int = 1,
     ) -> Response:
-        tenants = warden.tenants(access=who.access)
+        tenants = warden.tenants(caller=who)
         search = {
-            "tenant": _blank(tenant) or (who.tenants[0] if who.tenants else (tenants[0] if tenants else None)),
+            "tenant": _blank(tenant) or (tenants[0] if tenants else None),
             "project": _blank(project),
             "agent": _blank(agent),
             "kind": _blank(kind),
@@ -156,7 +154,7 @@ def build_console(
                 limit=PAGE_SIZE + 1,
                 offset=(page - 1) * PAGE_SIZE,
                 with_content=False,
-                access=who.access,
+                caller=who,
             )
             rows = [v.as_dict() for v in views[:PAGE_SIZE]]
             more = len(views) > PAGE_SIZE
@@ -182,11 +180,11 @@ def build_console(
         request: Request, session: Session, who: Principal, tenant: str, memory_id: str, as_of: str | None = None
     ) -> Response:
         as_of = _blank(as_of)
-        data = warden.explain(memory_id, tenant=tenant, access=who.access, as_of=as_of)
-        now = data if as_of is None else warden.explain(memory_id, tenant=tenant, access=who.access)
+        data = warden.explain(memory_id, tenant=tenant, caller=who, as_of=as_of)
+        now = data if as_of is None else warden.explain(memory_id, tenant=tenant, caller=who)
         content = None
         if as_of is None and data["usable"]:
-            content = warden.get(memory_id, tenant=tenant, access=who.access).content
+            content = warden.get(memory_id, tenant=tenant, caller=who).content
         versions = [
             {"version": h["version"], "checksum": h["checksum"], "seq": h["seq"], "recorded_at": h["recorded_at"]}
             for h in data["history"]
@@ -209,11 +207,11 @@ def build_console(
     # -- revocations ---------------------------------------------------------------------------
 
     @router.get("/revocations")
-    @page(*STAFF)
+    @page()
     def revocations(request: Request, session: Session, who: Principal, page: int = 1) -> Response:
         if not isinstance(page, int) or page < 1 or page > 4000:
             raise InvalidInput("page", "must be between 1 and 4000")
-        found = warden.revocations(limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
+        found = warden.revocations(limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE, caller=who)
         return render(
             request,
             "revocations.html",
@@ -228,10 +226,10 @@ def build_console(
         )
 
     @router.post("/revocations/dry-run")
-    @page("security")
+    @page()
     def revocation_dry_run(request: Request, session: Session, who: Principal, form: Any) -> Response:
         selector, reason = _selector(form)
-        preview = warden.preview_revocation(selector)
+        preview = warden.preview_revocation(selector, caller=who)
         return render(
             request,
             "revocation_confirm.html",
@@ -246,20 +244,20 @@ def build_console(
         )
 
     @router.post("/revocations")
-    @page("security")
+    @page()
     def revocation_issue(request: Request, session: Session, who: Principal, form: Any) -> Response:
         if form.get("confirmed") != "yes":
             raise PageError(422, "confirmed: a revocation is issued only from its dry run's confirmation")
         selector, reason = _selector(form)
-        result = warden.revoke(selector, reason=reason, by=f"key:{who.key_id}")
-        read_back(result.revocation_id)
+        result = warden.revoke(selector, reason=reason, caller=who)
+        read_back(result.revocation_id, who)
         return RedirectResponse(f"/console/revocations/{result.revocation_id}", status_code=303)
 
     @router.get("/revocations/{revocation_id}")
-    @page(*STAFF)
+    @page()
     def revocation(request: Request, session: Session, who: Principal, revocation_id: str) -> Response:
-        data = warden.revocation(revocation_id)
-        records = readback_records(warden, revocation_id)
+        data = warden.revocation(revocation_id, caller=who)
+        records = readback_records(warden, revocation_id, caller=who)
         return render(
             request,
             "revocation.html",
@@ -273,34 +271,35 @@ def build_console(
     # -- weekly counters -------------------------------------------------------------------
 
     @router.get("/weekly")
-    @page(*STAFF)
+    @page()
     def weekly(request: Request, session: Session, who: Principal) -> Response:
-        weeks = warden.stats()
+        weeks = warden.stats(caller=who)
         return render(request, "weekly.html", who=who, csrf=session.csrf, nav="weekly", weeks=weeks)
 
     # -- the audit --------------------------------------------------------------------------
 
     @router.get("/audit")
-    @page(*STAFF)
+    @page()
     def audit(request: Request, session: Session, who: Principal, kept: str | None = None) -> Response:
         """The head; with ``kept`` (a head kept earlier, SEQ:HASH), that head
         checked against today's log (a read: a plain GET form)."""
         kept = _blank(kept)
-        report = warden.audit_verify(kept) if kept else None
+        report = warden.audit_verify(kept, caller=who) if kept else None
         return render(
             request,
             "audit.html",
             who=who,
             csrf=session.csrf,
             nav="audit",
-            head=warden.audit_head(),
+            head=warden.audit_head(caller=who),
             anchor=report,
             kept=kept,
         )
 
     @router.post("/audit/verify")
-    @page(*STAFF)
+    @page()
     def audit_verify_start(request: Request, session: Session, who: Principal, form: Any) -> Response:
+        warden.audit_head(caller=who)  # the same right as the verification: refused here, not in the thread
         job_id = uuid.uuid4().hex
         job: dict[str, Any] = {"checked": 0, "total": warden.head_seq(), "done": False, "report": None}
         session.jobs = {job_id: job}  # one verification a session at a time
@@ -310,7 +309,7 @@ def build_console(
 
         def run() -> None:
             try:
-                job["report"] = warden.audit_verify(progress=advance)
+                job["report"] = warden.audit_verify(progress=advance, caller=who)
             except Exception as exc:  # the page must learn the job ended
                 job["report"] = {"ok": False, "problem": f"the check could not run: {exc}"}
             job["done"] = True
@@ -319,7 +318,7 @@ def build_console(
         return JSONResponse({"job": job_id})
 
     @router.get("/audit/verify/{job_id}")
-    @page(*STAFF)
+    @page()
     def audit_verify_progress(request: Request, session: Session, who: Principal, job_id: str) -> Response:
         job = session.jobs.get(job_id)
         if job is None:

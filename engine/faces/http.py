@@ -1,7 +1,8 @@
 """The HTTP server: the Warden over FastAPI, with API keys and roles.
 
-Every endpoint checks the caller's key (``x-api-key``) and role, then calls
-the Warden; no rule is decided here that the Warden does not decide.
+Every endpoint names its caller (from ``x-api-key``) and calls the Warden,
+which decides what that caller may do (``memwarden.engine._rights``): no
+role is checked and no tenant narrowed here.
 """
 
 from __future__ import annotations
@@ -13,32 +14,26 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
 import httpx
-from fastapi import FastAPI, Query, Request
+import structlog
+from fastapi import FastAPI, Query
 from memwarden.engine import (
     KeyStore,
     Principal,
     Scheduler,
     Warden,
+    answer,
     readback_records,
     refuse_local_source,
 )
 
 from . import _http_responses as R
 from ._http_audit import install_audit_routes
-from ._http_guard import (
-    Caller,
-    Denied,
-    McpAuth,
-    Seq,
-    install_error_handlers,
-    one_tenant,
-    require,
-    tenant_ok,
-    with_body_limit,
-)
+from ._http_guard import Caller, McpAuth, Seq, install_error_handlers, with_body_limit
 from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody, SaveManyBody
 from ._http_responses import documented
 from .console import install_console
+
+log = structlog.get_logger("memwarden.http")
 
 
 def create_app(
@@ -59,7 +54,7 @@ def create_app(
         warden.fetchers = warden.fetchers.allowing_local()
     keys = KeyStore(warden)
     internal_key = "mw_internal_" + secrets.token_urlsafe(24)
-    internal = Principal("internal", "security", internal=True)
+    internal = Principal("internal", "security", internal=True)  # this server reading itself back
     jobs: Scheduler | None = None
     mcp_server = None
     if mcp:
@@ -103,20 +98,15 @@ def create_app(
 
     # -- memories -------------------------------------------------------------------------
 
-    def save_fields(body: SaveBody, who: Principal) -> dict[str, Any]:
-        """``save``'s arguments from a body: a bound key's agent filled in
-        where the body names none (one naming another agent is the engine's
-        to refuse, naming scope.agent)."""
-        scope = body.scope.model_dump(exclude_none=True)
-        if who.agent is not None:
-            scope.setdefault("agent", who.agent)
+    def save_fields(body: SaveBody) -> dict[str, Any]:
+        """``save``'s arguments from a body (the caller's scope is the engine's to check)."""
         return dict(
             memory_id=body.memory_id,
             kind=body.kind,
             summary=body.summary,
             content=body.content,
             source_url=body.source_url,
-            scope=scope,
+            scope=body.scope.model_dump(exclude_none=True),
             fetched_at=body.fetched_at,
             expires_at=body.expires_at,
             ttl=body.ttl,
@@ -127,7 +117,6 @@ def create_app(
             revocation_version=body.revocation_version,
             checksum=body.checksum,
             cache_key=body.cache_key.model_dump() if body.cache_key else None,
-            actor=f"key:{who.key_id}",
             event_id=body.event_id,
             derived_from=body.derived_from,
         )
@@ -137,28 +126,22 @@ def create_app(
             refuse_local_source(fields["source_url"], fields.get("source"))
 
     @app.post("/v1/memories", tags=["memories"], **documented(R.Saved, 201, 409))
-    def save_memory(body: SaveBody, who: Caller, request: Request) -> dict[str, Any]:
+    def save_memory(body: SaveBody, who: Caller) -> dict[str, Any]:
         """Record a memory (agents, in their own tenants)."""
-        require(who, "agent", request=request)
-        tenant_ok(who, body.scope.tenant, request)
-        if who.agent is not None and body.scope.agent not in (None, who.agent):
-            raise Denied(403, f"this key saves only as agent {who.agent!r}")
-        fields = save_fields(body, who)
+        fields = save_fields(body)
         sources_allowed(fields)
-        return warden.save(**fields, access=who.access).as_dict()
+        return warden.save(**fields, caller=who).as_dict()
 
     @app.post("/v1/memories/batch", tags=["memories"], **documented(R.SavedMany, 201, 409))
-    def save_memories(body: SaveManyBody, who: Caller, request: Request) -> dict[str, Any]:
+    def save_memories(body: SaveManyBody, who: Caller) -> dict[str, Any]:
         """Record many memories in one transaction, all or none: a refusal
         (422 ``batch_refused``) lists each refused memory by index and field."""
-        require(who, "agent", request=request)
-        fields = [save_fields(item, who) for item in body.memories]
-        return {"saved": [r.as_dict() for r in warden.save_many(fields, access=who.access, check=sources_allowed)]}
+        fields = [save_fields(item) for item in body.memories]
+        return {"saved": [r.as_dict() for r in warden.save_many(fields, caller=who, check=sources_allowed)]}
 
     @app.get("/v1/memories", tags=["memories"], **documented(R.Memories, 200, 409))
     def query_memories(
         who: Caller,
-        request: Request,
         tenant: str,
         project: str | None = None,
         permission: str | None = None,
@@ -174,8 +157,6 @@ def create_app(
         ids: Annotated[list[str] | None, Query()] = None,
     ) -> dict[str, Any]:
         """Usable memories in a scope (``all=true``: every memory and why not)."""
-        tenant_ok(who, tenant, request)
-        # a bound key's agent is applied (and another agent refused) by the query itself
         views = warden.query(
             tenant=tenant,
             project=project,
@@ -190,26 +171,23 @@ def create_app(
             min_seq=min_seq,
             with_content=content,
             ids=ids,
-            access=who.access,
+            caller=who,
         )
         return {"memories": [v.as_dict() for v in views]}
 
     # ids may hold "/" (sent as %2F): the routes take the rest of the path,
     # and the plain read is declared last so ".../explain" is not read as an id
     @app.post("/v1/memories/{memory_id:path}/verify", tags=["memories"], **documented(R.Verifications, 200, 404))
-    def verify_memory(
-        memory_id: str, who: Caller, request: Request, tenant: str | None = None, accept: bool = False
-    ) -> dict[str, Any]:
+    def verify_memory(memory_id: str, who: Caller, tenant: str | None = None, accept: bool = False) -> dict[str, Any]:
         """Re-check a memory against its source."""
-        require(who, "agent", "security", request=request)
-        return {"results": [warden.verify(memory_id, tenant=tenant, access=who.access, accept=accept).as_dict()]}
+        return {"results": [warden.verify(memory_id, tenant=tenant, caller=who, accept=accept).as_dict()]}
 
     @app.get("/v1/memories/{memory_id:path}/explain", tags=["auditors"], **documented(R.Explanation, 200, 404))
     def explain_memory(
         memory_id: str, who: Caller, tenant: str | None = None, as_of: str | None = None
     ) -> dict[str, Any]:
         """The memory's history and why it is (not) usable."""
-        return warden.explain(memory_id, tenant=tenant, access=who.access, as_of=as_of)
+        return warden.explain(memory_id, tenant=tenant, caller=who, as_of=as_of)
 
     @app.get("/v1/memories/{memory_id:path}", tags=["memories"], **documented(R.Memory, 200, 404, 409))
     def get_memory(
@@ -218,109 +196,98 @@ def create_app(
         """One memory, its text checked now; ``usable`` says whether to use it.
         A memory outside the key's rights is 404, as one that does not exist;
         ``tenant`` names it where the id is in more than one of the key's tenants."""
-        return warden.get(memory_id, tenant=tenant, access=who.access, min_seq=min_seq).as_dict()
+        return warden.get(memory_id, tenant=tenant, caller=who, min_seq=min_seq).as_dict()
 
     @app.get("/v1/due", tags=["memories"], **documented(R.Due))
     def due(who: Caller, limit: Annotated[int | None, Query(ge=1, le=2**31)] = None) -> dict[str, Any]:
         """What must be re-verified now (for an agent key: in its rights only)."""
-        return {"due": [i.as_dict() for i in warden.due(limit=limit, access=who.access)]}
+        return {"due": [i.as_dict() for i in warden.due(limit=limit, caller=who)]}
 
     # -- security --------------------------------------------------------------------------
 
     @app.post("/v1/revocations", tags=["security"], **documented(R.Revocation, 201))
-    def revoke(body: RevokeBody, who: Caller, request: Request) -> dict[str, Any]:
-        """Take a scope out of every read path, at commit."""
-        require(who, "security", request=request)
+    def revoke(body: RevokeBody, who: Caller) -> dict[str, Any]:
+        """Take a scope out of every read path, at commit. With ``wait``, the
+        answer carries the read-back too (once committed, a revocation is
+        answered with its result whatever the read-back meets)."""
         selector = body.selector.model_dump(exclude_none=True, exclude_defaults=True)
-        result = warden.revoke(selector, reason=body.reason, by=f"key:{who.key_id}")
+        result = warden.revoke(selector, reason=body.reason, caller=who)
         data = result.as_dict()
         if body.wait:
-            readback = Scheduler(warden, http_path=_http_read_path(self_url, internal_key) if self_url else None)
-            data["readback"] = readback.read_back(result.revocation_id)
+            data["readback"] = read_back_now(result.revocation_id, who)
         return data
 
     @app.post("/v1/revocations/dry-run", tags=["security"], **documented(R.RevocationPreview))
-    def revoke_dry_run(body: RevokeBody, who: Caller, request: Request) -> dict[str, Any]:
+    def revoke_dry_run(body: RevokeBody, who: Caller) -> dict[str, Any]:
         """How many memories, in which tenants, the revocation would take out
         now; nothing is written."""
-        require(who, "security", request=request)
         selector = body.selector.model_dump(exclude_none=True, exclude_defaults=True)
-        return warden.preview_revocation(selector)
+        return warden.preview_revocation(selector, caller=who)
 
     @app.get("/v1/revocations", tags=["security"], **documented(R.Revocations))
     def revocations(
         who: Caller,
-        request: Request,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
         offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
     ) -> dict[str, Any]:
         """Revocations, newest first, each with its read-back state."""
-        require(who, "security", "auditor", request=request)
-        return {"revocations": warden.revocations(limit=limit, offset=offset)}
+        return {"revocations": warden.revocations(limit=limit, offset=offset, caller=who)}
 
     @app.get("/v1/revocations/{revocation_id}", tags=["security"], **documented(R.Revocation, 200, 404))
-    def revocation(revocation_id: str, who: Caller, request: Request) -> dict[str, Any]:
-        require(who, "security", "auditor", request=request)
-        return warden.revocation(revocation_id)
+    def revocation(revocation_id: str, who: Caller) -> dict[str, Any]:
+        return warden.revocation(revocation_id, caller=who)
 
     @app.get("/v1/revocations/{revocation_id}/readback", tags=["security"], **documented(R.Readback, 200, 404))
-    def readback(revocation_id: str, who: Caller, request: Request) -> dict[str, Any]:
+    def readback(revocation_id: str, who: Caller) -> dict[str, Any]:
         """The read-back confirmation records of a revocation."""
-        require(who, "security", "auditor", request=request)
-        return readback_records(warden, revocation_id)
+        return readback_records(warden, revocation_id, caller=who)
 
     @app.post("/v1/policies/{policy}", tags=["security"], **documented(R.PolicySet))
-    def set_policy(policy: str, body: PolicyBody, who: Caller, request: Request) -> dict[str, Any]:
-        require(who, "security", request=request)
-        seq = warden.set_policy(policy, body.version, actor=f"key:{who.key_id}")
+    def set_policy(policy: str, body: PolicyBody, who: Caller) -> dict[str, Any]:
+        seq = warden.set_policy(policy, body.version, caller=who)
         return {"policy": policy, "version": body.version, "seq": seq}
 
     @app.post("/v1/erasures", tags=["security"], **documented(R.Erased, 200, 404))
-    def erase(body: EraseBody, who: Caller, request: Request) -> dict[str, Any]:
+    def erase(body: EraseBody, who: Caller) -> dict[str, Any]:
         """A deletion request: the text is destroyed, the history stays."""
-        require(who, "security", request=request)
-        return {
-            "erased": warden.erase(
-                memory_id=body.memory_id,
-                user=body.user,
-                tenant=body.tenant,
-                reason=body.reason,
-                actor=f"key:{who.key_id}",
-            )
-        }
+        return warden.erase(
+            memory_id=body.memory_id, user=body.user, tenant=body.tenant, reason=body.reason, caller=who
+        ).as_dict()
 
     install_audit_routes(app, warden)
 
     # -- the Memory API pair --------------------------------------------------------------------
 
     @app.post("/memory/save", tags=["memory api"], **documented(R.KeySaved, 200, 409))
-    def memory_save(body: MemoryApiSave, who: Caller, request: Request, tenant: str | None = None) -> dict[str, Any]:
+    def memory_save(body: MemoryApiSave, who: Caller, tenant: str | None = None) -> dict[str, Any]:
         """Save a key's content (a new version if the key exists)."""
-        require(who, "agent", request=request)
-        tenant = one_tenant(who, tenant, request)
-        if who.agent is not None and body.agent != who.agent:
-            raise Denied(403, f"this key saves only as agent {who.agent!r}")
-        return warden.memory_save(
-            tenant=tenant, agent=body.agent, key=body.key, content=body.content, access=who.access
-        )
+        return warden.memory_save(tenant=tenant, agent=body.agent, key=body.key, content=body.content, caller=who)
 
     @app.get("/memory/load", tags=["memory api"], **documented(R.KeysLoaded))
-    def memory_load(
-        who: Caller, request: Request, agent: str, tenant: str | None = None, history: bool = False
-    ) -> dict[str, Any]:
+    def memory_load(who: Caller, agent: str, tenant: str | None = None, history: bool = False) -> dict[str, Any]:
         """Every key of an agent; content only while it may be used."""
-        tenant = one_tenant(who, tenant, request)
-        if who.agent is not None and agent != who.agent:
-            raise Denied(403, f"this key reads only agent {who.agent!r}")
-        return warden.memory_load(tenant=tenant, agent=agent, history=history, access=who.access)
+        return warden.memory_load(tenant=tenant, agent=agent, history=history, caller=who)
 
     # -- the console and the API's own documentation, from the package's files ---------------
 
-    def console_read_back(revocation_id: str) -> dict[str, Any]:
+    def read_back_now(revocation_id: str, who: Principal) -> dict[str, Any]:
+        """A committed revocation's read-back, for a caller waiting on it: its
+        record, or the state it is in when the read-back could not run now
+        (the scheduler goes on trying)."""
         readback = Scheduler(warden, http_path=_http_read_path(self_url, internal_key) if self_url else None)
-        return readback.read_back(revocation_id)
+        try:
+            return readback.read_back(revocation_id, caller=who)
+        except Exception as exc:  # the revocation is in force: its answer must say so, whatever this meets
+            found = answer(exc)
+            log.error("readback_failed_to_run", revocation_id=revocation_id, error=str(exc))
+            return {
+                "revocation_id": revocation_id,
+                "readback_status": None,
+                "readback_error": found.body() if found is not None else {"error": "internal", "problem": str(exc)},
+                "written": False,
+            }
 
-    install_console(app, warden, keys, read_back=console_read_back)
+    install_console(app, warden, keys, read_back=read_back_now)
 
     @app.get("/healthz", tags=["operations"], response_model=None, responses={200: {"model": R.Health}})
     def health() -> dict[str, Any]:
@@ -332,6 +299,7 @@ def create_app(
             McpAuth(
                 mcp_server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True),
                 keys,
+                list(app.router.routes),
             ),
         )
     # JSON may escape each byte of content as six (\u00XX): room for that

@@ -30,7 +30,7 @@ import time
 
 import httpx
 from _common import Metric, arguments, fresh_store, report, scratch_dir
-from memwarden.engine import KeyStore, Warden
+from memwarden.engine import OPERATOR, KeyStore, Warden
 
 CLIENTS = 16
 BARE = textwrap.dedent(
@@ -97,7 +97,7 @@ def main() -> None:
     tmp = scratch_dir("memwarden-http-")
     db = fresh_store(args, "http")
     w = Warden(db)
-    key, _ = KeyStore(w).create("agent", tenants=["acme"])
+    key, _ = KeyStore(w).create("agent", tenants=["acme"], caller=OPERATOR)
     for i in range(2000):
         w.save(
             memory_id=f"seed{i}",
@@ -106,6 +106,7 @@ def main() -> None:
             content=f"내용 {i}",
             source_url="https://e",
             scope={"tenant": "acme", "project": f"p{i % 20}"},
+            caller=OPERATOR,
         )
     w.close()
     (tmp / "bare.py").write_text(BARE)

@@ -46,6 +46,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from memwarden.engine import OPERATOR
+
 # scripts/bench/http.py would shadow the standard library's http package:
 # look in this folder last, not first
 _HERE = str(Path(__file__).resolve().parent)
@@ -133,7 +135,7 @@ def ours(folder: Path, n: int, singles: int) -> dict[str, float]:
     given = [saved(memory(i, "s")) for i in range(singles)]
     started = time.perf_counter()
     for item in given:
-        w.save(**item)
+        w.save(**item, caller=OPERATOR)
     out["single"] = singles / (time.perf_counter() - started)
     w.close()
 
@@ -144,7 +146,7 @@ def ours(folder: Path, n: int, singles: int) -> dict[str, float]:
     for items in batches(n):
         given = [saved(m) for m in items]
         started = time.perf_counter()
-        w.save_many(given)
+        w.save_many(given, caller=OPERATOR)
         seconds += time.perf_counter() - started
     out["batch"] = n / seconds
     w.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -155,13 +157,13 @@ def ours(folder: Path, n: int, singles: int) -> dict[str, float]:
 
     def get(i: int) -> int:
         m = memory(i)
-        return int(not w.get(m["memory_id"], tenant=m["tenant"]).usable)
+        return int(not w.get(m["memory_id"], tenant=m["tenant"], caller=OPERATOR).usable)
 
     now = clock.now().isoformat().replace("+00:00", "Z")
 
     def query(i: int) -> int:
         m = memory(i)
-        answers = w.query(tenant=m["tenant"], project=m["project"], limit=10)
+        answers = w.query(tenant=m["tenant"], project=m["project"], limit=10, caller=OPERATOR)
         return sum(v.expires_at is not None and v.expires_at <= now for v in answers)
 
     # a memory past its expiry is answered by get (with usable false, and
@@ -174,7 +176,7 @@ def ours(folder: Path, n: int, singles: int) -> dict[str, float]:
     out["swept"] = Scheduler(w).expire_due()
     out["sweep_ms"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
-    result = w.revoke({"tenant": "t7"}, reason="bench")
+    result = w.revoke({"tenant": "t7"}, reason="bench", caller=OPERATOR)
     out["revoke_ms"] = (time.perf_counter() - started) * 1000
     out["revoked"] = result.covered
     w.close()

@@ -33,7 +33,7 @@ import time
 import psycopg
 from _common import Databases, Metric, arguments, median_of, report, timed
 from append import EsMemory, events, raw_rows, verify_rate_over
-from memwarden.engine import Scheduler, Warden
+from memwarden.engine import OPERATOR, Scheduler, Warden
 from memwarden.events import MemorySaved, PostgresEventLog, Scope, content_checksum
 from save import memory as save_item
 from save import raw_rows as save_rows
@@ -196,7 +196,7 @@ def _batch_save_figures(dbs: Databases, batches: int, runs: int) -> tuple[float,
 
     def ours() -> float:
         w = Warden(dbs.fresh("save"))
-        t = timed(lambda: [w.save_many(items) for items in given])
+        t = timed(lambda: [w.save_many(items, caller=OPERATOR) for items in given])
         w.close()
         return batches * 1000 / t
 
@@ -261,7 +261,7 @@ def _view_figures(url: str, memories: int) -> tuple[float, float, float, float]:
         for k in range(2000):
             tenant, project = f"t{1 + k % 99}", f"p{k % 10}"
             started = time.perf_counter()
-            w.query(tenant=tenant, project=project, limit=20)
+            w.query(tenant=tenant, project=project, limit=20, caller=OPERATOR)
             samples.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
             conn.execute(
@@ -272,11 +272,11 @@ def _view_figures(url: str, memories: int) -> tuple[float, float, float, float]:
             ).fetchall()
             raw.append((time.perf_counter() - started) * 1000)
     started = time.perf_counter()
-    result = w.revoke({"tenant": "t0"}, reason="bench", by="bench")
+    result = w.revoke({"tenant": "t0"}, reason="bench", by="bench", caller=OPERATOR)
     commit_ms = (time.perf_counter() - started) * 1000
     assert result.covered == min(10_000, memories), result
     started = time.perf_counter()
-    Scheduler(w).read_back(result.revocation_id)
+    Scheduler(w).read_back(result.revocation_id, caller=OPERATOR)
     readback_ms = (time.perf_counter() - started) * 1000
     w.close()
     return _p99(samples), _p99(raw), commit_ms, readback_ms

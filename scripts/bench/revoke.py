@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from _common import Metric, RawConnection, arguments, fresh_store, report
-from memwarden.engine import Scheduler, Warden
+from memwarden.engine import OPERATOR, Scheduler, Warden
 from memwarden.events import (
     GENESIS_HASH,
     MemorySaved,
@@ -77,12 +77,12 @@ def main() -> None:
     for k in range(runs):
         tenant = f"t{k + 1}"
         started = time.perf_counter()
-        result = w.revoke({"tenant": tenant}, reason="bench")
+        result = w.revoke({"tenant": tenant}, reason="bench", caller=OPERATOR)
         committed = time.perf_counter()
-        readback = jobs.read_back(result.revocation_id)
+        readback = jobs.read_back(result.revocation_id, caller=OPERATOR)
         confirmed = time.perf_counter()
         assert readback["readback_status"] == "confirmed", readback
-        assert w.query(tenant=tenant, limit=10_000) == []
+        assert w.query(tenant=tenant, limit=10_000, caller=OPERATOR) == []
         commits.append((committed - started) * 1000)
         confirms.append((confirmed - started) * 1000)
         covered.append(result.covered)
@@ -103,9 +103,9 @@ def main() -> None:
         root, floor_root = f"evidence-{k}", f"floor-{k}"
         plant_tree(w, root, tenant, scope, now)
         started = time.perf_counter()
-        result = w.revoke({"ids": [root]}, reason="bench: poisoned evidence")
+        result = w.revoke({"ids": [root]}, reason="bench: poisoned evidence", caller=OPERATOR)
         committed = time.perf_counter()
-        readback = jobs.read_back(result.revocation_id)
+        readback = jobs.read_back(result.revocation_id, caller=OPERATOR)
         confirmed = time.perf_counter()
         assert result.cascaded == scope and readback["readback_status"] == "confirmed", (result, readback)
         derived_commits.append((committed - started) * 1000)
@@ -177,6 +177,7 @@ def plant_tree(w: Warden, root: str, tenant: str, size: int, now: datetime) -> N
         content=f"evidence {root}",
         source_url="https://src.example/evidence",
         scope={"tenant": tenant},
+        caller=OPERATOR,
     )
     with w.transaction() as tx:
         for i in range(size):

@@ -40,7 +40,7 @@ import time
 from typing import Any
 
 from _common import Metric, arguments, report, scratch_dir
-from memwarden.engine import Scheduler, Warden
+from memwarden.engine import OPERATOR, Scheduler, Warden
 from memwarden.events import FrozenClock, canonical_json
 
 TEXT = "서울 지사 회의록: 목요일 오후 3시, 3층 회의실. Quarterly numbers reviewed; follow-ups assigned. "
@@ -100,10 +100,10 @@ def main() -> None:
         # and a few that name no tenant (a bad source, everywhere)
         for r in range(revocations):
             selector = {"source_prefix": f"https://bad{r}.example/"} if r % 100 == 0 else {"tenant": f"gone{r}"}
-            w.revoke(selector, reason="an older incident")
+            w.revoke(selector, reason="an older incident", caller=OPERATOR)
         started = time.perf_counter()
         for i in range(singles):
-            w.save(**memory(0, i))
+            w.save(**memory(0, i), caller=OPERATOR)
         seconds = time.perf_counter() - started
         w.close()
         return singles / seconds
@@ -126,7 +126,7 @@ def main() -> None:
         given = [[memory(k, i) for i in range(batch)] for k in range(batches)]
         started = time.perf_counter()
         for items in given:
-            w.save_many(items)
+            w.save_many(items, caller=OPERATOR)
         seconds = time.perf_counter() - started
         w.close()
         return batches * batch / seconds
@@ -152,7 +152,8 @@ def main() -> None:
         w = Warden(path, clock=clock, synchronous="FULL")
         for start in range(0, swept, 5000):
             w.save_many(
-                [memory(9, i) | {"ttl": "1h" if i % 5 == 0 else "30d"} for i in range(start, min(start + 5000, swept))]
+                [memory(9, i) | {"ttl": "1h" if i % 5 == 0 else "30d"} for i in range(start, min(start + 5000, swept))],
+                caller=OPERATOR,
             )
         clock.advance("2h")
         started = time.perf_counter()

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from memwarden.engine import KeyStore, Warden
+from memwarden.engine import OPERATOR, KeyStore, Warden
 
 from ..test_http import Server, save_body, start_server
 
@@ -32,6 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         source_url="https://globex.example/1",
         scope={"tenant": "globex"},
         ttl="6h",
+        caller=OPERATOR,
     )
     w.close()
     running = start_server(db, "--scheduler-interval", "0.5")
@@ -98,7 +99,7 @@ def test_sign_in_search_and_tenant_wall(page: Any, server: Server) -> None:
     assert page.get_by_role("link", name="Revocations").count() == 0
     response = page.goto(f"{server.url}/console/revocations")
     assert response.status == 403
-    assert "an agent key may not open this page" in page.content()
+    assert "the agent role may not do this" in page.content()
     checked(page)
 
 
@@ -255,13 +256,13 @@ def test_sessions_forms_and_the_key(page: Any, server: Server, tmp_path: Path) -
     assert "mw_000000000000_wrong" not in page.content()
     # a key revoked while signed in ends its session at the next request
     with Warden(server.db) as w:
-        fresh, principal = KeyStore(w).create("auditor")
+        fresh, principal = KeyStore(w).create("auditor", caller=OPERATOR)
     page.get_by_label("API key").fill(fresh)
     page.get_by_role("button", name="Sign in").click()
     # back where the sign-in was asked for
     page.wait_for_url(re.compile(r"/console/audit"))
     with Warden(server.db) as w:
-        KeyStore(w).revoke(principal.key_id)
+        KeyStore(w).revoke(principal.key_id, caller=OPERATOR)
     page.goto(f"{server.url}/console/audit")
     assert "/console/login" in page.url
     # no key ever reached the server's log

@@ -116,4 +116,4 @@ def test_security_headers(server: Server) -> None:
         csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
         assert csrf
         refused = c.post("/console/revocations/dry-run", data={"csrf": csrf[1], "tenant": "acme", "reason": "r"})
-        assert refused.status_code == 403 and "an auditor key may not open this page" in refused.text
+        assert refused.status_code == 403 and "the auditor role may not do this" in refused.text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.engine._keys import KeyStore
 from memwarden.events import FrozenClock
 
@@ -18,9 +18,9 @@ def _fill(w: Warden) -> None:
     for i in range(40):
         save_memory(w, f"m{i}", tenant=f"t{i % 3}", content=f"{KOREAN} #{i}")
     save_memory(w, "child", tenant="t0", derived_from=["m0", "m3"], kind="derived")
-    w.revoke({"tenant": "t1"}, reason="leak", by="sec")
-    w.erase(memory_id="m6", tenant="t0", reason="gdpr")
-    w.set_policy("default", 2)
+    w.revoke({"tenant": "t1"}, reason="leak", by="sec", caller=OPERATOR)
+    w.erase(memory_id="m6", tenant="t0", reason="gdpr", caller=OPERATOR)
+    w.set_policy("default", 2, caller=OPERATOR)
 
 
 def test_a_round_trip_keeps_every_hash_text_key_and_verdict(tmp_path: Path, pg_url: str) -> None:
@@ -28,27 +28,28 @@ def test_a_round_trip_keeps_every_hash_text_key_and_verdict(tmp_path: Path, pg_u
     source = Warden(tmp_path / "source.db", clock=clock)
     _fill(source)
     keys = KeyStore(source)
-    secret, _ = keys.create("agent", tenants=["t0"])
-    _, revoked = keys.create("auditor")
-    keys.revoke(revoked.key_id)
-    kept = source.audit_head()
+    secret, _ = keys.create("agent", tenants=["t0"], caller=OPERATOR)
+    _, revoked = keys.create("auditor", caller=OPERATOR)
+    keys.revoke(revoked.key_id, caller=OPERATOR)
+    kept = source.audit_head(caller=OPERATOR)
     before = {(v.scope["tenant"], v.memory_id): (v.usable, v.reason, v.content) for v in _every(source)}
 
-    moved = source.migrate(pg_url)
+    moved = source.migrate(pg_url, caller=OPERATOR)
     assert moved["same_head"] and moved["projections_ok"] and moved["keys"] == 2
     assert moved["head"] == f"{kept['seq']}:{kept['hash']}"
     on_pg = Warden(pg_url, clock=clock)
-    assert on_pg.audit_verify(against=f"{kept['seq']}:{kept['hash']}")["ok"]
-    assert on_pg.check_projections().ok
+    assert on_pg.audit_verify(against=f"{kept['seq']}:{kept['hash']}", caller=OPERATOR)["ok"]
+    assert on_pg.check_projections(caller=OPERATOR).ok
     assert {(v.scope["tenant"], v.memory_id): (v.usable, v.reason, v.content) for v in _every(on_pg)} == before
     assert KeyStore(on_pg).authenticate(secret).tenants == ("t0",)  # the same key works there
-    assert on_pg.query(tenant="t0", text="서울", include_unusable=True)  # the text index is built from the copied texts
+    # the text index is built from the copied texts
+    assert on_pg.query(tenant="t0", text="서울", include_unusable=True, caller=OPERATOR)
 
     back = tmp_path / "back.db"
-    assert on_pg.migrate(str(back))["same_head"]
+    assert on_pg.migrate(str(back), caller=OPERATOR)["same_head"]
     again = Warden(back, clock=clock)
     assert [e.hash for e in again.log.read()] == [e.hash for e in source.log.read()]
-    assert again.check_projections().ok
+    assert again.check_projections(caller=OPERATOR).ok
     for w in (source, on_pg, again):
         w.close()
 
@@ -70,5 +71,5 @@ def test_the_target_must_be_empty_and_the_cli_says_so(tmp_path: Path, pg_url: st
 def _every(w: Warden) -> list:
     views = []
     for tenant in ("t0", "t1", "t2"):
-        views += w.query(tenant=tenant, include_unusable=True, limit=1000)
+        views += w.query(tenant=tenant, include_unusable=True, limit=1000, caller=OPERATOR)
     return views

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from memwarden.engine import Warden, readback_records
+from memwarden.engine import OPERATOR, Warden, readback_records
 from memwarden.events import FrozenClock
 
 from ..conftest import saved
@@ -167,7 +167,7 @@ def test_two_schedulers_write_each_expiry_once_and_one_takes_over_from_a_killed_
         second.wait(timeout=30)
     assert _count(pg_url, "SELECT count(*) FROM events WHERE type = 'memory.expired'") == 6000
     assert _count(pg_url, "SELECT count(DISTINCT stream) FROM events WHERE type = 'memory.expired'") == 6000
-    assert Warden(pg_url).audit_verify()["ok"]
+    assert Warden(pg_url).audit_verify(caller=OPERATOR)["ok"]
 
 
 def test_two_schedulers_read_a_revocation_back_once(pg_url: str, tmp_path: Path) -> None:
@@ -180,11 +180,12 @@ def test_two_schedulers_read_a_revocation_back_once(pg_url: str, tmp_path: Path)
             content=f"내용 {i}",
             source_url=f"https://src.example/{i}",
             scope={"tenant": "acme"},
+            caller=OPERATOR,
         )
     schedulers = [_scheduler(pg_url, tmp_path / f"s{n}.log") for n in range(2)]
     try:
         time.sleep(1.0)  # both running and listening
-        revoked = w.revoke({"tenant": "acme"}, reason="leak", by="sec")
+        revoked = w.revoke({"tenant": "acme"}, reason="leak", by="sec", caller=OPERATOR)
         deadline = time.monotonic() + 30
         while _count(pg_url, "SELECT count(*) FROM events WHERE type = 'readback.confirmed'") == 0:
             assert time.monotonic() < deadline
@@ -195,7 +196,7 @@ def test_two_schedulers_read_a_revocation_back_once(pg_url: str, tmp_path: Path)
             proc.terminate()
             proc.wait(timeout=30)
     assert _count(pg_url, "SELECT count(*) FROM events WHERE type LIKE 'readback.%'") == 1
-    assert readback_records(w, revoked.revocation_id)["confirmed"]
+    assert readback_records(w, revoked.revocation_id, caller=OPERATOR)["confirmed"]
     w.close()
 
 

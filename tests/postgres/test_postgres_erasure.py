@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import psycopg
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 
 from ..conftest import save_memory
 
@@ -36,12 +36,12 @@ def test_the_vacuum_waits_for_an_older_snapshot_and_still_removes_the_text(pg_ur
         assert auditor.execute("SELECT count(*) FROM texts").fetchone()[0] == 2
         threading.Timer(1.0, lambda: auditor.execute("COMMIT")).start()
         started = time.monotonic()
-        assert w.erase(memory_id="pii", reason="GDPR art. 17") == 1
+        assert w.erase(memory_id="pii", reason="GDPR art. 17", caller=OPERATOR).erased == 1
         waited = time.monotonic() - started
         auditor.close()
         assert waited >= 0.9, f"the vacuum ran under a snapshot that could still see the text ({waited:.2f}s)"
         assert SECRET.encode() not in _table_files(pg_url)
-        assert w.get("other").content == "nothing to hide"
+        assert w.get("other", caller=OPERATOR).content == "nothing to hide"
     finally:
         w.close()
 

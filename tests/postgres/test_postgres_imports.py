@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock
 
 from .statements import recorded_statements
@@ -28,7 +28,8 @@ def _saved(url: str, n: int) -> Warden:
                 "scope": {"tenant": f"t{i % 3}"},
             }
             for i in range(n)
-        ]
+        ],
+        caller=OPERATOR,
     )
     return w
 
@@ -42,16 +43,16 @@ def _statements_of(action: object) -> int:
 def test_importing_an_export_sends_its_texts_together(pg_url: str, tmp_path: Path) -> None:
     w = _saved(pg_url, 200)
     export = tmp_path / "export.jsonl"
-    w.export(export)
-    assert w.import_log(export) == 0  # a re-import of the log's own prefix writes nothing
-    count = _statements_of(lambda: w.import_log(export))
+    w.export(export, caller=OPERATOR)
+    assert w.import_log(export, caller=OPERATOR) == 0  # a re-import of the log's own prefix writes nothing
+    count = _statements_of(lambda: w.import_log(export, caller=OPERATOR))
     assert count < 40, count  # 200 texts: not a statement each
     w.close()
 
 
 def test_a_record_files_policy_versions_are_judged_once(pg_url: str, tmp_path: Path) -> None:
     w = _saved(pg_url, 0)
-    w.revoke({"tenant": "t0"}, reason="breach")
+    w.revoke({"tenant": "t0"}, reason="breach", caller=OPERATOR)
 
     def records(n: int) -> Path:
         path = tmp_path / f"records-{n}.jsonl"
@@ -70,7 +71,10 @@ def test_a_record_files_policy_versions_are_judged_once(pg_url: str, tmp_path: P
         return path
 
     few, many = records(10), records(110)
-    assert len(w.import_records(many).refused) == 110  # every one covered by the revocation
-    per_record = (_statements_of(lambda: w.import_records(many)) - _statements_of(lambda: w.import_records(few))) / 100
+    assert len(w.import_records(many, caller=OPERATOR).refused) == 110  # every one covered by the revocation
+    per_record = (
+        _statements_of(lambda: w.import_records(many, caller=OPERATOR))
+        - _statements_of(lambda: w.import_records(few, caller=OPERATOR))
+    ) / 100
     assert per_record <= 1, per_record  # the record's own event id, looked up; nothing of its policy
     w.close()

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from memwarden.engine import StaleView, Warden
+from memwarden.engine import OPERATOR, StaleView, Warden
 from memwarden.events import FrozenClock
 
 from .statements import recorded_statements
@@ -39,6 +39,7 @@ def _save(w: Warden, i: int, **extra: Any) -> int:
         scope={"tenant": "t1", "project": f"p{i % 2}"},
         ttl="1d",
         **extra,
+        caller=OPERATOR,
     ).seq
 
 
@@ -46,9 +47,9 @@ def test_an_agent_query_is_one_statement_with_its_position_and_policies_outside_
     warden: Warden,
 ) -> None:
     _save(warden, 1)
-    warden.query(tenant="t1")  # the pool's first connection opens outside the count
+    warden.query(tenant="t1", caller=OPERATOR)  # the pool's first connection opens outside the count
     with recorded_statements() as seen:
-        views = warden.query(tenant="t1", project="p1", min_seq=1)
+        views = warden.query(tenant="t1", project="p1", min_seq=1, caller=OPERATOR)
     assert [v.memory_id for v in views] == ["m1"]
     assert len(seen) == 1, seen
     ((statement, _, status),) = seen
@@ -59,10 +60,10 @@ def test_an_agent_query_is_one_statement_with_its_position_and_policies_outside_
 def test_an_empty_page_still_brings_the_position_so_a_token_past_the_head_is_waited_for(warden: Warden) -> None:
     head = _save(warden, 1)
     with recorded_statements() as seen:
-        assert warden.query(tenant="nobody", min_seq=head) == []
+        assert warden.query(tenant="nobody", min_seq=head, caller=OPERATOR) == []
     assert len(seen) == 1, seen
     with pytest.raises(StaleView):
-        warden.query(tenant="nobody", min_seq=head + 1)
+        warden.query(tenant="nobody", min_seq=head + 1, caller=OPERATOR)
 
 
 def test_a_page_holding_a_derived_memory_is_read_again_in_a_snapshot_with_its_evidence(warden: Warden) -> None:
@@ -78,26 +79,27 @@ def test_a_page_holding_a_derived_memory_is_read_again_in_a_snapshot_with_its_ev
         scope={"tenant": "t1", "project": "p1"},
         ttl="30d",
         derived_from=["m1"],
+        caller=OPERATOR,
     )
     with recorded_statements() as seen:
-        views = {v.memory_id: v for v in warden.query(tenant="t1", project="p1")}
+        views = {v.memory_id: v for v in warden.query(tenant="t1", project="p1", caller=OPERATOR)}
     assert views["summary"].usable and views["m1"].usable
     statements = [sql for sql, *_ in seen]
     assert "projection_tracking" in statements[0] and "FROM memories m" in statements[0]
     assert statements[1].startswith("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ")
     assert statements[-1] == "COMMIT"
     warden.clock.advance("2d")  # the evidence expires; the summary's own ttl has not run out
-    views = {v.memory_id: v for v in warden.query(tenant="t1", project="p1", include_unusable=True)}
+    views = {v.memory_id: v for v in warden.query(tenant="t1", project="p1", include_unusable=True, caller=OPERATOR)}
     assert views["m1"].reason == "expired"
     assert not views["summary"].usable and views["summary"].reason == "expired_evidence"
-    assert warden.query(tenant="t1", project="p1") == []
+    assert warden.query(tenant="t1", project="p1", caller=OPERATOR) == []
 
 
 def test_a_read_inside_a_snapshot_is_that_snapshots_own(warden: Warden) -> None:
     _save(warden, 1)
     with warden.reading() as view:
         with recorded_statements() as seen:
-            assert [v.memory_id for v in warden.query(tenant="t1")] == ["m1"]
+            assert [v.memory_id for v in warden.query(tenant="t1", caller=OPERATOR)] == ["m1"]
         assert view.position() == 1
     # on the snapshot's connection, its transaction open, as reads of it are
     assert seen and all(status == psycopg.pq.TransactionStatus.INTRANS for _, _, status in seen), seen
@@ -109,10 +111,10 @@ def test_the_opening_reads_the_state_its_own_snapshot_sees(warden: Warden) -> No
     query: a save and a policy change between two reads are both in the
     second, and a token past the head is still waited for."""
     first = _save(warden, 1, policy="retention")
-    assert [v.usable for v in warden.query(tenant="t1", min_seq=first)] == [True]
-    warden.set_policy("retention", 2)  # the memory was checked under version 1
+    assert [v.usable for v in warden.query(tenant="t1", min_seq=first, caller=OPERATOR)] == [True]
+    warden.set_policy("retention", 2, caller=OPERATOR)  # the memory was checked under version 1
     second = _save(warden, 2)
-    views = {v.memory_id: v for v in warden.query(tenant="t1", include_unusable=True, min_seq=second)}
+    views = {v.memory_id: v for v in warden.query(tenant="t1", include_unusable=True, min_seq=second, caller=OPERATOR)}
     assert views["m2"].usable
     assert not views["m1"].usable and views["m1"].reason == "policy_changed"
     with warden.store.reading() as view:
@@ -150,7 +152,8 @@ def test_the_agent_query_for_a_project_reads_the_covering_index_alone(warden: Wa
                     "ttl": "1d",
                 }
                 for i in range(start, start + 500)
-            ]
+            ],
+            caller=OPERATOR,
         )
     with psycopg.connect(pg_url, autocommit=True) as conn:
         # what autovacuum does on a live server. The test databases commit
@@ -166,7 +169,7 @@ def test_the_agent_query_for_a_project_reads_the_covering_index_alone(warden: Wa
                 break
             time.sleep(0.1)
     with recorded_statements() as seen:
-        views = warden.query(tenant="t1", project="p3", limit=20)
+        views = warden.query(tenant="t1", project="p3", limit=20, caller=OPERATOR)
     assert len(views) == 20 and all(v.scope["project"] == "p3" and v.usable for v in views)
     ((sql, params),) = [(sql, params) for sql, params, _ in seen if "FROM memories m" in sql]
     plan = _plan_of(pg_url, sql, list(params))

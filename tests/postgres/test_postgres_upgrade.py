@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.projections._postgres_watch import Claims
 
 from ..conftest import Cli
@@ -38,7 +38,8 @@ def _older_store(url: str, memories: int = 50) -> None:
                 "ttl": "1d",
             }
             for i in range(memories)
-        ]
+        ],
+        caller=OPERATOR,
     )
     w.close()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -90,7 +91,7 @@ def test_an_older_store_gets_the_covering_index_built_concurrently_outside_the_h
     indexes = _indexes(pg_url)
     assert indexes[COVERING][0] and "INCLUDE" in indexes[COVERING][1]
     assert NARROW not in indexes
-    assert [v.memory_id for v in w.query(tenant="t1", project="p1", limit=3)] == ["m49", "m46", "m43"]
+    assert [v.memory_id for v in w.query(tenant="t1", project="p1", limit=3, caller=OPERATOR)] == ["m49", "m46", "m43"]
     w.close()
 
 
@@ -165,6 +166,7 @@ def test_a_process_opening_beside_a_build_in_progress_does_not_wait_for_it(pg_ur
                 content="서울",
                 source_url="https://src.example/new",
                 scope={"tenant": "t1", "project": "p1"},
+                caller=OPERATOR,
             ).seq
             w.close()
     finally:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 
 from ..conftest import save_memory
 
@@ -118,25 +118,25 @@ def test_reads_go_to_the_replica_and_honour_min_seq_and_revocations(pair: tuple[
             save_memory(w, f"m{i}", tenant="acme" if i % 2 else "globex", ttl=None)
         head = w.head_seq()
         # min_seq: the replica is waited for, and then it answers
-        assert len(w.query(tenant="acme", min_seq=head)) == 10
+        assert len(w.query(tenant="acme", min_seq=head, caller=OPERATOR)) == 10
 
         _replay(replica, running=False)  # the replica stops where it is
         try:
             save_memory(w, "late", tenant="acme", ttl=None)
             # no floor asks for it: the replica serves, without the late save
-            assert "late" not in {v.memory_id for v in w.query(tenant="acme")}
+            assert "late" not in {v.memory_id for v in w.query(tenant="acme", caller=OPERATOR)}
             # a min_seq the replica has not reached: after the wait, the primary answers
-            assert "late" in {v.memory_id for v in w.query(tenant="acme", min_seq=w.head_seq())}
+            assert "late" in {v.memory_id for v in w.query(tenant="acme", min_seq=w.head_seq(), caller=OPERATOR)}
             # a revocation the replica has not replayed: no read may miss it
-            w.revoke({"tenant": "acme"}, reason="leak", by="sec")
-            assert w.query(tenant="acme") == []
-            assert not w.get("m1", tenant="acme").usable
-            assert len(w.query(tenant="globex")) == 10
+            w.revoke({"tenant": "acme"}, reason="leak", by="sec", caller=OPERATOR)
+            assert w.query(tenant="acme", caller=OPERATOR) == []
+            assert not w.get("m1", tenant="acme", caller=OPERATOR).usable
+            assert len(w.query(tenant="globex", caller=OPERATOR)) == 10
         finally:
             _replay(replica, running=True)
         # replayed: the replica serves again, revocation included
         time.sleep(0.5)
-        assert w.query(tenant="acme", min_seq=w.head_seq()) == []
+        assert w.query(tenant="acme", min_seq=w.head_seq(), caller=OPERATOR) == []
     finally:
         w.close()
 
@@ -146,6 +146,6 @@ def test_a_replica_that_cannot_be_reached_sends_reads_to_the_primary(pair: tuple
     w = Warden(primary, read_url=f"postgresql://postgres@127.0.0.1:{_free_port()}/mw")
     try:
         save_memory(w, "x1", tenant="solo", ttl=None)
-        assert [v.memory_id for v in w.query(tenant="solo")] == ["x1"]
+        assert [v.memory_id for v in w.query(tenant="solo", caller=OPERATOR)] == ["x1"]
     finally:
         w.close()

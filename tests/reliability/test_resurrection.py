@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from memwarden.engine import InvalidInput, RevokedScope, Warden
+from memwarden.engine import OPERATOR, InvalidInput, RevokedScope, Warden
 from memwarden.events import FrozenClock, MemorySaved
 from structlog.testing import capture_logs
 
@@ -31,12 +31,13 @@ def test_ten_thousand_attempts(tmp_path: Path, backend: Backend) -> None:
             content=content,
             source_url=f"https://src.example/{i}",
             scope={"tenant": tenant, "project": f"p{i % 3}"},
+            caller=OPERATOR,
         )
         contents[f"m{i}"] = (tenant, content)
     backup = backend.db(tmp_path, "backup.db")
     backend.copy_store(db, backup)
     old_export = tmp_path / "before.jsonl"
-    w.export(old_export)
+    w.export(old_export, caller=OPERATOR)
     records = tmp_path / "records.jsonl"
     with open(records, "w", encoding="utf-8") as fh:
         for memory_id, (tenant, content) in contents.items():
@@ -61,8 +62,8 @@ def test_ten_thousand_attempts(tmp_path: Path, backend: Backend) -> None:
     old_events = [e.to_model() for e in w.log.read(types=("memory.saved",))]
     clock.advance("1h")
     for tenant in TENANTS[:3]:
-        w.revoke({"tenant": tenant}, reason="breach")
-    w.set_policy("default", 2)
+        w.revoke({"tenant": tenant}, reason="breach", caller=OPERATOR)
+    w.set_policy("default", 2, caller=OPERATOR)
     revoked = {m for m, (t, _) in contents.items() if t in TENANTS[:3]}
     assert len(revoked) == 240
 
@@ -70,7 +71,7 @@ def test_ten_thousand_attempts(tmp_path: Path, backend: Backend) -> None:
         """Whether the event's memory is usable again (None: it was never revoked)."""
         if event.memory_id not in revoked:
             return None
-        return w.get(event.memory_id, tenant=event.tenant).usable
+        return w.get(event.memory_id, tenant=event.tenant, caller=OPERATOR).usable
 
     # only events of revoked memories count as attempts below
     old_events = [e for e in old_events if e.memory_id in revoked]
@@ -94,16 +95,17 @@ def test_ten_thousand_attempts(tmp_path: Path, backend: Backend) -> None:
                     scope={"tenant": tenant},
                     fetched_at=fetched,
                     revocation_version=rng.choice([1, 2]),
+                    caller=OPERATOR,
                 )
             except (RevokedScope, InvalidInput):
                 refused += 1
         for _ in range(300):  # re-import the old export: a prefix of this log, so nothing happens
             attempts += 1
-            assert w.import_log(old_export) == 0
+            assert w.import_log(old_export, caller=OPERATOR) == 0
             refused += 1
         for _ in range(100):  # re-import the operator's record file
             attempts += 1
-            result = w.import_records(records)
+            result = w.import_records(records, caller=OPERATOR)
             assert result.imported == 0 and len(result.refused) == 240
             refused += 1
         for event in old_events[:300]:  # replay old events: the same event is a no-op
@@ -118,7 +120,7 @@ def test_ten_thousand_attempts(tmp_path: Path, backend: Backend) -> None:
         for _ in range(50):  # lower the policy back: refused
             attempts += 1
             try:
-                w.set_policy("default", 1)
+                w.set_policy("default", 1, caller=OPERATOR)
             except InvalidInput:
                 refused += 1
         # restore the pre-revocation backup as a new database, export it, import it here
@@ -126,30 +128,30 @@ def test_ten_thousand_attempts(tmp_path: Path, backend: Backend) -> None:
         backend.copy_store(backup, restored)
         other = Warden(restored, clock=clock)
         restored_export = tmp_path / "restored.jsonl"
-        other.export(restored_export)
+        other.export(restored_export, caller=OPERATOR)
         other.close()
         for _ in range(250):
             attempts += 1
-            assert w.import_log(restored_export) == 0
+            assert w.import_log(restored_export, caller=OPERATOR) == 0
             refused += 1
     assert attempts >= 10_000 and refused == attempts
     refusals_logged = [entry for entry in logs if entry["event"] == "save_refused"]
     assert len(refusals_logged) == 9_000  # every refused save is recorded, naming why
     assert sum(1 for entry in refusals_logged if entry["revocation_id"]) >= 4_000
     for memory_id in revoked:
-        assert not w.get(memory_id).usable
+        assert not w.get(memory_id, caller=OPERATOR).usable
     for tenant in TENANTS[:3]:
-        assert w.query(tenant=tenant, limit=10_000) == []
+        assert w.query(tenant=tenant, limit=10_000, caller=OPERATOR) == []
     # the untouched tenants are usable again once re-verified under policy 2 (no fetcher: re-save fresh)
-    assert w.audit_verify()["ok"] and w.check_projections().ok
+    assert w.audit_verify(caller=OPERATOR)["ok"] and w.check_projections(caller=OPERATOR).ok
     # a rebuild from the log reaches the same verdicts
-    w.rebuild()
-    assert all(not w.get(m).usable for m in revoked)
+    w.rebuild(caller=OPERATOR)
+    assert all(not w.get(m, caller=OPERATOR).usable for m in revoked)
     # and so does a brand-new database importing today's log
     fresh = Warden(backend.db(tmp_path, "fresh.db"), clock=clock)
     today = tmp_path / "today.jsonl"
-    w.export(today)
-    fresh.import_log(today)
-    assert all(not fresh.get(m).usable for m in revoked)
+    w.export(today, caller=OPERATOR)
+    fresh.import_log(today, caller=OPERATOR)
+    assert all(not fresh.get(m, caller=OPERATOR).usable for m in revoked)
     fresh.close()
     w.close()

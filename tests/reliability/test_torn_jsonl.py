@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.events import LogDamaged, verify_file
 
 from ..backends import Backend
@@ -19,9 +19,9 @@ def exported(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Path
     w = Warden(backend.db(tmp, "src.db"))
     for i in range(8):
         save_memory(w, f"m{i}", summary=f"한국어 요약 {i} ✓")
-    w.revoke({"ids": ["m3"]}, reason="r")
+    w.revoke({"ids": ["m3"]}, reason="r", caller=OPERATOR)
     path = tmp / "log.jsonl"
-    w.export(path)
+    w.export(path, caller=OPERATOR)
     w.close()
     return path
 
@@ -53,10 +53,10 @@ def test_every_cut_of_the_last_lines(exported: Path, tmp_path: Path, backend: Ba
     torn.write_bytes(data[: len(data) - 7])
     w = Warden(backend.db(tmp_path, "into.db"))
     with pytest.raises(LogDamaged, match=f"line {len(lines)}"):
-        w.import_log(torn)
+        w.import_log(torn, caller=OPERATOR)
     assert w.log.head().seq == 0
     whole = tmp_path / "whole.jsonl"
     whole.write_bytes(b"".join(lines[:-1]))
-    assert w.import_log(whole) == len(lines) - 1
+    assert w.import_log(whole, caller=OPERATOR) == len(lines) - 1
     assert w.log.verify_chain().ok
     w.close()

@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.engine._derivation import Judge
 from memwarden.engine.testing import in_memory_warden
 from memwarden.projections import Projector, SQLiteView, private_view
@@ -34,7 +34,7 @@ def replayed_answers(w: Warden, seq: int) -> dict[tuple[str, str], tuple[Any, ..
 def indexed_answers(w: Warden, seq: int) -> dict[tuple[str, str], tuple[Any, ...]]:
     out = {}
     for tenant in TENANTS:
-        for m in w.replay(seq=seq, tenant=tenant, include_unusable=True)["memories"]:
+        for m in w.replay(seq=seq, tenant=tenant, include_unusable=True, caller=OPERATOR)["memories"]:
             out[(tenant, m["memory_id"])] = (m["status"], m["usable"], m["reason"])
     return out
 

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.events import content_checksum
 
 from ..conftest import Cli, memwarden_subprocess, save_memory
@@ -72,7 +72,7 @@ def check_one(db: Path, texts: dict[str, str]) -> bool:
     try:
         for memory_id, text in texts.items():
             try:
-                view = w.get(memory_id)
+                view = w.get(memory_id, caller=OPERATOR)
             except (sqlite3.DatabaseError, LookupError, OSError):
                 continue
             if view.usable:

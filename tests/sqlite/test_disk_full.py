@@ -11,14 +11,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 
 from ..conftest import save_memory
 
 CHILD = textwrap.dedent(
     """
     import json, resource, signal, sqlite3, sys
-    from memwarden.engine import Warden, configure_logging
+    from memwarden.engine import OPERATOR, Warden, configure_logging
     configure_logging(level="ERROR")  # log lines to stderr, never mixed into the acks
     db, limit = sys.argv[1], int(sys.argv[2])
     w = Warden(db)                       # open before the limit: it may write the schema
@@ -28,7 +28,8 @@ CHILD = textwrap.dedent(
     while True:
         try:
             result = w.save(memory_id=f"full-{i}", kind="external_fact", summary=f"요약 {i}",
-                            content=f"내용 {i} " * 40, source_url="https://e", scope={"tenant": "acme"})
+                            content=f"내용 {i} " * 40, source_url="https://e", scope={"tenant": "acme"},
+                            caller=OPERATOR)
         except Exception as exc:  # the failure the test is about
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}), flush=True)
             break
@@ -70,8 +71,8 @@ def test_appends_fail_cleanly_when_the_disk_fills(base: Path, tmp_path: Path, ex
     assert report.ok, report
     assert report.head_seq == 20 + len(acked)
     for memory_id in acked:
-        assert w.get(memory_id).usable
-    assert w.check_projections().ok
+        assert w.get(memory_id, caller=OPERATOR).usable
+    assert w.check_projections(caller=OPERATOR).ok
     assert w.file_problems() == []
     save_memory(w, "after-space-returns")
     assert w.log.verify_chain().ok

@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock, RecordedEvent
 from memwarden.projections import COLUMNS, Projector, UsableProjection, fold_memory
 from memwarden.projections._rows import select_rows
@@ -35,7 +35,7 @@ def test_a_behind_projection_catches_up_from_its_checkpoint(db_path: Path, clock
     raw.close()
     again = Warden(copy, clock=clock)
     assert live_rows(again)["memories"] == expected["memories"]
-    assert again.check_projections().ok
+    assert again.check_projections(caller=OPERATOR).ok
     again.close()
 
 
@@ -166,7 +166,8 @@ def test_a_rebuild_streams_with_a_bounded_cache_and_gives_it_back(warden: Warden
                 warden.store.conn.execute("PRAGMA cache_size").fetchone()[0],
                 warden.store.conn.execute("PRAGMA mmap_size").fetchone()[0],
             )
-        )
+        ),
+        caller=OPERATOR,
     )
     assert seen and set(seen) == {(-BUILD_CACHE_MB * 1024, 0)}
     assert warden.store.conn.execute("PRAGMA cache_size").fetchone()[0] == before

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.projections import purge_text_index, text_index_levels
 from memwarden.projections._text_index import MAX_LEVELS
 
@@ -45,14 +45,14 @@ def test_erasures_past_the_level_bound_leave_search_working(warden: Warden) -> N
     for i in range(80):
         save_memory(warden, f"m{i}", content=f"기억 {i} marker{i} " + "padding words " * 40)
     for i in range(70):
-        warden.erase(memory_id=f"m{i}", reason="asked")
+        warden.erase(memory_id=f"m{i}", reason="asked", caller=OPERATOR)
         save_memory(warden, f"n{i}", content=f"새 기억 {i} " + "other words " * 40)
     assert (text_index_levels(warden.store.conn) or 0) <= MAX_LEVELS
     warden.store.conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
-    assert [v.memory_id for v in warden.query(tenant="acme", text="marker75")] == ["m75"]
-    assert warden.query(tenant="acme", text="marker5") == []
-    assert len(warden.query(tenant="acme", text="새", limit=100)) == 70
-    assert warden.check_projections().ok
+    assert [v.memory_id for v in warden.query(tenant="acme", text="marker75", caller=OPERATOR)] == ["m75"]
+    assert warden.query(tenant="acme", text="marker5", caller=OPERATOR) == []
+    assert len(warden.query(tenant="acme", text="새", limit=100, caller=OPERATOR)) == 70
+    assert warden.check_projections(caller=OPERATOR).ok
 
 
 def test_a_rebuild_recovers_a_text_index_that_no_longer_opens(warden: Warden, run_cli: Cli) -> None:
@@ -61,9 +61,9 @@ def test_a_rebuild_recovers_a_text_index_that_no_longer_opens(warden: Warden, ru
     # what 2,000 levels of growth left behind: a structure that does not decode
     warden.store.conn.execute("UPDATE memories_fts_data SET block = ? WHERE id = 10", (bytes(4) + b"\x90\x00\x00",))
     with pytest.raises(sqlite3.DatabaseError):
-        warden.query(tenant="acme", text="recoverable")
+        warden.query(tenant="acme", text="recoverable", caller=OPERATOR)
     assert run_cli("rebuild").exit_code == 0
-    assert len(warden.query(tenant="acme", text="recoverable")) == 5
+    assert len(warden.query(tenant="acme", text="recoverable", caller=OPERATOR)) == 5
     warden.store.conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
     assert run_cli.json("audit", "verify")["ok"] is True
 
@@ -92,21 +92,21 @@ def test_a_batch_writes_the_text_index_in_rowid_order_not_a_segment_per_memory(w
     def item(i: int, word: str) -> dict[str, object]:
         return memory(i, content=f"{word}{i}z 기억 {i}", scope={"tenant": f"t{i % 7}", "project": "p1"})
 
-    warden.save_many([item(i, "first") for i in range(200)])
+    warden.save_many([item(i, "first") for i in range(200)], caller=OPERATOR)
     # new versions of a hundred of them, shuffled among a hundred new memories
     batch = [item(i, "second") for i in range(0, 200, 2)] + [item(i, "second") for i in range(200, 300)]
     batch.sort(key=lambda m: str(m["content"])[::-1])
     writes: list[str] = []
     warden.store.conn.set_trace_callback(writes.append)
     try:
-        warden.save_many(batch)
+        warden.save_many(batch, caller=OPERATOR)
     finally:
         warden.store.conn.set_trace_callback(None)
     segments = [sql for sql in writes if "memories_fts_data" in sql or "memories_fts_idx" in sql]
     assert len(segments) < 40, f"{len(segments)} segment writes for a batch of 200"
     warden.store.conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
     for i in (0, 2, 250):
-        assert [v.memory_id for v in warden.query(tenant=f"t{i % 7}", text=f"second{i}z")] == [f"m{i}"]
-    assert warden.query(tenant="t0", text="first0z") == []  # the replaced version's words are gone
-    assert [v.memory_id for v in warden.query(tenant="t1", text="first1z")] == ["m1"]
-    assert warden.check_projections().ok
+        assert [v.memory_id for v in warden.query(tenant=f"t{i % 7}", text=f"second{i}z", caller=OPERATOR)] == [f"m{i}"]
+    assert warden.query(tenant="t0", text="first0z", caller=OPERATOR) == []  # the replaced version's words are gone
+    assert [v.memory_id for v in warden.query(tenant="t1", text="first1z", caller=OPERATOR)] == ["m1"]
+    assert warden.check_projections(caller=OPERATOR).ok

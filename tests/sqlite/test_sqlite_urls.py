@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock
 from memwarden.projections import (
     sqlite_path,
@@ -40,7 +40,7 @@ def test_a_bare_path_and_its_url_open_the_same_store(tmp_path: Path, clock: Froz
         save_memory(w, "m1", content="서울 본사")
     with Warden(f"sqlite:///{path}", clock=clock) as w:  # an absolute path after the third slash
         assert w.store.backend == "sqlite" and w.path == str(path)
-        assert w.get("m1").content == "서울 본사"
+        assert w.get("m1", caller=OPERATOR).content == "서울 본사"
 
 
 def test_the_cli_takes_the_url_from_the_flag_or_the_environment(tmp_path: Path) -> None:

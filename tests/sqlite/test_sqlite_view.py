@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from memwarden.engine import Warden
+from memwarden.engine import OPERATOR, Warden
 from memwarden.engine._gate import decide
 from memwarden.engine._views import MemoryView, gate_row
 from memwarden.projections import RECHECK, VIEW_COLUMNS
@@ -73,7 +73,7 @@ def test_indexes_of_an_older_database_are_replaced(tmp_path: Path) -> None:
 def test_views_from_selected_values_match_views_from_rows(scoped: Warden) -> None:
     """The query path builds views and gate inputs by position from
     ``VIEW_COLUMNS``; the same memory through full rows must agree field by field."""
-    scoped.revoke({"tenant": "acme", "project": "p2"}, reason="test")
+    scoped.revoke({"tenant": "acme", "project": "p2"}, reason="test", caller=OPERATOR)
     with scoped.reading() as view:
         conn = view.conn
         selected = select_rows_with_text(conn, VIEW_COLUMNS, "m.tenant = ?", ("acme",), "ORDER BY m.memory_id")

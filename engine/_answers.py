@@ -1,0 +1,67 @@
+"""Every error as its answer: the one place a refusal becomes the JSON
+``{error, field, problem, ...}``, an HTTP status and an exit code.
+
+The CLI, HTTP, MCP and the console all render an exception through
+``answer``, so the same request is refused in the same words on every face.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memwarden.events import DATABASE_ERRORS, SERVER_ERRORS, Refusal
+from pydantic import ValidationError
+
+from ._validation import field_error
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An error as a face shows it."""
+
+    code: str
+    status: int
+    exit_code: int
+    field: str | None
+    problem: str
+    message: str  # the one line for a terminal (the field named in it)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.code, "field": self.field, "problem": self.problem, **self.details}
+
+
+def answer(exc: BaseException) -> Answer | None:
+    """The answer for ``exc``, or None for an error that is a fault of
+    memwarden itself (a bug: 500, and a traceback in the log)."""
+    if isinstance(exc, Refusal):
+        message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
+        return Answer(
+            exc.code,
+            exc.status,
+            exc.exit_code,
+            exc.field,
+            exc.problem,
+            message,
+            exc.details(),  # type: ignore[attr-defined]
+        )
+    if isinstance(exc, ValidationError):  # a model checked outside the engine's own checks
+        return answer(field_error(exc))
+    if isinstance(exc, DATABASE_ERRORS):
+        # the detail may name the server's host or the file's path: the
+        # command line (the operator's own) shows it, a remote caller does not
+        hint = "" if isinstance(exc, SERVER_ERRORS) else " (is the file damaged? run 'memwarden audit verify')"
+        return Answer(
+            "database",
+            503,
+            2,
+            "db",
+            "the database could not answer; see the server log",
+            f"database: {exc}{hint}",
+        )
+    # what the standard library raises for bad input reaching it, as the
+    # kind of refusal it resembles (a bug shows as its own type in the log)
+    if isinstance(exc, ValueError):
+        return Answer("invalid_input", 422, 2, None, str(exc), str(exc))
+    return None

@@ -1,0 +1,190 @@
+"""The four promises against the attacks that broke them, each run as it
+was reported (README, "Guarantees"), on both backends: a revocation naming
+a memory saved with a future ``fetched_at``, an old export imported after
+an erasure, a re-chained export that un-retires a policy, what an agent key
+receives of a memory it may not use, a checksum after erasure, event ids
+across tenants, and a migration into a store that holds keys."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memwarden.engine import OPERATOR, KeyStore, Warden
+from memwarden.events import (
+    FrozenClock,
+    JsonlEventLog,
+    PolicyVersionChanged,
+    content_checksum,
+    read_verified,
+    write_export,
+)
+
+from .backends import Backend
+from .conftest import Cli, agent_key, save_memory
+
+TA = agent_key("ta")
+
+
+def test_a_fetch_claimed_in_the_future_does_not_escape_a_revocation_naming_it(
+    warden: Warden, clock: FrozenClock
+) -> None:
+    ahead = clock.now() + timedelta(minutes=4, seconds=50)  # inside the clock skew allowed
+    saved = save_memory(warden, "poison", tenant="ta", fetched_at=ahead, caller=TA)
+    assert saved.seq == 1
+    revoked = warden.revoke({"tenant": "ta", "ids": ["poison"]}, reason="poisoned", caller=OPERATOR)
+    assert revoked.covered == 1
+    view = warden.get("poison", caller=TA)
+    assert not view.usable and view.reason == "revoked"
+    # the fetch was recorded as the moment it was recorded, not the claim
+    assert view.fetched_at == "2026-01-05T09:00:00.000000Z"
+    # saved again with the same claim: still blocked (its fetch is not after the revocation)
+    with pytest.raises(PermissionError, match="revocation"):
+        save_memory(warden, "poison", tenant="ta", fetched_at=ahead, caller=TA)
+    clock.advance("1s")  # a real fetch after the revocation may come back
+    assert save_memory(warden, "poison", tenant="ta", caller=TA).version == 2
+    assert warden.get("poison", caller=TA).usable
+    # coverage is by position: a revocation whose effective time is before
+    # every fetch still covers every version recorded before it
+    earlier = warden.revoke(
+        {"tenant": "ta"}, reason="backdated", effective_at=clock.now() - timedelta(hours=1), caller=OPERATOR
+    )
+    assert earlier.covered == 1 and warden.get("poison", caller=TA).reason == "revoked"
+
+
+def test_a_fetch_too_far_ahead_is_refused_on_every_path(warden: Warden, clock: FrozenClock, tmp_path: Path) -> None:
+    far = clock.now() + timedelta(minutes=6)
+    with pytest.raises(ValueError, match="fetched_at"):
+        save_memory(warden, "m", fetched_at=far)
+    record = {
+        "memory_id": "r",
+        "kind": "external_fact",
+        "summary": "요약",
+        "source_url": "https://e.example/r",
+        "fetched_at": "8999-01-01T00:00:00Z",
+        "scope": {"tenant": "acme"},
+    }
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 1\.fetched_at"):
+        warden.import_records(path, caller=OPERATOR)
+    assert warden.head_seq() == 0
+
+
+def test_an_old_export_cannot_bring_an_erased_text_back(warden: Warden, run_cli: Cli, tmp_path: Path) -> None:
+    secret = "door code 4821"
+    save_memory(warden, "u1-note", content=secret, summary="the door", scope={"user": "u1"})
+    old = tmp_path / "old.jsonl"
+    assert run_cli.json("export", str(old)) == {"events": 1}
+    assert run_cli.json("erase", "--user", "u1", "--reason", "asked")["erased"] == 1
+    refused = run_cli("import", str(old), "--json")
+    assert refused.exit_code == 2, refused.output
+    assert json.loads(refused.stdout)["error"] == "erased"
+    assert all(t.memory_id != "u1-note" for t in warden.texts.all())
+    view = warden.get("u1-note", caller=OPERATOR)
+    assert view.summary is None and view.content is None and view.checksum is None
+    listed = warden.query(tenant="acme", include_unusable=True, caller=OPERATOR)
+    assert [(v.memory_id, v.summary, v.checksum) for v in listed] == [("u1-note", None, None)]
+    replayed = warden.replay(seq=1, tenant="acme", include_unusable=True, caller=OPERATOR)["memories"]
+    assert [(m["summary"], m["checksum"]) for m in replayed] == [(None, None)]
+    explained = warden.explain("u1-note", caller=OPERATOR)
+    assert explained["checksum"] is None and all(h["checksum"] is None for h in explained["history"])
+    assert content_checksum(secret) not in json.dumps(explained)
+    assert run_cli.json("audit", "verify")["ok"] and run_cli.json("projections", "check")["ok"]
+
+
+def _rechained(export: Path, out: Path, event: Any) -> None:
+    """``export`` with ``event`` appended and the chain computed again, as
+    anyone can (the chain has no secret)."""
+    records = list(read_verified(export))
+    events_only = out.with_suffix(".events")
+    write_export(records, events_only)
+    log = JsonlEventLog(events_only, fsync=False)
+    log.append([event])
+    texts = [json.loads(line)["texts"] for line in export.read_text(encoding="utf-8").splitlines() if '"texts"' in line]
+    write_export(list(read_verified(events_only)), out)
+    with open(out, "a", encoding="utf-8") as fh:
+        for item in texts:
+            fh.write(json.dumps({"texts": item}, ensure_ascii=False) + "\n")
+
+
+def test_a_rechained_export_cannot_unretire_a_policy(warden: Warden, run_cli: Cli, tmp_path: Path) -> None:
+    save_memory(warden, "rule")
+    warden.set_policy("default", 2, caller=OPERATOR)
+    assert warden.get("rule", caller=OPERATOR).reason == "policy_changed"
+    export, crafted = tmp_path / "live.jsonl", tmp_path / "crafted.jsonl"
+    warden.export(export, caller=OPERATOR)
+    _rechained(export, crafted, PolicyVersionChanged(policy="default", version=1, previous_version=2, actor="x"))
+    refused = run_cli("import", str(crafted), "--json")
+    assert refused.exit_code == 2, refused.output
+    answer = json.loads(refused.stdout)
+    assert answer["error"] == "import_refused" and "seq 3" in answer["problem"] and "retired" in answer["problem"]
+    assert warden.policies(caller=OPERATOR) == {"default": 2}
+    assert warden.get("rule", caller=OPERATOR).reason == "policy_changed"
+    assert warden.head_seq() == 2
+
+
+def test_an_import_must_extend_a_kept_head_when_asked(warden: Warden, run_cli: Cli, tmp_path: Path) -> None:
+    save_memory(warden, "a")
+    head = warden.audit_head(caller=OPERATOR)
+    export = tmp_path / "e.jsonl"
+    warden.export(export, caller=OPERATOR)
+    with Warden(tmp_path / "other.db") as other:
+        assert other.import_log(export, against=f"{head['seq']}:{head['hash']}", caller=OPERATOR) == 1
+    with Warden(tmp_path / "third.db") as third, pytest.raises(ValueError, match="does not extend"):
+        third.import_log(export, against=f"{head['seq']}:{'0' * 64}", caller=OPERATOR)
+
+
+def test_an_agent_receives_no_text_of_a_memory_it_may_not_use(warden: Warden, backend: Backend) -> None:
+    save_memory(warden, "leaked", tenant="ta", summary="the leaked plan", content="the plan itself", caller=TA)
+    save_memory(warden, "altered", tenant="ta", summary="altered words", content="altered text", caller=TA)
+    warden.revoke({"tenant": "ta", "ids": ["leaked"]}, reason="leak", caller=OPERATOR)
+    backend.flip_text(warden.path, content_checksum("altered text"))
+    assert warden.get("altered", caller=TA).reason == "integrity_failed"
+    for memory_id in ("leaked", "altered"):
+        view = warden.get(memory_id, caller=TA)
+        assert (view.summary, view.content) == (None, None), memory_id
+    hidden = warden.query(tenant="ta", include_unusable=True, caller=TA)
+    assert {(v.memory_id, v.summary) for v in hidden} == {("leaked", None), ("altered", None)}
+    # staff keep the summary of what they act on
+    assert warden.get("leaked", caller=OPERATOR).summary == "the leaked plan"
+
+
+def test_event_ids_are_per_tenant_and_a_retry_returns_the_first_answer(warden: Warden, clock: FrozenClock) -> None:
+    first = save_memory(warden, "m1", tenant="ta", event_id="req-1")
+    other = save_memory(warden, "m1", tenant="tb", event_id="req-1")  # another tenant's id: no collision
+    assert (first.tenant, other.tenant) == ("ta", "tb") and first.seq != other.seq
+    clock.advance("1m")
+    again = save_memory(warden, "m1", tenant="ta", event_id="req-1")  # the client retrying
+    assert again == first and warden.head_seq() == 2
+    with pytest.raises(ValueError, match="already names a different event") as refused:
+        save_memory(warden, "m2", tenant="ta", event_id="req-1")
+    assert "seq" not in str(refused.value) and warden.head_seq() == 2
+    many = warden.save_many(
+        [
+            {
+                "memory_id": "m1",
+                "kind": "external_fact",
+                "summary": "about m1",
+                "content": "text of m1 내용",
+                "source_url": "https://example.org/m1",
+                "scope": {"tenant": "ta", "project": "p1"},
+                "ttl": "6h",
+                "event_id": "req-1",
+            }
+        ],
+        caller=OPERATOR,
+    )
+    assert many == [first]
+
+
+def test_migrate_refuses_a_target_that_holds_keys(warden: Warden, tmp_path: Path, backend: Backend) -> None:
+    save_memory(warden, "m")
+    target = backend.db(tmp_path, "target.db")
+    with Warden(target) as other:
+        KeyStore(other).create("agent", tenants=["acme"], caller=OPERATOR)
+    with pytest.raises(ValueError, match="already holds 1 API keys"):
+        warden.migrate(str(target), caller=OPERATOR)
