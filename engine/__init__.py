@@ -5,7 +5,7 @@ from __future__ import annotations
 from memwarden.projections import Access
 
 from ._addresses import AddressPolicy, AddressRefused
-from ._answers import Answer, answer
+from ._answers import Answer, answer, refusal_from
 from ._errors import (
     AmbiguousMemory,
     BatchRefused,
@@ -19,6 +19,7 @@ from ._errors import (
     RevocationNotFound,
     RevokedScope,
     ScopeNotAllowed,
+    ServerRefused,
     StaleView,
     StoreUnavailable,
     TooLarge,
@@ -30,6 +31,7 @@ from ._gate import ACTIONS, REASONS, Decision, decide
 from ._keys import KeyStore
 from ._limits import Limits, refuse_local_source
 from ._logging import configure_logging
+from ._memories import Acting, Memories
 from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
 from ._reading import search_words
@@ -41,6 +43,7 @@ from ._warden import Warden
 __all__ = [
     "ACTIONS",
     "Access",
+    "Acting",
     "AddressPolicy",
     "AddressRefused",
     "AmbiguousMemory",
@@ -61,6 +64,7 @@ __all__ = [
     "Limits",
     "MemoryErased",
     "MemoryIdTaken",
+    "Memories",
     "MemoryNotFound",
     "MemoryView",
     "OPERATOR",
@@ -72,6 +76,7 @@ __all__ = [
     "RevokedScope",
     "SYSTEM",
     "SaveResult",
+    "ServerRefused",
     "Scheduler",
     "ScopeNotAllowed",
     "SharedBackoff",
@@ -89,6 +94,7 @@ __all__ = [
     "expiry_event_id",
     "may",
     "read_back",
+    "refusal_from",
     "readback_records",
     "refuse_local_source",
     "search_words",

@@ -65,3 +65,55 @@ def answer(exc: BaseException) -> Answer | None:
     if isinstance(exc, ValueError):
         return Answer("invalid_input", 422, 2, None, str(exc), str(exc))
     return None
+
+
+def _known() -> list[type[Refusal]]:
+    from memwarden.events import EventIdReused, LogDamaged, StorageError, TextErased, VersionConflict
+    from memwarden.projections import AppendRefused, ProjectionDamaged
+
+    from . import _errors as e
+
+    # a code several classes share is told apart by the field; where none
+    # names it, the first listed with the code (the general one) is chosen
+    return [
+        e.InvalidInput,
+        e.ChecksumMismatch,
+        e.TooLarge,
+        e.BatchRefused,
+        e.MemoryNotFound,
+        e.RevocationNotFound,
+        e.UserNotFound,
+        e.RevokedScope,
+        e.MemoryErased,
+        TextErased,
+        e.StaleView,
+        e.FetchFailed,
+        e.MemoryIdTaken,
+        e.Unauthorized,
+        e.ScopeNotAllowed,
+        e.Forbidden,
+        e.StoreUnavailable,
+        EventIdReused,
+        VersionConflict,
+        AppendRefused,
+        LogDamaged,
+        StorageError,
+        ProjectionDamaged,
+    ]
+
+
+def refusal_from(status: int, body: Any) -> Exception:
+    """The error a server's answer stands for, as the engine's own class
+    (what ``answer`` rendered, raised again on the client's side)."""
+    from ._errors import ScopeNotAllowed, ServerRefused
+
+    if not isinstance(body, dict) or not isinstance(body.get("error"), str):
+        return ServerRefused("error", status, str(body)[:500])
+    code, field = body["error"], body.get("field")
+    candidates = [cls for cls in _known() if cls.code == code]
+    if code == "forbidden" and isinstance(field, str) and field.startswith("scope."):
+        candidates = [ScopeNotAllowed]
+    chosen = next((cls for cls in candidates if cls.field == field), candidates[0] if candidates else None)
+    if chosen is None:
+        return ServerRefused(code, status, str(body.get("problem") or ""), field)
+    return chosen.from_answer(body)

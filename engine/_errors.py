@@ -58,6 +58,9 @@ class MemoryNotFound(Refusal, LookupError):
         super().__init__(f"memory {memory_id!r} not found{when}")
         self.memory_id = memory_id
 
+    def details(self) -> dict[str, Any]:
+        return {"memory_id": self.memory_id}
+
 
 class UserNotFound(Refusal, LookupError):
     """An erasure naming a user none of the caller's memories name (a typo
@@ -83,6 +86,9 @@ class RevocationNotFound(Refusal, LookupError):
     def __init__(self, revocation_id: str) -> None:
         super().__init__(f"revocation {revocation_id!r} not found")
         self.revocation_id = revocation_id
+
+    def details(self) -> dict[str, Any]:
+        return {"revocation_id": self.revocation_id}
 
 
 class RevokedScope(Refusal, PermissionError):
@@ -132,6 +138,9 @@ class StaleView(Refusal, TimeoutError):
         self.have = have
         self.need = need
 
+    def details(self) -> dict[str, Any]:
+        return {"have": self.have, "need": self.need}
+
 
 class FetchFailed(Refusal, OSError):
     """A source could not be read. ``category`` is all a caller is shown
@@ -159,7 +168,14 @@ class FetchFailed(Refusal, OSError):
 
     @property
     def problem(self) -> str:  # type: ignore[override]
-        return self.public
+        return self.__dict__.get("_problem") or self.public
+
+    @problem.setter
+    def problem(self, value: str) -> None:
+        self.__dict__["_problem"] = value
+
+    def details(self) -> dict[str, Any]:
+        return {"category": self.category}
 
 
 class MemoryIdTaken(Refusal, PermissionError):
@@ -195,6 +211,11 @@ class BatchRefused(Refusal, ValueError):
 
     def details(self) -> dict[str, Any]:
         return {"errors": self.problems}
+
+    @classmethod
+    def from_answer(cls, body: dict[str, Any]) -> BatchRefused:
+        errors = body.get("errors") or [{"index": None, "field": None, "problem": body.get("problem", "")}]
+        return cls(list(errors))
 
 
 class Forbidden(Refusal, PermissionError):
@@ -238,3 +259,14 @@ class StoreUnavailable(Refusal, ConnectionError):
 
     def __init__(self, problem: str = "the database could not answer; see the server log") -> None:
         super().__init__(problem)
+
+
+class ServerRefused(Refusal, RuntimeError):
+    """A refusal a server answered that this client knows no class for (a
+    newer server's): its code, status, field and problem as they came."""
+
+    def __init__(self, code: str, status: int, problem: str, field: str | None = None) -> None:
+        super().__init__(problem)
+        self.code = code  # type: ignore[misc]
+        self.status = status  # type: ignore[misc]
+        self.field = field

@@ -42,6 +42,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "permission": {"events_only": True},
     "tool_result": {"ttl": "1h"},
     "agent_memory": {"events_only": True},  # Memory API entries: until changed or revoked
+    "store_item": {"events_only": True},  # a framework store's items (LangGraph): until their TTL, if they give one
 }
 
 

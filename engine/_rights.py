@@ -41,7 +41,10 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     "verify": frozenset({"agent", "security", "operator", "system"}),
     # taking memories out
     "revoke": frozenset({"security", "operator"}),
-    "erase": frozenset({"security", "operator"}),
+    # destroying a memory's texts: staff anywhere; an agent key its own memories
+    # only (every erasure is confined to what the caller may see), as a
+    # framework store's delete asks
+    "erase": frozenset({"agent", "security", "operator"}),
     "set_policy": frozenset({"security", "operator"}),
     # the record of what happened: revocations, read-backs, the past, the chain, counters, the feed
     "review": frozenset({"security", "auditor", "operator", "system"}),

@@ -7,6 +7,7 @@ from typing import Any
 
 from . import _batch, _cache, _history, _memory_api, _migrate, _past, _reading, _records, _revoking, _saving, _verify
 from ._core import Core
+from ._memories import Acting
 from ._rights import Principal, authorize
 from ._views import DueItem
 
@@ -62,6 +63,12 @@ class Warden(Core):
     export = _history.export_log
     import_log = _history.import_log
     migrate = _migrate.migrate
+
+    def acting_as(self, caller: Principal) -> Acting:
+        """This Warden as ``caller`` sees it: every operation with the caller
+        named once (``memwarden.engine.Memories``, which the HTTP client
+        implements too)."""
+        return Acting(self, caller)
 
     def scan_records(self, path: str | Path, *, caller: Principal) -> list[DueItem]:
         """What the article's scan prints for a file of records (nothing is written)."""

@@ -57,6 +57,23 @@ class Refusal(Exception):
     def details(self) -> dict[str, Any]:
         return {}
 
+    @classmethod
+    def from_answer(cls, body: dict[str, Any]) -> Refusal:
+        """The error again from its JSON answer (a client of the HTTP API
+        raises what the server raised): its words, field and details as
+        attributes, without running the constructor, which takes the
+        arguments the server had."""
+        exc = cls.__new__(cls)
+        field = body.get("field")
+        problem = str(body.get("problem") or "")
+        Exception.__init__(exc, f"{field}: {problem}" if field and issubclass(cls, ValueError) else problem)
+        exc.problem = problem
+        exc.__dict__["field"] = field
+        for name, value in body.items():
+            if name not in ("error", "field", "problem"):
+                exc.__dict__[name] = value
+        return exc
+
 
 class EventIdReused(Refusal, ValueError):
     """A different event was appended under an event_id already in the log.

@@ -77,6 +77,9 @@ class SQLView(GraphReads, SideTables, ABC):
     MATCHING: str
     # status, spelled so the planner walks another index than status's own
     STATUS_UNINDEXED = "status"
+    # a column compared without leading the planner to an index on it
+    # (SQLite: a unary plus; PostgreSQL plans from its statistics)
+    UNINDEXED = "{}"
 
     def __init__(self, conn: Connection, projector: Projector) -> None:
         self.conn = conn
@@ -204,7 +207,11 @@ class SQLView(GraphReads, SideTables, ABC):
         params: list[Any] = [tenant, *allowed_params]
         for name, column in SCOPE_FILTERS:
             if filters.get(name) is not None:
-                clauses.append(f"{column} = ?")
+                # given a project, the covering index on (tenant, project,
+                # last_seq) serves the page in order: another scope column
+                # must not lead the planner to its own index and a sort
+                led = name != "project" and filters.get("project") is not None
+                clauses.append(f"{self.UNINDEXED.format(column) if led else column} = ?")
                 params.append(filters[name])
         if ids is not None:
             clauses.append(f"m.memory_id IN ({','.join('?' * len(ids))})")

@@ -28,6 +28,7 @@ class SQLiteView(SQLView):
     MATCHING = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
     # a unary plus makes a column unusable to SQLite's index choice
     STATUS_UNINDEXED = "+status"
+    UNINDEXED = "+{}"
 
     def match_query(self, words: Sequence[str]) -> str:
         return fts5_query(words)

@@ -234,7 +234,8 @@ MATRIX = [
         {"agent": 403, "auditor": 403, "security": 201},
     ),
     ("POST", "/v1/policies/p-test", {"version": 2}, {"agent": 403, "auditor": 403, "security": 200}),
-    ("POST", "/v1/erasures", {"memory_id": "missing", "reason": "r"}, {"agent": 403, "auditor": 403, "security": 404}),
+    # an agent key erases only its own memories: one it may not see answers as a missing one
+    ("POST", "/v1/erasures", {"memory_id": "missing", "reason": "r"}, {"agent": 404, "auditor": 403, "security": 404}),
     ("GET", "/v1/replay?seq=0", None, {"agent": 403, "security": 200, "auditor": 200}),
     ("GET", "/v1/replay?seq=0&limit=1", None, {"agent": 403, "agent2": 403, "security": 200, "auditor": 200}),
     ("GET", "/v1/audit/verify", None, {"agent": 403, "security": 200, "auditor": 200}),

@@ -128,6 +128,14 @@ class PolicySet(Answer):
     seq: int
 
 
+class Policies(Answer):
+    policies: dict[str, int | str]
+
+
+class Tenants(Answer):
+    tenants: list[str]
+
+
 class Erased(Answer):
     erased: int
     cleared: bool  # false: the bytes leave the store's files once older transactions end

@@ -155,8 +155,12 @@ def create_app(
         min_seq: Seq | None = None,
         content: bool = True,
         ids: Annotated[list[str] | None, Query()] = None,
+        status: str | None = None,
+        offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
     ) -> dict[str, Any]:
-        """Usable memories in a scope (``all=true``: every memory and why not)."""
+        """Usable memories in a scope (``all=true``: every memory and why not);
+        ``status`` narrows to the view's stored status, ``offset`` skips that
+        many answers (a page of a listing)."""
         views = warden.query(
             tenant=tenant,
             project=project,
@@ -171,6 +175,8 @@ def create_app(
             min_seq=min_seq,
             with_content=content,
             ids=ids,
+            status=status,
+            offset=offset,
             caller=who,
         )
         return {"memories": [v.as_dict() for v in views]}
@@ -246,6 +252,16 @@ def create_app(
     def set_policy(policy: str, body: PolicyBody, who: Caller) -> dict[str, Any]:
         seq = warden.set_policy(policy, body.version, caller=who)
         return {"policy": policy, "version": body.version, "seq": seq}
+
+    @app.get("/v1/policies", tags=["memories"], **documented(R.Policies))
+    def policies(who: Caller) -> dict[str, Any]:
+        """The current version of every policy."""
+        return {"policies": warden.policies(caller=who)}
+
+    @app.get("/v1/tenants", tags=["memories"], **documented(R.Tenants))
+    def tenants(who: Caller) -> dict[str, Any]:
+        """The tenants holding memories this key may read (up to 1,000)."""
+        return {"tenants": warden.tenants(caller=who)}
 
     @app.post("/v1/erasures", tags=["security"], **documented(R.Erased, 200, 404))
     def erase(body: EraseBody, who: Caller) -> dict[str, Any]:

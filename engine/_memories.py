@@ -1,0 +1,112 @@
+"""memwarden as one caller sees it: the Warden's operations with the
+caller already named.
+
+``Memories`` is the protocol both an in-process Warden acting for a caller
+(``Warden.acting_as(caller)``, an ``Acting``) and the HTTP client
+(``memwarden.client.Client``, whose caller is its key) implement, so code
+written against one runs against the other, and one contract suite
+(``tests/test_client.py``) holds both to the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._rights import Principal
+from ._views import DueItem, ErasureResult, MemoryView, RevocationResult, SaveResult, VerifyResult
+
+if TYPE_CHECKING:
+    from ._warden import Warden
+
+
+class Memories(Protocol):
+    """The operations a caller may ask for, in the Warden's own terms."""
+
+    def save(self, **fields: Any) -> SaveResult: ...
+    def save_many(self, memories: Iterable[Mapping[str, Any]]) -> list[SaveResult]: ...
+    def get(self, memory_id: str, *, tenant: str | None = None, min_seq: int | None = None) -> MemoryView: ...
+    def query(self, *, tenant: str, **filters: Any) -> list[MemoryView]: ...
+    def verify(self, memory_id: str, *, tenant: str | None = None, accept: bool = False) -> VerifyResult: ...
+    def due(self, *, limit: int | None = None) -> list[DueItem]: ...
+    def explain(self, memory_id: str, *, tenant: str | None = None, as_of: str | None = None) -> dict[str, Any]: ...
+    def erase(
+        self, *, memory_id: str | None = None, user: str | None = None, tenant: str | None = None, reason: str
+    ) -> ErasureResult: ...
+    def revoke(self, selector: Mapping[str, Any], *, reason: str) -> RevocationResult: ...
+    def preview_revocation(self, selector: Mapping[str, Any]) -> dict[str, Any]: ...
+    def revocation(self, revocation_id: str) -> dict[str, Any]: ...
+    def revocations(self, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]: ...
+    def set_policy(self, policy: str, version: int | str) -> int: ...
+    def policies(self) -> dict[str, int | str]: ...
+    def tenants(self) -> list[str]: ...
+    def memory_save(self, *, agent: str, key: str, content: str, tenant: str | None = None) -> dict[str, Any]: ...
+    def memory_load(self, *, agent: str, tenant: str | None = None, history: bool = False) -> dict[str, Any]: ...
+    def audit_head(self) -> dict[str, Any]: ...
+
+
+class Acting:
+    """A Warden acting for one caller: every operation of ``Memories``,
+    passed on with ``caller`` (``Warden.acting_as``)."""
+
+    def __init__(self, warden: Warden, caller: Principal) -> None:
+        if not isinstance(caller, Principal):
+            raise TypeError(f"caller must be a Principal, not {type(caller).__name__}")
+        self.warden = warden
+        self.caller = caller
+
+    def save(self, **fields: Any) -> SaveResult:
+        return self.warden.save(**fields, caller=self.caller)
+
+    def save_many(self, memories: Iterable[Mapping[str, Any]]) -> list[SaveResult]:
+        return self.warden.save_many(memories, caller=self.caller)
+
+    def get(self, memory_id: str, *, tenant: str | None = None, min_seq: int | None = None) -> MemoryView:
+        return self.warden.get(memory_id, tenant=tenant, min_seq=min_seq, caller=self.caller)
+
+    def query(self, *, tenant: str, **filters: Any) -> list[MemoryView]:
+        return self.warden.query(tenant=tenant, **filters, caller=self.caller)
+
+    def verify(self, memory_id: str, *, tenant: str | None = None, accept: bool = False) -> VerifyResult:
+        return self.warden.verify(memory_id, tenant=tenant, accept=accept, caller=self.caller)
+
+    def due(self, *, limit: int | None = None) -> list[DueItem]:
+        return self.warden.due(limit=limit, caller=self.caller)
+
+    def explain(self, memory_id: str, *, tenant: str | None = None, as_of: str | None = None) -> dict[str, Any]:
+        return self.warden.explain(memory_id, tenant=tenant, as_of=as_of, caller=self.caller)
+
+    def erase(
+        self, *, memory_id: str | None = None, user: str | None = None, tenant: str | None = None, reason: str
+    ) -> ErasureResult:
+        return self.warden.erase(memory_id=memory_id, user=user, tenant=tenant, reason=reason, caller=self.caller)
+
+    def revoke(self, selector: Mapping[str, Any], *, reason: str) -> RevocationResult:
+        return self.warden.revoke(dict(selector), reason=reason, caller=self.caller)
+
+    def preview_revocation(self, selector: Mapping[str, Any]) -> dict[str, Any]:
+        return self.warden.preview_revocation(dict(selector), caller=self.caller)
+
+    def revocation(self, revocation_id: str) -> dict[str, Any]:
+        return self.warden.revocation(revocation_id, caller=self.caller)
+
+    def revocations(self, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        return self.warden.revocations(limit=limit, offset=offset, caller=self.caller)
+
+    def set_policy(self, policy: str, version: int | str) -> int:
+        return self.warden.set_policy(policy, version, caller=self.caller)
+
+    def policies(self) -> dict[str, int | str]:
+        return self.warden.policies(caller=self.caller)
+
+    def tenants(self) -> list[str]:
+        return self.warden.tenants(caller=self.caller)
+
+    def memory_save(self, *, agent: str, key: str, content: str, tenant: str | None = None) -> dict[str, Any]:
+        return self.warden.memory_save(tenant=tenant, agent=agent, key=key, content=content, caller=self.caller)
+
+    def memory_load(self, *, agent: str, tenant: str | None = None, history: bool = False) -> dict[str, Any]:
+        return self.warden.memory_load(tenant=tenant, agent=agent, history=history, caller=self.caller)
+
+    def audit_head(self) -> dict[str, Any]:
+        return self.warden.audit_head(caller=self.caller)

@@ -1,0 +1,182 @@
+"""The HTTP client and the in-process Warden behind one protocol
+(``memwarden.engine.Memories``): the same contract, run against a Warden
+acting as a key and against ``memwarden.client.Client`` driving a live
+server as that key, on both backends. Then what only the client has:
+read-your-writes, retries where they are safe, and none where they are not."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from memwarden.client import AsyncClient, Client
+from memwarden.engine import (
+    BatchRefused,
+    ErasureResult,
+    Forbidden,
+    InvalidInput,
+    KeyStore,
+    Memories,
+    MemoryNotFound,
+    MemoryView,
+    SaveResult,
+    ScopeNotAllowed,
+    Warden,
+)
+
+from .test_http import Server, start_server
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory, backend: Any) -> Iterator[Server]:
+    running = start_server(backend.db(tmp_path_factory.mktemp("client"), "client.db"), "--no-scheduler")
+    yield running
+    running.proc.terminate()
+    running.proc.wait(timeout=30)
+
+
+@pytest.fixture(params=["in_process", "http"])
+def face(request: pytest.FixtureRequest, live: Server) -> Iterator[tuple[Memories, Memories, str]]:
+    """(as the bound agent key, as the security key, a unique id prefix)."""
+    prefix = f"{request.param}-{uuid.uuid4().hex[:8]}"
+    if request.param == "http":
+        with Client(live.url, live.keys["agent"]) as agent, Client(live.url, live.keys["security"]) as security:
+            yield agent, security, prefix
+        return
+    with Warden(live.db) as w:
+        keys = KeyStore(w)
+        agent_key, security_key = keys.authenticate(live.keys["agent"]), keys.authenticate(live.keys["security"])
+        assert agent_key is not None and security_key is not None
+        yield w.acting_as(agent_key), w.acting_as(security_key), prefix
+
+
+def fields(memory_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "memory_id": memory_id,
+        "kind": "external_fact",
+        "summary": f"{memory_id} 회의 요약",
+        "content": "목요일 오후 3시 🙂",
+        "source_url": f"https://calendar.example/{memory_id}",
+        "scope": {"tenant": "acme"},
+        "ttl": "6h",
+        **extra,
+    }
+
+
+def test_a_save_and_its_reads_answer_the_engine_types(face: tuple[Memories, Memories, str]) -> None:
+    agent, _, prefix = face
+    saved = agent.save(**fields(f"{prefix}-a"))
+    assert isinstance(saved, SaveResult) and saved.tenant == "acme" and saved.checksum.startswith("sha256:")
+    view = agent.get(f"{prefix}-a")
+    assert isinstance(view, MemoryView) and view.usable and view.content == "목요일 오후 3시 🙂"
+    assert view.scope["agent"] == "bot", "the bound key's agent was filled in by the engine"
+    found = agent.query(tenant="acme", text="회의", ids=[f"{prefix}-a"])
+    assert [v.memory_id for v in found] == [f"{prefix}-a"]
+    assert agent.explain(f"{prefix}-a")["history"][0]["event"] == "memory.saved"
+    many = agent.save_many([fields(f"{prefix}-b"), fields(f"{prefix}-c")])
+    assert [r.memory_id for r in many] == [f"{prefix}-b", f"{prefix}-c"] and many[0].seq < many[1].seq
+    erased = agent.erase(memory_id=f"{prefix}-c", reason="the agent forgets its own note")
+    assert erased == ErasureResult(1, True)
+    assert agent.get(f"{prefix}-c").reason == "erased"
+
+
+def test_refusals_are_the_engine_errors_with_their_fields(face: tuple[Memories, Memories, str]) -> None:
+    agent, security, prefix = face
+    with pytest.raises(MemoryNotFound) as missing:
+        agent.get(f"{prefix}-never")
+    assert missing.value.memory_id == f"{prefix}-never"
+    with pytest.raises(ScopeNotAllowed) as wall:
+        agent.save(**fields(f"{prefix}-x", scope={"tenant": "globex"}))
+    assert wall.value.field == "scope.tenant"
+    with pytest.raises(InvalidInput) as bad:
+        agent.save(**fields(f"{prefix}-y", source_url="not a url"))
+    assert bad.value.field == "source_url"
+    with pytest.raises(BatchRefused) as batch:
+        agent.save_many([fields(f"{prefix}-z"), fields(f"{prefix}-w", kind="no such kind", ttl=None)])
+    assert [(p["index"], p["field"]) for p in batch.value.problems] == [(1, "expires_at")]
+    with pytest.raises(Forbidden, match="agent role may not do this"):
+        agent.revoke({"tenant": "acme"}, reason="an agent may not revoke")
+    # what a security key may do, the same on both faces
+    preview = security.preview_revocation({"ids": [f"{prefix}-none"]})
+    assert preview["covered"] == 0 and security.policies() == {}
+
+
+def test_a_revocation_through_either_face_takes_the_memory_out(face: tuple[Memories, Memories, str]) -> None:
+    agent, security, prefix = face
+    agent.save(**fields(f"{prefix}-r"))
+    result = security.revoke({"tenant": "acme", "ids": [f"{prefix}-r"]}, reason="leaked")
+    assert result.covered == 1
+    assert security.revocation(result.revocation_id)["covered"] == 1
+    view = agent.get(f"{prefix}-r")
+    assert (view.usable, view.reason, view.summary, view.content) == (False, "revoked", None, None)
+    assert agent.tenants() == ["acme"]
+
+
+def test_the_client_reads_its_own_writes_on_any_node(live: Server) -> None:
+    with Client(live.url, live.keys["agent"]) as mw:
+        saved = mw.save(**fields(f"ryw-{uuid.uuid4().hex[:8]}"))
+        assert mw.seq == saved.seq
+        sent: list[httpx.Request] = []
+        mw.http.event_hooks["request"] = [sent.append]
+        mw.get(saved.memory_id)
+        mw.query(tenant="acme", ids=[saved.memory_id])
+        assert all(dict(r.url.params)["min_seq"] == str(saved.seq) for r in sent)
+
+
+class LosesAnswers(httpx.BaseTransport):
+    """A network that delivers each request and loses the first answer of
+    the kinds named: the server acted, the client never heard."""
+
+    def __init__(self, lose: set[tuple[str, str]]) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.lose = set(lose)
+        self.sent: list[tuple[str, str]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        key = (request.method, request.url.path)
+        self.sent.append(key)
+        if key in self.lose:
+            self.lose.discard(key)
+            response.read()
+            raise httpx.ReadError("the answer was lost", request=request)
+        return response
+
+
+def test_a_save_whose_answer_was_lost_is_sent_again_and_kept_once(live: Server) -> None:
+    memory_id = f"retry-{uuid.uuid4().hex[:8]}"
+    network = LosesAnswers({("POST", "/v1/memories")})
+    with Client(live.url, live.keys["agent"], transport=network, backoff=0.01) as mw:
+        head = live.head()
+        saved = mw.save(**fields(memory_id))
+        assert network.sent.count(("POST", "/v1/memories")) == 2, "sent again after the lost answer"
+        assert live.head() == head + 1, "kept once: the event id made the second send the first's answer"
+        assert saved.seq == head + 1 and mw.get(memory_id).version == 1
+
+
+def test_a_revocation_is_never_sent_twice(live: Server) -> None:
+    network = LosesAnswers({("POST", "/v1/revocations")})
+    with Client(live.url, live.keys["security"], transport=network, backoff=0.01) as mw:
+        head = live.head()
+        with pytest.raises(httpx.ReadError):
+            mw.revoke({"ids": [f"none-{uuid.uuid4().hex[:8]}"]}, reason="once")
+        assert network.sent.count(("POST", "/v1/revocations")) == 1
+        assert live.head() == head + 1, "it was issued, once; the caller learns it from the revocation list"
+
+
+def test_the_async_client_answers_as_the_blocking_one(live: Server) -> None:
+    memory_id = f"async-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> tuple[SaveResult, MemoryView, list[MemoryView]]:
+        async with AsyncClient(live.url, live.keys["agent"]) as mw:
+            saved = await mw.save(**fields(memory_id))
+            return saved, await mw.get(memory_id), await mw.query(tenant="acme", ids=[memory_id])
+
+    saved, view, found = asyncio.run(main())
+    assert view.usable and view.version == saved.version and [v.memory_id for v in found] == [memory_id]
+    with Client(live.url, live.keys["agent"]) as blocking:
+        assert blocking.get(memory_id) == view

@@ -1,0 +1,306 @@
+"""``MemwardenStore`` as LangGraph's ``BaseStore`` documents a store: one
+suite run against LangGraph's own ``InMemoryStore`` and against memwarden's
+store (on both backends), then what differs on purpose (expiry, revocation,
+erasure), then LangMem's memory tools in a ``create_react_agent`` graph
+driven by a scripted model (no network), in process and against a live
+server through ``memwarden.client.Client``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage
+from langgraph.prebuilt import create_react_agent
+from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
+from langgraph.store.memory import InMemoryStore
+from langmem import create_manage_memory_tool, create_search_memory_tool
+from memwarden.client import Client
+from memwarden.engine import OPERATOR, Warden
+from memwarden.events import FrozenClock
+from memwarden.integrations.langgraph import MemwardenStore
+
+from .conftest import agent_key
+from .test_http import Server, start_server
+
+AGENT = agent_key("acme", key_id="lg-bot")
+
+
+@pytest.fixture(params=["in_memory", "memwarden"])
+def store(request: pytest.FixtureRequest, warden: Warden) -> BaseStore:
+    if request.param == "in_memory":
+        return InMemoryStore()
+    return MemwardenStore(warden.acting_as(AGENT), tenant="acme")
+
+
+def keys(items: list[Any]) -> list[tuple[tuple[str, ...], str]]:
+    return sorted((tuple(i.namespace), i.key) for i in items)
+
+
+# -- what BaseStore documents, on both stores -------------------------------------------------
+
+
+def test_put_get_update_and_delete(store: BaseStore) -> None:
+    ns = ("users", "kim")
+    assert store.get(ns, "profile") is None
+    store.put(ns, "profile", {"name": "김", "age": 60, "tags": ["a", "b"]})
+    item = store.get(ns, "profile")
+    assert item is not None and item.value == {"name": "김", "age": 60, "tags": ["a", "b"]}
+    assert (tuple(item.namespace), item.key) == (ns, "profile")
+    store.put(ns, "profile", {"name": "김", "age": 61})
+    assert store.get(ns, "profile").value == {"name": "김", "age": 61}  # type: ignore[union-attr]
+    store.delete(ns, "profile")
+    assert store.get(ns, "profile") is None
+    store.delete(ns, "never-there")  # deleting what is not there is no error
+
+
+def test_search_finds_what_is_under_a_prefix_and_pages(store: BaseStore) -> None:
+    for user in ("kim", "lee"):
+        for i in range(3):
+            store.put(("users", user, "notes"), f"n{i}", {"text": f"{user} note {i}", "i": i})
+    store.put(("teams", "red"), "t", {"text": "a team"})
+    assert len(store.search(("users", "kim"))) == 3
+    assert len(store.search(("users",), limit=10)) == 6
+    assert len(store.search((), limit=100)) == 7
+    first, second = store.search(("users",), limit=4), store.search(("users",), limit=4, offset=4)
+    assert len(first) == 4 and len(second) == 2 and not set(keys(first)) & set(keys(second))
+    assert store.search(("nobody",)) == []
+
+
+def test_search_filters_as_documented(store: BaseStore) -> None:
+    ns = ("docs",)
+    store.put(ns, "a", {"status": "active", "score": 5, "meta": {"lang": "ko"}, "tags": ["x", "y"]})
+    store.put(ns, "b", {"status": "draft", "score": 2.5, "meta": {"lang": "en"}, "tags": ["x"]})
+    store.put(ns, "c", {"status": "active", "score": 1, "meta": {"lang": "ko", "v": 2}})
+    cases = {
+        "exact": ({"status": "active"}, ["a", "c"]),
+        "nested": ({"meta": {"lang": "ko"}}, ["a", "c"]),
+        "list": ({"tags": ["x", "y"]}, ["a"]),
+        "gt": ({"score": {"$gt": 2}}, ["a", "b"]),
+        "gte": ({"score": {"$gte": 2.5}}, ["a", "b"]),
+        "lt": ({"score": {"$lt": 2.5}}, ["c"]),
+        "lte": ({"score": {"$lte": 2.5}}, ["b", "c"]),
+        "ne": ({"status": {"$ne": "active"}}, ["b"]),
+        "eq": ({"status": {"$eq": "draft"}}, ["b"]),
+        "both": ({"status": "active", "score": {"$gte": 3}}, ["a"]),
+    }
+    for name, (condition, expected) in cases.items():
+        assert sorted(i.key for i in store.search(ns, filter=condition)) == expected, name
+
+
+def test_list_namespaces_with_prefix_suffix_wildcards_depth_and_paging(store: BaseStore) -> None:
+    for ns in [("a", "b", "c"), ("a", "b", "d"), ("a", "e", "c"), ("f", "g")]:
+        store.put(ns, "k", {"x": 1})
+    assert store.list_namespaces() == [("a", "b", "c"), ("a", "b", "d"), ("a", "e", "c"), ("f", "g")]
+    assert store.list_namespaces(prefix=("a", "b")) == [("a", "b", "c"), ("a", "b", "d")]
+    assert store.list_namespaces(suffix=("c",)) == [("a", "b", "c"), ("a", "e", "c")]
+    assert store.list_namespaces(prefix=("a", "*", "c")) == [("a", "b", "c"), ("a", "e", "c")]
+    assert store.list_namespaces(max_depth=2) == [("a", "b"), ("a", "e"), ("f", "g")]
+    assert store.list_namespaces(limit=2, offset=1) == [("a", "b", "d"), ("a", "e", "c")]
+
+
+def test_a_batch_of_the_four_operations(store: BaseStore) -> None:
+    store.put(("b",), "old", {"v": 0})
+    results = store.batch(
+        [
+            PutOp(("b",), "new", {"v": 1}),
+            GetOp(("b",), "old"),
+            SearchOp(("b",)),
+            ListNamespacesOp(),
+            PutOp(("b",), "old", None),
+        ]
+    )
+    assert results[0] is None and results[1].value == {"v": 0} and results[4] is None  # type: ignore[union-attr]
+    assert keys(results[2]) == [(("b",), "old")]  # reads see the store as before the batch's puts
+    assert results[3] == [("b",)]
+    assert store.get(("b",), "old") is None and store.get(("b",), "new").value == {"v": 1}  # type: ignore[union-attr]
+
+
+def test_the_async_methods(store: BaseStore) -> None:
+    async def main() -> tuple[Any, ...]:
+        await store.aput(("x", "y"), "k", {"v": "값"})
+        got = await store.aget(("x", "y"), "k")
+        found = await store.asearch(("x",))
+        listed = await store.alist_namespaces()
+        await store.adelete(("x", "y"), "k")
+        return got, found, listed, await store.aget(("x", "y"), "k")
+
+    got, found, listed, gone = asyncio.run(main())
+    assert got.value == {"v": "값"} and keys(found) == [(("x", "y"), "k")] and listed == [("x", "y")]
+    assert gone is None
+
+
+def test_bad_namespaces_are_refused(store: BaseStore) -> None:
+    for bad in [(), ("a.b",), ("",)]:
+        with pytest.raises(InvalidNamespaceError):
+            store.put(bad, "k", {"v": 1})
+
+
+# -- what differs on purpose -------------------------------------------------------------------
+
+
+def test_an_expired_item_is_not_returned(warden: Warden, clock: FrozenClock) -> None:
+    store = MemwardenStore(warden.acting_as(AGENT), tenant="acme", ttl={"default_ttl": 60})
+    store.put(("n",), "short", {"v": 1}, ttl=1)
+    store.put(("n",), "default", {"v": 2})
+    clock.advance("2m")
+    assert store.get(("n",), "short") is None and store.get(("n",), "short", refresh_ttl=True) is None
+    assert [i.key for i in store.search(("n",))] == ["default"]
+    clock.advance("2h")
+    assert store.search(("n",)) == [] and store.list_namespaces() == []
+
+
+def test_a_revoked_item_is_never_returned_whatever_refresh_ttl_asks(warden: Warden) -> None:
+    store = MemwardenStore(warden.acting_as(AGENT), tenant="acme")
+    store.put(("memories", "kim"), "secret", {"content": "the contractor's project plan"})
+    store.put(("memories", "kim"), "keep", {"content": "lunch at noon"})
+    warden.revoke({"tenant": "acme", "user": "kim", "ids": ["lg:memories/kim:secret"]}, reason="leak", caller=OPERATOR)
+    assert store.get(("memories", "kim"), "secret", refresh_ttl=True) is None
+    assert [i.key for i in store.search(("memories",), refresh_ttl=True)] == ["keep"]
+    assert store.search(("memories",), query="contractor") == []
+    # saved again from the same fetch: refused, as memwarden refuses every resurrection
+    with pytest.raises(PermissionError, match="revocation"):
+        MemwardenStore(warden.acting_as(AGENT), tenant="acme").batch(
+            [PutOp(("memories", "kim"), "secret", {"content": "the contractor's project plan"})]
+        )
+
+
+def test_delete_is_an_erasure_and_the_history_stays(warden: Warden, backend: Any) -> None:
+    store = MemwardenStore(warden.acting_as(AGENT), tenant="acme")
+    store.put(("memories", "kim"), "pii", {"content": "주민등록번호 900101-1234567"})
+    store.delete(("memories", "kim"), "pii")
+    assert store.get(("memories", "kim"), "pii") is None
+    history = warden.explain("lg:memories/kim:pii", caller=OPERATOR)["history"]
+    assert [h["event"] for h in history] == ["memory.saved", "memory.erased"]
+    assert b"900101" not in backend.bytes_at_rest(warden.path)
+
+
+def test_the_scope_a_namespace_maps_to(warden: Warden) -> None:
+    MemwardenStore(warden.acting_as(AGENT), tenant="acme").put(("notes", "kim", "work", "2026"), "k", {"v": 1})
+    view = warden.get("lg:notes/kim/work/2026:k", caller=OPERATOR)
+    assert view.scope | {"agent": None} == {
+        "tenant": "acme",
+        "project": "notes",
+        "permission": None,
+        "user": "kim",
+        "agent": None,
+        "tool": None,
+    }
+    # tenant first, when the store is not given one; another tenant is the wall
+    free = MemwardenStore(warden.acting_as(AGENT))
+    free.put(("acme", "p"), "k", {"v": 2})
+    assert warden.get("lg:acme/p:k", caller=OPERATOR).scope["project"] == "p"
+    with pytest.raises(PermissionError, match="tenant"):
+        free.put(("globex", "p"), "k", {"v": 3})
+
+
+# -- LangMem's tools in a LangGraph agent, with a scripted model -----------------------------------
+
+
+class ScriptedModel(FakeMessagesListChatModel):
+    """A chat model that answers from a script (tool calls included) and
+    binds tools by ignoring them: the graph runs without a network."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
+        return self
+
+
+def _call(name: str, args: dict[str, Any]) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": uuid.uuid4().hex}])
+
+
+NAMESPACE = ("memories", "{langgraph_user_id}")
+
+
+def remember(store: BaseStore, user: str) -> None:
+    """An agent that is told two facts and keeps both with LangMem's tool."""
+    model = ScriptedModel(
+        responses=[
+            _call("manage_memory", {"content": "kim prefers green tea", "action": "create"}),
+            _call("manage_memory", {"content": "project apollo deploy key is in the vault", "action": "create"}),
+            AIMessage(content="noted"),
+        ]
+    )
+    agent = create_react_agent(model, [create_manage_memory_tool(namespace=NAMESPACE)], store=store)
+    agent.invoke({"messages": [("user", "remember these")]}, {"configurable": {"langgraph_user_id": user}})
+
+
+def recall(store: BaseStore, user: str, word: str) -> list[Any]:
+    """What an agent searching its memory for ``word`` is handed by LangMem's tool."""
+    model = ScriptedModel(responses=[_call("search_memory", {"query": word}), AIMessage(content="done")])
+    agent = create_react_agent(model, [create_search_memory_tool(namespace=NAMESPACE)], store=store)
+    out = agent.invoke({"messages": [("user", "recall")]}, {"configurable": {"langgraph_user_id": user}})
+    return json.loads(out["messages"][-2].content)
+
+
+def contents(found: list[Any]) -> list[str]:
+    return [m["value"]["content"] for m in found]
+
+
+def test_langmem_tools_store_and_recall_and_forget_what_was_revoked(warden: Warden) -> None:
+    store = MemwardenStore(warden.acting_as(AGENT), tenant="acme")
+    remember(store, "kim")
+    assert contents(recall(store, "kim", "tea")) == ["kim prefers green tea"]
+    assert contents(recall(store, "kim", "apollo")) == ["project apollo deploy key is in the vault"]
+    # security revokes what the agent learned about project apollo, through memwarden's own API
+    leaked = [i.key for i in store.search(("memories", "kim"), query="apollo")]
+    warden.revoke(
+        {"tenant": "acme", "ids": [f"lg:memories/kim:{k}" for k in leaked]}, reason="contract ended", caller=OPERATOR
+    )
+    assert contents(recall(store, "kim", "tea")) == ["kim prefers green tea"]
+    assert recall(store, "kim", "apollo") == []
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory, backend: Any) -> Iterator[Server]:
+    running = start_server(backend.db(tmp_path_factory.mktemp("lgstore"), "lg.db"), "--no-scheduler")
+    yield running
+    running.proc.terminate()
+    running.proc.wait(timeout=30)
+
+
+def test_the_same_agent_against_a_live_server_through_the_client(live: Server) -> None:
+    user = f"u{uuid.uuid4().hex[:6]}"
+    with Client(live.url, live.keys["multi"]) as mw:
+        store = MemwardenStore(mw, tenant="acme")
+        remember(store, user)
+        assert contents(recall(store, user, "tea")) == ["kim prefers green tea"]
+        assert len(recall(store, user, "apollo")) == 1
+        with Client(live.url, live.keys["security"]) as security:
+            security.revoke({"tenant": "acme", "user": user, "kind": "store_item"}, reason="user left")
+        assert recall(store, user, "tea") == [] and recall(store, user, "apollo") == []
+        assert store.list_namespaces(prefix=("memories", user)) == []
+
+
+def test_the_demo_script_runs_as_the_readme_says(tmp_path: Any) -> None:
+    """``scripts/langgraph-demo`` against the quick-start server (SQLite,
+    the demo key kept beside the database, as ``scripts/run`` does)."""
+    db = tmp_path / "memwarden.db"
+    running = start_server(db, "--no-scheduler", "--demo-key", f"{db}.demo-key")
+    try:
+        port = running.url.rsplit(":", 1)[1]
+        demo = Path(__file__).resolve().parents[1] / "scripts" / "langgraph-demo"
+        done = subprocess.run(
+            [sys.executable, str(demo)],
+            env={**os.environ, "MEMWARDEN_DB": str(db), "PORT": port},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        running.proc.terminate()
+        running.proc.wait(timeout=30)
+    assert done.returncode == 0, done.stderr
+    before, after = [line for line in done.stdout.splitlines() if line.startswith("the agent recalls:")]
+    assert "apollo" in before and "green tea" in before
+    assert "apollo" not in after and "green tea" in after
+    assert "security revoked 1 memory" in done.stdout and "/console/revocations/rev_" in done.stdout
