@@ -128,7 +128,7 @@ def save_many(
             if _named(item) & pending_keys:
                 reads = flush(position)  # it names a memory this batch saves: the view must hold it
             try:
-                first = retried(core, item)
+                first = retried(core, tx.view, item)
                 if first is not None:  # a retry of a save already recorded: its first answer
                     results.append(first)
                     continue

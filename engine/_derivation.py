@@ -118,7 +118,9 @@ class Judge:
                 states.append(ParentState(ref["memory_id"], ref["version"], None, None))
             else:
                 decision = self._decisions.get(key, _CYCLE)
-                states.append(ParentState(ref["memory_id"], ref["version"], parent["version"], decision))
+                states.append(
+                    ParentState(ref["memory_id"], ref["version"], parent["version"], decision, parent["agent"])
+                )
         return states
 
     def _settle(self, root: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ class Decision:
     reason: str | None = None
     action: str = "none"
     detail: str | None = None
+    parent: str | None = None  # the evidence the detail names, if it names one
 
     def as_dict(self) -> dict[str, Any]:
         return {"usable": self.usable, "reason": self.reason, "action": self.action, "detail": self.detail}
@@ -44,10 +45,11 @@ class ParentState(NamedTuple):
     wanted: int  # the version the memory was drawn from
     current: int | None  # the parent's version now (None: it does not exist)
     decision: Decision | None  # the gate's answer for the parent
+    agent: str | None = None  # the parent's agent: who may be told its state (``_rights.told_of``)
 
 
-def _no(reason: str, detail: str | None = None) -> Decision:
-    return Decision(False, reason, ACTIONS[reason], detail)
+def _no(reason: str, detail: str | None = None, parent: str | None = None) -> Decision:
+    return Decision(False, reason, ACTIONS[reason], detail, parent)
 
 
 def decide(
@@ -80,7 +82,9 @@ def decide(
     if status == "invalidated":
         why = row.get("invalidation_reason") or "invalidated"
         if why == "derived_from_unusable":
-            return _no(why, evidence.detail if evidence is not None else "evidence was taken away (see explain)")
+            if evidence is not None:
+                return _no(why, evidence.detail, evidence.parent)
+            return _no(why, "evidence was taken away (see explain)")
         return _no(why, None) if why in ACTIONS else _no("invalidated", why)
     if status == "unknown":
         return _no("unknown", "the last re-verification against the source failed")
@@ -104,15 +108,16 @@ def _evidence(parents: Sequence[ParentState]) -> Decision | None:
     waiting: Decision | None = None
     for p in parents:
         if p.current is None or p.decision is None:
-            return _no("derived_from_unusable", f"parent {p.memory_id} does not exist")
+            return _no("derived_from_unusable", f"parent {p.memory_id} does not exist", p.memory_id)
         if p.current != p.wanted:
             return _no(
                 "derived_from_unusable",
                 f"parent {p.memory_id} is at version {p.current}, this was drawn from version {p.wanted}",
+                p.memory_id,
             )
         if not p.decision.usable:
             if p.decision.reason in ("expired", "expired_evidence"):
-                waiting = waiting or _no("expired_evidence", f"parent {p.memory_id}: {p.decision.reason}")
+                waiting = waiting or _no("expired_evidence", f"parent {p.memory_id}: {p.decision.reason}", p.memory_id)
             else:
-                return _no("derived_from_unusable", f"parent {p.memory_id}: {p.decision.reason}")
+                return _no("derived_from_unusable", f"parent {p.memory_id}: {p.decision.reason}", p.memory_id)
     return waiting

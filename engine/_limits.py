@@ -66,9 +66,41 @@ def normal_checksum(field: str, value: object) -> str:
     return value.lower()
 
 
+_AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)(.*)$", re.DOTALL)
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def normal_url(field: str, value: str) -> str:
+    """An http(s) URL (or the start of one) spelled one way: the scheme and
+    host in lower case, no default port, no trailing dot on the host, and
+    no user info (refused). A revocation's ``source_prefix`` is spelled the
+    same way, so ``HTTPS://Evil.example:443/x`` is under ``https://evil.example/``
+    as the source it is. Other URLs are left as given."""
+    found = _AUTHORITY.match(value)
+    if found is None:
+        return value
+    scheme, authority, rest = found.groups()
+    scheme = scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        return value
+    if "@" in authority:
+        raise InvalidInput(field, "a URL with user info is refused: name the source without credentials")
+    host, port = authority, ""
+    if authority.startswith("["):  # an IPv6 literal: [::1]:8080
+        host, _, after = authority.partition("]")
+        host += "]"
+        port = after[1:] if after.startswith(":") else ""
+    elif ":" in authority:
+        host, _, port = authority.rpartition(":")
+    host = host.lower().rstrip(".")
+    port = "" if port in ("", _DEFAULT_PORTS[scheme]) else port
+    return f"{scheme}://{host}{':' + port if port else ''}{rest}"
+
+
 def check_source_url(field: str, value: object) -> str:
     """A URL with a scheme (``https://…``, ``file:///…``, ``callable:NAME``)
-    or an absolute path; http(s) URLs need a host."""
+    or an absolute path; http(s) URLs need a host. The URL as it is kept
+    (``normal_url``)."""
     if not isinstance(value, str) or not value or len(value) > 4096:
         raise InvalidInput(field, "must be a URL of at most 4096 characters")
     if value.startswith("/") and not WHITESPACE_OR_CONTROL.search(value):
@@ -82,7 +114,7 @@ def check_source_url(field: str, value: object) -> str:
             host = None
         if not host:
             raise InvalidInput(field, f"{value[:60]!r} has no host")
-    return value
+    return normal_url(field, value)
 
 
 def refuse_local_source(source_url: str, source: str | None = None) -> None:

@@ -11,13 +11,10 @@ written against one runs against the other, and one contract suite
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ._rights import Principal
 from ._views import DueItem, ErasureResult, MemoryView, RevocationResult, SaveResult, VerifyResult
-
-if TYPE_CHECKING:
-    from ._warden import Warden
 
 
 class Memories(Protocol):
@@ -49,7 +46,7 @@ class Acting:
     """A Warden acting for one caller: every operation of ``Memories``,
     passed on with ``caller`` (``Warden.acting_as``)."""
 
-    def __init__(self, warden: Warden, caller: Principal) -> None:
+    def __init__(self, warden: Any, caller: Principal) -> None:  # the Warden, which imports this module
         if not isinstance(caller, Principal):
             raise TypeError(f"caller must be a Principal, not {type(caller).__name__}")
         self.warden = warden

@@ -168,17 +168,18 @@ def load(
             # text of a version revoked, invalidated or quarantined
             entry["history"] = [
                 {**v, "content": v["content"] if view.usable else None}
-                for v in versions(warden, tenant, view.memory_id)
+                for v in versions(warden, tenant, view.memory_id, reveal=caller.is_staff)
             ]
         memories.append(entry)
     return {"memories": memories}
 
 
-def versions(warden: Core, tenant: str, memory_id: str) -> list[dict[str, Any]]:
+def versions(warden: Core, tenant: str, memory_id: str, *, reveal: bool = False) -> list[dict[str, Any]]:
     """Every saved version, oldest first, with its text only while that
     version may still be served: not covered by any revocation (whatever
     was saved after it), never invalidated or quarantined, not erased, and
-    still matching its checksum. An erased version shows no checksum."""
+    still matching its checksum. An erased version shows no checksum, and
+    one that may not be served shows one only when ``reveal`` (staff)."""
     saved: dict[int, dict[str, Any]] = {}
     tainted: set[int] = set()
     erased_through = 0
@@ -219,7 +220,7 @@ def versions(warden: Core, tenant: str, memory_id: str) -> list[dict[str, Any]]:
             {
                 "version": version,
                 "saved_at": info["saved_at"],
-                "checksum": None if erased else info["checksum"],
+                "checksum": info["checksum"] if not erased and (servable or reveal) else None,
                 "content": warden.texts.content(tenant, memory_id, version, info["checksum"]) if servable else None,
             }
         )

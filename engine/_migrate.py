@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memwarden.projections import UnknownBackend
+from memwarden.projections import Access, UnknownBackend
 
 from ._core import Core
 from ._errors import InvalidInput
@@ -67,12 +67,19 @@ def _held(target: Core) -> str | None:
     events = target.log.head().seq
     if events:
         return f"{events} events"
-    with target.store.reading() as view:
-        keys = len(view.keys())
+    try:
+        with target.store.reading() as view:
+            keys = len(view.keys())
+            rows = bool(view.policies()) or bool(view.tenant_names(Access(), limit=1))
+        texts = next(iter(target.texts.all()), None) is not None
+    except Exception as exc:  # tables of another layout: not a store memwarden made empty
+        return f"tables memwarden cannot read ({type(exc).__name__}: {str(exc)[:120]})"
     if keys:
         return f"{keys} API keys"
-    if next(iter(target.texts.all()), None) is not None:
+    if texts:
         return "texts"
+    if rows:
+        return "view rows that no event made"
     return None
 
 

@@ -27,7 +27,7 @@ from ._derivation import Judge
 from ._errors import InvalidInput, MemoryNotFound
 from ._gate import decide
 from ._reading import get
-from ._rights import Principal, operation
+from ._rights import Principal, operation, shows_text, told_of
 from ._versions import in_force
 from ._views import MemoryView
 
@@ -204,7 +204,7 @@ def explain(
                 "status_after": row["status"],
                 "version": row["version"],
                 "checksum": None if row["version"] <= erased_through else row["checksum"],
-                "note": _note(event, erased=row["version"] <= erased_through),
+                "note": _note(event, erased=row["version"] <= erased_through, bound=caller.agent is not None),
             }
         )
     if row is None:
@@ -212,13 +212,21 @@ def explain(
     # the evidence (and its own evidence) as the view stood at that point
     with warden.reading() if as_of is None else warden.store.as_of(point) as then:
         judge = Judge(then, when, then.policies())
-        answer: Any = decide(
-            row, now=when, policy_version=in_force(judge.policies, row["policy"]), parents=judge.parents(row)
+        parents = judge.parents(row)
+        answer: Any = told_of(
+            caller,
+            tenant,
+            decide(row, now=when, policy_version=in_force(judge.policies, row["policy"]), parents=parents),
+            parents,
         )
         tree = judge.tree(row, access=access) if row["derived_from"] != "[]" else None
         drawn = judge.drawn(row, access=access)
     if as_of is None and answer.usable:
         answer = get(warden, memory_id, tenant=tenant, caller=caller)  # the live answer also checks the text
+    withheld = not shows_text(caller, row["status"])
+    if withheld:  # what the caller may not receive of the memory, in none of its steps
+        for step in history:
+            step["checksum"] = None
     return {
         "memory_id": memory_id,
         "as_of": when,
@@ -229,7 +237,7 @@ def explain(
         "detail": answer.detail,
         "status": row["status"],
         "version": row["version"],
-        "checksum": None if row["version"] <= erased_through else row["checksum"],
+        "checksum": None if withheld or row["version"] <= erased_through else row["checksum"],
         "fetched_at": row["fetched_at"],
         "expires_at": row["expires_at"],
         "history": history,
@@ -239,7 +247,11 @@ def explain(
     }
 
 
-def _note(event: RecordedEvent, *, erased: bool = False) -> str | None:
+def _note(event: RecordedEvent, *, erased: bool = False, bound: bool = False) -> str | None:
+    """What a step of a memory's story says. ``bound``: the caller is a key
+    bound to one agent, which is not told the state of evidence another
+    agent's memory gave (``_rights.told_of``); ``erased``: no checksum of an
+    erased text."""
     p = event.payload
     if event.type == "revocation.issued":
         return f"{p['revocation_id']}: {p['reason']}"
@@ -254,6 +266,8 @@ def _note(event: RecordedEvent, *, erased: bool = False) -> str | None:
     if event.type == "memory.expired":
         return f"expired at {p['expires_at']}"
     if event.type == "memory.invalidated":
+        if bound and p["reason"] == "derived_from_unusable":
+            return "derived_from_unusable: a memory it was drawn from may not be used now"
         return p["reason"] + (f": {p['detail']}" if p.get("detail") else "")
     if event.type == "memory.erased":
         return f"erased: {p['reason']}"

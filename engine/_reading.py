@@ -12,7 +12,7 @@ from ._core import Core, log
 from ._derivation import Judge
 from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
-from ._rights import Principal, confine_agent, confine_tenant, operation, shows_text
+from ._rights import Principal, confine_agent, confine_tenant, operation, shows_text, told_of
 from ._versions import in_force, version_of
 from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, TENANT, MemoryView, derivation_row, gate_row
 
@@ -51,25 +51,31 @@ def _judge(
     """Apply the gate to one row selected as ``VIEW_COLUMNS`` with its
     summary and stored content (the last two values), its evidence
     already judged; on a checksum mismatch, record it, quarantine, and
-    try a resync. The summary of a memory the caller may not be shown
-    (``shows_text``) is left out."""
+    try a resync. What the caller is told of it is ``_rights``': a detail
+    naming evidence it may not see is said without that evidence's state
+    (``told_of``), and of a memory whose text it may not receive
+    (``shows_text``) it gets no summary and no checksum (a short text is
+    found again from its hash)."""
     status, data = values[STATUS], values[-1]
-    summary = values[-2] if shows_text(caller, status) else None
+    tenant = values[TENANT]
+
+    def judged(row: Any, content_ok: bool | None) -> Any:
+        decision = decide(row, now=now, policy_version=policy_version, content_ok=content_ok, parents=parents)
+        return told_of(caller, tenant, decision, parents)
+
     if status == "erased" or status == "revoked":
-        decision = decide(gate_row(values), now=now, policy_version=policy_version, parents=parents)
-        return MemoryView.of_values(values, decision, None, summary)
-    ok = actual_checksum(data) == values[CHECKSUM]
-    if not ok or status == "quarantined":
-        key = (values[TENANT], values[0])
-        row, ok, text = _integrity(core, key, data, ok)
+        view = MemoryView.of_values(values, judged(gate_row(values), None), None, values[-2])
+    elif (ok := actual_checksum(data) == values[CHECKSUM]) and status != "quarantined":
+        decision = judged(gate_row(values), True)
+        view = MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, values[-2])
+    else:
+        row, ok, text = _integrity(core, (tenant, values[0]), data, ok)
         if row is None:
             raise MemoryNotFound(values[0])
-        decision = decide(row, now=now, policy_version=policy_version, content_ok=ok, parents=parents)
-        if not shows_text(caller, row["status"]):
-            summary = None
-        return MemoryView.of(row, decision, text if ok else None, summary)
-    decision = decide(gate_row(values), now=now, policy_version=policy_version, content_ok=True, parents=parents)
-    return MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, summary)
+        view = MemoryView.of(row, judged(row, ok), text if ok else None, values[-2])
+    if not shows_text(caller, view.status):
+        view = view._replace(summary=None, checksum=None)
+    return view
 
 
 def _integrity(

@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._core import Core
 from ._errors import InvalidInput
+from ._limits import check_source_url
 from ._rights import Principal, operation
 from ._saving import fetch_time
 from ._validation import build, field_error
@@ -129,6 +130,8 @@ def import_records(
     now = warden.clock.now()
     for number, record, _ in records:  # the file is refused whole before anything is written
         fetch_time(record.fetched_at, now, f"line {number}.fetched_at")
+        if record.verified_at is not None:
+            fetch_time(record.verified_at, now, f"line {number}.verified_at")
     tick = progress or (lambda n: None)
     refused: list[dict[str, Any]] = []
     imported = skipped = 0
@@ -138,9 +141,16 @@ def import_records(
             tx.append(adoptions)
         revocations = tx.view.revocations()
         versions: dict[tuple[str, str], dict[str, Any] | None] = {}
+        erased = tx.view.erased_among([(r.scope.tenant, r.memory_id) for _, r, _ in records])
         for number, record, digest in records:
             tick(1)
             event_id = f"rec_{digest[:40]}"
+            key = (record.scope.tenant, record.memory_id)
+            if key in erased:
+                # whether this very record was imported before must not tell
+                # which words an erased memory held: every record of it is refused alike
+                refused.append({"line": number, "memory_id": record.memory_id, "reason": "erased"})
+                continue
             if tx.holds(event_id):
                 skipped += 1  # this very record was imported before
                 continue
@@ -148,10 +158,7 @@ def import_records(
             if refusal is not None:
                 refused.append({"line": number, "memory_id": record.memory_id, **refusal})
                 continue
-            row = tx.view.row(record.scope.tenant, record.memory_id)
-            if row is not None and row["status"] == "erased":
-                refused.append({"line": number, "memory_id": record.memory_id, "reason": "erased"})
-                continue
+            row = tx.view.row(*key)
             _append(warden, tx, record, event_id, f"line {number}", (row["version"] + 1) if row else 1)
             imported += 1
     if refused:
@@ -184,7 +191,7 @@ def _adoptions(view: ViewReader, records: list[Line]) -> Iterator[Any]:
                 f"policy {policy!r} has no current version and the file names {a!r} (line {a_line}) and {b!r}: "
                 f"make the current one known first (`memwarden policy set {policy} VERSION`)",
             )
-        event = adopt(view, policy, chosen, actor="import")
+        event = adopt(view, policy, chosen, actor="import", may_set=True)  # the operator's file
         if event is not None:
             yield event
 
@@ -207,7 +214,7 @@ def _refusal(
     candidate = {
         "memory_id": record.memory_id,
         "kind": record.kind,
-        "source_url": record.source_url,
+        "source_url": check_source_url("source_url", record.source_url),
         **record.scope.model_dump(),
     }
     blocking = blocking_revocation(revocations, {**candidate, "fetched_at": format_ts(min(record.fetched_at, now))})
@@ -217,7 +224,7 @@ def _refusal(
 def _version_refusal(view: ViewReader, record: MemoryRecord) -> dict[str, Any] | None:
     if not is_retired(view, record.policy, record.revocation_version):
         try:
-            adopt(view, record.policy, record.revocation_version, actor="import")
+            adopt(view, record.policy, record.revocation_version, actor="import", may_set=True)
         except InvalidInput as exc:
             return {"reason": "policy_version", "detail": exc.problem}
     return None
@@ -236,10 +243,12 @@ def _append(warden: Core, tx: Write, record: MemoryRecord, event_id: str, where:
         summary_checksum=content_checksum(record.summary),
         content_checksum=content_checksum(text),
         content_length=len(text.encode("utf-8")),
-        source_url=record.source_url,
+        source_url=check_source_url(f"{where}.source_url", record.source_url),
         fetched_at=fetch_time(record.fetched_at, warden.clock.now(), f"{where}.fetched_at"),
         expires_at=record.expires_at,
-        verified_at=record.verified_at,
+        verified_at=fetch_time(record.verified_at, warden.clock.now(), f"{where}.verified_at")
+        if record.verified_at
+        else None,
         scope=record.scope.model_dump(),
         policy=record.policy,
         revocation_version=record.revocation_version,

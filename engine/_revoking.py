@@ -10,6 +10,7 @@ from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts
 
 from ._core import Core, log
 from ._errors import InvalidInput, RevocationNotFound, UserNotFound
+from ._limits import normal_url
 from ._rights import Principal, operation
 from ._validation import build, when
 from ._versions import change
@@ -77,10 +78,15 @@ def preview_revocation(
 
 
 def _selector(selector: Selector | dict[str, Any]) -> Selector:
+    """The selector as it is recorded: its ``source_prefix`` spelled as
+    sources are (``normal_url``), so no other spelling of a host escapes it."""
     if isinstance(selector, Selector):
-        return selector
+        selector = selector.model_dump(exclude_defaults=True)
     if not isinstance(selector, dict):
         raise InvalidInput("selector", "must be an object of the fields a revocation covers")
+    prefix = selector.get("source_prefix")
+    if isinstance(prefix, str):
+        selector = {**selector, "source_prefix": normal_url("selector.source_prefix", prefix)}
     return build(Selector, "selector", **selector)
 
 

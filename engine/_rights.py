@@ -20,13 +20,14 @@ and ``SYSTEM``, memwarden's own jobs (the scheduler).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from memwarden.projections import Access
 
 from ._errors import Forbidden, InvalidInput, ScopeNotAllowed
+from ._gate import Decision, ParentState
 
 KEY_ROLES = ("agent", "security", "auditor")
 STAFF = frozenset({"security", "auditor", "operator", "system"})
@@ -73,7 +74,7 @@ class Principal:
         agent name, only that agent's memories."""
         if self.role in STAFF:
             return Access()
-        return Access(self.tenants, self.agent)
+        return Access(self.tenants, self.agent, unsearchable=tuple(sorted(WITHHELD)))
 
     @property
     def is_staff(self) -> bool:
@@ -199,3 +200,17 @@ def shows_text(caller: Principal, status: str) -> bool:
 
 def _article(role: str) -> str:
     return f"{'an' if role[:1] in 'aeiou' else 'a'} {role}"
+
+
+def told_of(caller: Principal, tenant: str, decision: Decision, parents: Sequence[ParentState]) -> Decision:
+    """``decision`` as ``caller`` is told it: where it names a parent the
+    caller may not see (a bound key's memory drawn from another agent's),
+    the detail says only that its evidence may not be used, never that
+    parent's version or state, which would tell of a memory that answers,
+    to this caller, as one that does not exist."""
+    if decision.parent is None or caller.agent is None:
+        return decision
+    named = next((p for p in parents if p.memory_id == decision.parent), None)
+    if named is not None and caller.access.allows(tenant, named.agent):
+        return decision
+    return replace(decision, detail="a memory it was drawn from may not be used now", parent=None)

@@ -24,8 +24,8 @@ from memwarden.projections import Access, Key, ViewReader, blocking_revocation
 from ._core import Core, log
 from ._derivation import Judge
 from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
-from ._limits import CONTROL, TooLarge, check_source_url, encoded, normal_checksum
-from ._rights import Principal, operation, scope_for_save
+from ._limits import CONTROL, TooLarge, check_source_url, encoded, normal_checksum, normal_url
+from ._rights import Principal, may, operation, scope_for_save
 from ._validation import build, when
 from ._versions import IMPLICIT_VERSION, adopt, version_of
 from ._views import SaveResult
@@ -121,8 +121,9 @@ def check_input(
         raise InvalidInput("summary", f"is longer than {MAX_SUMMARY} characters")
     encoded("summary", summary)
     fields = dict(
-        source_url=source_url,
-        verified_at=verified_at,
+        # spelled as every source is (its check comes with the event's, below)
+        source_url=normal_url("source_url", source_url) if isinstance(source_url, str) else source_url,
+        verified_at=_not_ahead("verified_at", when("verified_at", verified_at), now),
         source=source,
         repo=repo,
         branch=branch,
@@ -148,6 +149,11 @@ def fetch_time(claimed: datetime | None, now: datetime, field: str = "fetched_at
             f"{format_ts(claimed)} is in the future (now is {format_ts(now)}; at most {MAX_CLOCK_SKEW} of clock skew)",
         )
     return min(claimed, now)
+
+
+def _not_ahead(field: str, value: datetime | None, now: datetime) -> datetime | None:
+    """A time a caller says has passed: refused past the clock skew, clamped to now within it."""
+    return None if value is None else fetch_time(value, now, field)
 
 
 class Reads:
@@ -200,7 +206,7 @@ def saved_event(
     if revocation_version is None:
         revocation_version = reads.version_of(policy) if isinstance(policy, str) else IMPLICIT_VERSION
     elif isinstance(policy, str):
-        adopted = adopt(view, policy, revocation_version, actor=f["actor"])
+        adopted = adopt(view, policy, revocation_version, actor=f["actor"], may_set=may(caller, "set_policy"))
     derived_from = f["derived_from"]
     parents = _evidence(core, view, tenant, memory_id, derived_from, access) if derived_from else ()
     event = build(
@@ -291,7 +297,7 @@ def save(
         caller=caller,
     )
     with core.transaction() as tx:
-        first = retried(core, item)
+        first = retried(core, tx.view, item)
         if first is not None:
             return first
         revocations = tx.view.revocations(item.scope.tenant)  # only those that may cover it
@@ -318,10 +324,12 @@ def tenant_event_id(tenant: str, event_id: Any) -> str:
     return "cid_" + sha256_hex(f"{tenant}\x00{event_id}")[:40]
 
 
-def retried(core: Core, item: Checked) -> SaveResult | None:
+def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     """The first save's result when ``item`` repeats it under the same
     event id (a client retrying after a lost answer); ``EventIdReused``
-    when the id already names a different save (saying nothing of it)."""
+    when the id already names a different save (saying nothing of it), or
+    a save whose text was erased since: its answer carried the erased
+    text's checksum, and whether a guess matched it would tell the text."""
     event_id = item.fields["event_id"]
     if not event_id:
         return None
@@ -329,6 +337,8 @@ def retried(core: Core, item: Checked) -> SaveResult | None:
     if prior is None:
         return None
     p = prior.payload
+    if prior.type == "memory.saved" and p["version"] <= view.erased_through(p["tenant"], p["memory_id"]):
+        raise EventIdReused(event_id, prior.seq)
     same = (
         prior.type == "memory.saved"
         and p["memory_id"] == item.memory_id

@@ -21,7 +21,7 @@ from memwarden.events import PolicyVersion, PolicyVersionChanged, version_key, v
 from memwarden.projections import ViewReader
 from pydantic import TypeAdapter, ValidationError
 
-from ._errors import InvalidInput
+from ._errors import Forbidden, InvalidInput
 from ._validation import build
 
 _VERSION = TypeAdapter(PolicyVersion)
@@ -62,21 +62,13 @@ def in_force(policies: dict[str, str], policy: str) -> int | str:
 
 def is_retired(view: ViewReader, policy: str, version: int | str) -> bool:
     """Whether ``version`` was left behind: once current and then replaced,
-    or a number below the current number."""
+    or a number below the highest the policy was ever at."""
     version = parse_version(version, "revocation_version")
     if view.retired_version(policy, version_key(version)) is not None:
         return True
+    highest = view.highest_numbered(policy)
     current = current_version(view, policy)
-    return isinstance(version, int) and isinstance(current, int) and version < current
-
-
-def _refuse_retired(view: ViewReader, policy: str, version: int | str, field: str) -> None:
-    seq = view.retired_version(policy, version_key(version))
-    if seq is not None:
-        raise InvalidInput(
-            field,
-            f"version {version!r} of policy {policy!r} was retired at seq {seq}; a retired version never comes back",
-        )
+    return isinstance(version, int) and highest is not None and version < highest and version != current
 
 
 def change(
@@ -86,32 +78,50 @@ def change(
     version = parse_version(version, field)
     current = current_version(view, policy)
     previous = IMPLICIT_VERSION if current is None else current
-    if version_key(version) == version_key(previous):
-        raise InvalidInput(field, f"policy {policy!r} is already at version {version!r}")
-    _refuse_retired(view, policy, version, field)
-    if isinstance(version, int) and isinstance(previous, int) and version < previous:
-        raise InvalidInput(field, f"policy {policy!r} is at version {previous}; a numbered version only goes up")
+    problem = view.policy_problem(policy, version_key(version))  # the rule every append passes
+    if problem is not None:
+        raise InvalidInput(field, problem)
     return _event(policy, version, previous, actor, field)
 
 
 def adopt(
-    view: ViewReader, policy: str, version: int | str, *, actor: str, field: str = "revocation_version"
+    view: ViewReader,
+    policy: str,
+    version: int | str,
+    *,
+    actor: str,
+    may_set: bool,
+    field: str = "revocation_version",
 ) -> PolicyVersionChanged | None:
     """Check that a memory may be recorded under ``version`` of ``policy``.
 
     None: it is the current version. An event to append: the policy was never
-    set and this first named version becomes current. Refused: the version is
-    retired, or another version is current (name it with ``policy set``).
+    set and this first named version becomes current, which only a caller
+    who may set policies (``may_set``) may do: a policy's version holds for
+    every tenant. Refused: the version is retired, or another version is
+    current (name it with ``policy set``).
     """
     version = parse_version(version, field)
     current = current_version(view, policy)
     if current is not None and version_key(version) == version_key(current):
         return None
-    _refuse_retired(view, policy, version, field)
     if current is None:
         if version_key(version) == version_key(IMPLICIT_VERSION):
             return None
+        problem = view.policy_problem(policy, version_key(version))
+        if problem is not None:
+            raise InvalidInput(field, problem)
+        if not may_set:
+            raise Forbidden(
+                f"policy {policy!r} is at its first version, 1; recording a memory under {version!r} would make "
+                f"{version!r} current for every tenant, which only a security key does (`memwarden policy set`)",
+                field=field,
+            )
         return _event(policy, version, IMPLICIT_VERSION, actor, field)
+    if view.retired_version(policy, version_key(version)) is not None:
+        raise InvalidInput(
+            field, f"version {version!r} of policy {policy!r} was retired; a retired version never comes back"
+        )
     raise InvalidInput(
         field,
         f"policy {policy!r} is at version {current!r}, not {version!r}; a memory is recorded under the current "

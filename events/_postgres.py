@@ -79,6 +79,27 @@ class QmarkConnection:
         return cursor
 
 
+def no_statistics(table: str, columns: tuple[str, ...]) -> str:
+    """A statement that keeps the planner from sampling ``columns`` of
+    ``table``: pg_stats would show a frequent summary, word or checksum to
+    anyone who may read it, after its erasure too (an ANALYZE never removes
+    what it sampled before, so a superuser also deletes that). DDL only where
+    it is missing: a process opening a store whose schema exists takes no
+    lock a running writer holds."""
+    names = ", ".join(f"'{c}'" for c in columns)
+    alter = ", ".join(f"ALTER COLUMN {c} SET STATISTICS 0" for c in columns)
+    return f"""DO $$ BEGIN
+    IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass
+               AND attname IN ({names}) AND attstattarget <> 0) THEN
+        ALTER TABLE {table} {alter};
+        IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+            DELETE FROM pg_statistic WHERE starelid = '{table}'::regclass AND staattnum IN
+                (SELECT attnum FROM pg_attribute WHERE attrelid = '{table}'::regclass AND attname IN ({names}));
+        END IF;
+    END IF;
+    END $$"""
+
+
 class PostgresTextStore(TextStore):
     """Each memory version's summary and content as ``bytea``: UTF-8 bytes
     as they were hashed. An erasure deletes the rows; the store's purge
@@ -113,14 +134,7 @@ class PostgresTextStore(TextStore):
                 FOR EACH ROW EXECUTE FUNCTION memwarden_refuse_erased_text();
         END IF;
         END $$""",
-        # the planner keeps no sample of the texts: pg_stats would show a
-        # frequent summary to anyone who may read it, after its erasure too
-        """DO $$ BEGIN
-        IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'texts'::regclass
-                   AND attname IN ('summary', 'content') AND attstattarget <> 0) THEN
-            ALTER TABLE texts ALTER COLUMN summary SET STATISTICS 0, ALTER COLUMN content SET STATISTICS 0;
-        END IF;
-        END $$""",
+        no_statistics("texts", ("summary", "content")),
     )
     CONTENT = "t.content"
     SUMMARY = "convert_from(t.summary, 'UTF8')"

@@ -39,8 +39,10 @@ def _numeric_version(value: Any) -> Any:
     return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
 
 
+# strict: a number is a number or a string of digits only (the validator
+# above), never a string pydantic would read as one ("2_0", " 3")
 PolicyVersion = Annotated[
-    Annotated[Annotated[int, Field(ge=1, le=2**53)] | VersionText, Field(union_mode="left_to_right")],
+    Annotated[Annotated[int, Field(ge=1, le=2**53, strict=True)] | VersionText, Field(union_mode="left_to_right")],
     BeforeValidator(_numeric_version),
 ]
 

@@ -17,10 +17,14 @@ class Access:
     """``tenants`` None: every tenant (what the engine's rights give staff,
     the local operator and memwarden's own jobs: ``memwarden.engine._rights``).
     ``agent``: only memories whose scope names that agent; a bound key does
-    not read its tenants' memories that name no agent."""
+    not read its tenants' memories that name no agent. ``unsearchable``:
+    the statuses whose texts the caller may not receive, so a text search
+    never matches their words either (an agent rebuilt a revoked text
+    letter by letter from which prefixes still found it)."""
 
     tenants: tuple[str, ...] | None = None
     agent: str | None = None
+    unsearchable: tuple[str, ...] = ()
 
     def allows(self, tenant: str | None, agent: str | None) -> bool:
         if self.tenants is not None and tenant not in self.tenants:

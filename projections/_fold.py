@@ -44,6 +44,8 @@ COLUMNS = (
     "invalidation_reason",
     "invalidated_by",
     "revoked_by",
+    "revoked_until",
+    "last_revocation",
     "quarantined_from",
     "derived_from",
     "first_seq",
@@ -93,6 +95,11 @@ def fold_memory(
             "invalidation_reason": None,
             "invalidated_by": None,
             "revoked_by": None,
+            # the latest effective time of any revocation that ever covered a
+            # version of this memory, and that revocation: whatever a later
+            # version's scope or source says, none fetched by then comes back
+            "revoked_until": row["revoked_until"] if row else None,
+            "last_revocation": row["last_revocation"] if row else None,
             "quarantined_from": None,
             "derived_from": canonical_json(p["derived_from"], floats=False) if p.get("derived_from") else "[]",
             "first_seq": row["first_seq"] if row else event.seq,
@@ -103,6 +110,10 @@ def fold_memory(
         blocking = blocking_revocation(revocations, new)
         if blocking is not None:
             new.update(status="revoked", reason="revoked", revoked_by=blocking["revocation_id"])
+            if new["revoked_until"] is None or new["revoked_until"] <= blocking["effective_at"]:
+                new.update(revoked_until=blocking["effective_at"], last_revocation=blocking["revocation_id"])
+        elif new["revoked_until"] is not None and new["fetched_at"] <= new["revoked_until"]:
+            new.update(status="revoked", reason="revoked", revoked_by=new["last_revocation"])
         return new
     if row is None:
         return None  # an event about a memory never saved: nothing to show
@@ -167,11 +178,14 @@ def revoke_row(row: dict[str, Any], revocation: dict[str, Any], seq: int) -> dic
     it. Every row the view holds when the revocation applies was recorded
     before it: its selector alone decides."""
     if row["status"] not in TERMINAL and revokes(revocation, row, recorded_before=True):
+        later = row["revoked_until"] is None or row["revoked_until"] <= revocation["effective_at"]
         return {
             **row,
             "status": "revoked",
             "reason": "revoked",
             "revoked_by": revocation["revocation_id"],
+            "revoked_until": revocation["effective_at"] if later else row["revoked_until"],
+            "last_revocation": revocation["revocation_id"] if later else row["last_revocation"],
             "last_seq": seq,
         }
     return None

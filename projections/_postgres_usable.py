@@ -24,6 +24,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from memwarden.events import RecordedEvent
+from memwarden.events._postgres import no_statistics
 
 from ._fold import STATUSES
 from ._fts_documents import index_changes
@@ -48,7 +49,8 @@ SCHEMA = (
         fetched_at {C_TEXT} NOT NULL, expires_at {C_TEXT}, verified_at {C_TEXT},
         policy {C_TEXT} NOT NULL, revocation_version {C_TEXT} NOT NULL,
         checksum {C_TEXT} NOT NULL, content_length bigint NOT NULL,
-        invalidation_reason {C_TEXT}, invalidated_by bigint, revoked_by {C_TEXT}, quarantined_from {C_TEXT},
+        invalidation_reason {C_TEXT}, invalidated_by bigint, revoked_by {C_TEXT},
+        revoked_until {C_TEXT}, last_revocation {C_TEXT}, quarantined_from {C_TEXT},
         derived_from {C_TEXT} NOT NULL DEFAULT '[]',
         first_seq bigint NOT NULL, last_seq bigint NOT NULL,
         PRIMARY KEY (tenant, memory_id)
@@ -74,6 +76,9 @@ SCHEMA = (
         PRIMARY KEY (tenant, child_id, parent_id)
     )""",
     "CREATE TABLE IF NOT EXISTS memories_search (mid bigint PRIMARY KEY, doc tsvector NOT NULL)",
+    # the words of the texts and the checksums never reach the planner's samples
+    no_statistics("memories_search", ("doc",)),
+    no_statistics("memories", ("checksum",)),
     DERIVATIONS_EVER.format(text=C_TEXT, rowid=""),
 )
 
@@ -227,7 +232,13 @@ class PostgresUsableProjection(UsableProjection):
         super().__init__(text_source=stored_texts)
 
     def outdated(self, conn: Connection) -> bool:
-        return False  # no older layout exists on this backend
+        """Whether the memories table is of an older layout (before each
+        memory kept its revocation horizon): dropped and folded again."""
+        found = conn.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'memories' AND column_name IN ('memory_id', 'revoked_until')"
+        ).fetchone()[0]
+        return found == 1
 
     def create(self, conn: Connection, *, indexes: bool = True) -> None:
         for statement in SCHEMA:

@@ -7,9 +7,12 @@ run again on every append, in its transaction, before the view folds it
 re-chained) is judged exactly like the writes that made it: an event that
 would break a promise refuses the whole append, naming it.
 
-* Policy versions: a change names the version that is current as its
+* Policy versions (``policy_problem``, which the engine also asks before it
+  builds a change): a change names the version that is current as its
   previous one, never makes a retired version current again, and a
-  numbered version only goes up.
+  numbered version only goes up, past every numbered version the policy
+  was ever at.
+* A revocation id names one revocation.
 
 The rest is decided where it is kept: the times of imported events by the
 log (``memwarden.events.check_imported``), revocation coverage and no
@@ -28,32 +31,65 @@ from ._rows import Connection
 IMPLICIT = "1"  # every policy's version until it is first set
 
 
+def highest_numbered(conn: Connection, policy: str) -> int | None:
+    """The highest numbered version ``policy`` has ever been at (current or
+    retired): a numbered version only goes up, past every one before it,
+    whatever key versions came between."""
+    found = [int(v) for (v,) in conn.execute(_VERSIONS, (policy, policy)) if str(v).isdigit()]
+    return max(found, default=None)
+
+
+_VERSIONS = (
+    "SELECT version FROM policies WHERE policy = ? UNION ALL SELECT version FROM retired_versions WHERE policy = ?"
+)
+
+
+def policy_problem(
+    conn: Connection,
+    policy: str,
+    version: str,
+    previous: str | None = None,
+    pending: dict[str, str] | None = None,
+    retiring: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+) -> str | None:
+    """Why ``policy`` may not be made current at ``version`` (a version
+    key), or None: the one rule of policy versions, which the engine asks
+    before it builds a change and every append asks again. ``previous``,
+    when given, must be the current version; ``pending`` and ``retiring``
+    are the changes earlier in the same append."""
+    current = (pending or {}).get(policy) or _current(conn, policy)
+    if previous is not None and previous != current:
+        return f"policy {policy!r} is at version {current!r}, not {previous!r}"
+    if version == current:
+        return f"policy {policy!r} is already at version {version!r}"
+    if (policy, version) in retiring or _retired(conn, policy, version):
+        return f"version {version!r} of policy {policy!r} was retired and never comes back"
+    seen = [int(v) for p, v in retiring if p == policy and v.isdigit()] + ([int(current)] if current.isdigit() else [])
+    stored = highest_numbered(conn, policy)
+    highest = max(seen + ([stored] if stored is not None else []), default=None)
+    if version.isdigit() and highest is not None and int(version) <= highest:
+        return f"policy {policy!r} has been at version {highest}; a numbered version only goes up"
+    return None
+
+
 class AppendRules:
     """The checks, against the view as the transaction sees it."""
 
     def check(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         policies: dict[str, str] = {}  # changes within this append, in order
-        retired: set[tuple[str, str]] = set()
+        retiring: set[tuple[str, str]] = set()
         for event in events:
+            p = event.payload
             if event.type == "policy.version_changed":
-                self._policy_change(conn, event, policies, retired)
-
-    def _policy_change(
-        self, conn: Connection, event: RecordedEvent, policies: dict[str, str], retired: set[tuple[str, str]]
-    ) -> None:
-        p = event.payload
-        policy, version, previous = p["policy"], version_key(p["version"]), version_key(p["previous_version"])
-        current = policies.get(policy) or _current(conn, policy)
-        if previous != current:
-            raise AppendRefused(event, f"policy {policy!r} is at version {current!r}, not {previous!r}")
-        if version == current:
-            raise AppendRefused(event, f"policy {policy!r} is already at version {version!r}")
-        if (policy, version) in retired or _retired(conn, policy, version):
-            raise AppendRefused(event, f"version {version!r} of policy {policy!r} was retired and never comes back")
-        if version.isdigit() and current.isdigit() and int(version) < int(current):
-            raise AppendRefused(event, f"policy {policy!r} is at version {current}; a numbered version only goes up")
-        policies[policy] = version
-        retired.add((policy, current))
+                policy, version = p["policy"], version_key(p["version"])
+                previous = version_key(p["previous_version"])
+                problem = policy_problem(conn, policy, version, previous, policies, retiring)
+                if problem is not None:
+                    raise AppendRefused(event, problem)
+                policies[policy] = version
+                retiring.add((policy, previous))
+            elif event.type == "revocation.issued" and _revocation_exists(conn, p["revocation_id"]):
+                raise AppendRefused(event, f"revocation {p['revocation_id']!r} was issued already")
 
 
 def _current(conn: Connection, policy: str) -> str:
@@ -63,4 +99,9 @@ def _current(conn: Connection, policy: str) -> str:
 
 def _retired(conn: Connection, policy: str, version: str) -> bool:
     found = conn.execute("SELECT 1 FROM retired_versions WHERE policy = ? AND version = ?", (policy, version))
+    return found.fetchone() is not None
+
+
+def _revocation_exists(conn: Connection, revocation_id: str) -> bool:
+    found = conn.execute("SELECT 1 FROM revocations WHERE revocation_id = ?", (revocation_id,))
     return found.fetchone() is not None

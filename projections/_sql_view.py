@@ -31,6 +31,7 @@ from ._rows import (
     select_rows,
     select_rows_with_text,
 )
+from ._rules import highest_numbered, policy_problem
 from ._runner import Projector
 from ._selector import COVERED_SQL, selector_sql
 from ._sql_graph import GraphReads
@@ -164,6 +165,22 @@ class SQLView(GraphReads, SideTables, ABC):
         """The summary of each row's current version (None once erased)."""
         return _rows.summaries(self.conn, rows, summary=self.SUMMARY)
 
+    def erased_among(self, keys: Sequence[Key]) -> set[Key]:
+        """Which of the memories ``keys`` name had texts erased (a version's,
+        or all of them), a statement per few hundred."""
+        found: set[Key] = set()
+        for chunk in _rows.chunks(list(dict.fromkeys(keys)), 400):
+            flat = [part for key in chunk for part in key]
+            marks = _rows.value_marks(chunk, 2)
+            for tenant, memory_id in self.conn.execute(
+                f"WITH k(t, m) AS (VALUES {marks}) SELECT k.t, k.m FROM k WHERE EXISTS "
+                "(SELECT 1 FROM erased_texts e WHERE e.tenant = k.t AND e.memory_id = k.m) OR EXISTS "
+                "(SELECT 1 FROM memories x WHERE x.tenant = k.t AND x.memory_id = k.m AND x.status = 'erased')",
+                flat,
+            ):
+                found.add((tenant, memory_id))
+        return found
+
     def erased_through(self, tenant: str, memory_id: str) -> int:
         """The last version of a memory whose texts were erased (0: none)."""
         row = self.conn.execute(
@@ -219,6 +236,9 @@ class SQLView(GraphReads, SideTables, ABC):
         if match is not None:
             clauses.append(f"mid IN ({self.MATCHING})")
             params.append(self.match_query(match))
+            if access.unsearchable:
+                clauses.append(f"m.status NOT IN ({','.join('?' * len(access.unsearchable))})")
+                params.extend(access.unsearchable)
         if usable_at is not None:
             clauses.append("status = 'usable' AND (expires_at IS NULL OR expires_at > ?)")
             params.append(usable_at)
@@ -236,6 +256,9 @@ class SQLView(GraphReads, SideTables, ABC):
         allowed, allowed_params = self.confine(access, "m")
         sql = f"SELECT m.memory_id FROM memories m WHERE m.mid IN ({self.MATCHING}) AND {allowed}"
         args: list[Any] = [self.match_query(match), *allowed_params]
+        if access.unsearchable:
+            sql += f" AND m.status NOT IN ({','.join('?' * len(access.unsearchable))})"
+            args.extend(access.unsearchable)
         if tenant is not None:
             sql += " AND m.tenant = ?"
             args.append(tenant)
@@ -382,6 +405,15 @@ class SQLView(GraphReads, SideTables, ABC):
         """The current version key of ``policy``, or None if it was never set."""
         row = self.conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
         return row[0] if row else None
+
+    def policy_problem(self, policy: str, version: str) -> str | None:
+        """Why ``policy`` may not be made current at ``version`` now (the
+        rule every append passes: ``_rules.policy_problem``), or None."""
+        return policy_problem(self.conn, policy, version)
+
+    def highest_numbered(self, policy: str) -> int | None:
+        """The highest numbered version ``policy`` has ever been at."""
+        return highest_numbered(self.conn, policy)
 
     def retired_version(self, policy: str, version: str) -> int | None:
         """The seq that retired ``version`` of ``policy``; None if it never was."""

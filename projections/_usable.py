@@ -96,7 +96,8 @@ class UsableProjection:
         columns = column_types(conn, "memories")
         derivation_columns = column_types(conn, "derivations")
         return bool(columns) and (
-            "summary" in columns
+            "revoked_until" not in columns
+            or "summary" in columns
             or "tenant" not in derivation_columns
             or columns["revocation_version"] != "TEXT"
             or not column_types(conn, "derivations_ever")
@@ -213,10 +214,22 @@ class UsableProjection:
     def _revoke(self, conn: Connection, event: RecordedEvent) -> dict[str, Any]:
         p = event.payload
         where, params = selector_sql(p["selector"])
+        # revoke_row's statement: every right-hand side reads the row as it was
+        later = "revoked_until IS NULL OR revoked_until <= ?"
         cursor = conn.execute(
-            f"UPDATE memories SET status='revoked', reason='revoked', revoked_by=?, last_seq=? "
+            f"UPDATE memories SET status='revoked', reason='revoked', revoked_by=?, last_seq=?, "
+            f"revoked_until = CASE WHEN {later} THEN ? ELSE revoked_until END, "
+            f"last_revocation = CASE WHEN {later} THEN ? ELSE last_revocation END "
             f"WHERE ({where}) AND status NOT IN {TERMINAL_SQL}",
-            [p["revocation_id"], event.seq, *params],
+            [
+                p["revocation_id"],
+                event.seq,
+                p["effective_at"],
+                p["effective_at"],
+                p["effective_at"],
+                p["revocation_id"],
+                *params,
+            ],
         )
         conn.execute(
             "INSERT INTO revocations (revocation_id, seq, selector, reason, issued_by, effective_at, "

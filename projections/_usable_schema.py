@@ -32,7 +32,8 @@ SCHEMA = [
         fetched_at TEXT NOT NULL, expires_at TEXT, verified_at TEXT,
         policy TEXT NOT NULL, revocation_version TEXT NOT NULL,
         checksum TEXT NOT NULL, content_length INTEGER NOT NULL,
-        invalidation_reason TEXT, invalidated_by INTEGER, revoked_by TEXT, quarantined_from TEXT,
+        invalidation_reason TEXT, invalidated_by INTEGER, revoked_by TEXT,
+        revoked_until TEXT, last_revocation TEXT, quarantined_from TEXT,
         derived_from TEXT NOT NULL DEFAULT '[]',
         first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
         PRIMARY KEY (tenant, memory_id)

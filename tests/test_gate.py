@@ -32,6 +32,7 @@ def reference(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | Non
     """Usability by the rules as written: status, policy version, expiry."""
     state: dict[str, Any] | None = None
     revocations: list[tuple[str, int]] = []
+    horizon: int | None = None  # the latest effective time of a revocation that covered this memory
     policy = 1
     for step in history:
         kind = step[0]
@@ -40,6 +41,7 @@ def reference(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | Non
             # it covers every version recorded before it, whatever its fetch time
             if state and state["status"] not in ("erased", "revoked") and state["tenant"] == step[1]:
                 state["status"] = "revoked"
+                horizon = step[2] if horizon is None else max(horizon, step[2])
             continue
         if kind == "policy":
             policy += 1
@@ -54,8 +56,12 @@ def reference(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | Non
                 "tenant": tenant,
                 "before_quarantine": None,
             }
-            if any(t == tenant and fetched <= eff for t, eff in revocations):
+            blocking = [eff for t, eff in revocations if t == tenant and fetched <= eff]
+            if blocking:
                 state["status"] = "revoked"
+                horizon = max([*blocking, *([horizon] if horizon is not None else [])])
+            elif horizon is not None and fetched <= horizon:
+                state["status"] = "revoked"  # no version fetched by then comes back, whatever its scope
             continue
         if state is None:
             continue

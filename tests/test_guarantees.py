@@ -188,3 +188,104 @@ def test_migrate_refuses_a_target_that_holds_keys(warden: Warden, tmp_path: Path
         KeyStore(other).create("agent", tenants=["acme"], caller=OPERATOR)
     with pytest.raises(ValueError, match="already holds 1 API keys"):
         warden.migrate(str(target), caller=OPERATOR)
+
+
+# -- what an outside attack found after the first fixes ------------------------------------------
+
+
+def test_a_text_search_never_matches_the_words_of_a_memory_an_agent_may_not_receive(
+    warden: Warden, backend: Backend
+) -> None:
+    """An agent rebuilt a revoked text letter by letter from which prefixes still found it."""
+    save_memory(warden, "rv1", tenant="ta", summary="vault", content="vault password hunter2", caller=TA)
+    save_memory(warden, "bad", tenant="ta", summary="beta words", content="beta text", caller=TA)
+    warden.revoke({"tenant": "ta", "ids": ["rv1"]}, reason="leak", caller=OPERATOR)
+    backend.flip_text(warden.path, content_checksum("beta text"))
+    assert warden.get("bad", caller=TA).reason == "integrity_failed"
+    for word in ("hunt", "hunter2", "vault", "beta"):
+        assert warden.query(tenant="ta", text=word, include_unusable=True, caller=TA) == [], word
+        assert warden.search_ids(word, caller=TA) == [], word
+    # staff still find what they act on
+    assert [v.memory_id for v in warden.query(tenant="ta", text="hunt", include_unusable=True, caller=OPERATOR)] == [
+        "rv1"
+    ]
+
+
+def test_a_retry_after_the_erasure_answers_nothing_of_the_erased_text(warden: Warden) -> None:
+    first = save_memory(warden, "m3", tenant="ta", content="the pin is 4821", event_id="ev-m3-1", caller=TA)
+    warden.erase(memory_id="m3", tenant="ta", reason="gdpr", caller=OPERATOR)
+    for guess in ("the pin is 4821", "the pin is 1111"):  # a right guess and a wrong one answer alike
+        with pytest.raises(ValueError, match="already names a different event") as refused:
+            save_memory(warden, "m3", tenant="ta", content=guess, event_id="ev-m3-1", caller=TA)
+        assert first.checksum not in str(refused.value)
+
+
+def test_an_agent_cannot_make_a_policy_version_current(warden: Warden, clock: FrozenClock) -> None:
+    """A policy's version holds for every tenant: an agent naming a new one
+    would retire version 1 for all of them."""
+    save_memory(warden, "other-tenant", tenant="tb")
+    with pytest.raises(PermissionError, match="only a security key"):
+        save_memory(warden, "adopt", tenant="ta", revocation_version="evil-1", caller=TA)
+    assert warden.policies(caller=OPERATOR) == {} and warden.get("other-tenant", caller=OPERATOR).usable
+    # the local operator may, as the README says of a fresh database
+    save_memory(warden, "adopt", tenant="ta", revocation_version="policy-42-v7")
+    assert warden.policies(caller=OPERATOR) == {"default": "policy-42-v7"}
+
+
+def test_a_numbered_version_never_goes_down_through_a_key_version(warden: Warden) -> None:
+    warden.set_policy("pol", 20, caller=OPERATOR)
+    warden.set_policy("pol", "k-interim", caller=OPERATOR)
+    with pytest.raises(ValueError, match="only goes up"):
+        warden.set_policy("pol", 4, caller=OPERATOR)
+    warden.set_policy("pol", 21, caller=OPERATOR)
+    assert warden.policies(caller=OPERATOR) == {"pol": 21}
+    warden.set_policy("pol", "2_0", caller=OPERATOR)  # a key, not the number 20
+    assert warden.policies(caller=OPERATOR) == {"pol": "2_0"}
+
+
+def test_a_revoked_memory_does_not_come_back_under_another_scope_or_spelling(
+    warden: Warden, clock: FrozenClock
+) -> None:
+    before = clock.now()
+    save_memory(warden, "uu", tenant="ta", content="u7 home address", scope={"user": "u7"}, caller=TA)
+    warden.revoke({"tenant": "ta", "user": "u7"}, reason="consent withdrawn", caller=OPERATOR)
+    clock.advance("1s")
+    # the same memory, saved again without the user, from a fetch before the revocation
+    again = save_memory(warden, "uu", tenant="ta", content="u7 home address", fetched_at=before, caller=TA)
+    assert warden.get("uu", caller=TA).reason == "revoked" and again.version == 2
+    # a source revoked by its prefix, named another way
+    warden.revoke({"source_prefix": "https://evil.example/"}, reason="poisoned", caller=OPERATOR)
+    for n, url in enumerate(
+        ["HTTPS://evil.example/x", "https://EVIL.example/x", "https://evil.example:443/x", "https://evil.example./x"]
+    ):
+        with pytest.raises(PermissionError, match="revocation"):
+            save_memory(warden, f"e{n}", tenant="ta", source_url=url, fetched_at=before, caller=TA)
+    with pytest.raises(ValueError, match="user info"):
+        save_memory(warden, "e9", tenant="ta", source_url="https://u@evil.example/x", caller=TA)
+
+
+def test_a_bound_key_is_not_told_the_state_of_another_agents_evidence(warden: Warden) -> None:
+    tenant_key, bot_b = agent_key("ta"), agent_key("ta", agent="B")
+    save_memory(warden, "m1", tenant="ta", scope={"agent": "A"}, caller=tenant_key)
+    save_memory(warden, "child", tenant="ta", scope={"agent": "B"}, derived_from=["m1"], caller=tenant_key)
+    warden.revoke({"tenant": "ta", "ids": ["m1"]}, reason="leak", caller=OPERATOR)
+    seen = warden.get("child", caller=bot_b)
+    assert seen.reason == "derived_from_unusable" and "revoked" not in (seen.detail or "")
+    explained = warden.explain("child", caller=bot_b)
+    assert "revoked" not in json.dumps(explained)
+    assert "revoked" in (warden.get("child", caller=tenant_key).detail or ""), "one who may see m1 is told"
+
+
+def test_an_agent_receives_no_checksum_of_a_memory_it_may_not_use(warden: Warden) -> None:
+    saved = save_memory(warden, "rv", tenant="ta", content="secret words", caller=TA)
+    warden.revoke({"tenant": "ta", "ids": ["rv"]}, reason="leak", caller=OPERATOR)
+    assert warden.get("rv", caller=TA).checksum is None
+    assert [v.checksum for v in warden.query(tenant="ta", include_unusable=True, caller=TA)] == [None]
+    explained = warden.explain("rv", caller=TA)
+    assert explained["checksum"] is None and saved.checksum not in json.dumps(explained)
+    assert warden.get("rv", caller=OPERATOR).checksum == saved.checksum
+
+
+def test_a_time_a_caller_says_has_passed_is_not_far_ahead(warden: Warden) -> None:
+    with pytest.raises(ValueError, match="verified_at"):
+        save_memory(warden, "m", verified_at="8999-01-01T00:00:00Z")

@@ -98,6 +98,7 @@ def test_json_failures_print_their_object_on_stdout(korean: Warden, run_cli: Cli
         "error": "not_found",
         "field": "memory_id",
         "problem": "memory 'no-such' not found",
+        "memory_id": "no-such",
     }
     # without --json, stdout stays empty on a refusal
     assert run_cli("get", "no-such").stdout == ""

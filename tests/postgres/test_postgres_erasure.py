@@ -64,3 +64,35 @@ def test_past_its_bound_the_vacuum_runs_anyway_and_says_so(pg_url: str) -> None:
     finally:
         auditor.close()
         store.close()
+
+
+def test_the_planner_keeps_no_sample_of_an_erased_text(pg_url: str) -> None:
+    """pg_stats (readable by any role of the database) showed erased words
+    among a column's most common values after memwarden's own ANALYZE."""
+    w = Warden(pg_url)
+    try:
+        memories = [
+            {
+                "memory_id": f"v{i}",
+                "kind": "external_fact",
+                "summary": "patient zebradiagnosis confidential",
+                "content": "diagnosis zebradiagnosis hivpositive marker",
+                "source_url": "https://clinic.example/v",
+                "scope": {"tenant": "t1", "user": "victim"},
+                "ttl": "6h",
+            }
+            for i in range(300)
+        ]
+        w.save_many(memories, caller=OPERATOR)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ANALYZE texts, memories_search, memories")
+            assert w.erase(user="victim", tenant="t1", reason="asked", caller=OPERATOR).erased == 300
+            conn.execute("ANALYZE texts, memories_search, memories")
+            sampled = conn.execute(
+                "SELECT tablename, attname, most_common_vals::text, most_common_elems::text, histogram_bounds::text "
+                "FROM pg_stats WHERE tablename IN ('texts', 'memories_search', 'memories')"
+            ).fetchall()
+        text = repr(sampled)
+        assert "zebradiagnosis" not in text and "hivpositive" not in text and "sha256:" not in text, sampled
+    finally:
+        w.close()
