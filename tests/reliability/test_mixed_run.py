@@ -89,6 +89,9 @@ def reference_usable(events: list[RecordedEvent], now: str) -> dict[str, bool]:
         p, kind = event.payload, event.type
         m = memories.get(p.get("memory_id", ""))
         if kind == "memory.saved":  # after an erasure too: a new version with its own text
+            # a revocation that ever covered a version of this id holds every
+            # later version fetched by its effective time, whatever its scope
+            until = m["until"] if m else None
             m = memories[p["memory_id"]] = {
                 "version": p["version"],
                 "tenant": p["scope"]["tenant"],
@@ -98,14 +101,19 @@ def reference_usable(events: list[RecordedEvent], now: str) -> dict[str, bool]:
                 "pv": p.get("revocation_version", 1),
                 "policy": p.get("policy", "default"),
                 "status": "ok",
+                "until": until,
             }
-            if any(m["fetched"] <= eff and covers(sel, m) for sel, eff in revocations):
+            blocking = [eff for sel, eff in revocations if m["fetched"] <= eff and covers(sel, m)]
+            if blocking:
+                # the first that blocks it, in log order, as it names in revoked_by
+                m.update(status="revoked", until=blocking[0] if until is None or until <= blocking[0] else until)
+            elif until is not None and m["fetched"] <= until:
                 m["status"] = "revoked"
         elif kind == "revocation.issued":
             revocations.append((p["selector"], p["effective_at"]))
             for m in memories.values():  # every version recorded before it, whatever its fetch time
                 if m["status"] not in ("erased", "revoked") and covers(p["selector"], m):
-                    m["status"] = "revoked"
+                    m.update(status="revoked", until=max(e for e in (m["until"], p["effective_at"]) if e is not None))
         elif kind == "policy.version_changed":
             policies[p["policy"]] = p["version"]
         elif m is None:
