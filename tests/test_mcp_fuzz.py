@@ -22,7 +22,7 @@ from .backends import Backend
 from .test_http_fuzz import JSON, SCALAR
 
 # examples per run; MEMWARDEN_FUZZ_EXAMPLES=3000 for a long hunt
-EXAMPLES = int(os.environ.get("MEMWARDEN_FUZZ_EXAMPLES", "250"))
+EXAMPLES = int(os.environ.get("MEMWARDEN_FUZZ_EXAMPLES", "120"))
 
 # for each tool: whether it answered (False) and refused (True) at least once
 REACHED: dict[str, set[bool]] = {}
