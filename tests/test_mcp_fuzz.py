@@ -22,7 +22,7 @@ from .backends import Backend
 from .test_http_fuzz import JSON, SCALAR
 
 # examples per run; MEMWARDEN_FUZZ_EXAMPLES=3000 for a long hunt
-EXAMPLES = int(os.environ.get("MEMWARDEN_FUZZ_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("MEMWARDEN_FUZZ_EXAMPLES", "250"))
 
 # for each tool: whether it answered (False) and refused (True) at least once
 REACHED: dict[str, set[bool]] = {}
@@ -102,7 +102,17 @@ def world(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterato
     warden.close()
 
 
+_SCHEMAS: dict[int, dict[str, dict[str, Any]]] = {}
+
+
 def schemas(server: Any) -> dict[str, dict[str, Any]]:
+    """The tools' input schemas, listed once per server (each listing is a session)."""
+    if id(server) not in _SCHEMAS:
+        _SCHEMAS[id(server)] = _listed_schemas(server)
+    return _SCHEMAS[id(server)]
+
+
+def _listed_schemas(server: Any) -> dict[str, dict[str, Any]]:
     async def listed() -> Any:
         async with Client(server) as client:
             return (await client.list_tools()).tools
