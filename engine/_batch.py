@@ -111,22 +111,22 @@ def save_many(
         pending_keys: set[Key] = set()
         seq_of: dict[int, int] = {}  # id(event) -> its seq
 
-        def flush(remaining: int) -> Reads:
-            """Append what is pending; the view then reads differently, so
-            the rows of the ``remaining`` items are read again."""
+        def flush() -> None:
+            """Append what is pending; the view then reads differently for
+            the memories it wrote, so their rows are read again."""
             if not pending:
-                return reads
+                return
             tx.texts.put_many(pending_texts)  # before the fold, which indexes them
             for event, seq in zip(pending, tx.append(pending), strict=True):
                 seq_of[id(event)] = seq
             pending.clear()
             pending_texts.clear()
+            reads.refresh(pending_keys)
             pending_keys.clear()
-            return Reads(tx.view, _keys(checked[remaining:]))
 
-        for position, (index, item) in enumerate(checked):
+        for index, item in checked:
             if _named(item) & pending_keys:
-                reads = flush(position)  # it names a memory this batch saves: the view must hold it
+                flush()  # it names a memory this batch saves: the view must hold it
             try:
                 first = retried(core, tx.view, item)
                 if first is not None:  # a retry of a save already recorded: its first answer
@@ -141,10 +141,10 @@ def save_many(
             pending_keys.add((item.scope.tenant, event.memory_id))
             results.append((item, event))
             if adopted:
-                reads = flush(position + 1)  # the next save of this policy reads its version from the view
+                flush()  # the next save of this policy reads its version from the view
         if problems:
             _refuse(problems, len(given))  # raised inside: the transaction rolls back
-        flush(len(checked))
+        flush()
     log.info("memories_saved", count=len(results), last_seq=max(seq_of.values(), default=None))
     return [
         result
