@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._bytes import UnstorableText, check_storable, unstorable, unstorable_fields
+from ._bytes import UnstorableText, check_storable, json_storable, unstorable, unstorable_fields
 from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
 from ._errors import (
     DATABASE_ERRORS,
@@ -94,6 +94,7 @@ __all__ = [
     "Refusal",
     "UnstorableText",
     "check_storable",
+    "json_storable",
     "unstorable",
     "unstorable_fields",
     "MemoryErased",

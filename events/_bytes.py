@@ -67,15 +67,18 @@ def unstorable_fields(value: Any, prefix: str = "") -> Iterator[tuple[str, str]]
             yield from unstorable_fields(item, f"{prefix}.{n}" if prefix else str(n))
 
 
+def json_storable(payload_json: str) -> bool:
+    """Whether a JSON text surely holds no string a store cannot keep (a
+    literal ``\\u0000`` spelled in a text makes it answer False: then the
+    payload itself is asked)."""
+    return "\\u0000" not in payload_json and (payload_json.isascii() or _SURROGATE.search(payload_json) is None)
+
+
 def check_payload(payload: dict[str, Any], payload_json: str | None = None) -> None:
     """Every text of an event's payload as a store may keep it. The JSON, if
     given, answers the common case at one scan: a payload with neither
     ``\\u0000`` nor a surrogate in its JSON holds neither."""
-    if (
-        payload_json is not None
-        and "\\u0000" not in payload_json
-        and (payload_json.isascii() or _SURROGATE.search(payload_json) is None)
-    ):
+    if payload_json is not None and json_storable(payload_json):
         return
     for field, problem in unstorable_fields(payload):
         raise UnstorableText(field, problem)
