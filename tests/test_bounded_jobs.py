@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import structlog
-from memwarden.engine import OPERATOR, Scheduler, Warden
+from memwarden.engine import OPERATOR, InvalidInput, Scheduler, Warden
 from memwarden.engine._readback import _first_word
 
 from .conftest import save_memory
@@ -82,3 +82,20 @@ def test_a_waited_revocation_over_a_poisoned_summary_answers_committed(server: S
         assert answer.status_code == 201, answer.text
         data = answer.json()
         assert data["covered"] == len(POISONED) and data["readback"]["readback_status"] == "confirmed", data
+
+
+def test_a_committed_revocation_is_answered_whatever_its_read_back_meets(
+    warden: Warden, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_memory(warden, "w")
+    jobs = Scheduler(warden)
+
+    def refused(revocation_id: str, *, caller: Any) -> dict[str, Any]:
+        raise InvalidInput("text", "must be at most 1000 characters")
+
+    monkeypatch.setattr(jobs, "read_back", refused)
+    rev = warden.revoke({"ids": ["w"]}, reason="x", caller=OPERATOR)
+    answered = jobs.read_back_committed(rev.revocation_id, caller=OPERATOR)
+    assert answered["revocation_id"] == rev.revocation_id and answered["readback_status"] is None
+    assert answered["readback_error"]["field"] == "text" and answered["covered"] == 1
+    assert warden.get("w", caller=OPERATOR).reason == "revoked"  # in force all the same
