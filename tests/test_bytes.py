@@ -5,6 +5,7 @@ cannot carry before it writes a byte."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from memwarden.engine import OPERATOR, Warden, answer
 from memwarden.events import UnstorableText
 
-from .conftest import Cli, save_memory
+from .conftest import Cli, memwarden_subprocess, save_memory
 from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
 BAD = {"NUL": "before\x00after", "surrogate": "before\ud800after"}
@@ -115,3 +116,35 @@ def test_migrate_names_each_memory_it_cannot_carry(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "acme/dirty v1: summary holds a NUL" in result.output + result.stderr
     assert "acme/clean" not in result.output + result.stderr
+
+
+HOSTILE = "\u001b[2J\u001b]0;pwned\u0007 \u202eevil\u2066 \u009b31m 서울 a\rb"
+
+
+def test_the_command_line_shows_controls_and_overrides_escaped(warden: Warden, run_cli: Cli) -> None:
+    save_memory(warden, "spoof\u202efdp.exe", summary=HOSTILE, content=HOSTILE + "\nline two\r\n", ttl="10000d")
+    for args in (
+        ["get", "spoof\u202efdp.exe"],
+        ["query", "--tenant", "acme", "--all"],
+        ["explain", "spoof\u202efdp.exe"],
+    ):
+        result = run_cli(*args)
+        out = result.stdout
+        assert not any(c in out for c in "\u001b\u0007\u202e\u2066\u009b"), (args, out)
+        assert "spoof\\u202efdp.exe" in out, (args, out)
+    shown = run_cli("get", "spoof\u202efdp.exe").stdout
+    # (click strips a colour sequence off a pipe itself; what is left is shown escaped)
+    assert "\\u001b]0;pwned\\u0007 \\u202eevil\\u2066 \\u009b31m 서울 a\\u000db" in shown
+    assert "\nline two\n" in shown  # line breaks stay line breaks
+    # --json: the same escapes, so the value comes back exactly
+    raw = run_cli("get", "spoof\u202efdp.exe", "--json").stdout
+    assert "\u202e" not in raw and "\u009b" not in raw
+    assert json.loads(raw)["summary"] == HOSTILE
+    # an error naming the id: escaped too
+    missing = run_cli("get", "nope\u202e")
+    assert missing.exit_code == 1 and "\u202e" not in missing.stderr, missing.stderr
+    # the installed command, piped as a person's shell pipes it
+    piped = memwarden_subprocess(run_cli.db, "get", "spoof\u202efdp.exe")
+    assert piped.returncode == 0, piped.stderr
+    assert not any(c in piped.stdout for c in "\u001b\u0007\u202e\u2066\u009b"), piped.stdout
+    assert "\\u202eevil" in piped.stdout
