@@ -181,6 +181,18 @@ class Reads:
         self._rows.update((key, found.get(key)) for key in wanted)
         self._policies.clear()
 
+    def saved(self, event: MemorySaved) -> None:
+        """A save pending in this batch: what the memory's row will say of
+        it (its holder and version), for a repeat of the id that follows
+        before the save is appended. ``refresh`` reads the real row again."""
+        scope = event.scope
+        self._rows[(scope.tenant, event.memory_id)] = {
+            "tenant": scope.tenant,
+            "memory_id": event.memory_id,
+            "agent": scope.agent,
+            "version": event.version,
+        }
+
     def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
         key = (tenant, memory_id)
         return self._rows[key] if key in self._rows else self.view.row(tenant, memory_id)

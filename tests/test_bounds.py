@@ -153,3 +153,39 @@ def test_a_batch_repeating_one_id(warden: Warden, backend: Backend, monkeypatch:
     assert len(checks_inside) == count and not any(checks_inside)
     got = warden.get("same", caller=OPERATOR)
     assert got.version == count and got.content == f"내용 {count - 1}"
+    # the repeats went to the log together: the view is what a replay builds
+    assert warden.check_projections(caller=OPERATOR).ok
+    assert [v.memory_id for v in warden.query(tenant="acme", text="판", caller=OPERATOR)] == ["same"]
+    assert [v.memory_id for v in warden.query(tenant="acme", text=str(count - 1), caller=OPERATOR)] == ["same"]
+    assert warden.query(tenant="acme", text=str(count - 2), caller=OPERATOR) == []  # an older version's words
+
+
+def test_repeats_beside_evidence_and_event_ids(warden: Warden) -> None:
+    """A repeat that names evidence saved in the batch, or carries an event
+    id, still sees the batch so far."""
+
+    def item(memory_id: str, n: int, **extra: Any) -> dict[str, Any]:
+        return {
+            "memory_id": memory_id,
+            "kind": "permission",
+            "summary": f"s {n}",
+            "content": f"c {n}",
+            "source_url": f"https://example.org/{memory_id}",
+            "scope": {"tenant": "acme"},
+            **extra,
+        }
+
+    results = warden.save_many(
+        [
+            item("e", 0),
+            item("e", 1),
+            item("d", 2, derived_from=["e"]),
+            item("d", 3, derived_from=["e"], event_id="k1"),
+            item("d", 3, derived_from=["e"], event_id="k1"),  # a retry inside the batch: its first answer
+            item("e", 4),
+        ],
+        caller=OPERATOR,
+    )
+    assert [(r.memory_id, r.version) for r in results] == [("e", 1), ("e", 2), ("d", 1), ("d", 2), ("d", 2), ("e", 3)]
+    assert warden.get("d", caller=OPERATOR).derived_from == [{"memory_id": "e", "version": 2}]
+    assert warden.check_projections(caller=OPERATOR).ok
