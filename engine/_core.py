@@ -28,6 +28,7 @@ from ._collector import collector_paused
 from ._derivation import cascade
 from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
+from ._joined import Joined
 from ._limits import Limits
 from ._policy import TtlPolicy
 
@@ -55,6 +56,7 @@ class Core:
         self.policy = policy or TtlPolicy()
         self.fetchers = fetchers or Fetchers()
         self.limits = limits or Limits()
+        self.chain_check: Joined[Any] = Joined()  # one chain verification at a time (``audit_verify``)
         # called with each revocation id after it commits (the scheduler's
         # immediate read-back hooks in here)
         self.revocation_listeners: list[Callable[[str], None]] = []
@@ -112,7 +114,7 @@ class Core:
                 if min_seq is None or have >= min_seq:
                     yield view
                     return
-            _wait_until(deadline, have, min_seq)
+            self._wait_until(deadline, have, min_seq)
 
     def agent_page(self, min_seq: int | None, query: AgentQuery, evidence: Evidence, wait: float = 2.0) -> AgentPage:
         """A page of the agent query read in one state of a view that has
@@ -122,7 +124,7 @@ class Core:
             page = self.store.agent_page(min_seq or 0, query, evidence)
             if min_seq is None or page.position >= min_seq:
                 return page
-            _wait_until(deadline, page.position, min_seq)
+            self._wait_until(deadline, page.position, min_seq)
 
     def wait_for_events(self, after_seq: int, timeout: float) -> int:
         """Wait until the log holds an event after ``after_seq`` (appended by
@@ -153,9 +155,11 @@ class Core:
             raise AmbiguousMemory(memory_id)
         return found[0]
 
-
-def _wait_until(deadline: float, have: int, min_seq: int) -> None:
-    """A moment's wait for a view behind ``min_seq``; past ``deadline``, ``StaleView``."""
-    if time.monotonic() >= deadline:
-        raise StaleView(have, min_seq)
-    time.sleep(0.02)
+    def _wait_until(self, deadline: float, have: int, min_seq: int) -> None:
+        """A moment's wait for a view behind ``min_seq``; past ``deadline``,
+        ``StaleView``. A ``min_seq`` beyond the log's head is refused at
+        once: no view will reach a seq no event holds yet, and a caller
+        could otherwise hold a thread for the whole wait at will."""
+        if time.monotonic() >= deadline or min_seq > self.log.head().seq:
+            raise StaleView(have, min_seq)
+        time.sleep(0.02)

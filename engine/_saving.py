@@ -162,7 +162,7 @@ class Reads:
     (``keys``) and each policy's version once, not once per item: on
     PostgreSQL each read is a round trip, and a batch of 1,000 made 2,000
     of them. A row not among ``keys`` is read when asked. A batch's own
-    appends change what these say, so it takes new ``Reads`` after each."""
+    appends change what these say, so it ``refresh``es them after each."""
 
     def __init__(self, view: ViewReader, keys: Iterable[Key] = ()) -> None:
         self.view = view
@@ -170,6 +170,28 @@ class Reads:
         found = view.rows(wanted) if wanted else {}
         self._rows: dict[Key, dict[str, Any] | None] = {key: found.get(key) for key in wanted}
         self._policies: dict[str, int | str] = {}
+
+    def refresh(self, changed: Iterable[Key]) -> None:
+        """After a batch's own appends: the rows of the memories they wrote
+        read again, and the policies' versions (an adoption may have
+        changed one). Only those: re-reading every remaining row after each
+        append made a batch repeating one id quadratic."""
+        wanted = list(dict.fromkeys(changed))
+        found = self.view.rows(wanted) if wanted else {}
+        self._rows.update((key, found.get(key)) for key in wanted)
+        self._policies.clear()
+
+    def saved(self, event: MemorySaved) -> None:
+        """A save pending in this batch: what the memory's row will say of
+        it (its holder and version), for a repeat of the id that follows
+        before the save is appended. ``refresh`` reads the real row again."""
+        scope = event.scope
+        self._rows[(scope.tenant, event.memory_id)] = {
+            "tenant": scope.tenant,
+            "memory_id": event.memory_id,
+            "agent": scope.agent,
+            "version": event.version,
+        }
 
     def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
         key = (tenant, memory_id)

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
+from ._bytes import check_storable
 from ._canonical import content_checksum
 from ._errors import DATABASE_ERRORS, TextErased
 from ._models import memory_stream
@@ -93,13 +94,20 @@ class TextStore:
             conn.execute(statement)
 
     def put(self, tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
-        """Keep a version's texts; ``TextErased`` for a version erased."""
+        """Keep a version's texts; ``TextErased`` for a version erased,
+        ``UnstorableText`` for a text no store keeps (``_bytes``)."""
+        check_storable("summary", summary)
+        check_storable("content", content)
         with self._refusing_erased([(tenant, memory_id, version)]):
             self.conn.execute(_PUT, (tenant, memory_id, version, _bytes(summary), _bytes(content)))
 
     def put_many(self, texts: Iterable[Texts]) -> None:
         """``put`` for many versions in one statement (a batch save's)."""
-        rows = [(t, m, v, _bytes(s), _bytes(c)) for t, m, v, s, c in texts]
+        rows = []
+        for t, m, v, summary, content in texts:
+            check_storable("summary", summary)
+            check_storable("content", content)
+            rows.append((t, m, v, _bytes(summary), _bytes(content)))
         with self._refusing_erased([row[:3] for row in rows]):
             self.conn.executemany(_PUT, rows)
 
@@ -187,6 +195,7 @@ class TextStore:
         checking it; its summary stays as it is."""
         if content_checksum(text) != checksum:
             raise ValueError(f"content does not match {checksum}")
+        check_storable("content", text)
         updated = self.conn.execute(
             "UPDATE texts SET content = ? WHERE tenant = ? AND memory_id = ? AND version = ?",
             (_bytes(text), tenant, memory_id, version),
