@@ -43,7 +43,7 @@ IDS = ["m1", "m:2", "메모"]  # the same ids in both tenants
 KEYS = {tenant: agent_key(tenant) for tenant in TENANTS}
 # what a caller may claim as its fetch time, relative to the clock
 FETCHES = [None, timedelta(minutes=4, seconds=50), timedelta(minutes=-1), timedelta(days=-3000), timedelta(days=2)]
-SUMMARIES = ["요약 summary", "ctl \x1b[2J\x07 chars", "\u202eevil", "x" * 300]
+SUMMARIES = ["요약 summary", "ctl \x1b[2J\x07 chars", "\u202eevil", "x" * 300, "nul \x00 byte", "lone \ud800"]
 COUNTER = itertools.count()
 
 
