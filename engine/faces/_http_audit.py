@@ -55,7 +55,7 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
     def stats(who: Caller) -> dict[str, Any]:
         return {"weeks": warden.stats(caller=who)}
 
-    @app.get("/v1/events", tags=["auditors"], **documented(R.Events))
+    @app.get("/v1/events", tags=["auditors"], **documented(R.Events, 200, 429))
     async def events(
         who: Caller,
         request: Request,
