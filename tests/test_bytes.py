@@ -148,3 +148,19 @@ def test_the_command_line_shows_controls_and_overrides_escaped(warden: Warden, r
     assert piped.returncode == 0, piped.stderr
     assert not any(c in piped.stdout for c in "\u001b\u0007\u202e\u2066\u009b"), piped.stdout
     assert "\\u202eevil" in piped.stdout
+
+
+def test_ids_no_store_holds_are_refused_or_not_found_naming_the_field(warden: Warden) -> None:
+    bad = "id\ud800"
+    refused(warden, "memory_id", lambda: save_memory(warden, bad, summary="fine", content="fine"))
+    item = dict(kind="external_fact", summary="s", content="c", source_url="https://e.org/", scope={"tenant": "acme"})
+    refused(warden, "memories", lambda: warden.save_many([{**item, "memory_id": bad, "ttl": "1h"}], caller=OPERATOR))
+    for field in ("agent", "key"):
+        args = {"agent": "a", "key": "k", field: bad}
+        refused(warden, field, lambda a=args: warden.memory_save(tenant="acme", content="x", caller=OPERATOR, **a))
+    refused(warden, "tenant", lambda: warden.query(tenant="t\x00", caller=OPERATOR))
+    for missing in (bad, "id\x00"):  # an id no store can hold is one no store holds
+        with pytest.raises(Exception) as caught:
+            warden.get(missing, caller=OPERATOR)
+        found = answer(caught.value)
+        assert found is not None and (found.status, found.field) == (404, "memory_id")
