@@ -164,3 +164,19 @@ def test_ids_no_store_holds_are_refused_or_not_found_naming_the_field(warden: Wa
             warden.get(missing, caller=OPERATOR)
         found = answer(caught.value)
         assert found is not None and (found.status, found.field) == (404, "memory_id")
+
+
+def test_import_records_refuses_a_nul_naming_the_line(tmp_path: Path) -> None:
+    record = {
+        "memory_id": "r1",
+        "kind": "external_fact",
+        "summary": "a\u0000b",
+        "source_url": "https://e.org/r1",
+        "fetched_at": "2026-12-01T00:00:00Z",
+        "expires_at": "2027-12-01T00:00:00Z",
+        "scope": {"tenant": "acme", "project": "p"},
+    }
+    records = tmp_path / "r.jsonl"
+    records.write_text(json.dumps(record) + "\n")
+    result = Cli(tmp_path / "m.db")("import-records", str(records))
+    assert result.exit_code == 2 and "line 1" in result.stderr and "NUL" in result.stderr, result.stderr
