@@ -257,7 +257,7 @@ def saved_event(
         **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] else {}),
     )
     check_source_url("source_url", event.source_url)
-    _refuse_if_revoked(revocations, event)
+    _refuse_if_revoked(revocations, event, row)
     return event, adopted
 
 
@@ -447,9 +447,17 @@ def _expiry(
     return None if rule_ttl is None else fetched + rule_ttl
 
 
-def _refuse_if_revoked(revocations: Sequence[dict[str, Any]], event: MemorySaved) -> None:
-    """No resurrection: a fetch older than a revocation covering it is refused."""
+def _refuse_if_revoked(
+    revocations: Sequence[dict[str, Any]], event: MemorySaved, row: dict[str, Any] | None = None
+) -> None:
+    """No resurrection: a fetch older than a revocation covering it is
+    refused, and so is one older than the last revocation that ever covered
+    a version of this memory (``row``), whatever scope the new one claims:
+    the fold would record it revoked, so the caller is told now."""
     fetched = format_ts(event.fetched_at)
+    until = row.get("revoked_until") if row else None
+    if until is not None and fetched <= until:
+        raise RevokedScope(event.memory_id, row["last_revocation"], until, fetched)  # type: ignore[index]
     candidate = {
         "memory_id": event.memory_id,
         "kind": event.kind,
