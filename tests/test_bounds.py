@@ -14,7 +14,7 @@ from memwarden.engine._derivation import TREE_NODES
 from memwarden.engine._joined import Joined
 
 from .backends import Backend
-from .conftest import save_memory
+from .conftest import Cli, save_memory
 from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
 
@@ -46,6 +46,15 @@ def test_a_diamond_dag_explains_in_bounded_nodes(warden: Warden) -> None:
     # every memory shown whole once (the root and the 40 below it: d20-b is
     # not evidence of d20-a), every other meeting a reference
     assert len(whole) == len(set(whole)) == 41 and refs
+
+
+def test_the_command_line_shows_a_reference_as_one(warden: Warden, run_cli: Cli) -> None:
+    save_memory(warden, "base", kind="permission", ttl=None)
+    for side in "ab":
+        save_memory(warden, side, kind="permission", ttl=None, derived_from=["base"])
+    save_memory(warden, "top", kind="permission", ttl=None, derived_from=["a", "b"])
+    out = run_cli("explain", "top").stdout
+    assert out.count("base v1") == 2 and out.count("(shown above)") == 1
 
 
 def test_the_node_cap_holds_for_a_wide_fan(warden: Warden) -> None:
