@@ -14,6 +14,7 @@ import pytest
 from memwarden.engine import OPERATOR, Warden, answer
 from memwarden.events import UnstorableText
 
+from .backends import Backend
 from .conftest import Cli, memwarden_subprocess, save_memory
 from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
@@ -101,7 +102,7 @@ def test_http_answers_422_naming_the_field(server: Server) -> None:  # noqa: F81
         assert c.get("/healthz").json()["head_seq"] == head
 
 
-def test_migrate_names_each_memory_it_cannot_carry(tmp_path: Path) -> None:
+def test_migrate_names_each_memory_it_cannot_carry(tmp_path: Path, backend: Backend) -> None:
     source = tmp_path / "old.db"
     w = Warden(source)
     try:
@@ -112,7 +113,7 @@ def test_migrate_names_each_memory_it_cannot_carry(tmp_path: Path) -> None:
     # a store written before the byte rule: SQLite kept a NUL
     with sqlite3.connect(source) as conn:
         conn.execute("UPDATE texts SET summary = CAST(? AS BLOB) WHERE memory_id = 'dirty'", ("bad\x00summary",))
-    result = Cli(source)("migrate", "--to", str(tmp_path / "new.db"))
+    result = Cli(source)("migrate", "--to", str(backend.db(tmp_path, "new.db")))  # to SQLite or PostgreSQL
     assert result.exit_code == 2, result.output
     assert "acme/dirty v1: summary holds a NUL" in result.output + result.stderr
     assert "acme/clean" not in result.output + result.stderr
