@@ -60,7 +60,7 @@ def unstorable_fields(value: Any, prefix: str = "") -> Iterator[tuple[str, str]]
         for key, item in value.items():
             name = f"{prefix}.{key}" if prefix else str(key)
             if isinstance(key, str) and (problem := unstorable(key)) is not None:
-                yield name, f"names a key that {problem.removeprefix('is ').removeprefix('holds ')}"
+                yield name, f"names a key that {problem}"
             yield from unstorable_fields(item, name)
     elif isinstance(value, list | tuple):
         for n, item in enumerate(value):
