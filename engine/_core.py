@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import structlog
-from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts
+from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts, unstorable
 from memwarden.projections import (
     Access,
     AgentPage,
@@ -146,8 +146,8 @@ class Core:
         itself). One the caller may not see is ``MemoryNotFound``, word for
         word as one that does not exist; an id held in more than one of the
         caller's tenants needs the tenant named."""
-        if not isinstance(memory_id, str) or not memory_id:
-            raise MemoryNotFound(str(memory_id))
+        if not isinstance(memory_id, str) or not memory_id or unstorable(memory_id) is not None:
+            raise MemoryNotFound(str(memory_id))  # no store holds such an id: none to find
         found = view.named(memory_id, tenant=tenant, access=access)
         if not found:
             raise MemoryNotFound(memory_id)

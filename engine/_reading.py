@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
+from memwarden.events import (
+    MemoryIntegrityFailed,
+    MemoryResynced,
+    actual_checksum,
+    check_storable,
+    content_checksum,
+    unstorable,
+)
 from memwarden.projections import STATUSES, TERMINAL, AgentQuery, ViewReader
 
 from ._core import Core, log
@@ -27,6 +34,8 @@ def get(
     """One memory with its content checked against its checksum now.
     ``tenant`` names it where the id alone is ambiguous for the caller;
     the lookup is confined to what ``caller`` may read."""
+    if not isinstance(memory_id, str) or unstorable(memory_id) is not None:
+        raise MemoryNotFound(str(memory_id))  # no store holds such an id: none to find
     now = core.now()
     with core.reading(min_seq) as view:
         found = view.named_with_text(memory_id, tenant=tenant, access=caller.access)
@@ -168,6 +177,7 @@ def query(
     answers (a page of a listing)."""
     if not isinstance(tenant, str) or not tenant:
         raise InvalidInput("tenant", "is required")
+    check_storable("tenant", tenant)
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}")
     confine_tenant(caller, tenant)

@@ -99,6 +99,8 @@ def check_input(
 ) -> Checked:
     """Every check of a save that needs no view: the text, its checksum and
     limits, the times, the scope and what ``caller`` may write."""
+    if isinstance(memory_id, str):  # the event checks the rest; a read by it must not meet a surrogate first
+        encoded("memory_id", memory_id)
     if not isinstance(content, str):
         raise InvalidInput("content", "must be text")
     core.limits.check_text("content", content, "max_content_bytes")

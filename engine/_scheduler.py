@@ -233,7 +233,7 @@ class Scheduler:
         now = self.warden.clock.now().timestamp()
         ready = [d for d in items if self.backoff.ready(_host(d.source_url), now)]
         with ThreadPoolExecutor(max_workers=max(self.concurrency, 1)) as pool:
-            results = list(pool.map(self._reverify, ready))
+            results = list(pool.map(self._reverify_alone, ready))
         # recorded after the round in due order, not as the threads finish: a
         # host that both served and failed in one round ends where its last
         # due memory left it, whatever order the threads ran in
@@ -242,6 +242,18 @@ class Scheduler:
             if result.outcome != "skipped":
                 self.backoff.record(_host(d.source_url), result.outcome != "failed", done)
         return results
+
+    def _reverify_alone(self, due: DueItem) -> VerifyResult:
+        """One memory's re-verification, failing alone: one whose check
+        raises is counted failed with its reason (its source backs off),
+        and the others of the round are verified all the same."""
+        job = f"verify {due.tenant}/{due.memory_id}"
+        result = self._guarded(job, self._reverify, due)
+        if result is None:
+            return VerifyResult(
+                memory_id=due.memory_id, outcome="failed", detail=self.failures.get(job), tenant=due.tenant
+            )
+        return result
 
     def _reverify(self, due: DueItem) -> VerifyResult:
         # claimed, so two nodes never fetch the same source for one memory at

@@ -18,8 +18,7 @@ from typing import Any
 
 from ._errors import Refusal
 
-# NUL, and the surrogate code points no UTF-8 text can hold
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# the surrogate code points no UTF-8 text can hold
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -34,14 +33,15 @@ class UnstorableText(Refusal, ValueError):
 
 def unstorable(text: str) -> str | None:
     """What in ``text`` no store can keep, or None."""
-    if text.isascii():  # O(1) in CPython: an ASCII text holds no surrogate
-        return "holds a NUL character (U+0000), which no store keeps" if "\x00" in text else None
-    found = _UNSTORABLE.search(text)
-    if found is None:
-        return None
-    if found.group() == "\x00":
+    if "\x00" in text:  # a C scan, as the encoding below
         return "holds a NUL character (U+0000), which no store keeps"
-    return "is not valid Unicode text (it holds a lone surrogate)"
+    if text.isascii():  # O(1) in CPython: an ASCII text holds no surrogate
+        return None
+    try:
+        text.encode("utf-8")  # 1.6 ms for 560,000 Korean characters, a regex search 2.5 ms
+    except UnicodeEncodeError:
+        return "is not valid Unicode text (it holds a lone surrogate)"
+    return None
 
 
 def check_storable(field: str, text: str | None) -> None:
@@ -60,7 +60,7 @@ def unstorable_fields(value: Any, prefix: str = "") -> Iterator[tuple[str, str]]
         for key, item in value.items():
             name = f"{prefix}.{key}" if prefix else str(key)
             if isinstance(key, str) and (problem := unstorable(key)) is not None:
-                yield name, f"names a key that {problem.removeprefix('is ').removeprefix('holds ')}"
+                yield name, f"names a key that {problem}"
             yield from unstorable_fields(item, name)
     elif isinstance(value, list | tuple):
         for n, item in enumerate(value):

@@ -4,13 +4,16 @@ committed revocation is answered as committed."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
-from memwarden.engine import OPERATOR, InvalidInput, Scheduler, Warden
+from memwarden.engine import OPERATOR, InvalidInput, Scheduler, TtlPolicy, Warden
 from memwarden.engine._readback import _first_word
+from memwarden.events import FrozenClock
 
+from .backends import Backend
 from .conftest import save_memory
 from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
@@ -99,3 +102,40 @@ def test_a_committed_revocation_is_answered_whatever_its_read_back_meets(
     assert answered["revocation_id"] == rev.revocation_id and answered["readback_status"] is None
     assert answered["readback_error"]["field"] == "text" and answered["covered"] == 1
     assert warden.get("w", caller=OPERATOR).reason == "revoked"  # in force all the same
+
+
+def test_one_memory_whose_check_raises_does_not_stop_the_round(
+    tmp_path: Path, clock: FrozenClock, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = Warden(
+        backend.db(tmp_path, "r.db"),
+        clock=clock,
+        policy=TtlPolicy({"research_result": {"ttl": "1h", "reverify": True}}),
+    )
+    try:
+        w.fetchers.register("same", lambda row: f"text of {row['memory_id']}")
+        for memory_id in ("bad", "good"):
+            save_memory(
+                w,
+                memory_id,
+                tenant="t",
+                kind="research_result",
+                content=f"text of {memory_id}",
+                source_url="callable:same",
+                ttl="1h",
+            )
+        clock.advance("2h")
+        jobs = Scheduler(w)
+        real = w.verify
+
+        def verify(memory_id: str, **kwargs: Any) -> Any:
+            if memory_id == "bad":
+                raise InvalidInput("content", "poisoned")
+            return real(memory_id, **kwargs)
+
+        monkeypatch.setattr(w, "verify", verify)
+        outcomes = {r["memory_id"]: r["outcome"] for r in jobs.run_once()["reverified"]}
+        assert outcomes == {"bad": "failed", "good": "verified"}
+        assert list(jobs.failures) == ["verify t/bad"] and "poisoned" in jobs.failures["verify t/bad"]
+    finally:
+        w.close()

@@ -7,13 +7,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import httpx
 import pytest
 from memwarden.engine import OPERATOR, InvalidInput, StaleView, Warden, _batch, _core, _history
 from memwarden.engine._derivation import TREE_NODES
 from memwarden.engine._joined import Joined
 
 from .backends import Backend
-from .conftest import save_memory
+from .conftest import Cli, save_memory
+from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
 
 def _nodes(node: dict[str, Any]) -> int:
@@ -44,6 +46,15 @@ def test_a_diamond_dag_explains_in_bounded_nodes(warden: Warden) -> None:
     # every memory shown whole once (the root and the 40 below it: d20-b is
     # not evidence of d20-a), every other meeting a reference
     assert len(whole) == len(set(whole)) == 41 and refs
+
+
+def test_the_command_line_shows_a_reference_as_one(warden: Warden, run_cli: Cli) -> None:
+    save_memory(warden, "base", kind="permission", ttl=None)
+    for side in "ab":
+        save_memory(warden, side, kind="permission", ttl=None, derived_from=["base"])
+    save_memory(warden, "top", kind="permission", ttl=None, derived_from=["a", "b"])
+    out = run_cli("explain", "top").stdout
+    assert out.count("base v1") == 2 and out.count("(shown above)") == 1
 
 
 def test_the_node_cap_holds_for_a_wide_fan(warden: Warden) -> None:
@@ -189,3 +200,28 @@ def test_repeats_beside_evidence_and_event_ids(warden: Warden) -> None:
     assert [(r.memory_id, r.version) for r in results] == [("e", 1), ("e", 2), ("d", 1), ("d", 2), ("d", 2), ("e", 3)]
     assert warden.get("d", caller=OPERATOR).derived_from == [{"memory_id": "e", "version": 2}]
     assert warden.check_projections(caller=OPERATOR).ok
+
+
+def test_the_attacks_over_http_are_bounded(server: Server) -> None:  # noqa: F811
+    with server.client("agent") as c:
+        for layer in range(21):
+            for side in "ab":
+                below = [f"h{layer - 1}-a", f"h{layer - 1}-b"] if layer else []
+                body = save_body(f"h{layer}-{side}", kind="permission", derived_from=below, scope={"project": "dag"})
+                assert c.post("/v1/memories", json=body).status_code == 201
+        explained = c.get("/v1/memories/h20-a/explain")
+        assert explained.status_code == 200 and _nodes(explained.json()["derivation"]) <= TREE_NODES + 1
+        found = c.get("/v1/memories", params={"tenant": "acme", "text": " ".join(["h"] * 499)})
+        assert found.status_code == 200, found.text
+        refused = c.get("/v1/memories", params={"tenant": "acme", "text": " ".join(f"w{n}" for n in range(33))})
+        assert refused.status_code == 422 and refused.json()["field"] == "text"
+        stale = c.get("/v1/memories", params={"tenant": "acme", "min_seq": 2**62})
+        assert stale.status_code == 409 and stale.json()["field"] == "min_seq"
+    with server.client("auditor") as c:
+        answers: list[httpx.Response] = []
+        threads = [threading.Thread(target=lambda: answers.append(c.get("/v1/audit/verify"))) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert [a.status_code for a in answers] == [200] * 4 and all(a.json()["ok"] for a in answers)

@@ -14,6 +14,7 @@ import pytest
 from memwarden.engine import OPERATOR, Warden, answer
 from memwarden.events import UnstorableText
 
+from .backends import Backend
 from .conftest import Cli, memwarden_subprocess, save_memory
 from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
@@ -101,7 +102,7 @@ def test_http_answers_422_naming_the_field(server: Server) -> None:  # noqa: F81
         assert c.get("/healthz").json()["head_seq"] == head
 
 
-def test_migrate_names_each_memory_it_cannot_carry(tmp_path: Path) -> None:
+def test_migrate_names_each_memory_it_cannot_carry(tmp_path: Path, backend: Backend) -> None:
     source = tmp_path / "old.db"
     w = Warden(source)
     try:
@@ -112,7 +113,7 @@ def test_migrate_names_each_memory_it_cannot_carry(tmp_path: Path) -> None:
     # a store written before the byte rule: SQLite kept a NUL
     with sqlite3.connect(source) as conn:
         conn.execute("UPDATE texts SET summary = CAST(? AS BLOB) WHERE memory_id = 'dirty'", ("bad\x00summary",))
-    result = Cli(source)("migrate", "--to", str(tmp_path / "new.db"))
+    result = Cli(source)("migrate", "--to", str(backend.db(tmp_path, "new.db")))  # to SQLite or PostgreSQL
     assert result.exit_code == 2, result.output
     assert "acme/dirty v1: summary holds a NUL" in result.output + result.stderr
     assert "acme/clean" not in result.output + result.stderr
@@ -148,3 +149,35 @@ def test_the_command_line_shows_controls_and_overrides_escaped(warden: Warden, r
     assert piped.returncode == 0, piped.stderr
     assert not any(c in piped.stdout for c in "\u001b\u0007\u202e\u2066\u009b"), piped.stdout
     assert "\\u202eevil" in piped.stdout
+
+
+def test_ids_no_store_holds_are_refused_or_not_found_naming_the_field(warden: Warden) -> None:
+    bad = "id\ud800"
+    refused(warden, "memory_id", lambda: save_memory(warden, bad, summary="fine", content="fine"))
+    item = dict(kind="external_fact", summary="s", content="c", source_url="https://e.org/", scope={"tenant": "acme"})
+    refused(warden, "memories", lambda: warden.save_many([{**item, "memory_id": bad, "ttl": "1h"}], caller=OPERATOR))
+    for field in ("agent", "key"):
+        args = {"agent": "a", "key": "k", field: bad}
+        refused(warden, field, lambda a=args: warden.memory_save(tenant="acme", content="x", caller=OPERATOR, **a))
+    refused(warden, "tenant", lambda: warden.query(tenant="t\x00", caller=OPERATOR))
+    for missing in (bad, "id\x00"):  # an id no store can hold is one no store holds
+        with pytest.raises(Exception) as caught:
+            warden.get(missing, caller=OPERATOR)
+        found = answer(caught.value)
+        assert found is not None and (found.status, found.field) == (404, "memory_id")
+
+
+def test_import_records_refuses_a_nul_naming_the_line(tmp_path: Path) -> None:
+    record = {
+        "memory_id": "r1",
+        "kind": "external_fact",
+        "summary": "a\u0000b",
+        "source_url": "https://e.org/r1",
+        "fetched_at": "2026-12-01T00:00:00Z",
+        "expires_at": "2027-12-01T00:00:00Z",
+        "scope": {"tenant": "acme", "project": "p"},
+    }
+    records = tmp_path / "r.jsonl"
+    records.write_text(json.dumps(record) + "\n")
+    result = Cli(tmp_path / "m.db")("import-records", str(records))
+    assert result.exit_code == 2 and "line 1" in result.stderr and "NUL" in result.stderr, result.stderr

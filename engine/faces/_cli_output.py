@@ -113,6 +113,10 @@ def _add_nodes(branch: Tree, nodes: Sequence[dict[str, Any]], below: str) -> Non
         label.append(node["status"], style=STATUS_STYLES.get(node["status"], ""))
         if not node["usable"]:
             label.append(visible(f" ({node['reason']})"))
+        if node.get("ref"):  # a memory met again in a DAG: its evidence is shown where it first appears
+            label.append(" (shown above)", style="dim")
+        if node.get("truncated"):
+            label.append(" (more evidence left out: the tree's node cap)", style="dim")
         _add_nodes(branch.add(label), node.get(below) or [], below)
 
 

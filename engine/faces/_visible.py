@@ -20,8 +20,11 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 # C0 (but tab and line feed), DEL, C1, a carriage return not before a line
-# feed, and the direction marks, embeddings, overrides and isolates
-_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
+# feed, the direction marks, embeddings, overrides and isolates, and a lone
+# surrogate (a caller's bad JSON echoed in a refusal: no stream can write it)
+_HIDDEN = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]|\r(?!\n)"
+)
 
 
 def _escape(found: re.Match[str]) -> str:
