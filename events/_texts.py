@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from ._bytes import check_storable
+from ._bytes import UnstorableText, check_storable
 from ._canonical import content_checksum
 from ._errors import DATABASE_ERRORS, TextErased
 from ._models import memory_stream
@@ -96,8 +96,7 @@ class TextStore:
     def put(self, tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
         """Keep a version's texts; ``TextErased`` for a version erased,
         ``UnstorableText`` for a text no store keeps (``_bytes``)."""
-        check_storable("summary", summary)
-        check_storable("content", content)
+        _check_texts(tenant, memory_id, version, summary, content)
         with self._refusing_erased([(tenant, memory_id, version)]):
             self.conn.execute(_PUT, (tenant, memory_id, version, _bytes(summary), _bytes(content)))
 
@@ -105,8 +104,7 @@ class TextStore:
         """``put`` for many versions in one statement (a batch save's)."""
         rows = []
         for t, m, v, summary, content in texts:
-            check_storable("summary", summary)
-            check_storable("content", content)
+            _check_texts(t, m, v, summary, content)
             rows.append((t, m, v, _bytes(summary), _bytes(content)))
         with self._refusing_erased([row[:3] for row in rows]):
             self.conn.executemany(_PUT, rows)
@@ -210,6 +208,16 @@ class TextStore:
             "ORDER BY tenant, memory_id, version"
         ):
             yield Texts(tenant, memory_id, version, _text(summary), _text(content))
+
+
+def _check_texts(tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
+    """A version's texts under the one byte rule; a refusal names the
+    version too (an import's or a migration's texts are many)."""
+    for field, text in (("summary", summary), ("content", content)):
+        try:
+            check_storable(field, text)
+        except UnstorableText as exc:
+            raise UnstorableText(field, f"{exc.problem} ({tenant}/{memory_id} v{version})") from None
 
 
 def _bytes(text: str | None) -> bytes | None:
