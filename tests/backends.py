@@ -135,6 +135,15 @@ class SQLiteBackend(Backend):
         finally:
             conn.close()
 
+    def replace_summary(self, db: Db, memory_id: str, stored: str) -> None:
+        """Write a summary behind the engine's back, as a store written
+        before a rule could hold it (SQLite keeps any bytes)."""
+        conn = self._connect(db)
+        try:
+            conn.execute("UPDATE texts SET summary = CAST(? AS BLOB) WHERE memory_id = ?", (stored, memory_id))
+        finally:
+            conn.close()
+
     def set_view(self, db: Db, memory_id: str, **columns: Any) -> None:
         conn = self._connect(db)
         try:

@@ -6,7 +6,6 @@ cannot carry before it writes a byte."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from memwarden.engine import OPERATOR, Warden, answer
 from memwarden.events import UnstorableText
 
-from .backends import Backend
+from .backends import Backend, SQLiteBackend
 from .conftest import Cli, memwarden_subprocess, save_memory
 from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
@@ -111,8 +110,7 @@ def test_migrate_names_each_memory_it_cannot_carry(tmp_path: Path, backend: Back
     finally:
         w.close()
     # a store written before the byte rule: SQLite kept a NUL
-    with sqlite3.connect(source) as conn:
-        conn.execute("UPDATE texts SET summary = CAST(? AS BLOB) WHERE memory_id = 'dirty'", ("bad\x00summary",))
+    SQLiteBackend().replace_summary(source, "dirty", "bad\x00summary")
     result = Cli(source)("migrate", "--to", str(backend.db(tmp_path, "new.db")))  # to SQLite or PostgreSQL
     assert result.exit_code == 2, result.output
     assert "acme/dirty v1: summary holds a NUL" in result.output + result.stderr
