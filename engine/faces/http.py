@@ -250,8 +250,14 @@ def create_app(
 
     @app.post("/v1/policies/{policy}", tags=["security"], **documented(R.PolicySet))
     def set_policy(policy: str, body: PolicyBody, who: Caller) -> dict[str, Any]:
-        seq = warden.set_policy(policy, body.version, caller=who)
-        return {"policy": policy, "version": body.version, "seq": seq}
+        """Make the version current; the answer says how many memories it
+        retired. The version already current is a no-op (``unchanged``)."""
+        return warden.change_policy(policy, body.version, caller=who)
+
+    @app.post("/v1/policies/{policy}/dry-run", tags=["security"], **documented(R.PolicyPreview))
+    def policy_dry_run(policy: str, body: PolicyBody, who: Caller) -> dict[str, Any]:
+        """What making the version current would retire now, per tenant; nothing is written."""
+        return warden.preview_policy(policy, body.version, caller=who)
 
     @app.get("/v1/policies", tags=["memories"], **documented(R.Policies))
     def policies(who: Caller) -> dict[str, Any]:
