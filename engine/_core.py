@@ -31,6 +31,7 @@ from ._derivation import cascade
 from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
 from ._limits import Limits
+from ._metrics import EVENTS
 from ._policy import TtlPolicy
 
 if not structlog.is_configured():
@@ -144,6 +145,7 @@ class Core:
         together. The collector waits until it ends (``_collector``)."""
         with collector_paused(), self.store.writing() as tx:
             yield tx
+        EVENTS.inc(len(tx.recorded))
 
     def find_row(
         self, view: ViewReader, memory_id: str, *, tenant: str | None = None, access: Access

@@ -14,6 +14,7 @@ from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
 from ._core import Core
 from ._derivation import rows_for
 from ._errors import RevocationNotFound
+from ._metrics import READBACK
 from ._reading import query
 from ._revoking import revocation as _revocation
 from ._rights import SYSTEM, Principal, operation
@@ -129,6 +130,7 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
                 actor="memwarden",
             )
         tx.append([event])
+    READBACK.observe(latency_ms / 1000)
     if leaked:
         log.error("readback_failed", revocation_id=revocation_id, leaked_ids=sorted(leaked)[:20], count=len(leaked))
     else:

@@ -11,6 +11,7 @@ from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts
 from ._core import Core, log
 from ._errors import InvalidInput, RevocationNotFound, UserNotFound
 from ._limits import normal_url
+from ._metrics import REVOCATIONS
 from ._rights import Principal, operation
 from ._validation import build, when
 from ._views import ErasureResult, RevocationResult
@@ -44,6 +45,7 @@ def revoke(
         seq = tx.append([event])[0]
         covered = tx.view.revocation(event.revocation_id)["covered"]  # type: ignore[index]
         cascaded = sum(1 for r in tx.recorded if r.type == "memory.invalidated")
+    REVOCATIONS.inc()
     log.warning(
         "revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, cascaded=cascaded, by=by
     )

@@ -20,6 +20,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
 
+from ._metrics import SCHEDULER_FAILURES, scheduler_ran
 from ._readback import ReadPath, read_back
 from ._rights import SYSTEM, Principal
 from ._views import DueItem, VerifyResult
@@ -269,7 +270,10 @@ class Scheduler:
         try:
             self.run_once()
         except Exception:
+            SCHEDULER_FAILURES.inc()
             log.exception("scheduler_job_failed")
+        finally:
+            scheduler_ran()
 
     def stop(self, wait: bool = True) -> None:
         """Stop after the job that is running, if any."""

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from . import (
+    _backup,
     _batch,
     _cache,
     _history,
@@ -78,6 +79,7 @@ class Warden(Core):
     export = _history.export_log
     import_log = _history.import_log
     migrate = _migrate.migrate
+    backup = _backup.backup
 
     def acting_as(self, caller: Principal) -> Acting:
         """This Warden as ``caller`` sees it: every operation with the caller

@@ -51,6 +51,7 @@ OPERATIONS = {
     "import_log": "operate",
     "import_records": "operate",
     "migrate": "operate",
+    "backup": "operate",
 }
 KEY = {
     "agent": agent_key("acme"),

@@ -123,6 +123,16 @@ try:
     .venv/bin/memwarden keys create --role auditor)"""
 
 
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@json_option
+@with_warden
+def backup(warden: Warden, file: str, as_json: bool) -> None:
+    """Copy the SQLite store to FILE while the server writes (PostgreSQL: use pg_dump)."""
+    data = warden.backup(file, caller=OPERATOR)
+    emit(data, as_json, f"backup of seq {data['head_seq']} in {data['file']} ({data['bytes']:,} bytes)")
+
+
 @cli.command("mcp")
 @with_warden
 def mcp_cmd(warden: Warden) -> None:

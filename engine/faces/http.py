@@ -25,11 +25,13 @@ from memwarden.engine import (
     readback_records,
     refuse_local_source,
 )
+from memwarden.engine._metrics import scheduler_lag
 
 from . import _http_responses as R
 from ._http_audit import install_audit_routes
 from ._http_guard import Caller, McpAuth, Seq, install_error_handlers, with_body_limit
 from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody, SaveManyBody
+from ._http_ops import RequestId, install_operations
 from ._http_responses import documented
 from .console import install_console
 
@@ -315,6 +317,15 @@ def create_app(
     def health() -> dict[str, Any]:
         return {"ok": True, "head_seq": warden.head_seq()}
 
+    def scheduler_alive() -> bool | None:
+        if not scheduler:
+            return None
+        lag = scheduler_lag()
+        # alive: it has run, and not longer ago than a few of its intervals
+        return jobs is not None and lag is not None and lag < 3 * scheduler_interval + 10
+
+    install_operations(app, warden, scheduler_alive)
+
     if mcp_server is not None:
         app.mount(
             "/",
@@ -324,6 +335,7 @@ def create_app(
                 list(app.router.routes),
             ),
         )
+    app.add_middleware(RequestId)
     # JSON may escape each byte of content as six (\u00XX): room for that
     return with_body_limit(app, warden.limits.max_content_bytes * 6 + 64 * 1024)
 
