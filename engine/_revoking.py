@@ -9,6 +9,7 @@ from typing import Any
 from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id
 
 from ._core import Core, log
+from ._derivation import rows_for
 from ._errors import InvalidInput, RevocationNotFound, UserNotFound
 from ._limits import normal_url
 from ._metrics import REVOCATIONS
@@ -68,12 +69,19 @@ def preview_revocation(
     effective = format_ts(when("effective_at", effective_at) or core.clock.now())
     with core.reading() as view:
         tenants = view.would_revoke(sel.model_dump(mode="json"))
+        # the cascade: what is drawn from those and still holds, invalidated with them
+        direct = [tuple(k) for k in view.would_revoke_keys(sel.model_dump(mode="json"))]
+        below = view.descendants(direct) - set(direct)
+        cascaded = sum(
+            1 for r in rows_for(view, sorted(below)) if r["status"] not in ("erased", "revoked", "invalidated")
+        )
     return {
         "dry_run": True,
         "selector": sel.model_dump(mode="json", exclude_defaults=True),
         "effective_at": effective,
         "everything": sel.everything,
         "covered": sum(n for _, n in tenants),
+        "cascaded": cascaded,
         "tenants": [{"tenant": t, "covered": n} for t, n in tenants],
     }
 

@@ -372,6 +372,13 @@ class SQLView(GraphReads, SideTables, ABC):
             )
         ]
 
+    def would_revoke_keys(self, selector: dict[str, Any]) -> list[Key]:
+        """(tenant, memory_id) of what ``would_revoke`` counts."""
+        where, params = selector_sql(selector)
+        return self.conn.execute(
+            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND status NOT IN {TERMINAL_SQL}", params
+        ).fetchall()
+
     def would_retire(self, policy: str, version: str) -> list[tuple[str, int, int]]:
         """(tenant, count, Memory API count) of the memories a change of
         ``policy`` away from ``version`` (its current version key) would

@@ -44,3 +44,12 @@ def test_stats_weekly_is_the_default_table(warden: Warden, run_cli: Cli) -> None
     save_memory(warden, "m1")
     assert run_cli.json("stats", "--weekly") == run_cli.json("stats")
     assert warden.stats(caller=OPERATOR)
+
+
+def test_the_revocation_dry_run_counts_the_cascade(warden: Warden) -> None:
+    save_memory(warden, "evidence")
+    save_memory(warden, "summary", derived_from=["evidence"])
+    save_memory(warden, "digest", derived_from=["summary"])
+    preview = warden.preview_revocation({"ids": ["evidence"]}, caller=OPERATOR)
+    result = warden.revoke({"ids": ["evidence"]}, reason="bad source", caller=OPERATOR)
+    assert (preview["covered"], preview["cascaded"]) == (result.covered, result.cascaded) == (1, 2)

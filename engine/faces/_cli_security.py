@@ -96,6 +96,8 @@ def print_preview(preview: dict[str, Any]) -> None:
         click.echo(f"dry run: --everything covers EVERY memory of every tenant, {covered} now; nothing was written")
     else:
         click.echo(f"dry run: it would take out {covered} now; nothing was written")
+    if preview.get("cascaded"):
+        click.echo(f"and invalidate {plural(preview['cascaded'], 'memory')} drawn from them (the cascade)")
     if not preview["covered"]:
         click.echo("it covers nothing today (it still blocks older fetches saved again later)")
     for t in tenants:

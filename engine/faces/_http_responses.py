@@ -108,6 +108,7 @@ class RevocationPreview(Answer):
 
     dry_run: bool
     covered: int
+    cascaded: int = Field(0, description="memories drawn from those that the cascade would invalidate")
     everything: bool
     tenants: list[TenantCovered]
 
