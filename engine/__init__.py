@@ -23,6 +23,7 @@ from ._errors import (
     StaleView,
     StoreUnavailable,
     TooLarge,
+    TooManyWaiters,
     Unauthorized,
     UserNotFound,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "StaleView",
     "StoreUnavailable",
     "TooLarge",
+    "TooManyWaiters",
     "TtlPolicy",
     "Unauthorized",
     "UserNotFound",

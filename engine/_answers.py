@@ -93,6 +93,7 @@ def _known() -> list[type[Refusal]]:
         e.ScopeNotAllowed,
         e.Forbidden,
         e.StoreUnavailable,
+        e.TooManyWaiters,
         EventIdReused,
         VersionConflict,
         AppendRefused,

@@ -4,8 +4,11 @@ Each memory is checked exactly as a single save checks it (``_saving``),
 with what a batch can share done once: each tenant's revocations are read
 once, and the events are appended together, so the log, the view, the text
 index and the chain are written in one pass. A memory that names one saved earlier in
-the same batch (the same id again, or as evidence), or a save that adopts a
-policy version, sees the batch so far: what is pending is appended first.
+the same batch as evidence (or repeats its id with evidence, an event id or
+a policy version), or a save that adopts a policy version, sees the batch
+so far: what is pending is appended first. A plain repeat of an id reads
+the row the batch leaves (``Reads.saved``) instead, so a batch repeating
+one id is appended in one pass, as one of distinct ids is (#38).
 Every item is checked before anything is refused, so a refusal lists each
 bad item by index and field; nothing of the batch is written then.
 """
@@ -48,6 +51,12 @@ def _named(item: Checked) -> set[Key]:
         if isinstance(parent_id, str):
             named.add((tenant, parent_id))
     return named
+
+
+def _plain(item: Checked) -> bool:
+    """A save that names nothing but itself and adopts no policy version."""
+    f = item.fields
+    return not f["derived_from"] and not f["event_id"] and f["revocation_version"] is None
 
 
 def _keys(checked: Sequence[tuple[int, Checked]]) -> list[Key]:
@@ -111,22 +120,27 @@ def save_many(
         pending_keys: set[Key] = set()
         seq_of: dict[int, int] = {}  # id(event) -> its seq
 
-        def flush(remaining: int) -> Reads:
-            """Append what is pending; the view then reads differently, so
-            the rows of the ``remaining`` items are read again."""
+        def flush() -> None:
+            """Append what is pending; the view then reads differently for
+            the memories it wrote, so their rows are read again."""
             if not pending:
-                return reads
+                return
             tx.texts.put_many(pending_texts)  # before the fold, which indexes them
             for event, seq in zip(pending, tx.append(pending), strict=True):
                 seq_of[id(event)] = seq
             pending.clear()
             pending_texts.clear()
+            reads.refresh(pending_keys)
             pending_keys.clear()
-            return Reads(tx.view, _keys(checked[remaining:]))
 
-        for position, (index, item) in enumerate(checked):
-            if _named(item) & pending_keys:
-                reads = flush(position)  # it names a memory this batch saves: the view must hold it
+        for index, item in checked:
+            named = _named(item) & pending_keys
+            # a plain repeat of an id this batch saves (no evidence, no event
+            # id, no policy to adopt) reads only the row the batch would
+            # leave, which ``reads`` is told below: no append needed first
+            repeat = named == {(item.scope.tenant, item.memory_id)} and _plain(item)
+            if named and not repeat:
+                flush()  # it names a memory this batch saves: the view must hold it
             try:
                 first = retried(core, tx.view, item)
                 if first is not None:  # a retry of a save already recorded: its first answer
@@ -139,12 +153,13 @@ def save_many(
             pending_texts.append(Texts(item.scope.tenant, event.memory_id, event.version, item.summary, item.content))
             pending.extend([adopted, event] if adopted else [event])
             pending_keys.add((item.scope.tenant, event.memory_id))
+            reads.saved(event)
             results.append((item, event))
             if adopted:
-                reads = flush(position + 1)  # the next save of this policy reads its version from the view
+                flush()  # the next save of this policy reads its version from the view
         if problems:
             _refuse(problems, len(given))  # raised inside: the transaction rolls back
-        flush(len(checked))
+        flush()
     log.info("memories_saved", count=len(results), last_seq=max(seq_of.values(), default=None))
     return [
         result

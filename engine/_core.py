@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import structlog
-from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts
+from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts, unstorable
 from memwarden.projections import (
     Access,
     AgentPage,
@@ -30,6 +30,7 @@ from ._collector import collector_paused
 from ._derivation import cascade
 from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
+from ._joined import Joined
 from ._limits import Limits
 from ._metrics import EVENTS
 from ._policy import TtlPolicy
@@ -65,6 +66,7 @@ class Core:
         self.policy = policy or TtlPolicy()
         self.fetchers = fetchers or Fetchers()
         self.limits = limits or Limits()
+        self.chain_check: Joined[Any] = Joined()  # one chain verification at a time (``audit_verify``)
         # called with each revocation id after it commits (the scheduler's
         # immediate read-back hooks in here)
         self.revocation_listeners: list[Callable[[str], None]] = []
@@ -122,7 +124,7 @@ class Core:
                 if min_seq is None or have >= min_seq:
                     yield view
                     return
-            _wait_until(deadline, have, min_seq)
+            self._wait_until(deadline, have, min_seq)
 
     def agent_page(self, min_seq: int | None, query: AgentQuery, evidence: Evidence, wait: float = 2.0) -> AgentPage:
         """A page of the agent query read in one state of a view that has
@@ -132,7 +134,7 @@ class Core:
             page = self.store.agent_page(min_seq or 0, query, evidence)
             if min_seq is None or page.position >= min_seq:
                 return page
-            _wait_until(deadline, page.position, min_seq)
+            self._wait_until(deadline, page.position, min_seq)
 
     def wait_for_events(self, after_seq: int, timeout: float) -> int:
         """Wait until the log holds an event after ``after_seq`` (appended by
@@ -155,8 +157,8 @@ class Core:
         itself). One the caller may not see is ``MemoryNotFound``, word for
         word as one that does not exist; an id held in more than one of the
         caller's tenants needs the tenant named."""
-        if not isinstance(memory_id, str) or not memory_id:
-            raise MemoryNotFound(str(memory_id))
+        if not isinstance(memory_id, str) or not memory_id or unstorable(memory_id) is not None:
+            raise MemoryNotFound(str(memory_id))  # no store holds such an id: none to find
         found = view.named(memory_id, tenant=tenant, access=access)
         if not found:
             raise MemoryNotFound(memory_id)
@@ -164,9 +166,11 @@ class Core:
             raise AmbiguousMemory(memory_id)
         return found[0]
 
-
-def _wait_until(deadline: float, have: int, min_seq: int) -> None:
-    """A moment's wait for a view behind ``min_seq``; past ``deadline``, ``StaleView``."""
-    if time.monotonic() >= deadline:
-        raise StaleView(have, min_seq)
-    time.sleep(0.02)
+    def _wait_until(self, deadline: float, have: int, min_seq: int) -> None:
+        """A moment's wait for a view behind ``min_seq``; past ``deadline``,
+        ``StaleView``. A ``min_seq`` beyond the log's head is refused at
+        once: no view will reach a seq no event holds yet, and a caller
+        could otherwise hold a thread for the whole wait at will."""
+        if time.monotonic() >= deadline or min_seq > self.log.head().seq:
+            raise StaleView(have, min_seq)
+        time.sleep(0.02)

@@ -54,6 +54,10 @@ def deepest_first(root: T, parents_of: Callable[[T], Iterable[T]], key: Callable
     return order
 
 
+# the nodes an explain's upward tree holds at most (its downward one: ``drawn``'s limit)
+TREE_NODES = 200
+
+
 def _key(row: dict[str, Any]) -> Key:
     return (row["tenant"], row["memory_id"])
 
@@ -156,21 +160,36 @@ class Judge:
         for memory_id in below:
             self._rows[(tenant, memory_id)] = found.get((tenant, memory_id))
 
-    def tree(self, row: dict[str, Any], access: Access, depth: int = 0) -> dict[str, Any]:
+    def tree(self, row: dict[str, Any], access: Access, *, limit: int = TREE_NODES) -> dict[str, Any]:
         """The derivation tree under ``row``, each node with its status; a
-        parent ``access`` does not allow is shown as a missing one."""
-        decision = self.decide(row)
-        node: dict[str, Any] = {
-            "memory_id": row["memory_id"],
-            "version": row["version"],
-            "status": row["status"],
-            "usable": decision.usable,
-            "reason": decision.reason,
-            "parents": [],
-        }
-        if depth < 32:
-            for state in self.parents(row):
-                parent = self.row(row["tenant"], state.memory_id)
+        parent ``access`` does not allow is shown as a missing one.
+
+        Bounded as ``drawn`` is: a memory met again (a diamond in the DAG)
+        is a reference (``"ref": true``, no parents of its own), and past
+        ``limit`` nodes in all a node's remaining parents are left out
+        (``"truncated": true``), so a DAG of any shape answers in at most
+        ``limit`` nodes rather than one per path."""
+        left = [limit]
+        seen = {_key(row)}
+
+        def node_of(memory: dict[str, Any], depth: int) -> dict[str, Any]:
+            decision = self.decide(memory)
+            node: dict[str, Any] = {
+                "memory_id": memory["memory_id"],
+                "version": memory["version"],
+                "status": memory["status"],
+                "usable": decision.usable,
+                "reason": decision.reason,
+                "parents": [],
+            }
+            if depth >= 32:
+                return node
+            for state in self.parents(memory):
+                if left[0] <= 0:
+                    node["truncated"] = True
+                    break
+                left[0] -= 1
+                parent = self.row(memory["tenant"], state.memory_id)
                 if parent is None or not access.allows(parent["tenant"], parent["agent"]):
                     node["parents"].append(
                         {
@@ -182,9 +201,25 @@ class Judge:
                             "parents": [],
                         }
                     )
+                elif _key(parent) in seen:
+                    decided = self.decide(parent)
+                    node["parents"].append(
+                        {
+                            "memory_id": parent["memory_id"],
+                            "version": parent["version"],
+                            "status": parent["status"],
+                            "usable": decided.usable,
+                            "reason": decided.reason,
+                            "ref": True,
+                            "parents": [],
+                        }
+                    )
                 else:
-                    node["parents"].append(self.tree(parent, access, depth + 1))
-        return node
+                    seen.add(_key(parent))
+                    node["parents"].append(node_of(parent, depth + 1))
+            return node
+
+        return node_of(row, 0)
 
     def drawn(self, row: dict[str, Any], access: Access, *, limit: int = 200) -> list[dict[str, Any]]:
         """What was drawn from ``row``, down to ``limit`` memories in all,

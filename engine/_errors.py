@@ -261,6 +261,18 @@ class StoreUnavailable(Refusal, ConnectionError):
         super().__init__(problem)
 
 
+class TooManyWaiters(Refusal, RuntimeError):
+    """A key holds as many open long-polls as one key may: a waiter costs
+    no thread, but each holds a connection the server counts."""
+
+    code = "too_many_waiters"
+    status = 429
+    field = "wait"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"this key already holds {limit} waiting requests; ask again without wait, or later")
+
+
 class ServerRefused(Refusal, RuntimeError):
     """A refusal a server answered that this client knows no class for (a
     newer server's): its code, status, field and problem as they came."""

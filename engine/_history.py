@@ -55,10 +55,11 @@ def audit_verify(
     also prove that today's log still extends that head. ``progress`` is
     told of the events checked as each stretch of the chain passes."""
     anchor = kept_head(against) if against is not None else None
-    damage = warden.file_problems()
-    try:
-        report = _verify_in_stretches(warden, progress) if progress else warden.log.verify_chain()
-    except DATABASE_ERRORS as exc:
+    # one check of the files and the chain at a time per server: a request
+    # arriving meanwhile joins it (the anchor, cheap, is checked per request)
+    damage, report, texts = warden.chain_check.run(lambda advance: _check(warden, advance), progress)
+    if isinstance(report, Exception):
+        exc = report
         return {
             "ok": False,
             "head_seq": None,
@@ -75,7 +76,7 @@ def audit_verify(
         "against": against,
         "extends_anchor": None,
         "file_problems": damage,
-        "texts_damaged": texts_damaged(warden),
+        "texts_damaged": texts,
     }
     if damage:
         out["ok"] = False
@@ -103,6 +104,17 @@ def audit_verify(
         else:
             out["extends_anchor"] = report.ok or (report.first_bad_seq or 0) > seq
     return out
+
+
+def _check(warden: Core, advance: Callable[[int], None]) -> tuple[list[str], ChainReport | Exception, int]:
+    """The files, the chain and the texts checked once: what every joined
+    ``audit_verify`` reads its answer from."""
+    damage = warden.file_problems()
+    try:
+        report = _verify_in_stretches(warden, advance)
+    except DATABASE_ERRORS as exc:
+        return damage, exc, 0
+    return damage, report, texts_damaged(warden)
 
 
 def kept_head(against: str) -> tuple[int, str]:

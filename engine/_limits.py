@@ -9,6 +9,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
 
+from memwarden.events import check_storable
+
 from ._errors import InvalidInput, TooLarge
 
 
@@ -45,12 +47,11 @@ class Limits:
 
 
 def encoded(field: str, text: str) -> bytes:
-    """``text`` as UTF-8, or refused: JSON may carry lone surrogates
-    (``"\\ud800"``), which are not text and cannot be stored."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(field, "is not valid Unicode text (it holds a lone surrogate)") from None
+    """``text`` as UTF-8, or refused by the store's one byte rule
+    (``memwarden.events.check_storable``: no NUL, no lone surrogate), asked
+    here before the write lock so a save is refused early in its words."""
+    check_storable(field, text)
+    return text.encode("utf-8")
 
 
 CHECKSUM = re.compile(r"^sha256:[0-9a-fA-F]{64}$")

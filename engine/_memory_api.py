@@ -87,6 +87,7 @@ def save(
     for field, value in (("agent", agent), ("key", key)):
         if not isinstance(value, str) or not value or any(c.isspace() or ord(c) < 32 for c in value):
             raise InvalidInput(field, "must be non-empty, without spaces or control characters")
+        encoded(field, value)
     tenant = one_tenant(caller, tenant)
     if not isinstance(content, str):
         raise InvalidInput("content", "must be text")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memwarden.events import json_storable, unstorable, unstorable_fields
 from memwarden.projections import Access, UnknownBackend
 
 from ._core import Core
@@ -11,6 +12,8 @@ from ._errors import InvalidInput
 from ._rights import Principal, operation
 
 CHUNK = 5000
+# memories a refused migration names in its answer (the count says the rest)
+UNCARRIED_SHOWN = 50
 
 
 @operation("operate")
@@ -28,6 +31,14 @@ def migrate(core: Core, to: str, *, caller: Principal) -> dict[str, Any]:
         held = _held(target)
         if held:
             raise InvalidInput("to", f"{target.path} already holds {held}: give an empty store")
+        uncarried = _uncarried(core)
+        if uncarried:
+            shown = "; ".join(uncarried[:UNCARRIED_SHOWN])
+            more = f" (and {len(uncarried) - UNCARRIED_SHOWN} more)" if len(uncarried) > UNCARRIED_SHOWN else ""
+            raise InvalidInput(
+                "to",
+                f"{len(uncarried)} texts cannot be carried (no store keeps them; nothing was written): {shown}{more}",
+            )
         copied = texts = 0
         # the store's own transaction, not the engine's: one this long keeps
         # the garbage collector running (engine/_collector.py)
@@ -58,6 +69,26 @@ def migrate(core: Core, to: str, *, caller: Principal) -> dict[str, Any]:
         }
     finally:
         target.close()
+
+
+def _uncarried(core: Core) -> list[str]:
+    """Each memory (and event) holding a text no store keeps, named with
+    the field, before a byte is written: a store made before the byte rule
+    (``memwarden.events.check_storable``) may hold NUL where SQLite kept it."""
+    found: list[str] = []
+    for t in core.texts.all():
+        for field, text in (("summary", t.summary), ("content", t.content)):
+            if text is not None and (problem := unstorable(text)) is not None:
+                found.append(f"{t.tenant}/{t.memory_id} v{t.version}: {field} {problem}")
+    for record in core.log.read():
+        if json_storable(record.payload_json):
+            continue
+        payload = record.payload
+        named = f"{payload.get('tenant')}/{payload['memory_id']}" if "memory_id" in payload else "event"
+        found.extend(
+            f"{named} (seq {record.seq}): {field} {problem}" for field, problem in unstorable_fields(payload)
+        )
+    return found
 
 
 def _held(target: Core) -> str | None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
+from memwarden.projections import search_tokens
 
 from ._core import Core
 from ._derivation import rows_for
@@ -62,8 +63,16 @@ def fts_path(warden: Core) -> Callable[[str, str], set[str]]:
     return visible
 
 
+# the longest word the read-back searches for: a search's text is capped
+# (``search_words``), and a prefix this long finds the word just as well
+SAMPLE_WORD = 100
+
+
 def _first_word(summary: str) -> str | None:
-    return next((w for w in summary.split() if any(c.isalnum() for c in w)), None)
+    """The summary's first word as the text index holds it: letters and
+    digits only, so no control character or quote an agent put in a summary
+    can make the read-back's own search refused."""
+    return next((t[:SAMPLE_WORD] for t in search_tokens(summary)), None)
 
 
 @operation("confirm")

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memwarden.events import MemoryIntegrityFailed, MemoryResynced, actual_checksum, content_checksum
+from memwarden.events import (
+    MemoryIntegrityFailed,
+    MemoryResynced,
+    actual_checksum,
+    check_storable,
+    content_checksum,
+    unstorable,
+)
 from memwarden.projections import STATUSES, TERMINAL, AgentQuery, ViewReader
 
 from ._core import Core, log
@@ -27,6 +34,8 @@ def get(
     """One memory with its content checked against its checksum now.
     ``tenant`` names it where the id alone is ambiguous for the caller;
     the lookup is confined to what ``caller`` may read."""
+    if not isinstance(memory_id, str) or unstorable(memory_id) is not None:
+        raise MemoryNotFound(str(memory_id))  # no store holds such an id: none to find
     now = core.now()
     with core.reading(min_seq) as view:
         found = view.named_with_text(memory_id, tenant=tenant, access=caller.access)
@@ -168,6 +177,7 @@ def query(
     answers (a page of a listing)."""
     if not isinstance(tenant, str) or not tenant:
         raise InvalidInput("tenant", "is required")
+    check_storable("tenant", tenant)
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}")
     confine_tenant(caller, tenant)
@@ -240,7 +250,14 @@ def search_words(text: str) -> list[str]:
         raise InvalidInput("text", "must be non-empty")
     if any(ord(c) < 32 and c not in "\t\n\r" for c in text) or len(text) > 1000:
         raise InvalidInput("text", "must be at most 1000 characters, without NUL or other control characters")
-    words = [w for w in text.split() if w.strip('"')]
+    # every word is a prefix term the index walks: a repeat adds cost and
+    # no meaning, and past MAX_SEARCH_WORDS distinct ones no search is cheap
+    words = list(dict.fromkeys(w for w in text.split() if w.strip('"')))
     if not words:
         raise InvalidInput("text", "has no searchable words")
+    if len(words) > MAX_SEARCH_WORDS:
+        raise InvalidInput("text", f"must have at most {MAX_SEARCH_WORDS} distinct words, has {len(words)}")
     return words
+
+
+MAX_SEARCH_WORDS = 32

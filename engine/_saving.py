@@ -102,6 +102,8 @@ def check_input(
 ) -> Checked:
     """Every check of a save that needs no view: the text, its checksum and
     limits, the times, the scope and what ``caller`` may write."""
+    if isinstance(memory_id, str):  # the event checks the rest; a read by it must not meet a surrogate first
+        encoded("memory_id", memory_id)
     if not isinstance(content, str):
         raise InvalidInput("content", "must be text")
     core.limits.check_text("content", content, "max_content_bytes")
@@ -165,7 +167,7 @@ class Reads:
     (``keys``) and each policy's version once, not once per item: on
     PostgreSQL each read is a round trip, and a batch of 1,000 made 2,000
     of them. A row not among ``keys`` is read when asked. A batch's own
-    appends change what these say, so it takes new ``Reads`` after each."""
+    appends change what these say, so it ``refresh``es them after each."""
 
     def __init__(self, view: ViewReader, keys: Iterable[Key] = ()) -> None:
         self.view = view
@@ -173,6 +175,28 @@ class Reads:
         found = view.rows(wanted) if wanted else {}
         self._rows: dict[Key, dict[str, Any] | None] = {key: found.get(key) for key in wanted}
         self._policies: dict[str, int | str] = {}
+
+    def refresh(self, changed: Iterable[Key]) -> None:
+        """After a batch's own appends: the rows of the memories they wrote
+        read again, and the policies' versions (an adoption may have
+        changed one). Only those: re-reading every remaining row after each
+        append made a batch repeating one id quadratic."""
+        wanted = list(dict.fromkeys(changed))
+        found = self.view.rows(wanted) if wanted else {}
+        self._rows.update((key, found.get(key)) for key in wanted)
+        self._policies.clear()
+
+    def saved(self, event: MemorySaved) -> None:
+        """A save pending in this batch: what the memory's row will say of
+        it (its holder and version), for a repeat of the id that follows
+        before the save is appended. ``refresh`` reads the real row again."""
+        scope = event.scope
+        self._rows[(scope.tenant, event.memory_id)] = {
+            "tenant": scope.tenant,
+            "memory_id": event.memory_id,
+            "agent": scope.agent,
+            "version": event.version,
+        }
 
     def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
         key = (tenant, memory_id)
@@ -236,7 +260,7 @@ def saved_event(
         **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] else {}),
     )
     check_source_url("source_url", event.source_url)
-    _refuse_if_revoked(revocations, event)
+    _refuse_if_revoked(revocations, event, row)
     return event, adopted
 
 
@@ -426,9 +450,17 @@ def _expiry(
     return None if rule_ttl is None else fetched + rule_ttl
 
 
-def _refuse_if_revoked(revocations: Sequence[dict[str, Any]], event: MemorySaved) -> None:
-    """No resurrection: a fetch older than a revocation covering it is refused."""
+def _refuse_if_revoked(
+    revocations: Sequence[dict[str, Any]], event: MemorySaved, row: dict[str, Any] | None = None
+) -> None:
+    """No resurrection: a fetch older than a revocation covering it is
+    refused, and so is one older than the last revocation that ever covered
+    a version of this memory (``row``), whatever scope the new one claims:
+    the fold would record it revoked, so the caller is told now."""
     fetched = format_ts(event.fetched_at)
+    until = row.get("revoked_until") if row else None
+    if until is not None and fetched <= until:
+        raise RevokedScope(event.memory_id, row["last_revocation"], until, fetched)  # type: ignore[index]
     candidate = {
         "memory_id": event.memory_id,
         "kind": event.kind,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import structlog
@@ -20,8 +21,9 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
 
+from ._answers import answer
 from ._metrics import SCHEDULER_FAILURES, scheduler_ran
-from ._readback import ReadPath, read_back
+from ._readback import ReadPath, read_back, revocation_of
 from ._rights import SYSTEM, Principal
 from ._views import DueItem, VerifyResult
 from ._warden import Warden
@@ -31,6 +33,8 @@ log = structlog.get_logger("memwarden.scheduler")
 # the expiry events one commit of a sweep writes: each commit is a sync to
 # disk, and 5,000 keep a batch's memory small (BENCHMARKS.md, "the save path")
 SWEEP_BATCH = 5000
+
+_T = TypeVar("_T")
 
 
 def expiry_event_id(tenant: str, memory_id: str, version: int, expires_at: str) -> str:
@@ -105,6 +109,9 @@ class Scheduler:
         self.concurrency = concurrency
         self.backoff = backoff or SharedBackoff(warden)
         self._lock = threading.Lock()  # one run of the jobs at a time
+        # what each failing job (or revocation's read-back) last failed with:
+        # a failure is logged when it starts or changes, not every tick
+        self.failures: dict[str, str] = {}
         self._scheduler: BackgroundScheduler | AsyncIOScheduler | None = None
         warden.revocation_listeners.append(self._revoked)
 
@@ -162,13 +169,57 @@ class Scheduler:
         """Read a revocation back now and return its record (a caller waiting for it)."""
         return read_back(self.warden, revocation_id, caller=caller, http=self.http_path)
 
+    def read_back_committed(self, revocation_id: str, *, caller: Principal) -> dict[str, Any]:
+        """A committed revocation's read-back, for a caller waiting on it
+        (``revoke --wait``, ``"wait": true``): its record, or, when the
+        read-back could not run now, the revocation's state with the reason
+        (``readback_error``); never an exception, for the revocation is in
+        force whatever the read-back meets, and the scheduler goes on trying."""
+        try:
+            return self.read_back(revocation_id, caller=caller)
+        except Exception as exc:
+            found = answer(exc)
+            log.error("readback_failed_to_run", revocation_id=revocation_id, error=str(exc))
+            try:
+                state = revocation_of(self.warden, revocation_id)
+            except Exception:
+                state = {"revocation_id": revocation_id, "readback_status": None}
+            return {
+                **state,
+                "readback_error": found.body() if found is not None else {"error": "internal", "problem": str(exc)},
+                "written": False,
+            }
+
     def _read_back_claimed(self, revocation_id: str) -> dict[str, Any] | None:
         # a scheduler's own runs: skipped while another process holds it
         with self.warden.store.claim(f"read-back {revocation_id}") as mine:
             return self.read_back(revocation_id, caller=SYSTEM) if mine else None
 
     def readback_pending(self) -> list[dict[str, Any]]:
-        return [done for r in self.pending_readbacks() if (done := self._read_back_claimed(r)) is not None]
+        """Each pending revocation read back on its own: one that fails is
+        recorded as a read-back failure, and the next is still read back."""
+        done: list[dict[str, Any]] = []
+        for revocation_id in self.pending_readbacks():
+            record = self._guarded(f"read-back {revocation_id}", self._read_back_claimed, revocation_id)
+            if record is not None:
+                done.append(record)
+        return done
+
+    def _guarded(self, job: str, run: Callable[..., _T], *args: Any) -> _T | None:
+        """``run`` as one job that fails alone: its failure is recorded with
+        its reason (logged once while the reason stays the same) and None
+        returned, so the jobs after it still run."""
+        try:
+            result = run(*args)
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            if self.failures.get(job) != reason:
+                log.error("scheduler_job_failed", job=job, reason=reason, exc_info=True)
+            self.failures[job] = reason
+            return None
+        if self.failures.pop(job, None) is not None:
+            log.warning("scheduler_job_recovered", job=job)
+        return result
 
     def reverify_due(self) -> list[VerifyResult]:
         """Re-verify due memories of the kinds whose policy opts in, a few at a
@@ -183,7 +234,7 @@ class Scheduler:
         now = self.warden.clock.now().timestamp()
         ready = [d for d in items if self.backoff.ready(_host(d.source_url), now)]
         with ThreadPoolExecutor(max_workers=max(self.concurrency, 1)) as pool:
-            results = list(pool.map(self._reverify, ready))
+            results = list(pool.map(self._reverify_alone, ready))
         # recorded after the round in due order, not as the threads finish: a
         # host that both served and failed in one round ends where its last
         # due memory left it, whatever order the threads ran in
@@ -192,6 +243,18 @@ class Scheduler:
             if result.outcome != "skipped":
                 self.backoff.record(_host(d.source_url), result.outcome != "failed", done)
         return results
+
+    def _reverify_alone(self, due: DueItem) -> VerifyResult:
+        """One memory's re-verification, failing alone: one whose check
+        raises is counted failed with its reason (its source backs off),
+        and the others of the round are verified all the same."""
+        job = f"verify {due.tenant}/{due.memory_id}"
+        result = self._guarded(job, self._reverify, due)
+        if result is None:
+            return VerifyResult(
+                memory_id=due.memory_id, outcome="failed", detail=self.failures.get(job), tenant=due.tenant
+            )
+        return result
 
     def _reverify(self, due: DueItem) -> VerifyResult:
         # claimed, so two nodes never fetch the same source for one memory at
@@ -208,15 +271,16 @@ class Scheduler:
         """Every job once (catching up on whatever came due meanwhile)."""
         with self._lock:
             started = time.perf_counter()
-            expired = self.expire_due()
-            readbacks = self.readback_pending()
-            verified = self.reverify_due()
-            erasures_done = self.finish_erasures()
+            expired = self._guarded("expiry", self.expire_due) or 0
+            readbacks = self._guarded("read-back", self.readback_pending) or []
+            verified = self._guarded("re-verification", self.reverify_due) or []
+            erasures_done = self._guarded("erasure purge", self.finish_erasures)
             summary = {
                 "expired": expired,
                 "readbacks": [{"revocation_id": r["revocation_id"], "status": r["readback_status"]} for r in readbacks],
                 "reverified": [v.as_dict() for v in verified],
                 "erasures_finished": erasures_done,
+                "failures": dict(self.failures),
                 "seconds": round(time.perf_counter() - started, 3),
             }
         if expired or readbacks or verified:
@@ -227,7 +291,10 @@ class Scheduler:
         # A revocation through this process: confirm it now, not at the next tick.
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.add_job(
-                self._read_back_claimed, args=[revocation_id], id=f"readback-{revocation_id}", replace_existing=True
+                self._guarded,
+                args=[f"read-back {revocation_id}", self._read_back_claimed, revocation_id],
+                id=f"readback-{revocation_id}",
+                replace_existing=True,
             )
 
     # -- running ----------------------------------------------------------------------

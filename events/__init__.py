@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._bytes import UnstorableText, check_storable, json_storable, unstorable, unstorable_fields
 from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
 from ._errors import (
     DATABASE_ERRORS,
@@ -91,6 +92,11 @@ __all__ = [
     "LogDamaged",
     "LogDiverged",
     "Refusal",
+    "UnstorableText",
+    "check_storable",
+    "json_storable",
+    "unstorable",
+    "unstorable_fields",
     "MemoryErased",
     "MemoryExpired",
     "MemoryIntegrityFailed",

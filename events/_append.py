@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ._bytes import check_payload
 from ._canonical import canonical_json, chain_hash, preimage_bytes
 from ._errors import EventIdReused, LogDamaged, VersionConflict
 from ._models import Event
@@ -63,6 +64,7 @@ def prepare_batch(
         event_id, type_, actor, schema_version = event.event_id, event.type, event.actor, event.SCHEMA_VERSION
         payload = event.payload()
         payload_json = canonical_json(payload, floats=event.FLOATS)
+        check_payload(payload, payload_json)
         if event_id in existing or event_id in in_batch:
             known = existing.get(event_id) or _existing_of(in_batch[event_id])
             if (known[1], known[2], known[3]) != (type_, stream, payload_json):
@@ -121,6 +123,7 @@ def check_imported(records: Sequence[RecordedEvent], clock: Clock) -> None:
     the recording moment, as a live save does)."""
     latest = format_ts(clock.now() + CLOCK_SKEW)
     for record in records:
+        check_payload(record.payload, record.payload_json)
         if record.recorded_at > latest:
             raise LogDamaged(
                 f"event seq {record.seq}: recorded_at {record.recorded_at} is in the future", seq=record.seq

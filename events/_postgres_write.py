@@ -37,11 +37,16 @@ _INSERT_ONE = (
     f"WITH inserted AS (INSERT INTO events ({ROW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)) " + _MOVE_HEAD
 )
 # which of a batch's event ids the log holds, and each of its streams' last
-# version, in one round trip (rows of the second kind have no event_id)
+# version, in one round trip (rows of the second kind have no event_id). A
+# stream's last version is one step down the (stream, stream_version)
+# index, not a max over the stream's events: a batch saving one id again
+# and again appends once per item, and each append's lookup stays cheap
 LOOKUP = (
     "SELECT event_id, seq, type, stream, payload FROM events WHERE event_id = ANY(string_to_array(%s, chr(31))) "
-    "UNION ALL SELECT NULL, max(stream_version), NULL, stream, NULL FROM events "
-    "WHERE stream = ANY(string_to_array(%s, chr(31))) GROUP BY stream"
+    "UNION ALL SELECT NULL, last.stream_version, NULL, s.stream, NULL "
+    "FROM unnest(string_to_array(%s, chr(31))) AS s(stream) CROSS JOIN LATERAL "
+    "(SELECT stream_version FROM events WHERE events.stream = s.stream "
+    "ORDER BY stream_version DESC LIMIT 1) AS last"
 )
 _ID_SEPARATOR = "\x1f"
 # a lookup of up to this many ids is planned at each call, never prepared

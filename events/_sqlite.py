@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -229,12 +230,17 @@ class WriteTransaction:
         found: dict[str, int] = {}
         for start in range(0, len(streams), 500):
             chunk = streams[start : start + 500]
+            # one step down the (stream, stream_version) index a stream, not
+            # a max over its events (which a batch repeating one id made
+            # quadratic: one append an item, each scanning the stream)
             found.update(
-                self.conn.execute(
-                    f"SELECT stream, max(stream_version) FROM events WHERE stream IN ({','.join('?' * len(chunk))}) "
-                    "GROUP BY stream",
-                    chunk,
-                ).fetchall()
+                (stream, version)
+                for stream, version in self.conn.execute(
+                    "SELECT s.value, (SELECT stream_version FROM events WHERE stream = s.value "
+                    "ORDER BY stream_version DESC LIMIT 1) FROM json_each(?) AS s",
+                    (json.dumps(chunk),),
+                )
+                if version is not None
             )
         return found
 

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
+from ._bytes import UnstorableText, check_storable
 from ._canonical import content_checksum
 from ._errors import DATABASE_ERRORS, TextErased
 from ._models import memory_stream
@@ -93,13 +94,18 @@ class TextStore:
             conn.execute(statement)
 
     def put(self, tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
-        """Keep a version's texts; ``TextErased`` for a version erased."""
+        """Keep a version's texts; ``TextErased`` for a version erased,
+        ``UnstorableText`` for a text no store keeps (``_bytes``)."""
+        _check_texts(tenant, memory_id, version, summary, content)
         with self._refusing_erased([(tenant, memory_id, version)]):
             self.conn.execute(_PUT, (tenant, memory_id, version, _bytes(summary), _bytes(content)))
 
     def put_many(self, texts: Iterable[Texts]) -> None:
         """``put`` for many versions in one statement (a batch save's)."""
-        rows = [(t, m, v, _bytes(s), _bytes(c)) for t, m, v, s, c in texts]
+        rows = []
+        for t, m, v, summary, content in texts:
+            _check_texts(t, m, v, summary, content)
+            rows.append((t, m, v, _bytes(summary), _bytes(content)))
         with self._refusing_erased([row[:3] for row in rows]):
             self.conn.executemany(_PUT, rows)
 
@@ -187,6 +193,7 @@ class TextStore:
         checking it; its summary stays as it is."""
         if content_checksum(text) != checksum:
             raise ValueError(f"content does not match {checksum}")
+        check_storable("content", text)
         updated = self.conn.execute(
             "UPDATE texts SET content = ? WHERE tenant = ? AND memory_id = ? AND version = ?",
             (_bytes(text), tenant, memory_id, version),
@@ -201,6 +208,16 @@ class TextStore:
             "ORDER BY tenant, memory_id, version"
         ):
             yield Texts(tenant, memory_id, version, _text(summary), _text(content))
+
+
+def _check_texts(tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
+    """A version's texts under the one byte rule; a refusal names the
+    version too (an import's or a migration's texts are many)."""
+    for field, text in (("summary", summary), ("content", content)):
+        try:
+            check_storable(field, text)
+        except UnstorableText as exc:
+            raise UnstorableText(field, f"{exc.problem} ({tenant}/{memory_id} v{version})") from None
 
 
 def _bytes(text: str | None) -> bytes | None:

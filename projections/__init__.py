@@ -34,6 +34,7 @@ from ._sqlite_store import SQLiteStore, private_view
 from ._sqlite_view import SQLiteView
 from ._stats import COUNTERS, StatsProjection
 from ._text_index import purge_text_index, text_index_levels
+from ._tokens import search_tokens
 from ._usable import UsableProjection
 from ._usable_schema import RECHECK
 from ._write import LogWrite
@@ -79,6 +80,7 @@ __all__ = [
     "parent_refs",
     "private_view",
     "purge_text_index",
+    "search_tokens",
     "revocation_blocks",
     "revoke_row",
     "revokes",

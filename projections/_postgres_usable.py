@@ -18,7 +18,6 @@ both backends.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -31,6 +30,7 @@ from ._fts_documents import index_changes
 from ._rows import Connection, Key
 from ._runner import Backlog, Projection, Projector
 from ._stats import StatsProjection
+from ._tokens import search_tokens
 from ._usable import UsableProjection
 from ._usable_schema import CARRIED, DERIVATIONS_EVER, RECHECK, SCOPE_KEY
 
@@ -139,29 +139,10 @@ TABLES = (
 
 # -- the words of a text, as SQLite's FTS5 finds them --------------------------
 
-_TOKEN = re.compile(r"[^\W_]+")
 # tsvector positions stop at 16383 and a vector at 1 MB: a longer text is
 # searchable by its first words (FTS5 indexes all of it)
 _MAX_POSITION = 16383
 _MAX_VECTOR = 1_000_000
-
-
-# ASCII and Hangul syllables only: no diacritic to remove. A syllable's
-# canonical decomposition is conjoining jamo, none of them a combining mark,
-# and composing them again gives the syllable back, so the NFD, the filter
-# and the NFC below would return such a text unchanged (at 11 us a text of
-# 84 characters, most of a Korean save's indexing; BENCHMARKS.md, "save")
-_NO_DIACRITICS = re.compile(r"[\x00-\x7f\uac00-\ud7a3]*")
-
-
-def search_tokens(text: str) -> list[str]:
-    """The searchable words of ``text``: runs of letters and digits,
-    lower-cased, with diacritics removed (café is cafe) and Hangul whole."""
-    folded = text.lower()
-    if not _NO_DIACRITICS.fullmatch(folded):
-        bare = "".join(c for c in unicodedata.normalize("NFD", folded) if not unicodedata.combining(c))
-        folded = unicodedata.normalize("NFC", bare)
-    return _TOKEN.findall(folded)
 
 
 def _lexeme(token: str) -> str:

@@ -250,9 +250,12 @@ def test_a_revoked_memory_does_not_come_back_under_another_scope_or_spelling(
     save_memory(warden, "uu", tenant="ta", content="u7 home address", scope={"user": "u7"}, caller=TA)
     warden.revoke({"tenant": "ta", "user": "u7"}, reason="consent withdrawn", caller=OPERATOR)
     clock.advance("1s")
-    # the same memory, saved again without the user, from a fetch before the revocation
-    again = save_memory(warden, "uu", tenant="ta", content="u7 home address", fetched_at=before, caller=TA)
-    assert warden.get("uu", caller=TA).reason == "revoked" and again.version == 2
+    # the same memory, saved again without the user, from a fetch before the
+    # revocation: refused, as the fold would hold it revoked
+    with pytest.raises(PermissionError, match="revocation"):
+        save_memory(warden, "uu", tenant="ta", content="u7 home address", fetched_at=before, caller=TA)
+    view = warden.get("uu", caller=TA)
+    assert view.reason == "revoked" and view.version == 1
     # a source revoked by its prefix, named another way
     warden.revoke({"source_prefix": "https://evil.example/"}, reason="poisoned", caller=OPERATOR)
     for n, url in enumerate(

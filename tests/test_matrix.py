@@ -8,6 +8,7 @@ that does not exist, and nothing a key is refused writes anything."""
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 from collections.abc import Iterator
 from datetime import timedelta
@@ -238,3 +239,38 @@ def test_cli_names_the_tenant_where_an_id_is_in_two(live: Server) -> None:
     missing = cli("get", "a:b", "--tenant", "nobody")
     assert missing.exit_code == 1 and "not found" in missing.stderr
     assert cli.json("audit", "head")["seq"] == live.head()  # the server's own store
+
+
+@pytest.mark.parametrize("who", sorted(RIGHTS))
+def test_console_pages_naming_or_listing_memories(live: Server, who: str) -> None:
+    """The console asks the same engine with the signed-in key: a memory the
+    key may not see is the page of one that does not exist, and a tenant it
+    may not see is refused, as on HTTP."""
+    from .console.test_console_http import signed_in
+
+    def page_of(tenant: str, memory_id: str) -> httpx.Response:
+        return c.get(f"/console/memories/{quote(tenant, safe='')}/{quote(memory_id, safe='')}")
+
+    def without(text: str, memory_id: str) -> str:
+        return text.replace(html.escape(memory_id), "").replace(quote(memory_id, safe=""), "")
+
+    with signed_in(live, who) as c:
+        for tenant, memory_id, agent in TARGETS:
+            got = page_of(tenant, memory_id)
+            if visible(who, tenant, agent):
+                assert got.status_code == 200 and html.escape(memory_id) in got.text, (who, tenant, memory_id)
+            else:
+                ghost_id = f"{memory_id}-never"
+                ghost = page_of(tenant, ghost_id)
+                assert got.status_code == ghost.status_code == 404, (who, tenant, memory_id, got.status_code)
+                assert without(got.text, memory_id) == without(ghost.text, ghost_id), (who, tenant, memory_id)
+        for tenant in TENANTS:
+            listed = c.get("/console/memories", params={"tenant": tenant})
+            tenants, _ = RIGHTS[who]
+            if tenants is not None and tenant not in tenants:
+                assert listed.status_code == 403, (who, tenant)
+                continue
+            assert listed.status_code == 200, (who, tenant, listed.text[:300])
+            shown = {m for t, m, a in TARGETS if t == tenant and f">{html.escape(m)}</a>" in listed.text}
+            expected = {m for t, m, a in TARGETS if t == tenant and visible(who, t, a)}
+            assert shown == expected, (who, tenant, shown, expected)

@@ -102,7 +102,17 @@ def world(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterato
     warden.close()
 
 
+_SCHEMAS: dict[int, dict[str, dict[str, Any]]] = {}
+
+
 def schemas(server: Any) -> dict[str, dict[str, Any]]:
+    """The tools' input schemas, listed once per server (each listing is a session)."""
+    if id(server) not in _SCHEMAS:
+        _SCHEMAS[id(server)] = _listed_schemas(server)
+    return _SCHEMAS[id(server)]
+
+
+def _listed_schemas(server: Any) -> dict[str, dict[str, Any]]:
     async def listed() -> Any:
         async with Client(server) as client:
             return (await client.list_tools()).tools

@@ -84,6 +84,7 @@ class GateMachine(RuleBasedStateMachine):
         self.refs: dict[str, Ref] = {}
         self.policy = 1
         self.revocations: list[tuple[dict[str, Any], datetime]] = []
+        self.horizon: dict[str, datetime] = {}  # memory id -> the latest revocation that covered a version
         self.counter = 0
 
     def _fetch(self, row: dict[str, Any]) -> str:
@@ -131,6 +132,9 @@ class GateMachine(RuleBasedStateMachine):
         )
         old = self.refs.get(memory_id)
         blocked = any(fetched <= eff and self._covered(sel, ref, memory_id) for sel, eff in self.revocations)
+        # a revocation that ever covered a version of this id holds any later
+        # fetch by its effective time, whatever scope the new version claims
+        blocked = blocked or (memory_id in self.horizon and fetched <= self.horizon[memory_id])
         scope = {"tenant": tenant, "project": project, **({"user": user} if user else {})}
         try:
             self.w.save(
@@ -217,6 +221,7 @@ class GateMachine(RuleBasedStateMachine):
             ):
                 ref.status = "revoked"
                 covered.add(memory_id)
+                self.horizon[memory_id] = max(self.horizon.get(memory_id, effective), effective)
         assert result.covered == len(covered)
         assert result.cascaded == self._cascade(covered)
         self.revocations.append((selector, effective))

@@ -331,6 +331,7 @@ def test_scheduler_once_cli(run_cli: Cli, once: bool) -> None:
         "readbacks": [],
         "reverified": [],
         "erasures_finished": True,
+        "failures": {},
         "seconds": pytest.approx(0, abs=1),
     }
 

@@ -22,6 +22,8 @@ from memwarden.engine import (
 )
 from memwarden.events import canonical_json
 
+from ._visible import raw_output, visible_output
+
 
 class Answer(Exception):
     """A command's answer was "no": print it, exit 1."""
@@ -32,6 +34,10 @@ class Group(click.Group):
     exit 1 when the answer is "no", 2 for bad input or a refusal."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        with visible_output():  # no agent's text reaches a terminal raw (``_visible``)
+            return self._answered(ctx)
+
+    def _answered(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -265,6 +271,8 @@ def _content(content: str | None, content_file: str | None, limits: Limits) -> s
 @click.pass_context
 def cli(ctx: click.Context, db: str, read_db: str | None, policy_file: str | None, verbose: int) -> None:
     """memwarden: may an agent use this remembered fact now?"""
+    if ctx.invoked_subcommand in SERVICES:
+        raw_output()
     level = log_level(verbose, os.environ.get("MEMWARDEN_LOG"), ctx.invoked_subcommand)
     if level is None:
         configure_logging(level="CRITICAL", quiet=True)

@@ -20,6 +20,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from ._visible import raw_stream, visible
+
 # a status (of a memory, or of a read-back) -> its colour on a terminal
 STATUS_STYLES = {
     "usable": "green",
@@ -47,11 +49,11 @@ def plural(count: int, word: str) -> str:
 def stdout_console() -> Console:
     """A console on stdout as it is now (CliRunner swaps it); rich decides
     whether it is a terminal (FORCE_COLOR and TTY_COMPATIBLE say so too)."""
-    return Console(file=sys.stdout, highlight=False, soft_wrap=False)
+    return Console(file=raw_stream(sys.stdout), highlight=False, soft_wrap=False)
 
 
 def styled(value: Any) -> Text:
-    text = "" if value is None else str(value)
+    text = "" if value is None else visible(str(value))
     return Text(text, style=STATUS_STYLES.get(text, ""))
 
 
@@ -75,14 +77,14 @@ def _cell(value: Any) -> str:
     """One value as a field of a line: never a tab or a line break inside it."""
     if value is None:
         return ""
-    return " ".join(str(value).split()) if isinstance(value, str) else str(value)
+    return visible(" ".join(str(value).split()) if isinstance(value, str) else str(value))
 
 
 def status_line(text: str, status: str) -> None:
     """A line of text in ``status``'s colour on a terminal."""
     console = stdout_console()
     if console.is_terminal:
-        console.print(Text(text, style=STATUS_STYLES.get(status, "")))
+        console.print(Text(visible(text), style=STATUS_STYLES.get(status, "")))
     else:
         click.echo(text)
 
@@ -92,7 +94,7 @@ def derivation_tree(title: str, up: dict[str, Any] | None, down: Sequence[dict[s
     and what was drawn from it (``down``), each node with its status."""
     if up is None and not down:
         return
-    root = Tree(Text(title, style="bold"))
+    root = Tree(Text(visible(title), style="bold"))
     if up is not None and up["parents"]:
         evidence = root.add("drawn from")
         _add_nodes(evidence, up["parents"], "parents")
@@ -107,10 +109,14 @@ def derivation_tree(title: str, up: dict[str, Any] | None, down: Sequence[dict[s
 
 def _add_nodes(branch: Tree, nodes: Sequence[dict[str, Any]], below: str) -> None:
     for node in nodes:
-        label = Text(f"{node['memory_id']} v{node['version']} ")
+        label = Text(visible(f"{node['memory_id']} v{node['version']} "))
         label.append(node["status"], style=STATUS_STYLES.get(node["status"], ""))
         if not node["usable"]:
-            label.append(f" ({node['reason']})")
+            label.append(visible(f" ({node['reason']})"))
+        if node.get("ref"):  # a memory met again in a DAG: its evidence is shown where it first appears
+            label.append(" (shown above)", style="dim")
+        if node.get("truncated"):
+            label.append(" (more evidence left out: the tree's node cap)", style="dim")
         _add_nodes(branch.add(label), node.get(below) or [], below)
 
 
@@ -120,7 +126,7 @@ def progress(label: str, total: int | None, *, unit: str = "events") -> Iterator
     terminal; the block gets a function to advance it by n."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    console = Console(stderr=True)
+    console = Console(file=raw_stream(sys.stderr))
     with Progress(
         TextColumn(label),
         BarColumn(),

@@ -77,12 +77,17 @@ def revoke(
         f" directly, {result.cascaded:,} drawn from them invalidated"
     )
     if wait:
-        readback = Scheduler(warden).read_back(result.revocation_id, caller=OPERATOR)
+        readback = Scheduler(warden).read_back_committed(result.revocation_id, caller=OPERATOR)
         data["readback"] = {
-            k: readback[k] for k in ("readback_status", "readback_latency_ms", "still_visible", "leaked_ids")
+            k: readback.get(k)
+            for k in ("readback_status", "readback_latency_ms", "still_visible", "leaked_ids", "readback_error")
+            if k != "readback_error" or k in readback
         }
-        text += f"\nread-back {readback['readback_status']} after {readback['readback_latency_ms']:.1f} ms"
-        if readback["leaked_ids"]:
+        if "readback_error" in readback:  # committed all the same: said, and exit 1 below, never 2
+            text += f"\nread-back could not run now: {readback['readback_error'].get('problem')}"
+        else:
+            text += f"\nread-back {readback['readback_status']} after {readback['readback_latency_ms']:.1f} ms"
+        if readback.get("leaked_ids"):
             text += f"; still visible: {', '.join(readback['leaked_ids'])}"
     emit(data, as_json, text)
     if wait and data["readback"]["readback_status"] != "confirmed":

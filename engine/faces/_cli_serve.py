@@ -12,6 +12,7 @@ from memwarden.engine import OPERATOR, Scheduler, Warden
 
 from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_warden
 from ._cli_output import table
+from ._http_server import HEAD_TIMEOUT_S, MAX_CONNECTIONS
 
 # -- serving ------------------------------------------------------------------------------------
 
@@ -47,6 +48,20 @@ from ._cli_output import table
     help="Keep a demo agent key (tenant demo, agent demo-agent) in this file, made anew when missing or revoked, "
     "and print it with examples.",
 )
+@click.option(
+    "--head-timeout",
+    type=click.FloatRange(0.5, 3600),
+    default=HEAD_TIMEOUT_S,
+    show_default=True,
+    help="Seconds a client has to send a request's head (line and headers) before its connection is closed.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1, 1_000_000),
+    default=MAX_CONNECTIONS,
+    show_default=True,
+    help="Connections and requests served at once; past it a request is answered 503 at once.",
+)
 @with_warden
 def serve(
     warden: Warden,
@@ -57,10 +72,11 @@ def serve(
     max_content: int,
     allow_local_sources: bool,
     demo_key: str | None,
+    head_timeout: float,
+    max_connections: int,
 ) -> None:
     """HTTP server (OpenAPI at /docs, MCP at /mcp) with the scheduler embedded."""
-    import uvicorn
-
+    from ._http_server import serve as run_server
     from .http import create_app
 
     _refuse_damaged(warden)
@@ -77,7 +93,7 @@ def serve(
         self_url=f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}",
         allow_local_sources=allow_local_sources,
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    run_server(app, host=host, port=port, head_timeout=head_timeout, max_connections=max_connections)
 
 
 def _kept_demo_key(warden: Warden, path: str) -> str:

@@ -13,10 +13,12 @@ from urllib.parse import urlencode
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 from memwarden.engine import ACTIONS, Principal, answer, may
 from starlette.concurrency import run_in_threadpool
 
 from ._console_session import Session, Sessions, same_origin, token_matches
+from ._visible import visible
 
 # what a console page may load: only this server's own files
 CSP = (
@@ -34,11 +36,22 @@ class PageError(Exception):
         self.problem = problem
 
 
+def _shown(value: Any) -> Any:
+    # Markup is a macro's or filter's HTML, its values already shown
+    return visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
 class Pages:
     def __init__(self, sessions: Sessions, templates: Path) -> None:
         self.sessions = sessions
         self.templates = Jinja2Templates(directory=str(templates))
         self.templates.env.globals.update(actions=ACTIONS, may=may)
+        # every value a page shows passes the one rule for text a person
+        # reads (``_visible``): a direction override or control an agent
+        # put in an id or summary is shown as its escape. A form field
+        # that must post a value back as it was says so (``as_given``).
+        self.templates.env.finalize = _shown
+        self.templates.env.filters["as_given"] = lambda value: escape(value)
 
     def render(self, request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
         return harden(self.templates.TemplateResponse(request, name, context, status_code=code))

@@ -15,9 +15,11 @@ from memwarden.engine import Warden
 from . import _http_responses as R
 from ._http_guard import Caller, Seq
 from ._http_responses import documented
+from ._waiting import HeadWatch
 
 
 def install_audit_routes(app: FastAPI, warden: Warden) -> None:
+    watch = app.state.head_watch = HeadWatch(warden)
     @app.get("/v1/replay", tags=["auditors"], **documented(R.Replay))
     def replay(
         who: Caller,
@@ -53,7 +55,7 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
     def stats(who: Caller) -> dict[str, Any]:
         return {"weeks": warden.stats(caller=who)}
 
-    @app.get("/v1/events", tags=["auditors"], **documented(R.Events))
+    @app.get("/v1/events", tags=["auditors"], **documented(R.Events, 200, 429))
     async def events(
         who: Caller,
         request: Request,
@@ -64,11 +66,14 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
         """Events after a seq, for downstream caches: long-polls up to ``wait``
         seconds when there is nothing new yet."""
         deadline = time.monotonic() + wait
+        seen = after  # the head up to which this caller has nothing to read
         while True:
+            head = watch.head
             batch = await asyncio.to_thread(warden.events_after, after, limit, caller=who)
             left = deadline - time.monotonic()
             if batch or left <= 0 or await request.is_disconnected():
                 return {"events": batch, "head": warden.head_seq()}
-            # woken by the store when any process appends (a second at most,
-            # to notice a client that went away)
-            await asyncio.to_thread(warden.wait_for_events, after, min(left, 1.0))
+            seen = max(seen, head)
+            # woken when any process appends, holding no thread (a few
+            # seconds at most, to notice a client that went away)
+            await watch.wait_past(seen, min(left, 5.0), key=who.key_id)

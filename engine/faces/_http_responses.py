@@ -228,6 +228,7 @@ def documented(model: type[BaseModel], status: int = 200, *errors: int) -> dict[
         409: "a conflict: the id is taken, erased, revoked, or the view is behind min_seq",
         413: "the body or the content is over a limit",
         422: "bad input: the field and the problem",
+        429: "the key holds as many waiting requests as one key may",
     }
     responses: dict[int | str, dict[str, Any]] = {status: {"model": model}}
     for code in sorted({400, 401, 403, 413, 422, *errors}):

@@ -21,7 +21,6 @@ from memwarden.engine import (
     Principal,
     Scheduler,
     Warden,
-    answer,
     readback_records,
     refuse_local_source,
 )
@@ -299,17 +298,7 @@ def create_app(
         record, or the state it is in when the read-back could not run now
         (the scheduler goes on trying)."""
         readback = Scheduler(warden, http_path=_http_read_path(self_url, internal_key) if self_url else None)
-        try:
-            return readback.read_back(revocation_id, caller=who)
-        except Exception as exc:  # the revocation is in force: its answer must say so, whatever this meets
-            found = answer(exc)
-            log.error("readback_failed_to_run", revocation_id=revocation_id, error=str(exc))
-            return {
-                "revocation_id": revocation_id,
-                "readback_status": None,
-                "readback_error": found.body() if found is not None else {"error": "internal", "problem": str(exc)},
-                "written": False,
-            }
+        return readback.read_back_committed(revocation_id, caller=who)
 
     install_console(app, warden, keys, read_back=read_back_now)
 

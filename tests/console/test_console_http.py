@@ -117,3 +117,20 @@ def test_security_headers(server: Server) -> None:
         assert csrf
         refused = c.post("/console/revocations/dry-run", data={"csrf": csrf[1], "tenant": "acme", "reason": "r"})
         assert refused.status_code == 403 and "the auditor role may not do this" in refused.text
+
+
+def test_controls_and_direction_overrides_are_shown_escaped(server: Server) -> None:
+    # an agent's id and summary that would make one memory look like another
+    memory_id = "invoice\u202egpj.exe"
+    hostile = "\u202eevil\u001b[2J\u0085 요약"
+    body = save_body(memory_id, ttl="6h", summary=hostile, content=hostile)
+    with server.client("agent") as c:
+        assert c.post("/v1/memories", json=body).status_code == 201
+    with signed_in(server, "agent") as client:
+        listed = client.get("/console/memories", params={"tenant": "acme"}).text
+        shown = client.get("/console/memories/acme/invoice%E2%80%AEgpj.exe").text
+    for page in (listed, shown):
+        assert "\u202e" not in page and "\u001b" not in page and "\u0085" not in page
+        assert "invoice\\u202egpj.exe" in page
+    assert "\\u202eevil\\u001b[2J\\u0085 요약" in listed  # the summary
+    assert "\\u202eevil\\u001b[2J\\u0085 요약" in shown  # the text

@@ -134,10 +134,23 @@ def _scheduler(pg_url: str, out: Path) -> subprocess.Popen[str]:
     exe = str(Path(sys.executable).with_name("memwarden"))
     log = open(out, "w", encoding="utf-8")
     proc = subprocess.Popen(
-        [exe, "--db", pg_url, "scheduler", "--interval", "0.3"], stdout=log, stderr=subprocess.STDOUT, text=True
+        [exe, "--db", pg_url, "scheduler", "--interval", "0.3"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     log.close()
     return proc
+
+
+def _until_running(*logs: Path) -> None:
+    """Each scheduler has said it runs: what follows meets both, not one
+    that happened to start first."""
+    deadline = time.monotonic() + 60
+    while not all(log.exists() and "scheduler running" in log.read_text(encoding="utf-8") for log in logs):
+        assert time.monotonic() < deadline, [log.read_text(encoding="utf-8") for log in logs if log.exists()]
+        time.sleep(0.05)
 
 
 def _count(pg_url: str, sql: str) -> Any:
@@ -184,7 +197,7 @@ def test_two_schedulers_read_a_revocation_back_once(pg_url: str, tmp_path: Path)
         )
     schedulers = [_scheduler(pg_url, tmp_path / f"s{n}.log") for n in range(2)]
     try:
-        time.sleep(1.0)  # both running and listening
+        _until_running(*(tmp_path / f"s{n}.log" for n in range(2)))
         revoked = w.revoke({"tenant": "acme"}, reason="leak", by="sec", caller=OPERATOR)
         deadline = time.monotonic() + 30
         while _count(pg_url, "SELECT count(*) FROM events WHERE type = 'readback.confirmed'") == 0:
