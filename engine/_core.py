@@ -4,6 +4,8 @@ history) is a function of this in a module of its own."""
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,8 +32,16 @@ from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
 from ._joined import Joined
 from ._limits import Limits
+from ._metrics import EVENTS
 from ._policy import TtlPolicy
 
+if not structlog.is_configured():
+    # as a library, until the application (or ``configure_logging``) says
+    # otherwise: warnings and worse, on stderr; stdout is the application's
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
 log = structlog.get_logger("memwarden")
 
 
@@ -137,6 +147,7 @@ class Core:
         together. The collector waits until it ends (``_collector``)."""
         with collector_paused(), self.store.writing() as tx:
             yield tx
+        EVENTS.inc(len(tx.recorded))
 
     def find_row(
         self, view: ViewReader, memory_id: str, *, tenant: str | None = None, access: Access

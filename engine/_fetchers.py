@@ -23,6 +23,7 @@ import structlog
 
 from ._addresses import AddressPolicy, AddressRefused, CheckedBackend, Resolver, resolve
 from ._errors import FetchFailed
+from ._metrics import FETCH_FAILURES
 
 SourceFn = Callable[[dict[str, Any]], str]
 log = structlog.get_logger("memwarden.fetch")
@@ -84,6 +85,7 @@ class Fetchers:
             return self._fetch(row)
         except FetchFailed as exc:
             log.warning("fetch_failed", source=exc.source, category=exc.category, detail=exc.detail)
+            FETCH_FAILURES.labels(exc.category).inc()
             raise
 
     def _fetch(self, row: dict[str, Any]) -> str:

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ._metrics import GATE
+
 # reason -> what the agent should do about it
 ACTIONS = {
     "expired": "reverify",
@@ -59,6 +61,20 @@ def decide(
     policy_version: int | str,
     content_ok: bool | None = None,
     parents: Sequence[ParentState] = (),
+) -> Decision:
+    """The gate's answer (``_decide``), counted by reason for ``/metrics``."""
+    decision = _decide(row, now=now, policy_version=policy_version, content_ok=content_ok, parents=parents)
+    GATE.labels(decision.reason or "usable").inc()
+    return decision
+
+
+def _decide(
+    row: dict[str, Any],
+    *,
+    now: str,
+    policy_version: int | str,
+    content_ok: bool | None,
+    parents: Sequence[ParentState],
 ) -> Decision:
     """Usable iff the projection holds it usable, it is checked under the
     current version of its policy, ``now < expires_at``, (when the content

@@ -152,7 +152,7 @@ def load(
     agent = confine_agent(caller, agent) or agent
     prefix = memory_id_of(agent, "")
     views = query(warden, tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=10_000, caller=caller)
-    memories = []
+    memories, hidden = [], []
     for view in sorted(views, key=lambda v: v.memory_id):
         if not view.memory_id.startswith(prefix):
             continue
@@ -172,7 +172,11 @@ def load(
                 for v in versions(warden, tenant, view.memory_id, reveal=caller.is_staff)
             ]
         memories.append(entry)
-    return {"memories": memories}
+        if not view.usable:
+            # beside ``memories`` (which clients reading only it keep): what is
+            # withheld and why, so a MEMORY.md never vanishes without a reason
+            hidden.append({"key_name": entry["key_name"], "reason": view.reason, "action": view.action})
+    return {"memories": memories, "hidden": hidden}
 
 
 def versions(warden: Core, tenant: str, memory_id: str, *, reveal: bool = False) -> list[dict[str, Any]]:

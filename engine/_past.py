@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from memwarden.events import RecordedEvent, canonical_json, canonical_ts
+from memwarden.events import RecordedEvent, canonical_json, check_range, format_ts, parse_ts
 from memwarden.projections import COLUMNS, CheckResult, Key, story
 
 from ._core import Core
@@ -48,7 +48,7 @@ def resolve_point(warden: Core, *, as_of: str | None = None, seq: int | None = N
         event = warden.log.get(seq) if seq else None
         return seq, event.recorded_at if event else warden.now()
     try:
-        when = canonical_ts(as_of)  # type: ignore[arg-type]
+        when = format_ts(check_range(parse_ts(as_of)))  # type: ignore[arg-type]  (times start in 1970)
     except ValueError as exc:
         raise InvalidInput("as_of", str(exc)) from None
     return warden.log.seq_at(when), when

@@ -15,6 +15,7 @@ from memwarden.projections import search_tokens
 from ._core import Core
 from ._derivation import rows_for
 from ._errors import RevocationNotFound
+from ._metrics import READBACK
 from ._reading import query
 from ._revoking import revocation as _revocation
 from ._rights import SYSTEM, Principal, operation
@@ -138,6 +139,7 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
                 actor="memwarden",
             )
         tx.append([event])
+    READBACK.observe(latency_ms / 1000)
     if leaked:
         log.error("readback_failed", revocation_id=revocation_id, leaked_ids=sorted(leaked)[:20], count=len(leaked))
     else:

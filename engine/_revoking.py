@@ -1,4 +1,4 @@
-"""Taking memories out: revocations, policy versions, erasure."""
+"""Taking memories out: revocations and erasure (policy versions: ``_policy_change``)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import json
 from datetime import datetime
 from typing import Any
 
-from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id, version_value
+from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id
 
 from ._core import Core, log
+from ._derivation import rows_for
 from ._errors import InvalidInput, RevocationNotFound, UserNotFound
 from ._limits import normal_url
+from ._metrics import REVOCATIONS
 from ._rights import Principal, operation
 from ._validation import build, when
-from ._versions import change
 from ._views import ErasureResult, RevocationResult
 
 
@@ -45,6 +46,7 @@ def revoke(
         seq = tx.append([event])[0]
         covered = tx.view.revocation(event.revocation_id)["covered"]  # type: ignore[index]
         cascaded = sum(1 for r in tx.recorded if r.type == "memory.invalidated")
+    REVOCATIONS.inc()
     log.warning(
         "revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, cascaded=cascaded, by=by
     )
@@ -67,12 +69,19 @@ def preview_revocation(
     effective = format_ts(when("effective_at", effective_at) or core.clock.now())
     with core.reading() as view:
         tenants = view.would_revoke(sel.model_dump(mode="json"))
+        # the cascade: what is drawn from those and still holds, invalidated with them
+        direct = [tuple(k) for k in view.would_revoke_keys(sel.model_dump(mode="json"))]
+        below = view.descendants(direct) - set(direct)
+        cascaded = sum(
+            1 for r in rows_for(view, sorted(below)) if r["status"] not in ("erased", "revoked", "invalidated")
+        )
     return {
         "dry_run": True,
         "selector": sel.model_dump(mode="json", exclude_defaults=True),
         "effective_at": effective,
         "everything": sel.everything,
         "covered": sum(n for _, n in tenants),
+        "cascaded": cascaded,
         "tenants": [{"tenant": t, "covered": n} for t, n in tenants],
     }
 
@@ -114,26 +123,6 @@ def _revocation_out(row: dict[str, Any]) -> dict[str, Any]:
     row["selector"] = json.loads(row["selector"])
     row["leaked_ids"] = json.loads(row["leaked_ids"]) if row["leaked_ids"] else []
     return row
-
-
-@operation("set_policy")
-def set_policy(core: Core, policy: str, version: int | str, *, actor: str | None = None, caller: Principal) -> int:
-    """Make ``version`` current and retire the version before it for good:
-    memories checked under it stop being usable until re-verified, and
-    no later change can make it current again (see ``_versions``)."""
-    if not isinstance(policy, str) or not policy or any(c.isspace() or ord(c) < 32 for c in policy):
-        raise InvalidInput("policy", "must be a non-empty name without spaces or control characters")
-    with core.transaction() as tx:
-        event = change(tx.view, policy, version, actor=actor or caller.actor)
-        seq = tx.append([event])[0]
-    log.warning("policy_version_changed", policy=policy, version=version, seq=seq)
-    return seq
-
-
-@operation("read")
-def policies(core: Core, *, caller: Principal) -> dict[str, int | str]:
-    with core.reading() as view:
-        return {policy: version_value(v) for policy, v in view.policies().items()}
 
 
 # -- erasure ------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ._core import Core, log
 from ._derivation import Judge
 from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
 from ._limits import CONTROL, TooLarge, check_source_url, encoded, normal_checksum, normal_url
+from ._metrics import SAVES
 from ._rights import Principal, may, operation, scope_for_save
 from ._validation import build, when
 from ._versions import IMPLICIT_VERSION, adopt, version_of
@@ -42,7 +43,7 @@ def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResul
     @functools.wraps(save)
     def wrapper(core: Core, **kwargs: Any) -> SaveResult:
         try:
-            return save(core, **kwargs)
+            result = save(core, **kwargs)
         except (ValueError, PermissionError) as exc:
             memory_id = kwargs.get("memory_id")
             log.warning(
@@ -53,6 +54,8 @@ def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResul
                 revocation_id=getattr(exc, "revocation_id", None),
             )
             raise
+        SAVES.inc()
+        return result
 
     return wrapper
 

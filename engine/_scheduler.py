@@ -22,6 +22,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
 
 from ._answers import answer
+from ._metrics import SCHEDULER_FAILURES, scheduler_ran
 from ._readback import ReadPath, read_back, revocation_of
 from ._rights import SYSTEM, Principal
 from ._views import DueItem, VerifyResult
@@ -336,7 +337,10 @@ class Scheduler:
         try:
             self.run_once()
         except Exception:
+            SCHEDULER_FAILURES.inc()
             log.exception("scheduler_job_failed")
+        finally:
+            scheduler_ran()
 
     def stop(self, wait: bool = True) -> None:
         """Stop after the job that is running, if any."""

@@ -5,7 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import _batch, _cache, _history, _memory_api, _migrate, _past, _reading, _records, _revoking, _saving, _verify
+from . import (
+    _backup,
+    _batch,
+    _cache,
+    _history,
+    _memory_api,
+    _migrate,
+    _past,
+    _policy_change,
+    _reading,
+    _records,
+    _revoking,
+    _saving,
+    _verify,
+)
 from ._core import Core
 from ._memories import Acting
 from ._rights import Principal, authorize
@@ -37,8 +51,10 @@ class Warden(Core):
     revocation = _revoking.revocation
     revocations = _revoking.revocations
     preview_revocation = _revoking.preview_revocation
-    set_policy = _revoking.set_policy
-    policies = _revoking.policies
+    set_policy = _policy_change.set_policy
+    change_policy = _policy_change.change_policy
+    preview_policy = _policy_change.preview_policy
+    policies = _policy_change.policies
     erase = _revoking.erase
 
     # re-verification (_verify) and the article's record format (_records)
@@ -63,6 +79,7 @@ class Warden(Core):
     export = _history.export_log
     import_log = _history.import_log
     migrate = _migrate.migrate
+    backup = _backup.backup
 
     def acting_as(self, caller: Principal) -> Acting:
         """This Warden as ``caller`` sees it: every operation with the caller

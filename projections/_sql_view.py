@@ -372,6 +372,27 @@ class SQLView(GraphReads, SideTables, ABC):
             )
         ]
 
+    def would_revoke_keys(self, selector: dict[str, Any]) -> list[Key]:
+        """(tenant, memory_id) of what ``would_revoke`` counts."""
+        where, params = selector_sql(selector)
+        return self.conn.execute(
+            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND status NOT IN {TERMINAL_SQL}", params
+        ).fetchall()
+
+    def would_retire(self, policy: str, version: str) -> list[tuple[str, int, int]]:
+        """(tenant, count, Memory API count) of the memories a change of
+        ``policy`` away from ``version`` (its current version key) would
+        retire: those checked under it that are not already out for good."""
+        return [
+            (r[0], r[1], r[2])
+            for r in self.conn.execute(
+                "SELECT tenant, count(*), sum(CASE WHEN kind = 'agent_memory' THEN 1 ELSE 0 END) FROM memories "
+                f"WHERE policy = ? AND revocation_version = ? AND status NOT IN {TERMINAL_SQL} "
+                "GROUP BY tenant ORDER BY tenant",
+                (policy, version),
+            )
+        ]
+
     def unconfirmed_revocations(self) -> list[str]:
         """Revocations with no read-back yet, or a failed one, oldest first."""
         return [
@@ -404,6 +425,11 @@ class SQLView(GraphReads, SideTables, ABC):
     def policy_version(self, policy: str) -> str | None:
         """The current version key of ``policy``, or None if it was never set."""
         row = self.conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
+        return row[0] if row else None
+
+    def policy_seq(self, policy: str) -> int | None:
+        """The seq that made the current version of ``policy`` current."""
+        row = self.conn.execute("SELECT seq FROM policies WHERE policy = ?", (policy,)).fetchone()
         return row[0] if row else None
 
     def policy_problem(self, policy: str, version: str) -> str | None:

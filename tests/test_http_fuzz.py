@@ -125,6 +125,7 @@ OPERATIONS = [
     ("GET", "/v1/revocations/{revocation_id}"),
     ("GET", "/v1/revocations/{revocation_id}/readback"),
     ("POST", "/v1/policies/{policy}"),
+    ("POST", "/v1/policies/{policy}/dry-run"),
     ("GET", "/v1/policies"),
     ("GET", "/v1/tenants"),
     ("POST", "/v1/erasures"),

@@ -36,6 +36,8 @@ OPERATIONS = {
     "preview_revocation": "revoke",
     "erase": "erase",
     "set_policy": "set_policy",
+    "change_policy": "set_policy",
+    "preview_policy": "set_policy",
     "revocation": "review",
     "revocations": "review",
     "replay": "review",
@@ -49,6 +51,7 @@ OPERATIONS = {
     "import_log": "operate",
     "import_records": "operate",
     "migrate": "operate",
+    "backup": "operate",
 }
 KEY = {
     "agent": agent_key("acme"),

@@ -19,8 +19,8 @@ SCRIPT = ROOT / "scripts" / "run"
 STAMP = ROOT / ".venv" / ".memwarden-installed"
 
 
-def run_script(tmp_path: Path, port: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "PORT": str(port), "MEMWARDEN_DB": str(tmp_path / "run.db")}
+def run_script(tmp_path: Path, port: int, **env_extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PORT": str(port), "MEMWARDEN_DB": str(tmp_path / "run.db"), **env_extra}
     return subprocess.Popen(
         ["bash", str(SCRIPT)],
         cwd=ROOT,
@@ -72,7 +72,7 @@ def test_a_second_start_installs_nothing_and_keeps_its_demo_key(tmp_path: Path) 
             loaded = httpx.get(
                 f"http://127.0.0.1:{port}/memory/load", params={"agent": "demo-agent"}, headers={"x-api-key": key}
             )
-            assert loaded.status_code == 200 and loaded.json() == {"memories": []}
+            assert loaded.status_code == 200 and loaded.json() == {"memories": [], "hidden": []}
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             out, _ = proc.communicate(timeout=30)
@@ -103,3 +103,46 @@ def test_a_revoked_demo_key_is_replaced(tmp_path: Path) -> None:
         warden.close()
     assert new != old and key_file.read_text() == new + "\n"
     assert principal is not None and principal.tenants == ("demo",) and principal.agent == "demo-agent"
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "memwarden").exists(), reason="needs the project's .venv")
+def test_postgres_from_the_quick_start(tmp_path: Path) -> None:
+    from .backends import PostgresBackend
+
+    pg = PostgresBackend()
+    why = pg.available()
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    url = pg.new_database(f"mw_run_{os.getpid()}")
+    key_file = tmp_path / "pg.demo-key"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    STAMP.write_text(hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + "\n")
+    proc = run_script(tmp_path, port, MEMWARDEN_DB=url, MEMWARDEN_DEMO_KEY=str(key_file))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if key_file.exists() and httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.2)
+        key = key_file.read_text().strip()
+        headers = {"x-api-key": key}
+        saved = httpx.post(
+            f"http://127.0.0.1:{port}/memory/save",
+            json={"agent": "demo-agent", "key": "k", "content": "c"},
+            headers=headers,
+        )
+        assert saved.status_code in (200, 201), saved.text
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        pg.close()
+    assert f"memwarden on http://127.0.0.1:{port}" in out and "store PostgreSQL postgresql://" in out and key in out
+    assert "Traceback" not in err

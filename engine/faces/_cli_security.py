@@ -101,6 +101,8 @@ def print_preview(preview: dict[str, Any]) -> None:
         click.echo(f"dry run: --everything covers EVERY memory of every tenant, {covered} now; nothing was written")
     else:
         click.echo(f"dry run: it would take out {covered} now; nothing was written")
+    if preview.get("cascaded"):
+        click.echo(f"and invalidate {plural(preview['cascaded'], 'memory')} drawn from them (the cascade)")
     if not preview["covered"]:
         click.echo("it covers nothing today (it still blocks older fetches saved again later)")
     for t in tenants:
@@ -138,12 +140,44 @@ def policy_group() -> None:
 @policy_group.command("set")
 @click.argument("key")
 @click.argument("version", type=VERSION)
+@click.option("--dry-run", is_flag=True, help="Only say how many memories, in which tenants, it would retire.")
+@click.option("--yes", is_flag=True, help="Do not ask before retiring memories (asked only on a terminal).")
 @json_option
 @with_warden
-def policy_set(warden: Warden, key: str, version: int | str, as_json: bool) -> None:
-    """Make VERSION current for policy KEY and retire the one before, for good."""
-    seq = warden.set_policy(key, version, caller=OPERATOR)
-    emit({"policy": key, "version": version, "seq": seq}, as_json, f"policy {key} at version {version} (seq {seq})")
+def policy_set(warden: Warden, key: str, version: int | str, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Make VERSION current for policy KEY and retire the one before, for good.
+
+    The version already current is a no-op (exit 0). On a terminal it asks
+    first when memories would be retired; --yes does not ask."""
+    preview = warden.preview_policy(key, version, caller=OPERATOR)
+    if dry_run:
+        emit(preview, as_json, lambda: print_policy_preview(preview))
+        return
+    if not preview["unchanged"] and preview["retired"] and not yes and sys.stdin.isatty() and not as_json:
+        print_policy_preview(preview)
+        click.confirm(f"retire {plural(preview['retired'], 'memory')}?", abort=True, err=True)
+    data = warden.change_policy(key, version, caller=OPERATOR)
+    if data["unchanged"]:
+        text = f"policy {key} is already at version {version}: nothing changed (seq {data['seq']})"
+    else:
+        text = (
+            f"policy {key} at version {version} (seq {data['seq']}): {plural(data['retired'], 'memory')} retired"
+            f" ({data['memory_api']:,} Memory API entries), usable again once re-verified"
+        )
+    emit(data, as_json, text)
+
+
+def print_policy_preview(preview: dict[str, Any]) -> None:
+    if preview["unchanged"]:
+        click.echo(f"dry run: policy {preview['policy']} is already at version {preview['version']}: a no-op")
+        return
+    click.echo(
+        f"dry run: version {preview['version']} of {preview['policy']} (now {preview['current']}) would retire "
+        f"{plural(preview['retired'], 'memory')}, {preview['memory_api']:,} of them Memory API entries; "
+        "nothing was written"
+    )
+    for t in preview["tenants"]:
+        click.echo(f"  {t['tenant']}\t{plural(t['retired'], 'memory')}\t{t['memory_api']:,} Memory API")
 
 
 @policy_group.command("show")

@@ -83,6 +83,8 @@ def serve(
     if demo_key is not None:
         # in this process rather than a `keys` command before it: one Python start, not two
         click.echo(demo_banner(_kept_demo_key(warden, demo_key), host, port, warden.path))
+    else:
+        click.echo(f"memwarden on http://{host}:{port}  ({store_line(warden.path)}; OpenAPI at /docs)")
     app = create_app(
         warden,
         max_content=max_content,
@@ -116,9 +118,15 @@ def _kept_demo_key(warden: Warden, path: str) -> str:
     return key
 
 
+def store_line(database: str) -> str:
+    """Which store a server uses, its password left out (``warden.path`` is already redacted)."""
+    kind = "PostgreSQL" if database.startswith(("postgres://", "postgresql://")) else "SQLite"
+    return f"store {kind} {database}"
+
+
 def demo_banner(key: str, host: str, port: int, database: str) -> str:
     url = f"http://{host}:{port}"
-    return f"""memwarden on {url}  (database {database}; OpenAPI at /docs; MCP at /mcp; console at /console)
+    return f"""memwarden on {url}  ({store_line(database)}; OpenAPI at /docs; MCP at /mcp; console at /console)
 demo agent key (tenant "demo", agent "demo-agent"):
 
     {key}
@@ -129,6 +137,16 @@ try:
     curl -s "{url}/memory/load?agent=demo-agent" -H "x-api-key: {key}"
     open {url}/console and sign in with the key (a security or auditor key sees more:
     .venv/bin/memwarden keys create --role auditor)"""
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@json_option
+@with_warden
+def backup(warden: Warden, file: str, as_json: bool) -> None:
+    """Copy the SQLite store to FILE while the server writes (PostgreSQL: use pg_dump)."""
+    data = warden.backup(file, caller=OPERATOR)
+    emit(data, as_json, f"backup of seq {data['head_seq']} in {data['file']} ({data['bytes']:,} bytes)")
 
 
 @cli.command("mcp")

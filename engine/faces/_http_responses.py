@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Answer(BaseModel):
@@ -108,6 +108,7 @@ class RevocationPreview(Answer):
 
     dry_run: bool
     covered: int
+    cascaded: int = Field(0, description="memories drawn from those that the cascade would invalidate")
     everything: bool
     tenants: list[TenantCovered]
 
@@ -122,10 +123,36 @@ class Readback(Answer):
     records: list[dict[str, Any]]
 
 
+class TenantRetired(Answer):
+    tenant: str
+    retired: int
+    memory_api: int
+
+
 class PolicySet(Answer):
+    """The change: how many memories it retired (``unchanged``: the version
+    was already current and nothing was written)."""
+
     policy: str
     version: int | str
-    seq: int
+    seq: int | None
+    retired: int
+    memory_api: int
+    tenants: list[TenantRetired]
+    unchanged: bool
+
+
+class PolicyPreview(Answer):
+    """A dry run: what making the version current would retire now."""
+
+    dry_run: bool
+    policy: str
+    version: int | str
+    current: int | str
+    unchanged: bool
+    retired: int
+    memory_api: int
+    tenants: list[TenantRetired]
 
 
 class Policies(Answer):
@@ -180,6 +207,9 @@ class KeySaved(Answer):
 
 class KeysLoaded(Answer):
     memories: list[dict[str, Any]]
+    hidden: list[dict[str, Any]] = Field(
+        default_factory=list, description="keys whose content is withheld now: {key_name, reason, action}"
+    )
 
 
 class Health(Answer):

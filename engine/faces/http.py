@@ -24,11 +24,13 @@ from memwarden.engine import (
     readback_records,
     refuse_local_source,
 )
+from memwarden.engine._metrics import scheduler_lag
 
 from . import _http_responses as R
 from ._http_audit import install_audit_routes
 from ._http_guard import Caller, McpAuth, Seq, install_error_handlers, with_body_limit
 from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody, SaveManyBody
+from ._http_ops import RequestId, install_operations
 from ._http_responses import documented
 from .console import install_console
 
@@ -249,8 +251,14 @@ def create_app(
 
     @app.post("/v1/policies/{policy}", tags=["security"], **documented(R.PolicySet))
     def set_policy(policy: str, body: PolicyBody, who: Caller) -> dict[str, Any]:
-        seq = warden.set_policy(policy, body.version, caller=who)
-        return {"policy": policy, "version": body.version, "seq": seq}
+        """Make the version current; the answer says how many memories it
+        retired. The version already current is a no-op (``unchanged``)."""
+        return warden.change_policy(policy, body.version, caller=who)
+
+    @app.post("/v1/policies/{policy}/dry-run", tags=["security"], **documented(R.PolicyPreview))
+    def policy_dry_run(policy: str, body: PolicyBody, who: Caller) -> dict[str, Any]:
+        """What making the version current would retire now, per tenant; nothing is written."""
+        return warden.preview_policy(policy, body.version, caller=who)
 
     @app.get("/v1/policies", tags=["memories"], **documented(R.Policies))
     def policies(who: Caller) -> dict[str, Any]:
@@ -298,6 +306,15 @@ def create_app(
     def health() -> dict[str, Any]:
         return {"ok": True, "head_seq": warden.head_seq()}
 
+    def scheduler_alive() -> bool | None:
+        if not scheduler:
+            return None
+        lag = scheduler_lag()
+        # alive: it has run, and not longer ago than a few of its intervals
+        return jobs is not None and lag is not None and lag < 3 * scheduler_interval + 10
+
+    install_operations(app, warden, scheduler_alive)
+
     if mcp_server is not None:
         app.mount(
             "/",
@@ -307,6 +324,7 @@ def create_app(
                 list(app.router.routes),
             ),
         )
+    app.add_middleware(RequestId)
     # JSON may escape each byte of content as six (\u00XX): room for that
     return with_body_limit(app, warden.limits.max_content_bytes * 6 + 64 * 1024)
 

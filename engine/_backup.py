@@ -1,0 +1,48 @@
+"""A backup of the store taken while the server writes.
+
+SQLite: the online backup API copies a consistent snapshot page by page
+while writers go on (WAL mode lets them). PostgreSQL: ``pg_dump`` is the
+way (it takes a consistent snapshot too); this refuses and says so rather
+than copy half a server."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ._core import Core, log
+from ._errors import InvalidInput
+from ._rights import Principal, operation
+
+PG_DUMP = "pg_dump --format=custom --file FILE URL (restore with pg_restore --dbname NEW_URL FILE)"
+
+
+@operation("operate")
+def backup(core: Core, path: str | Path, *, caller: Principal) -> dict[str, Any]:
+    """Copy the SQLite store to ``path`` (a new file) while it is in use;
+    the copy opens as a store of its own, its chain and view intact."""
+    source = core.path
+    if "://" in str(source):
+        raise InvalidInput("db", f"a backup of a PostgreSQL store is taken with pg_dump: {PG_DUMP}")
+    target = Path(path)
+    if target.exists():
+        raise InvalidInput("file", f"{target} exists: a backup goes to a new file")
+    tmp = target.with_name(target.name + ".tmp")
+    src = sqlite3.connect(source)
+    try:
+        dst = sqlite3.connect(tmp)
+        try:
+            src.backup(dst, pages=1024)  # in steps: writers are held up for a step at most
+            head = dst.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+        finally:
+            dst.close()
+    except (sqlite3.Error, OSError) as exc:
+        tmp.unlink(missing_ok=True)
+        raise InvalidInput("file", f"{target}: {exc}") from None
+    finally:
+        src.close()
+    os.replace(tmp, target)  # whole or not at all
+    log.warning("backup_taken", file=str(target), head_seq=head)
+    return {"file": str(target), "head_seq": head, "bytes": target.stat().st_size}
