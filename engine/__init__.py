@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memwarden.projections import Access
 
+from . import _metrics as metrics  # the Prometheus families, for the faces that serve them
 from ._addresses import AddressPolicy, AddressRefused
 from ._answers import Answer, answer, refusal_from
 from ._errors import (
@@ -95,6 +96,7 @@ __all__ = [
     "decide",
     "expiry_event_id",
     "may",
+    "metrics",
     "read_back",
     "refusal_from",
     "readback_records",

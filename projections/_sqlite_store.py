@@ -93,6 +93,26 @@ class SQLiteStore:
     def close(self) -> None:
         self.log.close()
 
+    # -- a copy while it is in use ---------------------------------------------
+
+    def backup(self, target: Path) -> int:
+        """Copy the store to ``target`` (a new file) with SQLite's online
+        backup, in steps so that writers are held up for a step at most;
+        the head the copy holds. A failure is an OSError naming it."""
+        try:
+            src = sqlite3.connect(self.path)
+            try:
+                dst = sqlite3.connect(target)
+                try:
+                    src.backup(dst, pages=1024)
+                    return int(dst.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+                finally:
+                    dst.close()
+            finally:
+                src.close()
+        except sqlite3.Error as exc:
+            raise OSError(str(exc)) from None
+
     # -- other processes on the same file --------------------------------------
 
     def claim(self, job: str) -> AbstractContextManager[bool]:

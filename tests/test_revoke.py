@@ -131,7 +131,14 @@ def test_policy_version_change(populated: Warden, clock: FrozenClock, tmp_path: 
         policy="finance",
         caller=OPERATOR,
     )
-    assert run_cli.json("policy", "set", "finance", "2") == {"policy": "finance", "version": 2, "seq": 6}
+    changed = run_cli.json("policy", "set", "finance", "2")
+    assert {k: changed[k] for k in ("policy", "version", "seq", "retired", "unchanged")} == {
+        "policy": "finance",
+        "version": 2,
+        "seq": 6,
+        "retired": 1,
+        "unchanged": False,
+    }
     view = populated.get("p", caller=OPERATOR)
     assert not view.usable and view.reason == "policy_changed" and view.action == "reverify"
     assert populated.get("a1", caller=OPERATOR).usable  # other policies untouched

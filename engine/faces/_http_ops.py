@@ -14,8 +14,7 @@ from typing import Any
 import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
-from memwarden.engine import Warden
-from memwarden.engine._metrics import HEAD, REGISTRY, SCHEDULER_LAG, VIEW_POSITION, scheduler_lag
+from memwarden.engine import Warden, metrics
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -51,14 +50,14 @@ def install_operations(app: FastAPI, warden: Warden, scheduler_alive: Callable[[
     server runs without its scheduler (then readiness does not ask)."""
 
     @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
+    def scrape() -> Response:
         with warden.reading() as view:
-            VIEW_POSITION.set(view.position())
-        HEAD.set(warden.head_seq())
-        lag = scheduler_lag()
+            metrics.VIEW_POSITION.set(view.position())
+        metrics.HEAD.set(warden.head_seq())
+        lag = metrics.scheduler_lag()
         if lag is not None:
-            SCHEDULER_LAG.set(lag)
-        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+            metrics.SCHEDULER_LAG.set(lag)
+        return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/readyz", include_in_schema=False)
     def ready() -> JSONResponse:

@@ -21,10 +21,10 @@ from memwarden.engine import (
     Principal,
     Scheduler,
     Warden,
+    metrics,
     readback_records,
     refuse_local_source,
 )
-from memwarden.engine._metrics import scheduler_lag
 
 from . import _http_responses as R
 from ._http_audit import install_audit_routes
@@ -309,7 +309,7 @@ def create_app(
     def scheduler_alive() -> bool | None:
         if not scheduler:
             return None
-        lag = scheduler_lag()
+        lag = metrics.scheduler_lag()
         # alive: it has run, and not longer ago than a few of its intervals
         return jobs is not None and lag is not None and lag < 3 * scheduler_interval + 10
 
