@@ -37,6 +37,9 @@ FETCH_FAILURES = Counter(
 )
 VIEW_POSITION = Gauge("memwarden_view_position", "The seq the usable view has folded up to.", registry=REGISTRY)
 HEAD = Gauge("memwarden_log_head", "The log's head seq.", registry=REGISTRY)
+REQUESTS_SHED = Counter(
+    "memwarden_requests_shed", "HTTP requests answered 429: their caller's lane was full.", registry=REGISTRY
+)
 
 _last_run: list[float] = []
 

@@ -24,7 +24,7 @@ LONG_POLLS = 500
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("waiting") / "w.db", "--no-scheduler", "--head-timeout", "1")
+    running = start_server(tmp_path_factory.mktemp("waiting") / "w.db", "--no-scheduler", "--head-timeout", "3")
     yield running
     running.proc.terminate()
     running.proc.wait(timeout=30)
@@ -122,7 +122,7 @@ def test_a_client_dripping_its_request_head_is_cut_off(server: Server) -> None:
                 closed = True
                 break
         assert closed, "a dripping client kept its connection for 10 s"
-        assert time.monotonic() - started < 5  # the deadline is 1 s
+        assert time.monotonic() - started < 8  # the deadline is 3 s (room for a loaded machine's loop)
     finally:
         sock.close()
     # a client that sends its head in time is served, on a kept-alive connection too

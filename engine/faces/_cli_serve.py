@@ -12,6 +12,7 @@ from memwarden.engine import OPERATOR, Scheduler, Warden
 
 from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_warden
 from ._cli_output import table
+from ._fair import PER_LANE
 from ._http_server import HEAD_TIMEOUT_S, MAX_CONNECTIONS
 
 # -- serving ------------------------------------------------------------------------------------
@@ -62,6 +63,14 @@ from ._http_server import HEAD_TIMEOUT_S, MAX_CONNECTIONS
     show_default=True,
     help="Connections and requests served at once; past it a request is answered 503 at once.",
 )
+@click.option(
+    "--per-key",
+    type=click.IntRange(1, 10_000),
+    default=PER_LANE,
+    show_default=True,
+    help="Requests one key (or one address without a valid key) has running at once; the rest wait their turn, "
+    "and past 1000 waiting are answered 429.",
+)
 @with_warden
 def serve(
     warden: Warden,
@@ -74,6 +83,7 @@ def serve(
     demo_key: str | None,
     head_timeout: float,
     max_connections: int,
+    per_key: int,
 ) -> None:
     """HTTP server (OpenAPI at /docs, MCP at /mcp) with the scheduler embedded."""
     from ._http_server import serve as run_server
@@ -92,6 +102,7 @@ def serve(
         scheduler_interval=scheduler_interval,
         self_url=f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}",
         allow_local_sources=allow_local_sources,
+        per_key=per_key,
     )
     run_server(app, host=host, port=port, head_timeout=head_timeout, max_connections=max_connections)
 

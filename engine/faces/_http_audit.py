@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from memwarden.engine import Warden
 
 from . import _http_responses as R
+from ._fair import stepped_out
 from ._http_guard import Caller, Seq
 from ._http_responses import documented
 from ._waiting import HeadWatch
@@ -76,4 +77,5 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
             seen = max(seen, head)
             # woken when any process appends, holding no thread (a few
             # seconds at most, to notice a client that went away)
-            await watch.wait_past(seen, min(left, 5.0), key=who.key_id)
+            async with stepped_out(request):
+                await watch.wait_past(seen, min(left, 5.0), key=who.key_id)

@@ -92,6 +92,9 @@ def principal(request: Request) -> Principal:
         log.warning("denied", status=401, path=request.url.path, reason="no key" if not key else "unknown key")
         raise Unauthorized()
     structlog.contextvars.bind_contextvars(key_id=found.key_id)
+    lanes = getattr(state, "lanes", None)
+    if lanes is not None and key is not None:
+        lanes.known(key, found.key_id)
     return found
 
 

@@ -27,6 +27,7 @@ from memwarden.engine import (
 )
 
 from . import _http_responses as R
+from ._fair import PER_LANE, FairShare, Lanes
 from ._http_audit import install_audit_routes
 from ._http_guard import Caller, McpAuth, Seq, install_error_handlers, with_body_limit
 from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody, SaveManyBody
@@ -46,9 +47,11 @@ def create_app(
     self_url: str | None = None,
     allow_local_sources: bool = False,
     mcp: bool = True,
+    per_key: int = PER_LANE,
 ) -> FastAPI:
     """The ASGI app. ``self_url`` lets the embedded scheduler read revocations
-    back through this server's own query endpoint."""
+    back through this server's own query endpoint; ``per_key``: requests one
+    caller has running at once (``FairShare``)."""
     if max_content is not None:  # serve --max-content: the one content limit, for every face
         warden.limits = dataclasses.replace(warden.limits, max_content_bytes=max_content)
     if allow_local_sources:  # development: file and git sources, and local addresses
@@ -93,6 +96,7 @@ def create_app(
     app.state.warden = warden
     app.state.keys = keys
 
+    app.state.lanes = Lanes(per_lane=per_key)
     app.state.internal_key = internal_key
     app.state.internal = internal
     install_error_handlers(app)
@@ -324,6 +328,7 @@ def create_app(
                 list(app.router.routes),
             ),
         )
+    app.add_middleware(FairShare, lanes=app.state.lanes)
     app.add_middleware(RequestId)
     # JSON may escape each byte of content as six (\u00XX): room for that
     return with_body_limit(app, warden.limits.max_content_bytes * 6 + 64 * 1024)

@@ -22,6 +22,9 @@ save p99 under attack within 3x the quiet run's; no answer is a 5xx (an
 attack's included); every revocation issued is read back (confirmed) by
 the end; the server's peak memory (VmHWM) stays under the README's bound
 (1 GiB). 10 s a phase with --quick, 60 s otherwise.
+MEMWARDEN_HOSTILE_ONLY=long_poll,batches (names of the attacks: drip,
+long_poll, batches, searches, explains, poison) runs only those, to see
+what each one costs.
 """
 
 from __future__ import annotations
@@ -222,14 +225,12 @@ async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Ru
                 run.attacks[f"attack connection errors ({type(exc).__name__})"] += 1
                 await asyncio.sleep(0.1)
 
+    only = set(os.environ.get("MEMWARDEN_HOSTILE_ONLY", "drip,long_poll,batches,searches,explains,poison").split(","))
     try:
         await asyncio.gather(
-            *(drip() for _ in range(DRIPS)),
-            *(persistent(long_poll) for _ in range(LONG_POLLS)),
-            persistent(batches),
-            persistent(searches),
-            persistent(explains),
-            persistent(poison),
+            *(drip() for _ in range(DRIPS if "drip" in only else 0)),
+            *(persistent(long_poll) for _ in range(LONG_POLLS if "long_poll" in only else 0)),
+            *(persistent(a) for a in (batches, searches, explains, poison) if a.__name__ in only),
         )
     finally:
         await auditor.aclose()
