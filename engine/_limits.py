@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
 
-from memwarden.events import check_storable
+from memwarden.events import check_storable, has_user_info, spelled
 
 from ._errors import InvalidInput, TooLarge
 
@@ -67,35 +67,16 @@ def normal_checksum(field: str, value: object) -> str:
     return value.lower()
 
 
-_AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)(.*)$", re.DOTALL)
-_DEFAULT_PORTS = {"http": "80", "https": "443"}
-
-
 def normal_url(field: str, value: str) -> str:
-    """An http(s) URL (or the start of one) spelled one way: the scheme and
-    host in lower case, no default port, no trailing dot on the host, and
-    no user info (refused). A revocation's ``source_prefix`` is spelled the
-    same way, so ``HTTPS://Evil.example:443/x`` is under ``https://evil.example/``
-    as the source it is. Other URLs are left as given."""
-    found = _AUTHORITY.match(value)
-    if found is None:
-        return value
-    scheme, authority, rest = found.groups()
-    scheme = scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
-        return value
-    if "@" in authority:
+    """An http(s) URL (or the start of one) spelled one way (``spelled``:
+    scheme and host in lower case, no default port, the path's escapes,
+    dot segments and doubled slashes resolved), with user info refused. A
+    revocation's ``source_prefix`` is spelled the same way, and so is every
+    row the fold makes, so ``HTTPS://Evil.example:443/%73ecret`` is under
+    ``https://evil.example/secret`` as the source it is."""
+    if has_user_info(value):
         raise InvalidInput(field, "a URL with user info is refused: name the source without credentials")
-    host, port = authority, ""
-    if authority.startswith("["):  # an IPv6 literal: [::1]:8080
-        host, _, after = authority.partition("]")
-        host += "]"
-        port = after[1:] if after.startswith(":") else ""
-    elif ":" in authority:
-        host, _, port = authority.rpartition(":")
-    host = host.lower().rstrip(".")
-    port = "" if port in ("", _DEFAULT_PORTS[scheme]) else port
-    return f"{scheme}://{host}{':' + port if port else ''}{rest}"
+    return spelled(value)
 
 
 def check_source_url(field: str, value: object) -> str:

@@ -17,31 +17,12 @@ from memwarden.projections import SCOPE_COLUMNS, blocking_revocation, fetched_at
 from ._core import Core
 from ._errors import ChecksumMismatch, InvalidInput, MemoryNotFound
 from ._limits import TooLarge, encoded, normal_checksum
+from ._memory_ids import key_name_of, memory_id_of
 from ._reading import query
 from ._rights import Principal, confine_agent, one_tenant, operation
 from ._saving import save as save_memory
 
 KIND = "agent_memory"
-# the only characters escaped in an id's parts: the separator and the escape
-_ESCAPES = {"%": "%25", ":": "%3A"}
-
-
-def _escape(part: str) -> str:
-    return "".join(_ESCAPES.get(c, c) for c in part)
-
-
-def _unescape(part: str) -> str:
-    return part.replace("%3A", ":").replace("%25", "%")
-
-
-def memory_id_of(agent: str, key: str) -> str:
-    """The memory id of (agent, key) in a tenant: ``mem:AGENT:KEY`` with
-    ``%`` and ``:`` escaped in both parts, so no two pairs share an id (agent
-    ``a:b`` key ``c`` and agent ``a`` key ``b:c`` do not). Names without
-    either character keep the id they always had."""
-    return f"mem:{_escape(agent)}:{_escape(key)}"
-
-
 def _envelope(content: str, max_depth: int) -> dict[str, Any] | None:
     """Content that is itself JSON with ``text`` (and maybe ``checksum``).
     Content is stored as given either way; JSON deeper than the limit is
@@ -157,7 +138,7 @@ def load(
         if not view.memory_id.startswith(prefix):
             continue
         entry: dict[str, Any] = {
-            "key_name": _unescape(view.memory_id[len(prefix) :]),
+            "key_name": key_name_of(view.memory_id[len(prefix) :]),
             "content": view.content,
             "saved_at": view.fetched_at,
             "checksum": view.checksum,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -22,22 +22,24 @@ from ._rights import SYSTEM, Principal, operation
 
 log = structlog.get_logger("memwarden.readback")
 
-# tenant, ids -> the ids among them that path still returns as usable
-ReadPath = Callable[[str, list[str]], list[str]]
+# tenant, ids -> the (id, version) pairs among them that path still returns as usable
+ReadPath = Callable[[str, list[str]], list[tuple[str, int]]]
 CHUNK = 500
 FTS_SAMPLE = 50
 
 
-def covered_ids(warden: Core, revocation: dict[str, Any]) -> dict[str, list[str]]:
+def covered_ids(warden: Core, revocation: dict[str, Any]) -> dict[str, dict[str, int]]:
     """Every memory the revocation covers, and every memory drawn from
-    those, by tenant (whatever its status now: an erased or earlier-revoked
-    memory must stay invisible too)."""
-    by_tenant: dict[str, list[str]] = defaultdict(list)
+    those, by tenant, each with the latest version it covers (whatever its
+    status now: an erased or earlier-revoked memory must stay invisible too).
+    A version saved after these, from a fetch after the revocation, is not
+    covered: serving it is no leak."""
+    by_tenant: dict[str, dict[str, int]] = defaultdict(dict)
     with warden.reading() as view:
         direct = view.revoked_by(revocation)
         below = view.descendants(direct) - set(direct)
-        for tenant, memory_id in direct + [(r["tenant"], r["memory_id"]) for r in rows_for(view, sorted(below))]:
-            by_tenant[tenant].append(memory_id)
+        for row in rows_for(view, sorted(set(direct) | below)):
+            by_tenant[row["tenant"]][row["memory_id"]] = row["version"]
     return by_tenant
 
 
@@ -46,21 +48,26 @@ def revocation_of(warden: Core, revocation_id: str) -> dict[str, Any]:
 
 
 def python_path(warden: Core) -> ReadPath:
-    def visible(tenant: str, ids: list[str]) -> list[str]:
+    def visible(tenant: str, ids: list[str]) -> list[tuple[str, int]]:
         found = query(warden, tenant=tenant, ids=ids, limit=len(ids), with_content=True, caller=SYSTEM)
-        return [v.memory_id for v in found]
+        return [(v.memory_id, v.version) for v in found]
 
     return visible
 
 
-def fts_path(warden: Core) -> Callable[[str, str], set[str]]:
-    """The ids a text search for ``word`` returns in ``tenant`` (the query agents run)."""
+def fts_path(warden: Core) -> Callable[[str, str], set[tuple[str, int]]]:
+    """What a text search for ``word`` returns in ``tenant`` (the query agents run)."""
 
-    def visible(tenant: str, word: str) -> set[str]:
+    def visible(tenant: str, word: str) -> set[tuple[str, int]]:
         found = query(warden, tenant=tenant, text=word, limit=10_000, with_content=False, caller=SYSTEM)
-        return {v.memory_id for v in found}
+        return {(v.memory_id, v.version) for v in found}
 
     return visible
+
+
+def _leaks(served: Iterable[tuple[str, int]], covered: dict[str, int]) -> set[str]:
+    # a version up to the one covered leaks; a later one was saved fresh after the revocation
+    return {memory_id for memory_id, version in served if memory_id in covered and version <= covered[memory_id]}
 
 
 # the longest word the read-back searches for: a search's text is capped
@@ -90,15 +97,16 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
     if http is not None:
         paths["http_query"] = http
     leaked: set[str] = set()
-    for tenant, ids in by_tenant.items():
+    for tenant, versions in by_tenant.items():
+        ids = list(versions)
         for start in range(0, len(ids), CHUNK):
             chunk = ids[start : start + CHUNK]
             for visible in paths.values():
-                leaked.update(visible(tenant, chunk))
+                leaked |= _leaks(visible(tenant, chunk), versions)
     # the text index, through the same query agents run, for a sample of the covered
     fts = fts_path(warden)
     sampled = 0
-    picked = [(tenant, m) for tenant, ids in by_tenant.items() for m in ids][:FTS_SAMPLE]
+    picked = [(tenant, m) for tenant, versions in by_tenant.items() for m in versions][:FTS_SAMPLE]
     with warden.reading() as view:
         sample = [
             (memory_id, tenant, summary)
@@ -106,11 +114,10 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
             if summary is not None
         ]
     # one search per distinct (tenant, word): whatever it returns of the covered leaks
-    covered_by_tenant = {tenant: set(ids) for tenant, ids in by_tenant.items()}
     searches = {(tenant, word) for _, tenant, summary in sample if (word := _first_word(summary))}
     for tenant, word in sorted(searches):
         sampled += 1
-        leaked.update(fts(tenant, word) & covered_by_tenant.get(tenant, set()))
+        leaked |= _leaks(fts(tenant, word), by_tenant.get(tenant, {}))
     checked = [*paths, "fts_text_search"]
     latency_ms = max((warden.clock.now() - parse_ts(revocation["recorded_at"])).total_seconds() * 1000, 0.0)
     with warden.transaction() as tx:

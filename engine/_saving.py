@@ -25,6 +25,7 @@ from ._core import Core, log
 from ._derivation import Judge
 from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
 from ._limits import CONTROL, TooLarge, check_source_url, encoded, normal_checksum, normal_url
+from ._memory_ids import agent_named
 from ._metrics import SAVES
 from ._rights import Principal, may, operation, scope_for_save
 from ._validation import build, when
@@ -120,6 +121,13 @@ def check_input(
     if not isinstance(scope, dict):
         raise InvalidInput("scope", "must be an object naming at least the tenant")
     scope_model = build(Scope, "scope", **scope_for_save(caller, scope))
+    owner = agent_named(memory_id) if isinstance(memory_id, str) else None
+    if owner is not None and scope_model.agent != owner:
+        raise InvalidInput(
+            "memory_id",
+            f"{memory_id!r} is the Memory API's entry of agent {owner!r}: save it in that agent's scope "
+            "(scope.agent), or choose another id",
+        )
     if not isinstance(summary, str) or not summary:
         raise InvalidInput("summary", "must be non-empty text")
     if len(summary) > MAX_SUMMARY:

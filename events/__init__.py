@@ -66,6 +66,7 @@ from ._time import (
     to_utc,
 )
 from ._types import PolicyVersion, version_key, version_value
+from ._urls import has_user_info, spelled
 
 __all__ = [
     "CLOCK_SKEW",
@@ -93,10 +94,6 @@ __all__ = [
     "LogDiverged",
     "Refusal",
     "UnstorableText",
-    "check_storable",
-    "json_storable",
-    "unstorable",
-    "unstorable_fields",
     "MemoryErased",
     "MemoryExpired",
     "MemoryIntegrityFailed",
@@ -127,11 +124,14 @@ __all__ = [
     "canonical_json",
     "canonical_ts",
     "check_range",
+    "check_storable",
     "connect",
     "content_checksum",
     "current_schema_version",
     "format_ts",
+    "has_user_info",
     "iso_week",
+    "json_storable",
     "legacy_tenants",
     "memory_stream",
     "migrate_blobs",
@@ -142,7 +142,10 @@ __all__ = [
     "read_verified",
     "register_upcaster",
     "sha256_hex",
+    "spelled",
     "to_utc",
+    "unstorable",
+    "unstorable_fields",
     "verify_export",
     "verify_file",
     "version_key",

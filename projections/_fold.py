@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memwarden.events import RecordedEvent, canonical_json, version_key
+from memwarden.events import RecordedEvent, canonical_json, spelled, version_key
 
 from ._selector import blocking_revocation, revokes
 
@@ -81,7 +81,8 @@ def fold_memory(
             "tool": scope.get("tool") or cache.get("tool"),
             "tool_version": cache.get("tool_version"),
             "input_hash": cache.get("input_hash"),
-            "source_url": p["source_url"],
+            # one spelling, whichever path wrote the event: what a source prefix is compared with
+            "source_url": spelled(p["source_url"]),
             "source": p.get("source"),
             "repo": p.get("repo"),
             "branch": p.get("branch"),

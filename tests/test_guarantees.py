@@ -292,3 +292,30 @@ def test_an_agent_receives_no_checksum_of_a_memory_it_may_not_use(warden: Warden
 def test_a_time_a_caller_says_has_passed_is_not_far_ahead(warden: Warden) -> None:
     with pytest.raises(ValueError, match="verified_at"):
         save_memory(warden, "m", verified_at="8999-01-01T00:00:00Z")
+
+
+def test_a_source_prefix_covers_every_spelling_of_its_path(warden: Warden, clock: FrozenClock) -> None:
+    # an escaped letter, a dot segment, a doubled or back slash, an escaped
+    # Korean path: each names the same resource as the revoked prefix
+    spellings = [
+        "https://x.example/%73ecret/a",
+        "https://x.example/./secret/b",
+        "https://x.example//secret/c",
+        "https://x.example/other/../secret/d",
+        "https://x.example\\secret/e",
+        "https://x.example/%2E/secret/f",
+    ]
+    korean = ["https://x.example/%EB%B9%84%EB%B0%80/g", "https://x.example/비밀/h"]
+    for n, url in enumerate(spellings + korean):
+        save_memory(warden, f"s{n}", tenant="ta", source_url=url, caller=TA)
+    before = clock.now()
+    clock.advance("1s")
+    first = warden.revoke({"source_prefix": "https://x.example/secret/"}, reason="leaked", caller=OPERATOR)
+    second = warden.revoke({"source_prefix": "https://x.example/%eb%b9%84%eb%b0%80"}, reason="leaked", caller=OPERATOR)
+    assert first.covered == len(spellings) and second.covered == len(korean)
+    assert [v.memory_id for v in warden.query(tenant="ta", caller=TA)] == []
+    # and a save fetched before them, under another spelling, is refused
+    for n, url in enumerate(["https://X.example:443/%73ecret/new", "https://x.example/./비밀/new"]):
+        with pytest.raises(PermissionError, match="revocation"):
+            save_memory(warden, f"late{n}", tenant="ta", source_url=url, fetched_at=before, caller=TA)
+    assert warden.get("s0", caller=OPERATOR).source_url == "https://x.example/secret/a"

@@ -198,6 +198,23 @@ def test_bad_bodies_are_4xx_naming_the_field_and_change_nothing(server: Server, 
     assert server.head() == head
 
 
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/v1/policies/%ED%A0%80", "path"),  # an escaped lone surrogate
+        ("/v1/policies/x%FFy", "path"),
+        ("/v1/memories?tenant=acme&text=%FE", "query"),
+    ],
+)
+def test_escapes_that_are_not_utf8_are_refused_not_replaced(server: Server, url: str, field: str) -> None:
+    head = server.head()
+    with server.client("security") as c:
+        response = c.request("POST" if "policies" in url else "GET", url, json={"version": 2})
+    # decoded, each would become U+FFFD, and x%FEy and x%FFy would name one policy
+    assert response.status_code == 422 and response.json()["field"] == field, response.text
+    assert server.head() == head
+
+
 def test_oversized_bodies_and_content(server: Server) -> None:
     head = server.head()
     with server.client("agent") as c:

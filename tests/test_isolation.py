@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from memwarden.engine import OPERATOR, AmbiguousMemory, InvalidInput, MemoryIdTaken, MemoryNotFound, Warden
-from memwarden.engine._memory_api import memory_id_of
+from memwarden.engine._memory_ids import memory_id_of
 from memwarden.events import FrozenClock
 
 from .backends import Backend
@@ -87,6 +87,29 @@ def test_memory_api_names_cannot_collide() -> None:
     assert memory_id_of("bota:x", "notes") != memory_id_of("bota", "x:notes")
     assert memory_id_of("a%3Ab", "c") != memory_id_of("a:b", "c")
     assert memory_id_of("bot", "MEMORY.md") == "mem:bot:MEMORY.md"  # ids from before stay as they were
+
+
+def test_no_key_takes_another_agents_memory_api_key_name_first(warden: Warden) -> None:
+    bot_b = agent_key("ta", agent="B")
+    head = warden.head_seq()
+    # B saves, through the memories API, the id A's MEMORY.md would have
+    with pytest.raises(InvalidInput, match="Memory API's entry of agent 'A'") as refused:
+        save_memory(warden, memory_id_of("A", "notes.md"), tenant="ta", caller=bot_b)
+    assert refused.value.field == "memory_id"
+    for malformed in ("mem:A", "mem::x", "mem:A:b:c"):
+        with pytest.raises(InvalidInput, match="mem:AGENT:KEY"):
+            save_memory(warden, malformed, tenant="ta", caller=bot_b)
+    assert warden.head_seq() == head
+    # so A's key name is A's: its first save is version 1 of its own entry
+    saved = warden.memory_save(
+        tenant="ta", agent="A", key="notes.md", content="A's notes", caller=agent_key("ta", agent="A")
+    )
+    assert saved["version"] == 1
+    # a tenant-wide key may write A's entry (its rights cover A), in A's scope
+    tenant_wide = warden.memory_save(tenant="ta", agent="A", key="notes.md", content="from the tenant", caller=TA)
+    assert tenant_wide["version"] == 2
+    loaded = warden.memory_load(tenant="ta", agent="A", caller=agent_key("ta", agent="A"))
+    assert [m["content"] for m in loaded["memories"]] == ["from the tenant"]
 
 
 def test_memory_api_same_agent_and_key_in_two_tenants(warden: Warden) -> None:

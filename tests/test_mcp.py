@@ -128,3 +128,28 @@ def test_http_mcp_applies_the_same_keys(server: Server) -> None:  # noqa: F811
         headers={"accept": "application/json, text/event-stream"},
     )
     assert no_key.status_code == 401
+
+
+def test_an_empty_key_is_no_key_for_the_stdio_server(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from memwarden.engine import KeyStore
+    from memwarden.engine.faces.cli import cli
+    from memwarden.engine.faces.mcp import build_server
+
+    db = tmp_path / "m.db"
+    for empty in ("", "  "):
+        # "MEMWARDEN_API_KEY": "$KEY" with KEY unset: refused at start, not run with every right
+        ran = CliRunner().invoke(cli, ["--db", str(db), "mcp"], env={"MEMWARDEN_API_KEY": empty})
+        assert ran.exit_code == 2 and "MEMWARDEN_API_KEY" in ran.output and "empty" in ran.output, ran.output
+    warden = Warden(db)
+    try:
+        server = build_server(warden, authenticate=KeyStore(warden).authenticate, stdio_key="")
+
+        async def call() -> None:
+            async with Client(server) as client:
+                result = await client.call_tool("memory_query", {"tenant": "tb"})
+                assert result.is_error and "not a valid key" in result.content[0].text
+
+        asyncio.run(call())
+    finally:
+        warden.close()

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 from mcp import Client
 from memwarden.engine import OPERATOR, Fetchers, Scheduler, Warden
-from memwarden.engine._memory_api import memory_id_of
+from memwarden.engine._memory_ids import memory_id_of
 from memwarden.engine.faces.mcp import build_server
 from memwarden.events import FrozenClock, PolicyVersionChanged, content_checksum
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import secrets
 from typing import Annotated, Any
+from urllib.parse import unquote_to_bytes
 
 import structlog
 from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
-from memwarden.engine import KeyStore, Principal, Unauthorized, answer
+from memwarden.engine import InvalidInput, KeyStore, Principal, Unauthorized, answer
 from memwarden.events import DATABASE_ERRORS, Refusal
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
@@ -55,6 +56,38 @@ class BodyLimit:
             await self.app(scope, limited, send)
         except _BodyTooLarge:
             await _too_large(send, self.limit)
+
+
+class PathText:
+    """Refuses a request whose path or query escapes bytes that are not
+    UTF-8 (``%FF``, ``%ED%A0%80``): decoded, they would become U+FFFD, and two
+    names the caller sent differently would reach the log as one."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for field, raw in (("path", scope.get("raw_path") or b""), ("query", scope.get("query_string") or b"")):
+                try:
+                    unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
+                except UnicodeDecodeError:
+                    found = answer(InvalidInput(field, "escapes bytes that are not UTF-8 text"))
+                    assert found is not None
+                    body = json.dumps(found.body()).encode()
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": found.status,
+                            "headers": [
+                                (b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()),
+                            ],
+                        }
+                    )
+                    await send({"type": "http.response.body", "body": body})
+                    return
+        await self.app(scope, receive, send)
 
 
 class _BodyTooLarge(Exception):
@@ -131,6 +164,7 @@ def answered(exc: BaseException, path: str) -> JSONResponse:
 def with_body_limit(app: FastAPI, limit: int) -> FastAPI:
     """``app`` behind ``BodyLimit``: oversized bodies are refused before parsing."""
     app.add_middleware(BodyLimit, limit=limit)
+    app.add_middleware(PathText)
     return app
 
 

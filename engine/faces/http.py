@@ -334,11 +334,11 @@ def create_app(
     return with_body_limit(app, warden.limits.max_content_bytes * 6 + 64 * 1024)
 
 
-def _http_read_path(base_url: str, key: str) -> Callable[[str, list[str]], list[str]]:
+def _http_read_path(base_url: str, key: str) -> Callable[[str, list[str]], list[tuple[str, int]]]:
     """The scheduler's read-back through this server's own query endpoint."""
 
-    def visible(tenant: str, ids: list[str]) -> list[str]:
-        found: list[str] = []
+    def visible(tenant: str, ids: list[str]) -> list[tuple[str, int]]:
+        found: list[tuple[str, int]] = []
         for start in range(0, len(ids), 100):  # keep the request line short
             chunk = ids[start : start + 100]
             response = httpx.get(
@@ -348,7 +348,7 @@ def _http_read_path(base_url: str, key: str) -> Callable[[str, list[str]], list[
                 timeout=30,
             )
             response.raise_for_status()
-            found.extend(m["memory_id"] for m in response.json()["memories"])
+            found.extend((m["memory_id"], m["version"]) for m in response.json()["memories"])
         return found
 
     return visible

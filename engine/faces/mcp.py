@@ -22,7 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
-from memwarden.engine import OPERATOR, Principal, Unauthorized, Warden, answer, refuse_local_source
+from memwarden.engine import OPERATOR, InvalidInput, Principal, Unauthorized, Warden, answer, refuse_local_source
 from memwarden.events import canonical_json
 from pydantic import BaseModel, Field, ValidationError
 
@@ -113,7 +113,7 @@ def build_server(
     def caller(ctx: Context | None) -> Principal:
         headers = ctx.headers if ctx is not None else None
         if headers is None:  # stdio: the local operator, unless a key was configured
-            if stdio_key:
+            if stdio_key is not None:  # set, even empty: a key was meant, and none is no key
                 found = authenticate(stdio_key) if authenticate is not None else None
                 if found is None:
                     raise Unauthorized("MEMWARDEN_API_KEY is not a valid key")
@@ -274,4 +274,10 @@ def run_stdio(warden: Warden) -> None:
     from memwarden.engine import KeyStore
 
     keys = KeyStore(warden)
-    build_server(warden, authenticate=keys.authenticate, stdio_key=os.environ.get("MEMWARDEN_API_KEY")).run("stdio")
+    key = os.environ.get("MEMWARDEN_API_KEY")
+    if key is not None and not key.strip():
+        # a config that says "MEMWARDEN_API_KEY": "$KEY" with KEY unset must not run with every right
+        raise InvalidInput(
+            "MEMWARDEN_API_KEY", "is set but empty: give a key, or unset it to run as the local operator"
+        )
+    build_server(warden, authenticate=keys.authenticate, stdio_key=key).run("stdio")
