@@ -23,6 +23,8 @@ from ._rights import Principal, confine_agent, one_tenant, operation
 from ._saving import save as save_memory
 
 KIND = "agent_memory"
+
+
 def _envelope(content: str, max_depth: int) -> dict[str, Any] | None:
     """Content that is itself JSON with ``text`` (and maybe ``checksum``).
     Content is stored as given either way; JSON deeper than the limit is

@@ -21,6 +21,7 @@ from ._waiting import HeadWatch
 
 def install_audit_routes(app: FastAPI, warden: Warden) -> None:
     watch = app.state.head_watch = HeadWatch(warden)
+
     @app.get("/v1/replay", tags=["auditors"], **documented(R.Replay))
     def replay(
         who: Caller,
