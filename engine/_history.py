@@ -212,20 +212,21 @@ def import_log(
     if not Path(path).is_file():
         raise InvalidInput("file", f"{path} does not exist")
     anchor = kept_head(against) if against is not None else None
-    _, checksums = verify_export(path, texts=False)
+    longest = warden.limits.longest_line  # a longer line is refused before it is read whole
+    _, checksums = verify_export(path, texts=False, max_line=longest)
     if anchor is not None:
         _extends(path, *anchor)
     written = 0
     with warden.transaction() as tx:
         texts: list[Any] = []
-        for version_texts in read_texts(path, checksums):
+        for version_texts in read_texts(path, checksums, max_line=longest):
             texts.append(version_texts)
             if len(texts) >= 5000:
                 tx.texts.put_many(texts)  # one statement: on a server, not a round trip a text
                 texts = []
         tx.texts.put_many(texts)
         batch: list[Any] = []
-        for record in read_verified(path):
+        for record in read_verified(path, max_line=longest):
             batch.append(record)
             if len(batch) >= 5000:
                 written += tx.append_recorded(batch)

@@ -37,6 +37,18 @@ class Limits:
                 raise InvalidInput(f"limits.{key}", f"must be a whole number from 1 to {2**31}")
         return cls(**settings)
 
+    @property
+    def longest_line(self) -> int:
+        """The longest line an export of a store under these limits holds: a
+        text line of the largest content and summary, each character escaped
+        at its longest (six bytes a byte), and room for the rest of the line."""
+        return self.max_content_bytes * 6 + 4096 * 12 + 64 * 1024
+
+    @property
+    def longest_body(self) -> int:
+        """The largest request body: JSON may escape each byte of content as six."""
+        return self.max_content_bytes * 6 + 64 * 1024
+
     def check_text(self, field: str, text: str, limit_name: str) -> None:
         limit = getattr(self, limit_name)
         if len(text) > limit:  # a UTF-8 character is at least one byte: no need to encode

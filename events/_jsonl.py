@@ -115,9 +115,18 @@ def parse_line(text: str, line_no: int) -> Row:
     )
 
 
-def iter_lines(fh: BinaryIO) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each complete line; a torn last line is damage."""
-    for number, raw in enumerate(fh, start=1):
+def iter_lines(fh: BinaryIO, max_line: int | None = None) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each complete line; a torn last line is damage,
+    and so is a line longer than ``max_line`` bytes, refused once that many
+    are read (not after reading it whole: a 100 MB line costs its first bytes only)."""
+    number = 0
+    while True:
+        raw = fh.readline(-1 if max_line is None else max_line + 1)
+        if not raw:
+            return
+        number += 1
+        if max_line is not None and len(raw) > max_line:
+            raise LogDamaged(f"a line longer than {max_line} bytes: no event or text of this store is", line=number)
         if not raw.endswith(b"\n"):
             raise LogDamaged("incomplete last line (no newline): a torn or truncated write", line=number)
         try:
@@ -128,7 +137,7 @@ def iter_lines(fh: BinaryIO) -> Iterator[tuple[int, str]]:
             yield number, text
 
 
-def read_verified(path: str | Path, *, validate: bool = True) -> Iterator[RecordedEvent]:
+def read_verified(path: str | Path, *, validate: bool = True, max_line: int | None = None) -> Iterator[RecordedEvent]:
     """Stream a JSONL log, checking every hash and link as it goes.
 
     Raises ``LogDamaged`` naming the first bad line. Callers that must write
@@ -136,7 +145,7 @@ def read_verified(path: str | Path, *, validate: bool = True) -> Iterator[Record
     """
     tenants = LegacyTenants()
     with open(path, "rb") as fh:
-        numbered = iter_lines(fh)
+        numbered = iter_lines(fh, max_line)
         line_of: dict[int, int] = {}
 
         def rows() -> Iterator[Row]:
@@ -178,20 +187,20 @@ def learn_tenant(tenants: LegacyTenants, row: Row) -> None:
 Checksums = dict[tuple[str, str, int], tuple[str, str]]
 
 
-def verify_export(path: str | Path, *, texts: bool = True) -> tuple[int, Checksums]:
+def verify_export(path: str | Path, *, texts: bool = True, max_line: int | None = None) -> tuple[int, Checksums]:
     """Check a whole JSONL log (and, with ``texts``, the texts it carries):
     the number of events and the (summary, content) checksums of every
     saved version (what ``read_texts`` checks the texts against), or
     ``LogDamaged`` naming the first bad line."""
     checksums: Checksums = {}
     count = 0
-    for record in read_verified(path):
+    for record in read_verified(path, max_line=max_line):
         count += 1
         if record.type == "memory.saved":
             p = record.payload
             checksums[(p["tenant"], p["memory_id"], p["version"])] = (p["summary_checksum"], p["content_checksum"])
     if texts:
-        for _ in read_texts(path, checksums):
+        for _ in read_texts(path, checksums, max_line=max_line):
             pass
     return count, checksums
 
@@ -201,12 +210,12 @@ def verify_file(path: str | Path) -> int:
     return verify_export(path)[0]
 
 
-def read_texts(path: str | Path, checksums: Checksums) -> Iterator[Texts]:
+def read_texts(path: str | Path, checksums: Checksums, *, max_line: int | None = None) -> Iterator[Texts]:
     """The texts an export carries, each checked against the checksums its
     version's ``memory.saved`` recorded (a text that does not match, or has
     no such version, is damage named by its line)."""
     with open(path, "rb") as fh:
-        for number, text in iter_lines(fh):
+        for number, text in iter_lines(fh, max_line):
             if not is_text_line(text):
                 continue
             texts = parse_text_line(text, number)

@@ -208,3 +208,29 @@ def test_floats_orjson_spells_otherwise_round_trip_byte_exact(
     assert other.import_log(path, caller=OPERATOR) == seq
     assert [e.hash for e in other.log.read()] == [e.hash for e in warden.log.read()]
     other.close()
+
+
+def test_a_line_longer_than_the_store_holds_is_refused_before_it_is_read_whole(
+    exported: Path, tmp_path: Path, backend: Backend
+) -> None:
+    import dataclasses
+    import tracemalloc
+
+    huge = tmp_path / "huge.jsonl"
+    lines = exported.read_bytes().splitlines(keepends=True)
+    with open(huge, "wb") as fh:
+        fh.writelines(lines[:3])
+        fh.write(b'{"seq": 4, "payload": "' + b"x" * (40 * 1024 * 1024) + b'"}\n')  # 40 MB on one line
+    other = Warden(backend.db(tmp_path, "target.db"))
+    other.limits = dataclasses.replace(other.limits, max_content_bytes=10_000)
+    try:
+        tracemalloc.start()
+        with pytest.raises(LogDamaged, match=r"^line 4: a line longer than \d+ bytes") as refused:
+            other.import_log(huge, caller=OPERATOR)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert refused.value.line == 4
+        assert peak < 4 * 1024 * 1024, peak  # the line's first bytes only, not its 40 MB
+        assert other.head_seq() == 0
+    finally:
+        other.close()

@@ -330,8 +330,7 @@ def create_app(
         )
     app.add_middleware(FairShare, lanes=app.state.lanes)
     app.add_middleware(RequestId)
-    # JSON may escape each byte of content as six (\u00XX): room for that
-    return with_body_limit(app, warden.limits.max_content_bytes * 6 + 64 * 1024)
+    return with_body_limit(app, warden.limits.longest_body)
 
 
 def _http_read_path(base_url: str, key: str) -> Callable[[str, list[str]], list[tuple[str, int]]]:
