@@ -1,5 +1,6 @@
-"""A fair share for each caller (#38): one key's flood runs as a bounded
-number of requests at a time and never delays another key's request; a
+"""A fair share for each caller (#38): a few large bodies at a time; one
+key's flood runs as a bounded number of requests at a time and never
+delays another key's request; a
 key past its queue is answered 429 with a JSON body; an invented key buys
 no lane of its own; waiting for the log gives the slot back; the probes
 answer whatever floods."""
@@ -132,3 +133,38 @@ def test_waiting_gives_the_slot_back_and_probes_always_answer() -> None:
             assert all(w.status_code == 200 for w in await asyncio.gather(*waits))
 
     asyncio.run(run())
+
+
+def test_a_few_large_bodies_are_read_at_a_time_whoever_sends_them() -> None:
+    from memwarden.engine.faces._http_guard import BodyLimit
+
+    inside = {"now": 0, "peak": 0}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        inside["now"] += 1
+        inside["peak"] = max(inside["peak"], inside["now"])
+        await asyncio.sleep(0.05)
+        inside["now"] -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    guarded = BodyLimit(app, limit=10_000, large=1_000, at_once=2)
+
+    async def run() -> None:
+        async with client(guarded) as c:
+            async def chunks() -> Any:
+                for _ in range(5):
+                    yield b"x" * 1_000
+
+            declared = [c.post("/", content=b"x" * 5_000) for _ in range(6)]  # with a Content-Length
+            streamed = [c.post("/", content=chunks()) for _ in range(3)]  # without: counted as it arrives
+            answers = await asyncio.gather(*declared, *streamed)
+            assert all(a.status_code == 200 for a in answers)
+            oversized = await c.post("/", content=b"x" * 20_000)
+            assert oversized.status_code == 413
+
+    asyncio.run(run())
+    assert inside["peak"] == 2
+    assert guarded.slots()._value == 2

@@ -3,6 +3,7 @@ errors answered as JSON that names the field."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from typing import Annotated, Any
@@ -25,37 +26,65 @@ log = structlog.get_logger("memwarden.http")
 Seq = Annotated[int, Query(ge=0, le=2**62)]
 
 
+# a body past this many bytes is large: at most LARGE_AT_ONCE of them are read,
+# parsed and served at once (the rest wait their turn), so that the server's
+# peak memory is bounded by a few of its largest requests, not by how many
+# clients send one together
+LARGE_BODY = 1024 * 1024
+LARGE_AT_ONCE = 4
+
+
 class BodyLimit:
     """Refuses request bodies over ``limit`` bytes before they are parsed,
-    whether or not a Content-Length was sent."""
+    whether or not a Content-Length was sent; lets ``at_once`` large bodies
+    (over ``large`` bytes, declared or counted as they arrive) in at a time."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, *, large: int = LARGE_BODY, at_once: int = LARGE_AT_ONCE) -> None:
         self.app = app
         self.limit = limit
+        self.large = large
+        self.at_once = at_once
+        self._slots: asyncio.Semaphore | None = None  # made in the server's loop, on the first large body
+
+    def slots(self) -> asyncio.Semaphore:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.at_once)
+        return self._slots
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+        size = int(declared) if declared is not None and declared.isdigit() else None
+        if size is not None and size > self.limit:
             await _too_large(send, self.limit)
             return
         seen = 0
+        holding = False
+        if size is not None and size > self.large:
+            await self.slots().acquire()
+            holding = True
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, holding
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
                     raise _BodyTooLarge
+                if seen > self.large and not holding:
+                    await self.slots().acquire()
+                    holding = True
             return message
 
         try:
             await self.app(scope, limited, send)
         except _BodyTooLarge:
             await _too_large(send, self.limit)
+        finally:
+            if holding:
+                self.slots().release()
 
 
 class PathText:

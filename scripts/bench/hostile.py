@@ -12,6 +12,7 @@ issue, all at once:
 - 200 connections dripping request header lines, never finishing a head;
 - 300 open long-polls on /v1/events;
 - batches of 2,000 items repeating one id;
+- 6 loops at once sending batches of 5,000 distinct items (about 3 MB each);
 - text searches of one word repeated 499 times;
 - explain of the top of a 21-layer diamond derivation DAG;
 - summaries holding ESC and words of 2,000 characters, then revoked, so
@@ -23,7 +24,7 @@ attack's included); every revocation issued is read back (confirmed) by
 the end; the server's peak memory (VmHWM) stays under the README's bound
 (1 GiB). 10 s a phase with --quick, 60 s otherwise.
 MEMWARDEN_HOSTILE_ONLY=long_poll,batches (names of the attacks: drip,
-long_poll, batches, searches, explains, poison) runs only those, to see
+long_poll, batches, big_batches, searches, explains, poison) runs only those, to see
 what each one costs.
 """
 
@@ -194,6 +195,16 @@ async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Ru
             run.answered(await attacker.post("/v1/memories/batch", json={"memories": items}))
             run.attacks["same-id batches"] += 1
 
+    big = itertools.count()
+
+    async def big_batches() -> None:
+        # 5,000 distinct items, about 3 MB each, from 6 loops at once
+        while time.monotonic() < deadline:
+            start = next(big) * 5_000
+            items = [memory(f"big{start + i}", tenant="hostile", content="b" * 300) for i in range(5_000)]
+            run.answered(await attacker.post("/v1/memories/batch", json={"memories": items}))
+            run.attacks["3 MB batches"] += 1
+
     async def searches() -> None:
         while time.monotonic() < deadline:
             response = await attacker.get("/v1/memories", params={"tenant": "hostile", "text": " ".join(["x"] * 499)})
@@ -225,12 +236,14 @@ async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Ru
                 run.attacks[f"attack connection errors ({type(exc).__name__})"] += 1
                 await asyncio.sleep(0.1)
 
-    only = set(os.environ.get("MEMWARDEN_HOSTILE_ONLY", "drip,long_poll,batches,searches,explains,poison").split(","))
+    every = "drip,long_poll,batches,big_batches,searches,explains,poison"
+    only = set(os.environ.get("MEMWARDEN_HOSTILE_ONLY", every).split(","))
     try:
         await asyncio.gather(
             *(drip() for _ in range(DRIPS if "drip" in only else 0)),
             *(persistent(long_poll) for _ in range(LONG_POLLS if "long_poll" in only else 0)),
             *(persistent(a) for a in (batches, searches, explains, poison) if a.__name__ in only),
+            *(persistent(big_batches) for _ in range(6 if "big_batches" in only else 0)),
         )
     finally:
         await auditor.aclose()
