@@ -143,6 +143,11 @@ class Fetchers:
             raise FetchFailed(where, "too_large", f"larger than {self.max_bytes} bytes")
         return _decode(source, done.stdout)
 
+    def client(self) -> httpx.Client:
+        """An HTTP client held to the address rules (the sinks' deliveries
+        and probes leave through it, as fetches do)."""
+        return self._client()
+
     def _client(self) -> httpx.Client:
         transport = self.transport
         if transport is None:
