@@ -90,7 +90,9 @@ class Receiver:
             time.sleep(self.slow)
         with self.lock:
             if path == "/probe":
-                held = {t: sorted((self.held.get(t, set()) | self.keep) & set(ids)) for t, ids in payload["ids"].items()}
+                held = {
+                    t: sorted((self.held.get(t, set()) | self.keep) & set(ids)) for t, ids in payload["ids"].items()
+                }
                 return 200, {"held": {t: v for t, v in held.items() if v}}
             self.requests.append((path, body, headers))
             msg_id = headers["webhook-id"]
