@@ -273,8 +273,7 @@ class Scheduler:
         """Each sink's delivery and read-back as a job of its own: a sink
         that fails (down, refusing, misconfigured) fails alone."""
         return {
-            spec.name: self._guarded(f"sink {spec.name}", self.sink_worker.run_sink, spec)
-            for spec in self.warden.sinks
+            spec.name: self._guarded(f"sink {spec.name}", self.sink_worker.run_sink, spec) for spec in self.warden.sinks
         }
 
     def run_once(self) -> dict[str, Any]:

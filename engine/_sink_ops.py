@@ -9,6 +9,7 @@ from typing import Any
 from ._core import Core
 from ._errors import InvalidInput, SinkNotFound, SinkUnavailable
 from ._reading import query
+from ._revoking import revocation
 from ._rights import SYSTEM, Principal, operation
 from ._sink_clients import RedisSink
 from ._sinks import SinkWorker, sink_line
@@ -83,8 +84,16 @@ def sink_notices(
 @operation("review")
 def sink_readbacks(core: Core, revocation_id: str, *, caller: Principal) -> list[dict[str, Any]]:
     """Each sink's read-back of a revocation, as it stands."""
+    revocation(core, revocation_id, caller=caller)  # an unknown one is named as such
     with core.reading() as view:
         return [sink_line(r) for r in view.outbox().readbacks(revocation_id)]
+
+
+@operation("review")
+def sink_leaks(core: Core, *, caller: Principal) -> int:
+    """Read-backs that found a sink still holding covered ids (and still do)."""
+    with core.reading() as view:
+        return view.outbox().leaks_found()
 
 
 @operation("confirm")

@@ -65,6 +65,7 @@ class Warden(Core):
     sink_notices = _sink_ops.sink_notices
     sink_readbacks = _sink_ops.sink_readbacks
     settle_sinks = _sink_ops.settle_sinks
+    sink_leaks = _sink_ops.sink_leaks
     fill_cache = _sink_ops.fill_cache
 
     # re-verification (_verify) and the article's record format (_records)
