@@ -68,7 +68,12 @@ class Receiver:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler, bind_and_activate=False)
+        self._server.daemon_threads = True  # a request hanging in ``slow`` never holds up ``stop``
+        self._server.block_on_close = False
+        self._server.allow_reuse_address = True
+        self._server.server_bind()
+        self._server.server_activate()
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
