@@ -22,6 +22,7 @@ import os
 import secrets
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -184,16 +185,22 @@ class SinkWorker:
         while True:
             with self.core.reading() as view:
                 rows = view.outbox().readbacks(revocation_id)
-            for row in rows:
-                if row["status"] != "confirmed":
-                    spec = self.spec(row["sink"])
-                    self.deliver(spec)
-                    self.read_back(revocation_id, sinks=[spec.name])
+            # each sink on its own thread: the slowest sink, not their sum, is the wait
+            open_sinks = [self.spec(r["sink"]) for r in rows if r["status"] != "confirmed"]
+            for spec in open_sinks:
+                self.client(spec)  # made here, not raced for by the threads
+            with ThreadPoolExecutor(max_workers=max(len(open_sinks), 1)) as pool:
+                list(pool.map(lambda spec: self._settle_one(spec, revocation_id), open_sinks))
             with self.core.reading() as view:
                 rows = view.outbox().readbacks(revocation_id)
             if all(r["status"] == "confirmed" for r in rows) or time.monotonic() >= deadline:
                 return [sink_line(r) for r in rows]
             time.sleep(0.05)
+
+
+    def _settle_one(self, spec: SinkSpec, revocation_id: str) -> None:
+        self.deliver(spec)
+        self.read_back(revocation_id, sinks=[spec.name])
 
 
 def sink_line(row: dict[str, Any]) -> dict[str, Any]:
