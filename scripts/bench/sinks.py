@@ -153,7 +153,9 @@ def main() -> None:
             client.delete(*keys)
     bare = Warden(fresh_store(args, "sinks-none"))
     try:
-        save_tenant(bare, "t0", n)  # a store of the same size
+        for k in range(runs):  # a store of the same size, its tenants revoked as the runs did
+            save_tenant(bare, f"t{k}", n)
+            bare.revoke({"tenant": f"t{k}"}, reason="bench", caller=OPERATOR)
         without = agent_p99(bare, "agents", rounds)
     finally:
         bare.close()
