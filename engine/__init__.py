@@ -21,6 +21,8 @@ from ._errors import (
     RevokedScope,
     ScopeNotAllowed,
     ServerRefused,
+    SinkNotFound,
+    SinkUnavailable,
     StaleView,
     StoreUnavailable,
     TooLarge,
@@ -39,6 +41,9 @@ from ._readback import read_back, readback_records
 from ._reading import search_words
 from ._rights import OPERATOR, SYSTEM, Principal, may
 from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
+from ._sink_clients import signed_headers
+from ._sink_config import NOTICE_TYPES, SinkSpec, sinks_from_table
+from ._sinks import SinkWorker
 from ._views import DueItem, ErasureResult, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
 from ._warden import Warden
 
@@ -78,7 +83,12 @@ __all__ = [
     "RevokedScope",
     "SYSTEM",
     "SaveResult",
+    "NOTICE_TYPES",
     "ServerRefused",
+    "SinkNotFound",
+    "SinkSpec",
+    "SinkUnavailable",
+    "SinkWorker",
     "Scheduler",
     "ScopeNotAllowed",
     "SharedBackoff",
@@ -102,4 +112,6 @@ __all__ = [
     "readback_records",
     "refuse_local_source",
     "search_words",
+    "signed_headers",
+    "sinks_from_table",
 ]

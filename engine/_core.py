@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -33,7 +33,9 @@ from ._fetchers import Fetchers
 from ._joined import Joined
 from ._limits import Limits
 from ._metrics import EVENTS
+from ._outbox import outbox_writer
 from ._policy import TtlPolicy
+from ._sink_config import SinkSpec
 
 if not structlog.is_configured():
     # as a library, until the application (or ``configure_logging``) says
@@ -61,6 +63,7 @@ class Core:
         mmap_mb: int = 1024,
         cache_mb: int = 64,
         read_url: str | None = None,
+        sinks: Sequence[SinkSpec] = (),
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self.policy = policy or TtlPolicy()
@@ -73,6 +76,11 @@ class Core:
         self.store: Store = open_store(
             path, clock=self.clock, synchronous=synchronous, mmap_mb=mmap_mb, cache_mb=cache_mb, read_url=read_url
         )
+        # the copies outside memwarden a revocation must reach (``_sinks``)
+        self.sinks: tuple[SinkSpec, ...] = tuple(sinks)
+        # before the cascade: a revocation's notice names what the cascade
+        # below it invalidates, so those are not announced twice
+        self.store.react(outbox_writer(lambda: self.sinks, self._stamp))
         self.store.react(cascade)
 
     @property
@@ -111,6 +119,10 @@ class Core:
 
     def now(self) -> str:
         return format_ts(self.clock.now())
+
+    def _stamp(self) -> tuple[str, float]:
+        now = self.clock.now()
+        return format_ts(now), now.timestamp()
 
     @contextmanager
     def reading(self, min_seq: int | None = None, wait: float = 2.0) -> Iterator[ViewReader]:

@@ -282,3 +282,35 @@ class ServerRefused(Refusal, RuntimeError):
         self.code = code  # type: ignore[misc]
         self.status = status  # type: ignore[misc]
         self.field = field
+
+
+class SinkNotFound(Refusal, LookupError):
+    """No sink of that name in the policy file, or no notice of that id."""
+
+    code = "not_found"
+    status = 404
+    exit_code = 1
+
+    def __init__(self, field: str, name: str) -> None:
+        what = "sink" if field == "sink" else "notice"
+        super().__init__(f"{what} {name!r} not found")
+        self.field = field
+        self.name = name
+
+    def details(self) -> dict[str, Any]:
+        return {self.field: self.name}
+
+
+class SinkUnavailable(Refusal, ConnectionError):
+    """A sink could not take a notice or answer a read-back now: the outbox
+    keeps the notice and tries again (the detail names what failed)."""
+
+    code = "sink_unavailable"
+    status = 502
+    exit_code = 1
+    field = "sink"
+
+    def __init__(self, sink: str, detail: str) -> None:
+        super().__init__(f"sink {sink!r}: {detail}")
+        self.sink = sink
+        self.detail = detail

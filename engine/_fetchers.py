@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -143,14 +145,19 @@ class Fetchers:
             raise FetchFailed(where, "too_large", f"larger than {self.max_bytes} bytes")
         return _decode(source, done.stdout)
 
+    def client(self) -> httpx.Client:
+        """An HTTP client held to the address rules (the sinks' deliveries
+        and probes leave through it, as fetches do)."""
+        return self._client()
+
     def _client(self) -> httpx.Client:
         transport = self.transport
         if transport is None:
-            transport = httpx.HTTPTransport()
+            transport = httpx.HTTPTransport(verify=_tls())
             # httpx takes no network backend; the pool it builds is replaced by
             # one whose every TCP connection goes through the address check
             transport._pool = httpcore.ConnectionPool(
-                ssl_context=httpx.create_ssl_context(),
+                ssl_context=_tls(),
                 network_backend=CheckedBackend(self.addresses, self.resolver),
                 max_connections=4,
             )
@@ -204,6 +211,13 @@ class Fetchers:
             if time.monotonic() > deadline:  # a body dripped slowly never ends on a read timeout
                 raise FetchFailed(url, "timeout", f"body not complete within {self.timeout} s")
             yield chunk
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One verifying TLS context for the process: loading the CA bundle
+    takes longer than a loopback delivery, so it is not done per client."""
+    return httpx.create_ssl_context()
 
 
 def _decode(where: str, data: bytes) -> str:

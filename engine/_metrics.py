@@ -23,6 +23,25 @@ READBACK = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300),
     registry=REGISTRY,
 )
+SINK_DELIVERIES = Counter(
+    "memwarden_sink_deliveries",
+    "Notice delivery attempts per sink, by outcome (delivered, failed, dead).",
+    ["sink", "outcome"],
+    registry=REGISTRY,
+)
+SINK_READBACKS = Counter(
+    "memwarden_sink_readbacks",
+    "Read-backs of a sink, by what they found (confirmed, leaked, unreachable).",
+    ["sink", "status"],
+    registry=REGISTRY,
+)
+SINK_READBACK_LATENCY = Histogram(
+    "memwarden_sink_readback_latency_seconds",
+    "From a revocation's commit to a sink's confirmed read-back.",
+    ["sink"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300),
+    registry=REGISTRY,
+)
 SCHEDULER_LAST_RUN = Gauge(
     "memwarden_scheduler_last_run_timestamp_seconds",
     "When the scheduler's jobs last ran (Unix time).",

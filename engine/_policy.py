@@ -18,6 +18,10 @@ max_redirects = 5
 [limits]
 max_content_bytes = 1048576
 max_derivation_depth = 1000
+
+[sinks.NAME]             # a copy outside memwarden a revocation must reach (``_sink_config``)
+kind = "redis"
+url = "redis://127.0.0.1:6379/0"
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ._addresses import AddressPolicy
 from ._errors import InvalidInput
 from ._fetchers import Fetchers
 from ._limits import Limits
+from ._sink_config import SinkSpec, sinks_from_table
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "research_result": {"ttl": "1h"},
@@ -108,6 +113,7 @@ class PolicyFile:
     ttl: TtlPolicy = field(default_factory=TtlPolicy)
     fetch: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    sinks: tuple[SinkSpec, ...] = ()
 
     @classmethod
     def read(cls, path: str | Path) -> PolicyFile:
@@ -115,15 +121,22 @@ class PolicyFile:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise InvalidInput("policy_file", f"{path}: {exc}") from None
-        unknown = set(data) - {"kinds", "fetch", "limits"}
+        unknown = set(data) - {"kinds", "fetch", "limits", "sinks"}
         if unknown:
-            raise InvalidInput("policy_file", f"{path}: unknown tables {sorted(unknown)} (known: fetch, kinds, limits)")
+            raise InvalidInput(
+                "policy_file", f"{path}: unknown tables {sorted(unknown)} (known: fetch, kinds, limits, sinks)"
+            )
         tables = {}
-        for name in ("kinds", "fetch", "limits"):
+        for name in ("kinds", "fetch", "limits", "sinks"):
             tables[name] = data.get(name, {})
             if not isinstance(tables[name], dict):
                 raise InvalidInput("policy_file", f"{path}: [{name}] must be a table")
-        return cls(TtlPolicy(tables["kinds"]), _fetch_settings(tables["fetch"]), Limits.from_settings(tables["limits"]))
+        return cls(
+            TtlPolicy(tables["kinds"]),
+            _fetch_settings(tables["fetch"]),
+            Limits.from_settings(tables["limits"]),
+            sinks_from_table(tables["sinks"]),
+        )
 
     def fetchers(self, *, allow_local: bool = False) -> Fetchers:
         return Fetchers.from_settings(self.fetch, allow_local=allow_local)

@@ -25,6 +25,7 @@ from ._answers import answer
 from ._metrics import SCHEDULER_FAILURES, scheduler_ran
 from ._readback import ReadPath, read_back, revocation_of
 from ._rights import SYSTEM, Principal
+from ._sinks import SinkWorker
 from ._views import DueItem, VerifyResult
 from ._warden import Warden
 
@@ -113,6 +114,7 @@ class Scheduler:
         # a failure is logged when it starts or changes, not every tick
         self.failures: dict[str, str] = {}
         self._scheduler: BackgroundScheduler | AsyncIOScheduler | None = None
+        self.sink_worker = SinkWorker(warden)
         warden.revocation_listeners.append(self._revoked)
 
     # -- jobs ---------------------------------------------------------------------
@@ -267,6 +269,13 @@ class Scheduler:
             memory_id=due.memory_id, outcome="skipped", detail="verified by another process", tenant=due.tenant
         )
 
+    def run_sinks(self) -> dict[str, Any]:
+        """Each sink's delivery and read-back as a job of its own: a sink
+        that fails (down, refusing, misconfigured) fails alone."""
+        return {
+            spec.name: self._guarded(f"sink {spec.name}", self.sink_worker.run_sink, spec) for spec in self.warden.sinks
+        }
+
     def run_once(self) -> dict[str, Any]:
         """Every job once (catching up on whatever came due meanwhile)."""
         with self._lock:
@@ -275,6 +284,7 @@ class Scheduler:
             readbacks = self._guarded("read-back", self.readback_pending) or []
             verified = self._guarded("re-verification", self.reverify_due) or []
             erasures_done = self._guarded("erasure purge", self.finish_erasures)
+            sinks = self.run_sinks()
             summary = {
                 "expired": expired,
                 "readbacks": [{"revocation_id": r["revocation_id"], "status": r["readback_status"]} for r in readbacks],
@@ -283,6 +293,8 @@ class Scheduler:
                 "failures": dict(self.failures),
                 "seconds": round(time.perf_counter() - started, 3),
             }
+            if sinks:  # only where sinks are configured: the answer's shape is otherwise as it was
+                summary["sinks"] = sinks
         if expired or readbacks or verified:
             log.info("scheduler_ran", expired=expired, readbacks=len(readbacks), reverified=len(verified))
         return summary
@@ -296,6 +308,8 @@ class Scheduler:
                 id=f"readback-{revocation_id}",
                 replace_existing=True,
             )
+            if self.warden.sinks:  # and its notices out now, each sink on its own
+                self._scheduler.add_job(self.run_sinks, id="sinks-now", replace_existing=True)
 
     # -- running ----------------------------------------------------------------------
 
@@ -347,6 +361,7 @@ class Scheduler:
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=wait)
         self._scheduler = None
+        self.sink_worker.close()
 
     def run_forever(self, stop: threading.Event) -> None:
         self.start()

@@ -18,6 +18,7 @@ from . import (
     _records,
     _revoking,
     _saving,
+    _sink_ops,
     _verify,
 )
 from ._core import Core
@@ -56,6 +57,16 @@ class Warden(Core):
     preview_policy = _policy_change.preview_policy
     policies = _policy_change.policies
     erase = _revoking.erase
+
+    # the copies outside memwarden (_sink_ops): the outbox, each sink's read-back
+    sinks_status = _sink_ops.sinks
+    test_sink = _sink_ops.test_sink
+    redeliver = _sink_ops.redeliver
+    sink_notices = _sink_ops.sink_notices
+    sink_readbacks = _sink_ops.sink_readbacks
+    settle_sinks = _sink_ops.settle_sinks
+    sink_leaks = _sink_ops.sink_leaks
+    fill_cache = _sink_ops.fill_cache
 
     # re-verification (_verify) and the article's record format (_records)
     verify = _verify.verify

@@ -29,6 +29,7 @@ from ._selector import (
     selector_covers,
     selector_sql,
 )
+from ._sql_outbox import Outbox
 from ._sql_view import SQLView
 from ._sqlite_store import SQLiteStore, private_view
 from ._sqlite_view import SQLiteView
@@ -57,6 +58,7 @@ __all__ = [
     "Evidence",
     "Key",
     "LogWrite",
+    "Outbox",
     "Projection",
     "PointView",
     "ProjectionDamaged",

@@ -44,6 +44,7 @@ from ._postgres_view import OPENING, PostgresView
 from ._postgres_watch import Claims, LogWatcher, Replica
 from ._rules import AppendRules
 from ._runner import CheckResult, Projector
+from ._sql_outbox import Outbox, outbox_schema
 from ._sqlite_store import private_view
 from ._usable import UsableProjection
 from ._write import LogWrite
@@ -151,6 +152,8 @@ class PostgresStore:
             view.execute(KEYS_SCHEMA)
             view.execute(BACKOFF_SCHEMA)
             view.execute(PURGE_SCHEMA)
+            for statement in outbox_schema(C_TEXT, "double precision", "bigint"):
+                view.execute(statement)
             if self.projector.position(view) < tx.head.seq:
                 # a new projection, or a log imported behind memwarden's back:
                 # folding the last event catches up on every one before it
@@ -219,6 +222,14 @@ class PostgresStore:
             reactor(self._write(tx), records)
 
         self.log.reactors.append(react)
+
+    @contextmanager
+    def outbox(self) -> Iterator[Outbox]:
+        """The sinks' outbox in a transaction of its own on a side connection:
+        a delivery's claim never holds the log's head lock, so saves go on,
+        and two nodes never take one notice (``Outbox.take_head``)."""
+        with self.log.side_connection() as conn, conn.transaction():
+            yield Outbox(QmarkConnection(conn), PostgresView.ROW_LOCK)
 
     def _write(self, tx: Any) -> LogWrite:
         return LogWrite(tx, PostgresView(QmarkConnection(tx.conn), self.projector), self.texts)

@@ -37,6 +37,8 @@ class PostgresView(SQLView):
     TEXTS = f"{PostgresTextStore.SUMMARY}, {PostgresTextStore.CONTENT}"
     MATCHING = "SELECT mid FROM memories_search WHERE doc @@ CAST(? AS tsquery)"
     GRAPH_STEP = LATERAL_STEP
+    # a notice another node is taking is skipped, never waited for
+    ROW_LOCK = " FOR UPDATE SKIP LOCKED"
 
     def __init__(
         self, conn: Connection, projector: Projector, opened: Sequence[list[tuple[Any, ...]]] | None = None

@@ -35,6 +35,7 @@ from ._rules import highest_numbered, policy_problem
 from ._runner import Projector
 from ._selector import COVERED_SQL, selector_sql
 from ._sql_graph import GraphReads
+from ._sql_outbox import Outbox
 from ._sql_side import SideTables
 from ._stats import weekly
 from ._usable_schema import RECHECK
@@ -81,10 +82,16 @@ class SQLView(GraphReads, SideTables, ABC):
     # a column compared without leading the planner to an index on it
     # (SQLite: a unary plus; PostgreSQL plans from its statistics)
     UNINDEXED = "{}"
+    # how the outbox takes a row no other node is taking (``Outbox``)
+    ROW_LOCK = ""
 
     def __init__(self, conn: Connection, projector: Projector) -> None:
         self.conn = conn
         self._projector = projector
+
+    def outbox(self) -> Outbox:
+        """The sinks' notices and read-backs, in this connection's transaction."""
+        return Outbox(self.conn, self.ROW_LOCK)
 
     def position(self) -> int:
         """The seq every projection has applied (the view's freshness)."""
@@ -392,6 +399,15 @@ class SQLView(GraphReads, SideTables, ABC):
                 (policy, version),
             )
         ]
+
+    def checked_under(self, policy: str, version: str) -> list[Key]:
+        """(tenant, memory_id) of the memories checked under ``version`` of
+        ``policy`` and not out for good: what a change away from it retires."""
+        return self.conn.execute(
+            f"SELECT tenant, memory_id FROM memories WHERE policy = ? AND revocation_version = ? "
+            f"AND status NOT IN {TERMINAL_SQL} ORDER BY tenant, memory_id",
+            (policy, version),
+        ).fetchall()
 
     def unconfirmed_revocations(self) -> list[str]:
         """Revocations with no read-back yet, or a failed one, oldest first."""

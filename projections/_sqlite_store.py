@@ -32,6 +32,7 @@ from ._errors import ProjectionDamaged
 from ._fts_documents import stored_texts
 from ._rules import AppendRules
 from ._runner import CheckResult, Projector
+from ._sql_outbox import Outbox, outbox_schema
 from ._sqlite_schema import create_backoff_table, create_keys_table
 from ._sqlite_view import SQLiteView
 from ._stats import StatsProjection
@@ -79,6 +80,8 @@ class SQLiteStore:
             self.projector.install(tx.conn)
             create_keys_table(tx.conn)
             create_backoff_table(tx.conn)
+            for statement in outbox_schema():
+                tx.conn.execute(statement)
         try:
             behind = self.projector.position(self.conn) < self.log.head().seq
         except ProjectionDamaged as exc:
@@ -168,6 +171,22 @@ class SQLiteStore:
             yield write
         if write.erased:
             write.erasure_cleared = self.after_erasure()
+
+    @contextmanager
+    def outbox(self) -> Iterator[Outbox]:
+        """The sinks' outbox in a transaction of its own (one writer: the
+        file's write lock is the claim). Committed without waiting for the
+        disk (WAL's NORMAL): a delivery state lost to a power cut only means
+        a notice delivered again under the same id, which at least once
+        allows; the notice itself came with its event's full sync."""
+        with self.log.lock:
+            level = self.conn.execute("PRAGMA synchronous").fetchone()[0]
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with self.log.transaction() as tx:
+                    yield Outbox(tx.conn)
+            finally:
+                self.conn.execute(f"PRAGMA synchronous={int(level)}")
 
     @contextmanager
     def as_of(self, until_seq: int) -> Iterator[PointView]:

@@ -112,6 +112,7 @@ class State:
                 fetchers=settings.fetchers(),
                 limits=settings.limits,
                 read_url=self.read_db,
+                sinks=settings.sinks,
             )
         return self._warden
 

@@ -89,9 +89,24 @@ def revoke(
             text += f"\nread-back {readback['readback_status']} after {readback['readback_latency_ms']:.1f} ms"
         if readback.get("leaked_ids"):
             text += f"; still visible: {', '.join(readback['leaked_ids'])}"
+        if warden.sinks:  # the copies outside memwarden, as they stand after one try
+            data["sinks"] = warden.settle_sinks(result.revocation_id, caller=OPERATOR)
+            text += "".join(f"\n{sink_text(s)}" for s in data["sinks"])
     emit(data, as_json, text)
     if wait and data["readback"]["readback_status"] != "confirmed":
         sys.exit(1)
+
+
+def sink_text(line: dict[str, Any]) -> str:
+    """A sink's read-back of a revocation, in one line."""
+    text = f"sink {line['sink']}: {line['status']}"
+    if line["status"] == "confirmed":
+        text += f" after {line['latency_ms']:.1f} ms"
+    elif line["status"] == "leaked":
+        text += f", still holds {', '.join(line['leaked_ids'])}"
+    elif line.get("detail"):
+        text += f" ({line['detail']})"
+    return text
 
 
 def print_preview(preview: dict[str, Any]) -> None:

@@ -80,6 +80,11 @@ class EraseBody(Body):
     reason: str = Field(min_length=1)
 
 
+class RedeliverBody(Body):
+    notice_id: str = Field(min_length=1, max_length=200, description="ntc_...: as sinks list and the console show it")
+    sink: str | None = Field(None, max_length=64, description="only to this sink (default: every sink it went to)")
+
+
 class MemoryApiSave(Body):
     agent: str = Field(min_length=1)
     key: str = Field(min_length=1)

@@ -92,10 +92,53 @@ class Due(Answer):
     due: list[DueItem]
 
 
+class SinkReadback(Answer):
+    """A sink's read-back of a revocation, as it stands."""
+
+    sink: str
+    status: str = Field(description="pending, confirmed, leaked or unreachable")
+    covered: int
+    latency_ms: float | None = Field(None, description="from the revocation's commit, once confirmed")
+    leaked_ids: list[str] = Field(default_factory=list, description="the covered ids the sink still holds")
+    attempts: int
+    checked_at: str | None = None
+    detail: str | None = None
+
+
 class Revocation(Answer):
     revocation_id: str
     seq: int
     covered: int
+    sinks: list[SinkReadback] | None = Field(None, description='with "wait": each sink\'s read-back as it stands')
+
+
+class Sink(Answer):
+    name: str
+    kind: str
+    url: str
+    tenants: list[str] | None = None
+    events: list[str]
+    pending: int
+    delivered: int
+    dead: int
+    last_error: str | None = None
+
+
+class Sinks(Answer):
+    sinks: list[Sink]
+
+
+class SinkTest(Answer):
+    sink: str
+    ok: bool
+    round_trip_ms: float | None = None
+    problem: str | None = None
+
+
+class Redelivered(Answer):
+    notice_id: str
+    sink: str | None = None
+    requeued: int
 
 
 class TenantCovered(Answer):

@@ -258,6 +258,7 @@ def build_console(
     def revocation(request: Request, session: Session, who: Principal, revocation_id: str) -> Response:
         data = warden.revocation(revocation_id, caller=who)
         records = readback_records(warden, revocation_id, caller=who)
+        sinks = warden.sink_readbacks(revocation_id, caller=who)
         return render(
             request,
             "revocation.html",
@@ -266,6 +267,7 @@ def build_console(
             nav="revocations",
             r=data,
             records=records,
+            sinks=sinks,
         )
 
     # -- weekly counters -------------------------------------------------------------------
@@ -274,7 +276,11 @@ def build_console(
     @page()
     def weekly(request: Request, session: Session, who: Principal) -> Response:
         weeks = warden.stats(caller=who)
-        return render(request, "weekly.html", who=who, csrf=session.csrf, nav="weekly", weeks=weeks)
+        sinks = warden.sinks_status(caller=who)
+        leaks = warden.sink_leaks(caller=who)
+        return render(
+            request, "weekly.html", who=who, csrf=session.csrf, nav="weekly", weeks=weeks, sinks=sinks, leaks=leaks
+        )
 
     # -- the audit --------------------------------------------------------------------------
 

@@ -30,7 +30,15 @@ from . import _http_responses as R
 from ._fair import PER_LANE, FairShare, Lanes
 from ._http_audit import install_audit_routes
 from ._http_guard import Caller, McpAuth, Seq, install_error_handlers, with_body_limit
-from ._http_models import EraseBody, MemoryApiSave, PolicyBody, RevokeBody, SaveBody, SaveManyBody
+from ._http_models import (
+    EraseBody,
+    MemoryApiSave,
+    PolicyBody,
+    RedeliverBody,
+    RevokeBody,
+    SaveBody,
+    SaveManyBody,
+)
 from ._http_ops import RequestId, install_operations
 from ._http_responses import documented
 from .console import install_console
@@ -226,6 +234,8 @@ def create_app(
         data = result.as_dict()
         if body.wait:
             data["readback"] = read_back_now(result.revocation_id, who)
+            if warden.sinks:  # the copies outside memwarden, as they stand after one try
+                data["sinks"] = warden.settle_sinks(result.revocation_id, caller=who)
         return data
 
     @app.post("/v1/revocations/dry-run", tags=["security"], **documented(R.RevocationPreview))
@@ -280,6 +290,23 @@ def create_app(
         return warden.erase(
             memory_id=body.memory_id, user=body.user, tenant=body.tenant, reason=body.reason, caller=who
         ).as_dict()
+
+    # -- sinks: the copies outside memwarden ---------------------------------------------------
+
+    @app.get("/v1/sinks", tags=["security"], **documented(R.Sinks))
+    def sinks(who: Caller) -> dict[str, Any]:
+        """Every sink of the policy file, what it receives, and how its line of notices stands."""
+        return {"sinks": warden.sinks_status(caller=who)}
+
+    @app.post("/v1/sinks/{name}/test", tags=["security"], **documented(R.SinkTest, 200, 404))
+    def test_sink(name: str, who: Caller) -> dict[str, Any]:
+        """Whether the sink answers now, and its round trip (nothing is delivered)."""
+        return warden.test_sink(name, caller=who)
+
+    @app.post("/v1/sinks/redeliver", tags=["security"], **documented(R.Redelivered, 200, 404))
+    def redeliver(body: RedeliverBody, who: Caller) -> dict[str, Any]:
+        """Put a notice (a dead letter, or one delivered) back in its sink's line."""
+        return warden.redeliver(body.notice_id, sink=body.sink, caller=who)
 
     install_audit_routes(app, warden)
 

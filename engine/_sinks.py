@@ -1,0 +1,217 @@
+"""Delivering the outbox and reading each sink back.
+
+Each sink has a line: its notices in log order, the head delivered before
+the next is tried (``Outbox.take_head``). A node takes the head under a
+lease; a node killed mid-delivery leaves a lease that runs out, and the
+next node to look delivers it again (at least once: the notice id is the
+receiver's idempotency key). A failed attempt waits (doubling, from the
+sink's ``retry_base`` to its ``retry_ceiling``, the scheduler's per-host
+rule); past ``max_attempts`` the notice is a dead letter, the line goes on,
+and ``redeliver`` puts it back.
+
+A revocation's read-back per sink asks, once its notice is delivered,
+which of the covered ids the sink still holds: none is ``confirmed`` (with
+the time from the revocation's commit), some is ``leaked`` (with exactly
+those ids), no answer is ``unreachable``; asked again until confirmed or
+the sink's ``readback_deadline``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import orjson
+import structlog
+from memwarden.events import parse_ts
+
+from ._core import Core
+from ._errors import InvalidInput, SinkNotFound, SinkUnavailable
+from ._metrics import SINK_DELIVERIES, SINK_READBACK_LATENCY, SINK_READBACKS
+from ._sink_clients import SinkClient, client_for
+from ._sink_config import SinkSpec
+
+log = structlog.get_logger("memwarden.sinks")
+
+# the notices one run delivers to one sink at most, so one busy sink cannot
+# hold the scheduler's other jobs for long
+PER_RUN = 500
+
+
+def retry_delay(spec: SinkSpec, failures: int) -> float:
+    """How long to leave a sink alone after ``failures`` in a row."""
+    return min(spec.retry_base * 2 ** max(failures - 1, 0), spec.retry_ceiling)
+
+
+class SinkWorker:
+    """Delivers and reads back for one process (a node): holds a client per
+    sink and names itself in the leases it takes."""
+
+    def __init__(self, core: Core, *, owner: str | None = None) -> None:
+        self.core = core
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._clients: dict[str, SinkClient] = {}
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def spec(self, name: str) -> SinkSpec:
+        for spec in self.core.sinks:
+            if spec.name == name:
+                return spec
+        raise SinkNotFound("sink", name)
+
+    def client(self, spec: SinkSpec) -> SinkClient:
+        if spec.name not in self._clients:
+            self._clients[spec.name] = client_for(spec, self.core.fetchers, self.core.clock)
+        return self._clients[spec.name]
+
+    def _now(self) -> float:
+        return self.core.clock.now().timestamp()
+
+    # -- delivery ------------------------------------------------------------------------
+
+    def deliver(self, spec: SinkSpec, limit: int = PER_RUN) -> dict[str, int]:
+        """Deliver ``spec``'s line from its head until it is empty, its head
+        is not due (waiting after a failure) or held by another node."""
+        done = {"delivered": 0, "failed": 0, "dead": 0}
+        for _ in range(limit):
+            with self.core.store.outbox() as outbox:
+                notice = outbox.take_head(spec.name, self.owner, self._now(), spec.lease)
+            if notice is None:
+                break
+            try:
+                self.client(spec).deliver(notice["notice_id"], notice["body"])
+            except (SinkUnavailable, InvalidInput) as exc:
+                state = self._failed(spec, notice, str(exc))
+                done["dead" if state == "dead" else "failed"] += 1
+                SINK_DELIVERIES.labels(spec.name, state if state == "dead" else "failed").inc()
+                if state != "dead":
+                    break  # the head waits; nothing behind it may overtake it
+                continue
+            with self.core.store.outbox() as outbox:
+                outbox.delivered(spec.name, notice["notice_id"], self.core.now())
+            done["delivered"] += 1
+            SINK_DELIVERIES.labels(spec.name, "delivered").inc()
+        return done
+
+    def _failed(self, spec: SinkSpec, notice: dict[str, Any], error: str) -> str:
+        delay = retry_delay(spec, notice["attempts"] + 1)
+        with self.core.store.outbox() as outbox:
+            state = outbox.failed(
+                spec.name, notice["notice_id"], self.owner, error, self._now() + delay, spec.max_attempts
+            )
+        if state == "dead":
+            log.error("sink_notice_dead", sink=spec.name, notice_id=notice["notice_id"], error=error)
+        else:
+            log.warning("sink_delivery_failed", sink=spec.name, notice_id=notice["notice_id"], error=error)
+        return state
+
+    # -- read-back -----------------------------------------------------------------------
+
+    def read_back(self, revocation_id: str | None = None, sinks: list[str] | None = None) -> list[dict[str, Any]]:
+        """Every open read-back due now (of one revocation, when named): each
+        recorded as it stands. The rows written."""
+        names = sinks if sinks is not None else [s.name for s in self.core.sinks]
+        with self.core.reading() as view:
+            rows = view.outbox().open_readbacks(self._now(), names)
+        if revocation_id is not None:
+            rows = [r for r in rows if r["revocation_id"] == revocation_id]
+        return [self._read_back_one(self.spec(row["sink"]), row) for row in rows]
+
+    def _read_back_one(self, spec: SinkSpec, row: dict[str, Any]) -> dict[str, Any]:
+        with self.core.reading() as view:
+            notice = view.outbox().notice(spec.name, row["notice_id"])
+        assert notice is not None  # written in the same commit as the read-back row
+        body = orjson.loads(notice["body"])
+        now = self._now()
+        leaked: list[str] = []
+        latency: float | None = None
+        if notice["state"] == "pending":
+            status = "pending" if not notice["attempts"] else "unreachable"
+            detail = notice["last_error"]
+            next_at = max(notice["next_at"], now)
+        elif notice["state"] == "dead":
+            status, detail, next_at = "unreachable", f"dead letter: {notice['last_error']}", now + spec.retry_ceiling
+        else:
+            try:
+                held = self.client(spec).held(notice["notice_id"], body["ids"])
+            except (SinkUnavailable, InvalidInput) as exc:
+                status, detail = "unreachable", str(exc)
+            else:
+                leaked = sorted({m for ms in held.values() for m in ms})
+                status, detail = ("leaked" if leaked else "confirmed"), None
+                if not leaked:
+                    latency = max((now - parse_ts(body["recorded_at"]).timestamp()) * 1000, 0.0)
+            next_at = now + retry_delay(spec, row["attempts"] + 1)
+        with self.core.store.outbox() as outbox:
+            outbox.set_readback(
+                row["revocation_id"],
+                spec.name,
+                status=status,
+                latency_ms=latency,
+                leaked=leaked,
+                detail=detail,
+                next_at=next_at,
+                checked_at=self.core.now(),
+            )
+        if status != "pending":
+            SINK_READBACKS.labels(spec.name, status).inc()
+        if latency is not None:
+            SINK_READBACK_LATENCY.labels(spec.name).observe(latency / 1000)
+        if status == "leaked":
+            log.error("sink_readback_leaked", sink=spec.name, revocation_id=row["revocation_id"], leaked=leaked[:20])
+        return {**row, "status": status, "latency_ms": latency, "leaked_ids": leaked, "detail": detail}
+
+    # -- one pass, as the scheduler runs it --------------------------------------------------
+
+    def run_sink(self, spec: SinkSpec) -> dict[str, Any]:
+        """One sink's delivery and read-back: what a scheduler job runs, so a
+        failing sink fails alone."""
+        delivered = self.deliver(spec)
+        checked = self.read_back(sinks=[spec.name])
+        return {**delivered, "read_back": len(checked)}
+
+    def settle(self, revocation_id: str, wait: float = 0.0) -> list[dict[str, Any]]:
+        """Try a revocation's sinks now: deliver their lines up to its notice
+        and read it back, for up to ``wait`` seconds; its sinks' states as they stand."""
+        deadline = time.monotonic() + wait
+        while True:
+            with self.core.reading() as view:
+                rows = view.outbox().readbacks(revocation_id)
+            # each sink on its own thread: the slowest sink, not their sum, is the wait
+            open_sinks = [self.spec(r["sink"]) for r in rows if r["status"] != "confirmed"]
+            for spec in open_sinks:
+                self.client(spec)  # made here, not raced for by the threads
+            with ThreadPoolExecutor(max_workers=max(len(open_sinks), 1)) as pool:
+                list(pool.map(lambda spec: self._settle_one(spec, revocation_id), open_sinks))
+            with self.core.reading() as view:
+                rows = view.outbox().readbacks(revocation_id)
+            if all(r["status"] == "confirmed" for r in rows) or time.monotonic() >= deadline:
+                return [sink_line(r) for r in rows]
+            time.sleep(0.05)
+
+
+    def _settle_one(self, spec: SinkSpec, revocation_id: str) -> None:
+        self.deliver(spec)
+        self.read_back(revocation_id, sinks=[spec.name])
+
+
+def sink_line(row: dict[str, Any]) -> dict[str, Any]:
+    """A sink's read-back of a revocation as every face shows it."""
+    return {
+        "sink": row["sink"],
+        "status": row["status"],
+        "covered": row["covered"],
+        "latency_ms": row["latency_ms"],
+        "leaked_ids": row["leaked_ids"],
+        "attempts": row["attempts"],
+        "checked_at": row["checked_at"],
+        "detail": row["detail"],
+    }

@@ -1,0 +1,139 @@
+"""Sinks behind every door: the command line (``memwarden sinks ...``), the
+HTTP API (``/v1/sinks``, ``"wait": true``), the console's revocation page
+and the Prometheus families."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from memwarden.engine import OPERATOR, KeyStore, Warden, metrics
+from memwarden.engine.faces.http import create_app
+
+from .conftest import Cli
+from .sink_receiver import Receiver
+from .test_sinks import open_warden, policy_file, prefix, receiver, redis_server, save_args, save_n, sink_table
+
+__all__ = ["prefix", "receiver", "redis_server"]  # the fixtures, shared
+
+
+@pytest.fixture
+def policy(tmp_path: Path, prefix: str, receiver: Receiver) -> str:
+    return str(policy_file(tmp_path, prefix, receiver))
+
+
+def test_sinks_list_test_readback_and_redeliver_on_the_command_line(
+    run_cli: Cli, policy: str, receiver: Receiver
+) -> None:
+    listed = run_cli.json("--policy-file", policy, "sinks", "list")["sinks"]
+    assert [(s["name"], s["kind"], s["pending"]) for s in listed] == [("cache", "redis", 0), ("index", "webhook", 0)]
+    assert run_cli.json("--policy-file", policy, "sinks", "test", "index")["ok"] is True
+    assert run_cli("--policy-file", policy, "sinks", "test", "cache").exit_code == 0
+    missing = run_cli("--policy-file", policy, "sinks", "test", "nope")
+    assert missing.exit_code == 1 and "nope" in missing.stderr
+    run_cli.json("--policy-file", policy, "save", *save_args("a"))
+    revoked = run_cli.json("--policy-file", policy, "revoke", "--tenant", "acme", "--reason", "r")
+    pending = run_cli("--policy-file", policy, "sinks", "readback", revoked["revocation_id"])
+    assert pending.exit_code == 1 and "sink index: pending" in pending.stdout
+    notices = run_cli.json("--policy-file", policy, "sinks", "notices", "--sink", "index")["notices"]
+    assert [n["state"] for n in notices] == ["pending"]
+    run_cli.json("--policy-file", policy, "scheduler", "--once")
+    done = run_cli.json("--policy-file", policy, "sinks", "readback", revoked["revocation_id"])
+    assert {s["sink"]: s["status"] for s in done["sinks"]} == {"cache": "confirmed", "index": "confirmed"}
+    again = run_cli.json("--policy-file", policy, "sinks", "redeliver", notices[0]["notice_id"], "--sink", "index")
+    assert again == {"notice_id": notices[0]["notice_id"], "sink": "index", "requeued": 1}
+    run_cli.json("--policy-file", policy, "scheduler", "--once")
+    assert receiver.duplicates == 1  # delivered again, under the same id: the receiver applies it once
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("sinks", "redeliver", "nope"), "notice_id"),
+        (("sinks", "notices", "--state", "lost"), "--state"),
+        (("sinks", "notices", "--limit", "0"), "--limit"),
+        (("sinks", "fill", "index", "--tenant", "acme"), "sink"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_field(run_cli: Cli, policy: str, args: tuple[str, ...], field: str) -> None:
+    result = run_cli("--policy-file", policy, *args)
+    assert result.exit_code == 2 and field in result.stderr, result.stderr
+
+
+def test_a_bad_sink_table_exits_2_naming_it(run_cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[sinks.x]\nkind = "redis"\nurl = "http://nope"\n', encoding="utf-8")
+    result = run_cli("--policy-file", str(path), "sinks", "list")
+    assert result.exit_code == 2 and "sinks.x.url" in result.stderr
+
+
+@pytest.fixture
+def app(db_path: Path, prefix: str, receiver: Receiver) -> Iterator[tuple[TestClient, Warden, dict[str, str]]]:
+    w = open_warden(db_path, sink_table(prefix, receiver))
+    keys = KeyStore(w)
+    made = {
+        role: keys.create(role, caller=OPERATOR, **({"tenants": ["acme"]} if role == "agent" else {}))[0]
+        for role in ("security", "auditor", "agent")
+    }
+    with TestClient(create_app(w, scheduler=False, mcp=False)) as client:
+        yield client, w, made
+    w.close()
+
+
+def test_the_http_api_lists_tests_and_redelivers_for_security_keys(app: Any) -> None:
+    client, w, keys = app
+    security = {"x-api-key": keys["security"]}
+    listed = client.get("/v1/sinks", headers=security).json()["sinks"]
+    assert [s["name"] for s in listed] == ["cache", "index"]
+    assert client.get("/v1/sinks", headers={"x-api-key": keys["agent"]}).status_code == 403
+    assert client.post("/v1/sinks/index/test", headers=security).json()["ok"] is True
+    assert client.post("/v1/sinks/index/test", headers={"x-api-key": keys["auditor"]}).status_code == 403
+    assert client.post("/v1/sinks/nope/test", headers=security).status_code == 404
+    save_n(w, 10)
+    body = {"selector": {"tenant": "acme"}, "reason": "contractor left", "wait": True}
+    answer = client.post("/v1/revocations", json=body, headers=security).json()
+    assert answer["readback"]["readback_status"] == "confirmed"
+    assert {s["sink"]: (s["status"], s["covered"]) for s in answer["sinks"]} == {
+        "cache": ("confirmed", 10),
+        "index": ("confirmed", 10),
+    }
+    notice = f"ntc_{answer['seq']:012d}"
+    redelivered = client.post("/v1/sinks/redeliver", json={"notice_id": notice}, headers=security).json()
+    assert redelivered["requeued"] == 2
+    refused = client.post("/v1/sinks/redeliver", json={"notice_id": "x"}, headers=security)
+    assert refused.status_code == 422 and refused.json()["field"] == "notice_id"
+    assert client.post("/v1/sinks/redeliver", json={"notice_id": "ntc_9"}, headers=security).status_code == 404
+    without = client.post("/v1/revocations", json={**body, "wait": False}, headers=security).json()
+    assert "sinks" not in without and "readback" not in without  # the answer's shape as it was
+
+
+def test_the_console_shows_each_sinks_line_and_the_metrics_count(app: Any) -> None:
+    client, w, keys = app
+    save_n(w, 3)
+    revoked = w.revoke({"tenant": "acme"}, reason="r", caller=OPERATOR)
+    w.settle_sinks(revoked.revocation_id, caller=OPERATOR)
+    form = client.get("/console/login").text
+    token = re.search(r'name="login_token" value="([^"]+)"', form)
+    assert token
+    signed = client.post(
+        "/console/login",
+        data={"login_token": token[1], "key": keys["security"], "next": "/console/revocations"},
+        headers={"origin": "http://testserver"},
+        follow_redirects=False,
+    )
+    assert signed.status_code == 303
+    page = client.get(f"/console/revocations/{revoked.revocation_id}").text
+    assert "Sinks" in page and re.search(
+        r"<th scope=\"row\">index</th><td><span class=\"status status-confirmed\">", page
+    )
+    weekly = client.get("/console/weekly").text
+    assert "Dead letters" in weekly
+    text = metrics.REGISTRY.get_sample_value("memwarden_sink_readbacks_total", {"sink": "index", "status": "confirmed"})
+    assert text is not None and text >= 1
+    assert metrics.REGISTRY.get_sample_value(
+        "memwarden_sink_deliveries_total", {"sink": "cache", "outcome": "delivered"}
+    )
