@@ -170,6 +170,15 @@ def scope_for_save(caller: Principal, scope: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+def tenants_seen(caller: Principal, holding: Sequence[str]) -> list[str]:
+    """The tenants ``caller`` may see, of those ``holding`` memories it may
+    read: staff every such tenant; an agent key every tenant it is bound
+    to, one with no memory yet included (it is still the key's to use)."""
+    if caller.is_staff:
+        return list(holding)
+    return sorted({*holding, *caller.tenants})
+
+
 def one_tenant(caller: Principal, tenant: str | None) -> str:
     """The tenant a call that names no tenant is in: the caller's only one
     (a Memory API call, an agent's listing)."""

@@ -23,7 +23,7 @@ from . import (
 )
 from ._core import Core
 from ._memories import Acting
-from ._rights import Principal, authorize
+from ._rights import Principal, authorize, tenants_seen
 from ._views import DueItem
 
 
@@ -112,10 +112,11 @@ class Warden(Core):
             return view.weekly()
 
     def tenants(self, *, caller: Principal) -> list[str]:
-        """The tenants holding memories the caller may read (up to 1,000)."""
+        """The tenants the caller may see (``_rights.tenants_seen``): those
+        holding memories it may read (up to 1,000), and an agent key's own."""
         authorize(caller, "read")
         with self.reading() as view:
-            return view.tenant_names(caller.access)
+            return tenants_seen(caller, view.tenant_names(caller.access))
 
     def tail(self, n: int = 20, *, caller: Principal) -> list[dict[str, Any]]:
         authorize(caller, "review")

@@ -5,10 +5,12 @@ refusals answered as pages that say why."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -36,16 +38,110 @@ class PageError(Exception):
         self.problem = problem
 
 
+def refusal(exc: Exception) -> tuple[int, str]:
+    """The status and message of a refusal, for a page that shows it in
+    place (its form again, saying what is wrong); anything else is a fault
+    of memwarden's own and goes on up."""
+    if isinstance(exc, PageError):
+        return exc.status, exc.problem
+    found = answer(exc)
+    if found is None:
+        raise exc
+    return found.status, found.message
+
+
 def _shown(value: Any) -> Any:
-    # Markup is a macro's or filter's HTML, its values already shown
-    return visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+    """What a value in a page reads as: a text through ``visible``; never a
+    Python spelling (``True``, ``None``, ``['a']``) a person would have to
+    decode."""
+    if isinstance(value, Markup):  # a macro's or filter's HTML, its values already shown
+        return value
+    if isinstance(value, str):
+        return visible(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(str(_shown(v)) for v in value)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{_shown(k)}={_shown(v)}" for k, v in value.items())
+    return value
+
+
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
+
+
+def timed(value: Any) -> Markup:
+    """A text the engine wrote (a gate's detail, a step's note) with each
+    time in it shown as ``moment`` shows one."""
+    text = visible(value) if isinstance(value, str) else str(_shown(value))
+    out, at = Markup(""), 0
+    for found in _TIME.finditer(text):
+        out += escape(text[at : found.start()]) + moment(found.group())
+        at = found.end()
+    return out + escape(text[at:])
+
+
+def memory_url(tenant: str, memory_id: str, as_of: str | None = None) -> str:
+    """A memory's page. Tenant and id travel in the query string, each
+    encoded whole: a path segment cannot carry every id (a browser resolves
+    ``..`` and ``%2E%2E`` in a path, and a proxy may decode ``%2F``)."""
+    params = {"tenant": tenant, "id": memory_id}
+    if as_of is not None:
+        params["as_of"] = as_of
+    return "/console/memory?" + urlencode(params, quote_via=quote)
+
+
+def memory_ref(tenant: str, memory_id: str) -> str:
+    """Tenant and id as one ASCII value (each percent-encoded whole), for a
+    form field: a hidden field holds no raw control or direction character."""
+    return f"{quote(tenant, safe='')}/{quote(memory_id, safe='')}"
+
+
+def memories_url(**params: Any) -> str:
+    """The memory list searched by ``params`` (those given)."""
+    given = {k: v for k, v in params.items() if v not in (None, "")}
+    return "/console/memories" + ("?" + urlencode(given, quote_via=quote) if given else "")
+
+
+def path_part(value: str) -> str:
+    """``value`` as one path segment, every reserved character encoded."""
+    return quote(value, safe="")
+
+
+def moment(value: Any) -> Markup:
+    """A recorded time as a person reads it: to the second, never split
+    across lines, with its UTC value in ``datetime`` (which the page's
+    script shows in the viewer's own zone, and ``title`` keeps exact)."""
+    if not isinstance(value, str) or not value:
+        return Markup("")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:  # not a time after all: shown as it is
+        return Markup(escape(visible(value)))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    utc = parsed.astimezone(UTC).replace(microsecond=0)
+    stamp = utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    shown = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(stamp, visible(value), shown)
 
 
 class Pages:
     def __init__(self, sessions: Sessions, templates: Path) -> None:
         self.sessions = sessions
         self.templates = Jinja2Templates(directory=str(templates))
-        self.templates.env.globals.update(actions=ACTIONS, may=may)
+        self.templates.env.globals.update(
+            actions=ACTIONS,
+            may=may,
+            memory_url=memory_url,
+            memory_ref=memory_ref,
+            memories_url=memories_url,
+            path_part=path_part,
+        )
+        self.templates.env.filters["moment"] = moment
+        self.templates.env.filters["timed"] = timed
         # every value a page shows passes the one rule for text a person
         # reads (``_visible``): a direction override or control an agent
         # put in an id or summary is shown as its escape. A form field

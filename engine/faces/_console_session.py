@@ -20,6 +20,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import Request
 from memwarden.engine import KeyStore, Principal
@@ -36,6 +37,7 @@ class Session:
     started: float
     seen: float
     jobs: dict[str, dict[str, object]] = field(default_factory=dict)
+    notice: dict[str, Any] | None = None  # a change's answer, shown by the next page once
 
 
 class Sessions:

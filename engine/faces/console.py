@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -30,7 +30,7 @@ from memwarden.engine import (
 from memwarden.projections import STATUSES
 from starlette.concurrency import run_in_threadpool
 
-from ._console_pages import PageError, Pages, harden, local_path
+from ._console_pages import PageError, Pages, harden, local_path, memories_url, path_part, refusal
 from ._console_session import COOKIE, LOGIN_COOKIE, Session, Sessions, same_origin, token_matches
 from ._docs import install_docs
 
@@ -115,121 +115,162 @@ def build_console(
 
     # -- memories ------------------------------------------------------------------------------
 
-    @router.get("/memories")
-    @page()
-    def memories(
-        request: Request,
-        session: Session,
-        who: Principal,
-        tenant: str | None = None,
-        project: str | None = None,
-        agent: str | None = None,
-        kind: str | None = None,
-        status: str | None = None,
-        text: str | None = None,
-        page: int = 1,
+    def memory_list(
+        request: Request, session: Session, who: Principal, query: dict[str, str | None], code: int = 200
     ) -> Response:
         tenants = warden.tenants(caller=who)
-        search = {
-            "tenant": _blank(tenant) or (tenants[0] if tenants else None),
-            "project": _blank(project),
-            "agent": _blank(agent),
-            "kind": _blank(kind),
-            "status": _blank(status),
-            "text": _blank(text),
-        }
-        if not isinstance(page, int) or page < 1 or page > 4000:
-            raise InvalidInput("page", "must be between 1 and 4000")
-        rows: list[dict[str, Any]] = []
-        more = False
-        if search["tenant"] is not None:
-            views = warden.query(
-                tenant=search["tenant"],
-                project=search["project"],
-                agent=search["agent"],
-                kind=search["kind"],
-                status=search["status"],
-                text=search["text"],
-                include_unusable=True,
-                limit=PAGE_SIZE + 1,
-                offset=(page - 1) * PAGE_SIZE,
-                with_content=False,
-                caller=who,
-            )
-            rows = [v.as_dict() for v in views[:PAGE_SIZE]]
-            more = len(views) > PAGE_SIZE
-        link = {k: v for k, v in search.items() if v is not None}
+        search = {name: _blank(query.get(name)) for name in ("tenant", "project", "agent", "kind", "status", "text")}
+        if search["tenant"] is None and len(tenants) == 1:
+            search["tenant"] = tenants[0]  # the only one this key may see: nothing to choose
+        context: dict[str, Any] = {"rows": [], "page": 1, "previous": None, "next": None, "error": None}
+        try:
+            number = _page_number(query.get("page"))
+            context["page"] = number
+            if search["tenant"] is None and any(search.values()):
+                raise InvalidInput("tenant", "name the tenant to search in")
+            if search["tenant"] is not None:
+                views = warden.query(
+                    **search,  # type: ignore[arg-type]
+                    include_unusable=True,
+                    limit=PAGE_SIZE + 1,
+                    offset=(number - 1) * PAGE_SIZE,
+                    with_content=False,
+                    caller=who,
+                )
+                context["rows"] = [v.as_dict() for v in views[:PAGE_SIZE]]
+                if number > 1:
+                    context["previous"] = memories_url(**search, page=number - 1)
+                if len(views) > PAGE_SIZE:
+                    context["next"] = memories_url(**search, page=number + 1)
+        except Exception as exc:  # the search form again, with what was wrong with it
+            code, context["error"] = refusal(exc)
         return render(
             request,
             "memories.html",
+            code,
             who=who,
             csrf=session.csrf,
             nav="memories",
             search=search,
             tenants=tenants,
             statuses=STATUSES,
-            rows=rows,
-            page=page,
-            previous=f"?{urlencode({**link, 'page': page - 1})}" if page > 1 else None,
-            next=f"?{urlencode({**link, 'page': page + 1})}" if more else None,
+            **context,
         )
 
-    @router.get("/memories/{tenant}/{memory_id:path}")
+    @router.get("/memories")
     @page()
-    def memory(
-        request: Request, session: Session, who: Principal, tenant: str, memory_id: str, as_of: str | None = None
-    ) -> Response:
-        as_of = _blank(as_of)
-        data = warden.explain(memory_id, tenant=tenant, caller=who, as_of=as_of)
-        now = data if as_of is None else warden.explain(memory_id, tenant=tenant, caller=who)
+    def memories(request: Request, session: Session, who: Principal) -> Response:
+        return memory_list(request, session, who, dict(request.query_params))
+
+    def memory_page(request: Request, session: Session, who: Principal, tenant: str, memory_id: str) -> Response:
+        as_of = _blank(request.query_params.get("as_of"))
+        now = warden.explain(memory_id, tenant=tenant, caller=who)  # not found: the error page
+        then: dict[str, Any] | None = None
+        error: str | None = None
+        code = 200
+        if as_of is not None:
+            try:
+                then = warden.explain(memory_id, tenant=tenant, caller=who, as_of=as_of)
+            except Exception as exc:  # a bad or too early moment: today's page, and the form saying why
+                code, error = refusal(exc)
+        shown = then or now
         content = None
-        if as_of is None and data["usable"]:
-            content = warden.get(memory_id, tenant=tenant, caller=who).content
+        if then is None and now["usable"]:
+            content = warden.get(memory_id, tenant=now["tenant"], caller=who).content
         versions = [
             {"version": h["version"], "checksum": h["checksum"], "seq": h["seq"], "recorded_at": h["recorded_at"]}
-            for h in data["history"]
+            for h in shown["history"]
             if h["event"] == "memory.saved"
         ]
         return render(
             request,
             "memory.html",
+            code,
             who=who,
             csrf=session.csrf,
             nav="memories",
-            m=data,
+            m=shown,
             now=now,
-            tenant=tenant,
+            then=then,
+            tenant=now["tenant"],
             content=content,
             versions=versions,
             as_of=as_of,
+            error=error,
         )
+
+    @router.get("/memory")
+    @page()
+    def memory(
+        request: Request, session: Session, who: Principal, tenant: str = "", id: str = "", ref: str = ""
+    ) -> Response:
+        """A memory's page: tenant and id in the query string (``memory_url``),
+        or as ``ref``, both percent-encoded (``memory_ref``): how the as-of
+        form names the memory without a raw control character in the page."""
+        if ref and "/" in ref:
+            tenant, id = (unquote(part) for part in ref.split("/", 1))
+        if not tenant or not id:
+            raise PageError(422, "tenant and id: a memory's page names both")
+        return memory_page(request, session, who, tenant, id)
+
+    @router.get("/memories/{tenant}/{memory_id:path}")
+    @page()
+    def memory_by_path(request: Request, session: Session, who: Principal, tenant: str, memory_id: str) -> Response:
+        """The same page at a path (links made before ``/memory``): the
+        segments as sent, so a ``%2F`` in the tenant stays in the tenant."""
+        raw = request.scope.get("raw_path")
+        if isinstance(raw, bytes):
+            sent = raw.decode("latin-1").split("?", 1)[0]
+            prefix = "/console/memories/"
+            if sent.startswith(prefix) and "/" in sent[len(prefix) :]:
+                raw_tenant, raw_id = sent[len(prefix) :].split("/", 1)
+                tenant, memory_id = unquote(raw_tenant), unquote(raw_id)
+        return memory_page(request, session, who, tenant, memory_id)
 
     # -- revocations ---------------------------------------------------------------------------
 
-    @router.get("/revocations")
-    @page()
-    def revocations(request: Request, session: Session, who: Principal, page: int = 1) -> Response:
-        if not isinstance(page, int) or page < 1 or page > 4000:
-            raise InvalidInput("page", "must be between 1 and 4000")
-        found = warden.revocations(limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE, caller=who)
+    def revocation_list(
+        request: Request,
+        session: Session,
+        who: Principal,
+        page: str | None = None,
+        *,
+        code: int = 200,
+        error: str | None = None,
+        given: dict[str, Any] | None = None,
+    ) -> Response:
+        number = _page_number(page)
+        found = warden.revocations(limit=PAGE_SIZE + 1, offset=(number - 1) * PAGE_SIZE, caller=who)
         return render(
             request,
             "revocations.html",
+            code,
             who=who,
             csrf=session.csrf,
             nav="revocations",
             revocations=found[:PAGE_SIZE],
-            page=page,
-            previous=f"?page={page - 1}" if page > 1 else None,
-            next=f"?page={page + 1}" if len(found) > PAGE_SIZE else None,
+            page=number,
+            previous=f"?page={number - 1}" if number > 1 else None,
+            next=f"?page={number + 1}" if len(found) > PAGE_SIZE else None,
             fields=SELECTOR_FIELDS,
+            error=error,
+            given=given or {},
         )
+
+    @router.get("/revocations")
+    @page()
+    def revocations(request: Request, session: Session, who: Principal, page: str | None = None) -> Response:
+        return revocation_list(request, session, who, page)
 
     @router.post("/revocations/dry-run")
     @page()
     def revocation_dry_run(request: Request, session: Session, who: Principal, form: Any) -> Response:
-        selector, reason = _selector(form)
-        preview = warden.preview_revocation(selector, caller=who)
+        try:
+            selector, reason = _selector(form)
+            preview = warden.preview_revocation(selector, caller=who)
+        except Exception as exc:  # the form again, filled in as it was sent, saying what is wrong
+            code, problem = refusal(exc)
+            return revocation_list(request, session, who, code=code, error=problem, given=_given(form))
         return render(
             request,
             "revocation_confirm.html",
@@ -246,12 +287,16 @@ def build_console(
     @router.post("/revocations")
     @page()
     def revocation_issue(request: Request, session: Session, who: Principal, form: Any) -> Response:
-        if form.get("confirmed") != "yes":
-            raise PageError(422, "confirmed: a revocation is issued only from its dry run's confirmation")
-        selector, reason = _selector(form)
-        result = warden.revoke(selector, reason=reason, caller=who)
+        try:
+            if form.get("confirmed") != "yes":
+                raise PageError(422, "confirmed: a revocation is issued only from its dry run's confirmation")
+            selector, reason = _selector(form)
+            result = warden.revoke(selector, reason=reason, caller=who)
+        except Exception as exc:
+            code, problem = refusal(exc)
+            return revocation_list(request, session, who, code=code, error=problem, given=_given(form))
         read_back(result.revocation_id, who)
-        return RedirectResponse(f"/console/revocations/{result.revocation_id}", status_code=303)
+        return RedirectResponse(f"/console/revocations/{path_part(result.revocation_id)}", status_code=303)
 
     @router.get("/revocations/{revocation_id}")
     @page()
@@ -269,6 +314,61 @@ def build_console(
             records=records,
             sinks=sinks,
         )
+
+    # -- policies ------------------------------------------------------------------------------
+
+    def policy_list(
+        request: Request,
+        session: Session,
+        who: Principal,
+        *,
+        code: int = 200,
+        error: str | None = None,
+        given: dict[str, Any] | None = None,
+    ) -> Response:
+        done, session.notice = session.notice, None  # a change's answer is shown once
+        return render(
+            request,
+            "policies.html",
+            code,
+            who=who,
+            csrf=session.csrf,
+            nav="policies",
+            policies=sorted(warden.policies(caller=who).items()),
+            done=done,
+            error=error,
+            given=given or {},
+        )
+
+    @router.get("/policies")
+    @page()
+    def policies(request: Request, session: Session, who: Principal) -> Response:
+        return policy_list(request, session, who)
+
+    @router.post("/policies/dry-run")
+    @page()
+    def policy_dry_run(request: Request, session: Session, who: Principal, form: Any) -> Response:
+        name, version = _blank(form.get("policy")) or "", _blank(form.get("version")) or ""
+        try:
+            preview = warden.preview_policy(name, version, caller=who)
+        except Exception as exc:
+            code, problem = refusal(exc)
+            return policy_list(request, session, who, code=code, error=problem, given=_given(form))
+        return render(request, "policy_confirm.html", who=who, csrf=session.csrf, nav="policies", preview=preview)
+
+    @router.post("/policies")
+    @page()
+    def policy_change(request: Request, session: Session, who: Principal, form: Any) -> Response:
+        name, version = _blank(form.get("policy")) or "", _blank(form.get("version")) or ""
+        try:
+            if form.get("confirmed") != "yes":
+                raise PageError(422, "confirmed: a policy is changed only from its dry run's confirmation")
+            session.notice = warden.change_policy(name, version, caller=who)
+        except Exception as exc:
+            code, problem = refusal(exc)
+            return policy_list(request, session, who, code=code, error=problem, given=_given(form))
+        # after the change, a page to reload freely: the answer travels in the session
+        return RedirectResponse("/console/policies", status_code=303)
 
     # -- weekly counters -------------------------------------------------------------------
 
@@ -290,16 +390,23 @@ def build_console(
         """The head; with ``kept`` (a head kept earlier, SEQ:HASH), that head
         checked against today's log (a read: a plain GET form)."""
         kept = _blank(kept)
-        report = warden.audit_verify(kept, caller=who) if kept else None
+        report, error, code = None, None, 200
+        if kept:
+            try:
+                report = warden.audit_verify(kept, caller=who)
+            except Exception as exc:  # a head that is no head: the form again, saying why
+                code, error = refusal(exc)
         return render(
             request,
             "audit.html",
+            code,
             who=who,
             csrf=session.csrf,
             nav="audit",
             head=warden.audit_head(caller=who),
             anchor=report,
             kept=kept,
+            error=error,
         )
 
     @router.post("/audit/verify")
@@ -334,8 +441,22 @@ def build_console(
     return router
 
 
-def _blank(value: str | None) -> str | None:
+def _blank(value: Any) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
+
+
+def _page_number(value: str | None) -> int:
+    """A list's page number, from the query string as typed."""
+    if value is None or value == "":
+        return 1
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= 4000:
+        raise InvalidInput("page", "must be between 1 and 4000")
+    return int(value)
+
+
+def _given(form: Any) -> dict[str, str]:
+    """A form's text fields as sent, to fill it in again."""
+    return {k: v for k, v in form.items() if isinstance(v, str) and k not in ("csrf", "confirmed")}
 
 
 def _selector(form: Any) -> tuple[dict[str, Any], str]:

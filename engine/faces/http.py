@@ -281,7 +281,8 @@ def create_app(
 
     @app.get("/v1/tenants", tags=["memories"], **documented(R.Tenants))
     def tenants(who: Caller) -> dict[str, Any]:
-        """The tenants holding memories this key may read (up to 1,000)."""
+        """The tenants this key may see: those holding memories it may read
+        (up to 1,000), and an agent key's own."""
         return {"tenants": warden.tenants(caller=who)}
 
     @app.post("/v1/erasures", tags=["security"], **documented(R.Erased, 200, 404))

@@ -84,9 +84,11 @@ def test_a_bound_agent_key_sees_its_own_memories_only(server: Server) -> None:
 def test_bad_input_is_a_page_naming_the_field(server: Server) -> None:
     with signed_in(server, "security") as c:
         cases = {
-            ("/console/memories", "status=bogus"): "status",
-            ("/console/memories", "page=0"): "page",
-            ("/console/memories", "text=%00"): "text",
+            # a staff key sees several tenants: a search names one
+            ("/console/memories", "tenant=acme&status=bogus"): "status",
+            ("/console/memories", "tenant=acme&page=0"): "page",
+            ("/console/memories", "tenant=acme&text=%00"): "text",
+            ("/console/memories", "status=expired"): "tenant",
             ("/console/memories/acme/bot%2F1", "as_of=2026-01-05T09:00:00"): "as_of",
             ("/console/revocations", "page=99999"): "page",
         }
@@ -95,7 +97,7 @@ def test_bad_input_is_a_page_naming_the_field(server: Server) -> None:
             assert answer.status_code == 422, (path, query, answer.text)
             assert field in answer.text
         assert c.get("/console/revocations/rev_nope").status_code == 404
-        assert c.get("/console/memories?page=abc").status_code == 422
+        assert c.get("/console/memories?tenant=acme&page=abc").status_code == 422
         csrf = re.search(r'name="csrf" value="([^"]+)"', c.get("/console/revocations").text)
         assert csrf
         head = server.head()
@@ -134,3 +136,59 @@ def test_controls_and_direction_overrides_are_shown_escaped(server: Server) -> N
         assert "invoice\\u202egpj.exe" in page
     assert "\\u202eevil\\u001b[2J\\u0085 요약" in listed  # the summary
     assert "\\u202eevil\\u001b[2J\\u0085 요약" in shown  # the text
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found
+    return found[1]
+
+
+def test_links_name_the_tenant_and_open_whatever_the_id(server: Server) -> None:
+    with signed_in(server, "agent") as c:
+        listed = c.get("/console/memories").text  # the key's only tenant, opened for it
+        assert 'href="/console/memory?tenant=acme&amp;id=bot%2F1"' in listed
+        assert "/console/memories//" not in listed
+        assert c.get("/console/memory", params={"tenant": "acme", "id": "bot/1"}).status_code == 200
+        # the older path, its segments as sent
+        assert c.get("/console/memories/acme/bot%2F1").status_code == 200
+        assert c.get("/console/memory", params={"tenant": "acme"}).status_code == 422
+
+
+def test_the_home_offers_the_tenants_the_key_may_see(server: Server) -> None:
+    with signed_in(server, "multi") as c:
+        home = c.get("/console/memories").text
+        assert "Tenants this key may see" in home and "<table" not in home
+        assert 'href="/console/memories?tenant=acme"' in home and 'href="/console/memories?tenant=globex"' in home
+    with signed_in(server, "security") as c:
+        assert "Tenants this key may see" in c.get("/console/memories").text
+
+
+def test_refusals_keep_the_page_and_the_form(server: Server) -> None:
+    with signed_in(server, "security") as c:
+        then = c.get("/console/memory", params={"tenant": "acme", "id": "bot/1", "as_of": "not-a-time"})
+        assert then.status_code == 422 and "as_of" in then.text
+        assert "Why (not) usable now" in then.text and 'value="not-a-time"' in then.text
+        kept = c.get("/console/audit", params={"kept": "12:nohash"})
+        assert kept.status_code == 422 and "Check a kept head" in kept.text and 'value="12:nohash"' in kept.text
+        csrf = csrf_of(c.get("/console/revocations").text)
+        refused = c.post("/console/revocations/dry-run", data={"csrf": csrf, "project": "p-9", "reason": ""})
+        assert refused.status_code == 422 and "reason" in refused.text
+        assert "Issue a revocation" in refused.text and 'value="p-9"' in refused.text
+        policy = c.post("/console/policies/dry-run", data={"csrf": csrf, "policy": "default", "version": "no way"})
+        assert policy.status_code == 422 and "version" in policy.text and 'value="no way"' in policy.text
+        # an unknown memory is still a page saying so
+        assert c.get("/console/memory", params={"tenant": "acme", "id": "nope"}).status_code == 404
+    with signed_in(server, "auditor") as c:
+        csrf = csrf_of(c.get("/console/policies").text)
+        refused = c.post("/console/policies/dry-run", data={"csrf": csrf, "policy": "default", "version": "2"})
+        assert refused.status_code == 403 and "the auditor role may not do this" in refused.text
+
+
+def test_the_confirmation_shows_no_python_values(server: Server) -> None:
+    with signed_in(server, "security") as c:
+        csrf = csrf_of(c.get("/console/revocations").text)
+        page = c.post("/console/revocations/dry-run", data={"csrf": csrf, "everything": "yes", "reason": "drill"}).text
+        assert "every memory of every tenant" in page
+        main = page.split("<main", 1)[1]
+        assert not re.search(r"\b(True|False|None)\b", re.sub(r"<[^>]+>", " ", main))

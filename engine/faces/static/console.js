@@ -1,6 +1,20 @@
-// The console's few scripts: the weekly chart, the audit's progress, copying
-// the head. Pages work without them; each piece runs only where its element is.
+// The console's few scripts: times in the viewer's zone, the weekly chart, the
+// audit's progress, copying the head. Pages work without them (times then
+// read in UTC); each piece runs only where its element is.
 "use strict";
+
+(function localTimes() {
+  // to the second, in the viewer's own zone and way of writing a date; the
+  // UTC value stays in datetime and the exact recorded one in title
+  const format = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+  });
+  for (const time of document.querySelectorAll("time[datetime]")) {
+    const when = new Date(time.getAttribute("datetime"));
+    if (!Number.isNaN(when.getTime())) time.textContent = format.format(when);
+  }
+})();
 
 (function weeklyChart() {
   const data = document.getElementById("weekly-data");
