@@ -143,6 +143,11 @@ class Fetchers:
             raise FetchFailed(where, "too_large", f"larger than {self.max_bytes} bytes")
         return _decode(source, done.stdout)
 
+    def client(self) -> httpx.Client:
+        """An HTTP client under these fetchers' address rules (the embedder's
+        endpoint connects through the same check as a source)."""
+        return self._client()
+
     def _client(self) -> httpx.Client:
         transport = self.transport
         if transport is None:

@@ -9,6 +9,7 @@ from ._errors import (
     SERVER_ERRORS,
     EventIdReused,
     EventRowDamaged,
+    InvalidField,
     LogDamaged,
     LogDiverged,
     Refusal,
@@ -66,8 +67,12 @@ from ._time import (
     to_utc,
 )
 from ._types import PolicyVersion, version_key, version_value
+from ._vectors import Vector, check_vector
 
 __all__ = [
+    "InvalidField",
+    "Vector",
+    "check_vector",
     "CLOCK_SKEW",
     "CONTENT_BYTES",
     "DATABASE_ERRORS",
