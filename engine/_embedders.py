@@ -129,6 +129,15 @@ def _checked(name: str, out: list[Any], count: int, dims: int) -> list[tuple[flo
         raise EmbedderFailed("embedder", f"{name}: {exc}") from None
 
 
+def vector_input(field: str, value: Any, dims: int | None) -> tuple[float, ...]:
+    """A caller's vector checked (``check_vector``), refused as the engine's
+    ``InvalidInput`` naming ``field``."""
+    try:
+        return check_vector(field, value, dims)
+    except InvalidField as exc:
+        raise InvalidInput(field, exc.problem) from None
+
+
 def register_embedder(name: str, fn: EmbedFn, dims: int) -> None:
     """Make ``fn`` (texts -> vectors of ``dims``) the embedder a policy file's
     ``kind = "callable"``, ``name = ...`` names."""

@@ -15,7 +15,6 @@ from memwarden.events import (
     ParentRef,
     Scope,
     Vector,
-    check_vector,
     content_checksum,
     format_ts,
     parse_duration,
@@ -25,6 +24,7 @@ from memwarden.projections import Access, Key, ViewReader, blocking_revocation
 
 from ._core import Core, log
 from ._derivation import Judge
+from ._embedders import vector_input
 from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
 from ._limits import CONTROL, TooLarge, check_source_url, encoded, normal_checksum, normal_url
 from ._metrics import SAVES
@@ -147,7 +147,7 @@ def check_input(
     vector = None
     if embedding is not None:
         dims = core.embedder.dims if core.embedder is not None else None
-        vector = check_vector("embedding", embedding, dims)
+        vector = vector_input("embedding", embedding, dims)
     return Checked(
         memory_id,
         kind,
