@@ -7,6 +7,7 @@ from memwarden.projections import Access
 from . import _metrics as metrics  # the Prometheus families, for the faces that serve them
 from ._addresses import AddressPolicy, AddressRefused
 from ._answers import Answer, answer, refusal_from
+from ._embedders import CallableEmbedder, Embedder, EmbedderFailed, HashEmbedder, HttpEmbedder, register_embedder
 from ._errors import (
     AmbiguousMemory,
     BatchRefused,
@@ -39,6 +40,7 @@ from ._memories import Acting, Memories
 from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
 from ._reading import search_words
+from ._recall import RRF_K, Found
 from ._rights import OPERATOR, SYSTEM, Principal, may
 from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
 from ._sink_clients import signed_headers
@@ -48,6 +50,14 @@ from ._views import DueItem, ErasureResult, ImportResult, MemoryView, Revocation
 from ._warden import Warden
 
 __all__ = [
+    "CallableEmbedder",
+    "Embedder",
+    "EmbedderFailed",
+    "Found",
+    "HashEmbedder",
+    "HttpEmbedder",
+    "RRF_K",
+    "register_embedder",
     "ACTIONS",
     "Access",
     "Acting",

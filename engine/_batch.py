@@ -19,13 +19,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from memwarden.events import Event, Texts, format_ts
+from memwarden.events import Event, Texts, Vector, format_ts
 from memwarden.projections import Key
 
 from ._core import Core, log
 from ._errors import BatchRefused
 from ._rights import Principal, operation
-from ._saving import Checked, Reads, check_input, retried, saved_event
+from ._saving import Checked, Reads, check_input, embedded, retried, saved_event, vector_of
 from ._views import SaveResult
 
 MAX_BATCH = 10_000
@@ -109,6 +109,7 @@ def save_many(
             problems.append(_problem(index, exc))
     if problems and len(problems) == len(given):
         _refuse(problems, len(given))
+    checked = list(zip([i for i, _ in checked], embedded(core, [item for _, item in checked]), strict=True))
     results: list[tuple[Checked, Any] | SaveResult] = []
     with core.transaction() as tx:
         # each tenant's revocations read once for the batch (a save appends
@@ -117,6 +118,7 @@ def save_many(
         reads = Reads(tx.view, _keys(checked))
         pending: list[Event] = []
         pending_texts: list[Texts] = []
+        pending_vectors: list[Vector] = []
         pending_keys: set[Key] = set()
         seq_of: dict[int, int] = {}  # id(event) -> its seq
 
@@ -126,10 +128,12 @@ def save_many(
             if not pending:
                 return
             tx.texts.put_many(pending_texts)  # before the fold, which indexes them
+            tx.texts.put_vectors(pending_vectors)
             for event, seq in zip(pending, tx.append(pending), strict=True):
                 seq_of[id(event)] = seq
             pending.clear()
             pending_texts.clear()
+            pending_vectors.clear()
             reads.refresh(pending_keys)
             pending_keys.clear()
 
@@ -151,6 +155,7 @@ def save_many(
                 problems.append(_problem(index, exc))
                 continue
             pending_texts.append(Texts(item.scope.tenant, event.memory_id, event.version, item.summary, item.content))
+            pending_vectors.extend(vector_of(item, event))
             pending.extend([adopted, event] if adopted else [event])
             pending_keys.add((item.scope.tenant, event.memory_id))
             reads.saved(event)

@@ -21,6 +21,7 @@ from memwarden.projections import (
     Evidence,
     Store,
     Texts,
+    VectorIndex,
     ViewReader,
     Write,
     open_store,
@@ -28,6 +29,7 @@ from memwarden.projections import (
 
 from ._collector import collector_paused
 from ._derivation import cascade
+from ._embedders import Embedder
 from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
 from ._joined import Joined
@@ -64,8 +66,12 @@ class Core:
         cache_mb: int = 64,
         read_url: str | None = None,
         sinks: Sequence[SinkSpec] = (),
+        embedder: Embedder | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
+        # what computes a save's vector when it brings none (None: only given vectors are kept)
+        self.embedder = embedder
+        self.vector_index = VectorIndex()
         self.policy = policy or TtlPolicy()
         self.fetchers = fetchers or Fetchers()
         self.limits = limits or Limits()

@@ -146,8 +146,8 @@ class Fetchers:
         return _decode(source, done.stdout)
 
     def client(self) -> httpx.Client:
-        """An HTTP client held to the address rules (the sinks' deliveries
-        and probes leave through it, as fetches do)."""
+        """An HTTP client held to the address rules: the sinks' deliveries and
+        probes and the embedder's endpoint leave through it, as fetches do."""
         return self._client()
 
     def _client(self) -> httpx.Client:

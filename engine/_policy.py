@@ -35,6 +35,7 @@ from typing import Any
 from memwarden.events import parse_duration
 
 from ._addresses import AddressPolicy
+from ._embedders import Embedder, embedder_from_settings
 from ._errors import InvalidInput
 from ._fetchers import Fetchers
 from ._limits import Limits
@@ -114,6 +115,7 @@ class PolicyFile:
     fetch: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     sinks: tuple[SinkSpec, ...] = ()
+    embedding: dict[str, Any] = field(default_factory=dict)  # the [embedder] table (``_embedders``)
 
     @classmethod
     def read(cls, path: str | Path) -> PolicyFile:
@@ -121,25 +123,32 @@ class PolicyFile:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise InvalidInput("policy_file", f"{path}: {exc}") from None
-        unknown = set(data) - {"kinds", "fetch", "limits", "sinks"}
+        unknown = set(data) - {"kinds", "fetch", "limits", "sinks", "embedder"}
         if unknown:
             raise InvalidInput(
-                "policy_file", f"{path}: unknown tables {sorted(unknown)} (known: fetch, kinds, limits, sinks)"
+                "policy_file",
+                f"{path}: unknown tables {sorted(unknown)} (known: embedder, fetch, kinds, limits, sinks)",
             )
         tables = {}
-        for name in ("kinds", "fetch", "limits", "sinks"):
+        for name in ("kinds", "fetch", "limits", "sinks", "embedder"):
             tables[name] = data.get(name, {})
             if not isinstance(tables[name], dict):
                 raise InvalidInput("policy_file", f"{path}: [{name}] must be a table")
-        return cls(
+        settings = cls(
             TtlPolicy(tables["kinds"]),
             _fetch_settings(tables["fetch"]),
             Limits.from_settings(tables["limits"]),
             sinks_from_table(tables["sinks"]),
+            tables["embedder"],
         )
+        settings.embedder(settings.fetchers())  # a wrong [embedder] is named now, not at the first save
+        return settings
 
     def fetchers(self, *, allow_local: bool = False) -> Fetchers:
         return Fetchers.from_settings(self.fetch, allow_local=allow_local)
+
+    def embedder(self, fetchers: Fetchers) -> Embedder | None:
+        return embedder_from_settings(self.embedding, fetchers)
 
 
 def _fetch_settings(table: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +14,7 @@ from memwarden.events import (
     MemorySaved,
     ParentRef,
     Scope,
+    Vector,
     content_checksum,
     format_ts,
     parse_duration,
@@ -23,6 +24,7 @@ from memwarden.projections import Access, Key, ViewReader, blocking_revocation
 
 from ._core import Core, log
 from ._derivation import Judge
+from ._embedders import vector_input
 from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
 from ._limits import CONTROL, TooLarge, check_source_url, encoded, normal_checksum, normal_url
 from ._memory_ids import agent_named
@@ -74,6 +76,8 @@ class Checked:
     expires: datetime | None
     scope: Scope
     fields: dict[str, Any]  # the rest of the event's fields, as given
+    vector: tuple[float, ...] | None = None  # the version's embedding (given, or the embedder's)
+    embedder: str | None = None  # what made it ("caller": given with the save)
 
 
 def check_input(
@@ -99,6 +103,7 @@ def check_input(
     cache_key: dict[str, Any] | None = None,
     actor: str | None = None,
     event_id: str | None = None,
+    embedding: Sequence[float] | None = None,
     caller: Principal,
 ) -> Checked:
     """Every check of a save that needs no view: the text, its checksum and
@@ -147,7 +152,52 @@ def check_input(
         actor=actor or caller.actor,
         event_id=event_id,
     )
-    return Checked(memory_id, kind, summary, content, actual, fetched, expires, scope_model, fields)
+    vector = None
+    if embedding is not None:
+        dims = core.embedder.dims if core.embedder is not None else None
+        vector = vector_input("embedding", embedding, dims)
+    return Checked(
+        memory_id,
+        kind,
+        summary,
+        content,
+        actual,
+        fetched,
+        expires,
+        scope_model,
+        fields,
+        vector,
+        GIVEN_EMBEDDING if vector is not None else None,
+    )
+
+
+GIVEN_EMBEDDING = "caller"
+
+
+def embedded(core: Core, items: Sequence[Checked]) -> list[Checked]:
+    """``items`` with a vector each where the configured embedder can make
+    one (those given one keep theirs): one call for the batch, before any
+    transaction, so a slow endpoint holds no write lock."""
+    embedder = core.embedder
+    missing = [i for i, item in enumerate(items) if item.vector is None]
+    if embedder is None or not missing:
+        return list(items)
+    vectors = embedder.embed([embedding_text(items[i].summary, items[i].content) for i in missing])
+    out = list(items)
+    for i, vector in zip(missing, vectors, strict=True):
+        out[i] = replace(out[i], vector=vector, embedder=embedder.name)
+    return out
+
+
+def embedding_text(summary: str, content: str) -> str:
+    """What an embedder is given of a memory: its summary, then its text."""
+    return f"{summary}\n\n{content}"
+
+
+def vector_of(item: Checked, event: MemorySaved) -> list[Vector]:
+    if item.vector is None or item.embedder is None:
+        return []
+    return [Vector(item.scope.tenant, event.memory_id, event.version, item.embedder, item.vector)]
 
 
 def fetch_time(claimed: datetime | None, now: datetime, field: str = "fetched_at") -> datetime:
@@ -264,6 +314,8 @@ def saved_event(
         revocation_version=revocation_version,
         derived_from=parents,
         cache_key=f["cache_key"],
+        embedder=item.embedder,
+        embedding_dims=len(item.vector) if item.vector is not None else None,
         actor=f["actor"],
         **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] else {}),
     )
@@ -297,6 +349,7 @@ def save(
     cache_key: dict[str, Any] | None = None,
     actor: str | None = None,
     event_id: str | None = None,
+    embedding: Sequence[float] | None = None,
     caller: Principal,
 ) -> SaveResult:
     """Record a memory (a new version if (tenant, memory_id) exists) with
@@ -329,8 +382,10 @@ def save(
         cache_key=cache_key,
         actor=actor,
         event_id=event_id,
+        embedding=embedding,
         caller=caller,
     )
+    [item] = embedded(core, [item])
     with core.transaction() as tx:
         first = retried(core, tx.view, item)
         if first is not None:
@@ -338,6 +393,7 @@ def save(
         revocations = tx.view.revocations(item.scope.tenant)  # only those that may cover it
         event, adopted = saved_event(core, tx.view, item, revocations, caller)
         tx.texts.put(item.scope.tenant, event.memory_id, event.version, item.summary, item.content)
+        tx.texts.put_vectors(vector_of(item, event))
         seq = tx.append([adopted, event] if adopted else [event])[-1]
     log.info(
         "memory_saved",

@@ -15,6 +15,7 @@ from . import (
     _past,
     _policy_change,
     _reading,
+    _recall,
     _records,
     _revoking,
     _saving,
@@ -44,6 +45,7 @@ class Warden(Core):
     get = _reading.get
     query = _reading.query
     search_ids = _reading.search_ids
+    search = _recall.search  # semantic recall: the index proposes, the gate decides
     cache_put = _cache.cache_put
     cache_get = _cache.cache_get
 

@@ -9,6 +9,7 @@ from ._errors import (
     SERVER_ERRORS,
     EventIdReused,
     EventRowDamaged,
+    InvalidField,
     LogDamaged,
     LogDiverged,
     Refusal,
@@ -67,8 +68,12 @@ from ._time import (
 )
 from ._types import PolicyVersion, version_key, version_value
 from ._urls import has_user_info, spelled
+from ._vectors import Vector, check_vector
 
 __all__ = [
+    "InvalidField",
+    "Vector",
+    "check_vector",
     "CLOCK_SKEW",
     "CONTENT_BYTES",
     "DATABASE_ERRORS",

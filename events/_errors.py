@@ -166,3 +166,13 @@ class TextErased(Refusal, PermissionError):
         self.tenant = tenant
         self.memory_id = memory_id
         self.version = version
+
+
+class InvalidField(Refusal, ValueError):
+    """A value the log layer cannot keep (a vector with NaN, the wrong
+    length): names the field and the problem, as the engine's InvalidInput."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem

@@ -206,6 +206,10 @@ class MemorySaved(MemoryEvent):
     revocation_version: PolicyVersion = 1
     derived_from: tuple[ParentRef, ...] = Field(default=(), strict=False)
     cache_key: CacheKey | None = None
+    # which embedder made the version's vector (kept outside the chain, with
+    # the texts) and its length: absent where the version has none
+    embedder: NonEmptyStr | None = None
+    embedding_dims: PositiveInt | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -135,6 +135,19 @@ class PostgresTextStore(TextStore):
         END IF;
         END $$""",
         no_statistics("texts", ("summary", "content")),
+        """CREATE TABLE IF NOT EXISTS vectors (
+            tenant text COLLATE "C" NOT NULL, memory_id text COLLATE "C" NOT NULL, version bigint NOT NULL,
+            embedder text NOT NULL, dims integer NOT NULL, vector bytea NOT NULL,
+            PRIMARY KEY (tenant, memory_id, version)
+        )""",
+        # the same refusal as the texts': a vector of an erased version never returns
+        """DO $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'vectors_erased' AND NOT tgisinternal) THEN
+            CREATE TRIGGER vectors_erased BEFORE INSERT OR UPDATE ON vectors
+                FOR EACH ROW EXECUTE FUNCTION memwarden_refuse_erased_text();
+        END IF;
+        END $$""",
+        no_statistics("vectors", ("vector",)),
     )
     CONTENT = "t.content"
     SUMMARY = "convert_from(t.summary, 'UTF8')"

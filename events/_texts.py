@@ -29,6 +29,7 @@ from ._errors import DATABASE_ERRORS, TextErased
 from ._models import memory_stream
 from ._recorded import LegacyTenants, RecordedEvent
 from ._sqlite_schema import has_table
+from ._vectors import PUT_VECTOR, VECTOR_SCHEMA, Vector, vector_rows
 
 _log = structlog.get_logger("memwarden.texts")
 
@@ -83,7 +84,7 @@ class TextStore:
     SQLite (a backend's subclass gives its own schema and reads; its
     connection takes ``?`` marks)."""
 
-    SCHEMA = TEXT_SCHEMA
+    SCHEMA = (*TEXT_SCHEMA, *VECTOR_SCHEMA)
     CONTENT = CONTENT_BYTES
     SUMMARY = SUMMARY_TEXT
     SUMMARY_BYTES = "CAST(t.summary AS BLOB)"
@@ -108,6 +109,14 @@ class TextStore:
             rows.append((t, m, v, _bytes(summary), _bytes(content)))
         with self._refusing_erased([row[:3] for row in rows]):
             self.conn.executemany(_PUT, rows)
+
+    def put_vectors(self, vectors: Iterable[Vector]) -> None:
+        """Keep versions' embeddings (checked by the caller, ``check_vector``);
+        ``TextErased`` for a version erased, as for its texts."""
+        rows = vector_rows(vectors)
+        if rows:
+            with self._refusing_erased([row[:3] for row in rows]):
+                self.conn.executemany(PUT_VECTOR, rows)
 
     @contextmanager
     def _refusing_erased(self, versions: list[tuple[str, str, int]]) -> Iterator[None]:
@@ -162,6 +171,10 @@ class TextStore:
             "CASE WHEN excluded.through_version > erased_texts.through_version "
             "THEN excluded.through_version ELSE erased_texts.through_version END",
             (tenant, memory_id, version),
+        )
+        # the embeddings go with the texts: they can be inverted back into them
+        self.conn.execute(
+            "DELETE FROM vectors WHERE tenant = ? AND memory_id = ? AND version <= ?", (tenant, memory_id, version)
         )
         return self.conn.execute(
             "DELETE FROM texts WHERE tenant = ? AND memory_id = ? AND version <= ?", (tenant, memory_id, version)

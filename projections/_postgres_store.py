@@ -105,7 +105,7 @@ def _purge(conn: Any, mark: str, database: str) -> bool:
     transaction older than ``mark`` could keep their bytes, else the mark
     is kept for ``finish_erasures``."""
     cleared = _none_sees(conn, mark)
-    for table in ("texts", "memories_search"):
+    for table in ("texts", "vectors", "memories_search"):
         conn.execute(f"VACUUM FULL {table}")
     if cleared:
         conn.execute("DELETE FROM erasure_purge WHERE since::xid8 <= %s::xid8", (mark,))

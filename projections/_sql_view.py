@@ -39,6 +39,7 @@ from ._sql_outbox import Outbox
 from ._sql_side import SideTables
 from ._stats import weekly
 from ._usable_schema import RECHECK
+from ._vector_index import VectorReads
 
 REVOCATION_FIELDS = (
     "revocation_id",
@@ -68,7 +69,7 @@ SCOPE_FILTERS = (
 )
 
 
-class SQLView(GraphReads, SideTables, ABC):
+class SQLView(GraphReads, SideTables, VectorReads, ABC):
     """The usable view as one connection sees it."""
 
     # a version's summary (text), and its summary and stored content

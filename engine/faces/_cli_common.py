@@ -106,10 +106,12 @@ class State:
     def warden(self) -> Warden:
         if self._warden is None:
             settings = PolicyFile.read(self.policy_file) if self.policy_file else PolicyFile()
+            fetchers = settings.fetchers()
             self._warden = Warden(
                 self.db,
                 policy=settings.ttl,
-                fetchers=settings.fetchers(),
+                fetchers=fetchers,
+                embedder=settings.embedder(fetchers),
                 limits=settings.limits,
                 read_url=self.read_db,
                 sinks=settings.sinks,

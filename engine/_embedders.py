@@ -1,0 +1,177 @@
+"""Embedders: what turns a memory's text into a vector.
+
+The policy file's ``[embedder]`` table names one:
+
+[embedder]
+kind = "hash"            # memwarden's own, deterministic; for tests and demos, NOT for production
+dims = 384
+
+[embedder]
+kind = "callable"        # a Python function registered with ``register_embedder(name, fn, dims)``
+name = "my-model"
+
+[embedder]
+kind = "http"            # an OpenAI-compatible /embeddings endpoint
+url = "https://api.example.com/v1/embeddings"
+model = "text-embedding-3-small"
+dims = 1536
+api_key_env = "OPENAI_API_KEY"   # optional: the environment variable holding the key
+
+The endpoint connects under the fetchers' address rules (``[fetch] allow``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import unicodedata
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import httpx
+from memwarden.events import InvalidField, check_vector
+
+from ._errors import InvalidInput
+from ._fetchers import Fetchers
+
+EmbedFn = Callable[[Sequence[str]], Sequence[Sequence[float]]]
+_REGISTERED: dict[str, tuple[EmbedFn, int]] = {}
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class EmbedderFailed(InvalidInput):
+    """The embedder gave no usable vector (an endpoint down, a wrong answer)."""
+
+    code = "embedder_failed"
+    status = 503
+
+
+class Embedder(Protocol):
+    name: str  # recorded in each saved event, with dims: a change of model is visible
+    dims: int
+
+    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]: ...
+
+
+class HashEmbedder:
+    """Hashed character n-grams (2 and 3 characters of each word, and the
+    word), signed, L2-normalised. Deterministic and dependency-free; a
+    Korean word shares its syllable bigrams with its inflected forms (서울,
+    서울에서) as an English one shares trigrams. It knows no synonyms:
+    for tests, demos and the quick start, not for production."""
+
+    def __init__(self, dims: int = 384) -> None:
+        if not isinstance(dims, int) or isinstance(dims, bool) or not 8 <= dims <= 4096:
+            raise InvalidInput("embedder.dims", "must be a whole number from 8 to 4096")
+        self.dims = dims
+        self.name = f"memwarden-hash-v1/{dims}"
+
+    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        return [self._one(t) for t in texts]
+
+    def _one(self, text: str) -> tuple[float, ...]:
+        v = [0.0] * self.dims
+        for word in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
+            padded = f"\x02{word}\x03"
+            grams = [word] + [padded[i : i + n] for n in (2, 3) for i in range(len(padded) - n + 1)]
+            for gram in grams:
+                h = zlib.crc32(gram.encode("utf-8"))
+                v[h % self.dims] += 1.0 if h & 0x80000000 else -1.0
+        norm = math.sqrt(sum(x * x for x in v))
+        if norm == 0.0:
+            v[0], norm = 1.0, 1.0  # no words at all: one fixed direction, never a zero vector
+        return tuple(x / norm for x in v)
+
+
+class CallableEmbedder:
+    def __init__(self, name: str, fn: EmbedFn, dims: int) -> None:
+        self.name, self.fn, self.dims = name, fn, dims
+
+    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        try:
+            out = list(self.fn(list(texts)))
+        except Exception as exc:  # the callable is the operator's code: any failure is the embedder's
+            raise EmbedderFailed("embedder", f"{self.name}: {type(exc).__name__}: {exc}") from None
+        return _checked(self.name, out, len(texts), self.dims)
+
+
+class HttpEmbedder:
+    """An OpenAI-compatible ``POST /embeddings``: ``{"model", "input": [...],
+    "dimensions"}`` answered by ``{"data": [{"embedding": [...]}, ...]}``."""
+
+    def __init__(self, url: str, model: str, dims: int, fetchers: Fetchers, api_key: str | None = None) -> None:
+        self.url, self.model, self.dims = url, model, dims
+        self.name = f"http:{model}/{dims}"
+        self.fetchers, self.api_key = fetchers, api_key
+
+    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        body = {"model": self.model, "input": list(texts), "dimensions": self.dims}
+        try:
+            with self.fetchers.client() as client:
+                response = client.post(self.url, json=body, headers=headers, timeout=self.fetchers.timeout)
+                response.raise_for_status()
+                data = response.json()["data"]
+                out = [item["embedding"] for item in sorted(data, key=lambda d: d.get("index", 0))]
+        except (httpx.HTTPError, ConnectionError, KeyError, TypeError, ValueError) as exc:
+            raise EmbedderFailed("embedder", f"{self.url}: {type(exc).__name__}: {exc}") from None
+        return _checked(self.name, out, len(texts), self.dims)
+
+
+def _checked(name: str, out: list[Any], count: int, dims: int) -> list[tuple[float, ...]]:
+    if len(out) != count:
+        raise EmbedderFailed("embedder", f"{name} answered {len(out)} vectors for {count} texts")
+    try:
+        return [check_vector("embedding", v, dims) for v in out]
+    except InvalidField as exc:
+        raise EmbedderFailed("embedder", f"{name}: {exc}") from None
+
+
+def vector_input(field: str, value: Any, dims: int | None) -> tuple[float, ...]:
+    """A caller's vector checked (``check_vector``), refused as the engine's
+    ``InvalidInput`` naming ``field``."""
+    try:
+        return check_vector(field, value, dims)
+    except InvalidField as exc:
+        raise InvalidInput(field, exc.problem) from None
+
+
+def register_embedder(name: str, fn: EmbedFn, dims: int) -> None:
+    """Make ``fn`` (texts -> vectors of ``dims``) the embedder a policy file's
+    ``kind = "callable"``, ``name = ...`` names."""
+    _REGISTERED[name] = (fn, dims)
+
+
+EMBEDDER_KEYS = {"kind", "dims", "name", "url", "model", "api_key_env"}
+
+
+def embedder_from_settings(table: dict[str, Any], fetchers: Fetchers) -> Embedder | None:
+    """The policy file's ``[embedder]`` (None when it has none)."""
+    if not table:
+        return None
+    unknown = set(table) - EMBEDDER_KEYS
+    if unknown:
+        raise InvalidInput("embedder", f"unknown keys {sorted(unknown)} (known: {', '.join(sorted(EMBEDDER_KEYS))})")
+    kind = table.get("kind")
+    dims = table.get("dims", 384)
+    if not isinstance(dims, int) or isinstance(dims, bool) or not 1 <= dims <= 4096:
+        raise InvalidInput("embedder.dims", "must be a whole number from 1 to 4096")
+    if kind == "hash":
+        return HashEmbedder(dims)
+    if kind == "callable":
+        name = table.get("name")
+        if name not in _REGISTERED:
+            raise InvalidInput("embedder.name", f"no embedder {name!r} is registered (register_embedder)")
+        fn, dims = _REGISTERED[name]
+        return CallableEmbedder(name, fn, dims)
+    if kind == "http":
+        url, model = table.get("url"), table.get("model")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise InvalidInput("embedder.url", "must be an http(s) URL")
+        if not isinstance(model, str) or not model:
+            raise InvalidInput("embedder.model", "must name the model")
+        env = table.get("api_key_env")
+        return HttpEmbedder(url, model, dims, fetchers, os.environ.get(env) if isinstance(env, str) else None)
+    raise InvalidInput("embedder.kind", "must be one of hash, callable, http")

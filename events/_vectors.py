@@ -1,0 +1,87 @@
+"""Embeddings of memory versions, kept beside the texts and outside the chain.
+
+A vector is derived from a version's text and can be inverted back into
+much of it, so it is kept as the text is: one row per (tenant, memory_id,
+version), never shared, and deleted with the texts by an erasure (the
+text store's ``erase_through``), on every path that appends one. The
+same mark (``erased_texts``) refuses a vector written for an erased
+version afterwards. The event records which embedder made it and its
+dimensions; the bytes (float32, little-endian) stay here.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from ._errors import InvalidField
+
+MAX_DIMS = 4096
+
+VECTOR_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS vectors (
+        tenant TEXT NOT NULL, memory_id TEXT NOT NULL, version INTEGER NOT NULL,
+        embedder TEXT NOT NULL, dims INTEGER NOT NULL, vector BLOB NOT NULL,
+        PRIMARY KEY (tenant, memory_id, version)
+    )""",
+    *(
+        f"""CREATE TRIGGER IF NOT EXISTS vectors_erased_{op.lower()} BEFORE {op} ON vectors
+        WHEN EXISTS (SELECT 1 FROM erased_texts e WHERE e.tenant = NEW.tenant AND e.memory_id = NEW.memory_id
+                     AND NEW.version <= e.through_version)
+        BEGIN SELECT RAISE(ABORT, 'memwarden: the text of an erased memory version'); END"""
+        for op in ("INSERT", "UPDATE")
+    ),
+]
+
+PUT_VECTOR = (
+    "INSERT INTO vectors (tenant, memory_id, version, embedder, dims, vector) VALUES (?,?,?,?,?,?) "
+    "ON CONFLICT (tenant, memory_id, version) DO UPDATE SET embedder = excluded.embedder, "
+    "dims = excluded.dims, vector = excluded.vector"
+)
+
+
+class Vector(NamedTuple):
+    """One version's embedding, as the store keeps it."""
+
+    tenant: str
+    memory_id: str
+    version: int
+    embedder: str
+    values: tuple[float, ...]
+
+
+def check_vector(field: str, value: Any, dims: int | None = None) -> tuple[float, ...]:
+    """A caller's vector as floats, or ``InvalidField`` naming ``field``:
+    a non-empty list of finite numbers, ``dims`` long when that is known,
+    and not all zeros (it would be equally far from everything)."""
+    if not isinstance(value, list | tuple) or not value:
+        raise InvalidField(field, "must be a non-empty list of numbers")
+    if len(value) > MAX_DIMS:
+        raise InvalidField(field, f"has {len(value)} dimensions; at most {MAX_DIMS}")
+    if dims is not None and len(value) != dims:
+        raise InvalidField(field, f"has {len(value)} dimensions; the embedder makes {dims}")
+    out = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            raise InvalidField(field, "must hold only numbers")
+        f = float(x)
+        if not math.isfinite(f):
+            raise InvalidField(field, "must hold only finite numbers (no NaN or infinity)")
+        out.append(f)
+    if not any(out):
+        raise InvalidField(field, "must not be all zeros")
+    return tuple(out)
+
+
+def vector_bytes(values: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def vector_values(data: bytes, dims: int) -> tuple[float, ...]:
+    return struct.unpack(f"<{dims}f", bytes(data))
+
+
+def vector_rows(vectors: Iterable[Vector]) -> list[tuple[Any, ...]]:
+    return [(v.tenant, v.memory_id, v.version, v.embedder, len(v.values), vector_bytes(v.values)) for v in vectors]

@@ -1,0 +1,193 @@
+"""Semantic recall: the index proposes, the gate decides (issue 40), on every backend."""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from memwarden.engine import OPERATOR, HashEmbedder, InvalidInput, Warden
+from memwarden.events import FrozenClock
+
+from .backends import Backend
+from .conftest import agent_key, save_memory
+
+
+@pytest.fixture
+def recall(db_path: Path, clock: FrozenClock) -> Iterator[Warden]:
+    w = Warden(db_path, clock=clock, embedder=HashEmbedder())
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def given(db_path: Path, clock: FrozenClock) -> Iterator[Warden]:
+    """A Warden with no embedder: every vector comes with its save."""
+    w = Warden(db_path, clock=clock)
+    yield w
+    w.close()
+
+
+def ids(found: list) -> list[str]:
+    return [f.view.memory_id for f in found]
+
+
+def test_vector_search_equals_exact_search(given: Warden) -> None:
+    rng = random.Random(40)
+    vectors = {f"m{i:02}": [rng.gauss(0, 1) for _ in range(16)] for i in range(60)}
+    for memory_id, vector in vectors.items():
+        save_memory(given, memory_id, embedding=vector)
+    matrix = np.array(list(vectors.values()), dtype=np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    names = list(vectors)
+    for _ in range(10):
+        q = np.array([rng.gauss(0, 1) for _ in range(16)], dtype=np.float32)
+        exact = [names[i] for i in np.argsort(-(matrix @ (q / np.linalg.norm(q))))[:10]]
+        found = given.search(tenant="acme", vector=q.tolist(), limit=10, mode="vector", caller=OPERATOR)
+        assert ids(found) == exact
+        assert all(f.found_by == ("vector",) for f in found)
+        scores = [f.similarity for f in found]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_korean_and_english_by_meaning_of_their_words(recall: Warden) -> None:
+    corpus = {
+        "deploy": "Deploy approvals need two reviewers before production",
+        "lunch": "The cafeteria menu for Friday lunch",
+        "seoul": "서울에서 열린 분기 회의 기록",
+        "baepo": "배포 승인은 검토자 두 명이 필요하다",
+    }
+    for memory_id, text in corpus.items():
+        save_memory(recall, memory_id, summary=text, content=text)
+    assert ids(recall.search(tenant="acme", query_text="approvals of a deploy", mode="vector", caller=OPERATOR))[0] == (
+        "deploy"
+    )
+    assert ids(recall.search(tenant="acme", query_text="서울 회의", mode="vector", caller=OPERATOR))[0] == "seoul"
+    assert ids(recall.search(tenant="acme", query_text="배포 승인", mode="vector", caller=OPERATOR))[0] == "baepo"
+    both = recall.search(tenant="acme", query_text="배포 승인", caller=OPERATOR)
+    assert both[0].view.memory_id == "baepo" and both[0].found_by == ("text", "vector")
+    assert both[0].score == pytest.approx(2 / 61)
+    assert all(f.view.usable for f in both)
+
+
+def test_the_hash_embedder_is_deterministic_and_normalised() -> None:
+    a, b = HashEmbedder().embed(["서울에서 회의", "서울에서 회의"])
+    assert a == b and len(a) == 384 and math.isclose(sum(x * x for x in a), 1.0, rel_tol=1e-9)
+
+
+def test_the_saved_event_names_the_embedder(recall: Warden) -> None:
+    save_memory(recall, "a")
+    event = [e for e in recall.log.read() if e.type == "memory.saved"][-1]
+    assert event.payload["embedder"] == "memwarden-hash-v1/384" and event.payload["embedding_dims"] == 384
+    save_memory(recall, "b", embedding=[0.5] * 384)
+    event = [e for e in recall.log.read() if e.type == "memory.saved"][-1]
+    assert event.payload["embedder"] == "caller"
+    assert recall.audit_verify(caller=OPERATOR)["ok"]
+
+
+def test_nothing_the_gate_refuses_is_found(recall: Warden, clock: FrozenClock) -> None:
+    text = "deploy approvals need two reviewers"
+    save_memory(recall, "revoked", summary=text, content=text)
+    save_memory(recall, "expired", summary=text, content=text, ttl="1m")
+    save_memory(recall, "erased", summary=text, content=text)
+    save_memory(recall, "retired", summary=text, content=text, policy="deploys", revocation_version=1)
+    save_memory(recall, "ok", summary="deploy approvals", content="two reviewers sign each deploy")
+    recall.revoke({"ids": ["revoked"]}, reason="leaked", caller=OPERATOR)
+    recall.erase(memory_id="erased", reason="asked", caller=OPERATOR)
+    recall.set_policy("deploys", 2, caller=OPERATOR)
+    clock.advance("2m")
+    for mode in ("hybrid", "vector", "text"):
+        found = recall.search(tenant="acme", query_text="deploy approvals", mode=mode, caller=OPERATOR)
+        assert ids(found) == ["ok"], mode
+    hidden = recall.search(tenant="acme", query_text="deploy approvals", include_hidden=True, caller=OPERATOR)
+    reasons = {f.view.memory_id: f.view.reason for f in hidden}
+    assert reasons["revoked"] == "revoked" and reasons["expired"] == "expired" and reasons["ok"] is None
+    assert "erased" not in {f.view.memory_id for f in hidden if f.view.usable}
+    with pytest.raises(PermissionError):
+        recall.search(tenant="acme", query_text="deploy", include_hidden=True, caller=agent_key("acme"))
+
+
+def test_more_candidates_are_fetched_past_the_refused(given: Warden) -> None:
+    near, far = [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]
+    for i in range(150):
+        save_memory(given, f"near{i:03}", embedding=[1.0, 0.001 * i, 0.0, 0.0])
+    for i in range(5):
+        save_memory(given, f"far{i}", embedding=[0.01 * i, 1.0, 0.0, 0.0])
+    given.revoke({"tenant": "acme", "project": "p1"}, reason="all of them", caller=OPERATOR)
+    for i in range(3):
+        save_memory(given, f"later{i}", project="p2", embedding=far)
+    found = given.search(tenant="acme", vector=near, limit=3, mode="vector", caller=OPERATOR)
+    assert sorted(ids(found)) == ["later0", "later1", "later2"]
+
+
+def test_tenant_and_agent_are_walls(recall: Warden) -> None:
+    text = "the launch code is in the vault"
+    save_memory(recall, "mine", summary=text, content=text, scope={"agent": "planner"})
+    save_memory(recall, "theirs", summary=text, content=text, scope={"agent": "writer"})
+    save_memory(recall, "other", tenant="globex", summary=text, content=text)
+    planner = agent_key("acme", agent="planner")
+    assert ids(recall.search(tenant="acme", query_text="launch code", caller=planner)) == ["mine"]
+    assert ids(recall.search(tenant="globex", query_text="launch code", caller=OPERATOR)) == ["other"]
+    with pytest.raises(PermissionError):
+        recall.search(tenant="globex", query_text="launch code", caller=planner)
+
+
+@pytest.mark.parametrize(
+    ("embedding", "problem"),
+    [
+        ([1.0, float("nan")] + [0.0] * 382, "finite"),
+        ([1.0] * 3, "dimensions"),
+        ("0.1,0.2", "list"),
+        ([0.0] * 384, "zeros"),
+        (["a"] * 384, "numbers"),
+    ],
+)
+def test_a_bad_vector_is_refused_naming_the_field(recall: Warden, embedding: object, problem: str) -> None:
+    head = recall.head_seq()
+    with pytest.raises(InvalidInput) as refused:
+        save_memory(recall, "bad", embedding=embedding)
+    assert refused.value.field == "embedding" and problem in refused.value.problem
+    assert recall.head_seq() == head
+    with pytest.raises(InvalidInput) as refused:
+        recall.search(tenant="acme", vector=embedding, caller=OPERATOR)  # type: ignore[arg-type]
+    assert refused.value.field == "vector"
+
+
+def test_a_batch_saves_its_vectors(recall: Warden) -> None:
+    items = [
+        dict(
+            memory_id=f"b{i}",
+            kind="external_fact",
+            summary=f"batch note {i}",
+            content=f"배치 {i}",
+            source_url=f"https://example.org/b{i}",
+            scope={"tenant": "acme"},
+            ttl="1h",
+        )
+        for i in range(5)
+    ]
+    items[0]["embedding"] = [1.0] + [0.0] * 383
+    recall.save_many(items, caller=OPERATOR)
+    found = recall.search(tenant="acme", vector=[1.0] + [0.0] * 383, mode="vector", limit=1, caller=OPERATOR)
+    assert ids(found) == ["b0"] and found[0].similarity == pytest.approx(1.0)
+    assert len(recall.search(tenant="acme", query_text="batch note", mode="vector", caller=OPERATOR)) == 5
+
+
+def test_erasure_leaves_no_vector_bytes(given: Warden, backend: Backend) -> None:
+    # a vector no other can hold: its float32 bytes are the mark looked for
+    secret = [0.123456789 + i * 1e-3 for i in range(32)]
+    mark = struct.pack("<8f", *secret[:8])
+    save_memory(given, "pii", embedding=secret, scope={"user": "kim"})
+    for i in range(30):  # push it through pages and the WAL
+        save_memory(given, f"filler{i}", embedding=[float(i + 1)] * 32)
+    assert mark in backend.bytes_at_rest(given.path)
+    assert ids(given.search(tenant="acme", vector=secret, limit=1, caller=OPERATOR)) == ["pii"]
+    result = given.erase(memory_id="pii", reason="GDPR art. 17", caller=OPERATOR)
+    assert result.erased == 1
+    assert mark not in backend.bytes_at_rest(given.path)
+    assert "pii" not in ids(given.search(tenant="acme", vector=secret, include_hidden=True, caller=OPERATOR))
+    assert given.audit_verify(caller=OPERATOR)["ok"]
