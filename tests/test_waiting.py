@@ -24,7 +24,8 @@ LONG_POLLS = 500
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("waiting") / "w.db", "--no-scheduler", "--head-timeout", "3")
+    # a generous head deadline: 500 connections opened at once on a busy machine must all get their heads in
+    running = start_server(tmp_path_factory.mktemp("waiting") / "w.db", "--no-scheduler", "--head-timeout", "30")
     yield running
     running.proc.terminate()
     running.proc.wait(timeout=30)
@@ -98,7 +99,16 @@ def _connect(server: Server) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=10)
 
 
-def test_a_client_dripping_its_request_head_is_cut_off(server: Server) -> None:
+@pytest.fixture
+def strict(tmp_path: Path) -> Iterator[Server]:
+    running = start_server(tmp_path / "s.db", "--no-scheduler", "--head-timeout", "3")
+    yield running
+    running.proc.terminate()
+    running.proc.wait(timeout=30)
+
+
+def test_a_client_dripping_its_request_head_is_cut_off(strict: Server) -> None:
+    server = strict
     sock = _connect(server)
     try:
         started = time.monotonic()
