@@ -15,6 +15,7 @@ from memwarden.engine import OPERATOR, Principal, Warden, configure_logging
 from memwarden.engine.faces.cli import cli
 from memwarden.events import FrozenClock, MemorySaved, Scope, SQLiteEventLog, content_checksum
 
+from ._sizes import FLAG
 from .backends import BACKENDS, Backend
 
 START = "2026-01-05T09:00:00Z"
@@ -24,6 +25,11 @@ configure_logging(level="WARNING")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--runslow", action="store_true", help="run the larger settings too")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--runslow"):
+        os.environ[FLAG] = "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -15,6 +15,7 @@ from memwarden.engine import OPERATOR, Fetchers, RevokedScope, Warden
 from memwarden.engine.testing import in_memory_warden
 from memwarden.events import MemoryExpired, format_ts
 
+from ._sizes import larger
 from .test_projections import comparable, live_rows, replay_rows
 
 IDS = [f"m{i}" for i in range(6)]
@@ -285,6 +286,6 @@ class GateMachine(RuleBasedStateMachine):
 
 
 GateMachine.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=larger(40, 100), stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestGateMachine = GateMachine.TestCase

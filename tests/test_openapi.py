@@ -15,6 +15,7 @@ from memwarden.engine import Warden
 from memwarden.engine.faces.http import create_app
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
+from ._sizes import larger
 from .test_http import Server
 from .test_http_fuzz import quiet_server  # noqa: F401  (the live server fixture: one server with a seed memory)
 
@@ -52,7 +53,7 @@ def key_for(path: str, keys: dict[str, str]) -> str:
 
 
 @schema.parametrize()
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=larger(8, 30), deadline=None, suppress_health_check=list(HealthCheck))
 def test_every_operation_keeps_to_its_document(case: Any, quiet_server: Server) -> None:  # noqa: F811
     if case.query and "wait" in case.query:
         case.query["wait"] = 0  # a long poll would only make the run slower

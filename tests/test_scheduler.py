@@ -267,9 +267,13 @@ def _fill_due(db: Path, n: int) -> None:
     w.close()
 
 
+DUE = 12_000
+
+
 def test_sigkill_during_a_sweep_then_the_next_run_completes_it(tmp_path: Path, backend: Backend) -> None:
     db = backend.db(tmp_path, "k.db")
-    _fill_due(db, 30_000)
+    # twelve batches of 1000: the kill lands after the first and long before the last
+    _fill_due(db, DUE)
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("memwarden")), "--db", str(db), "scheduler", "--once"],
         stdout=subprocess.PIPE,
@@ -284,13 +288,13 @@ def test_sigkill_during_a_sweep_then_the_next_run_completes_it(tmp_path: Path, b
     proc.communicate()
     w = Warden(db)
     partial = len(expiries(w))
-    assert 0 < partial < 30_000
+    assert 0 < partial < DUE
     assert w.audit_verify(caller=OPERATOR)["ok"] and w.check_projections(caller=OPERATOR).ok
     assert partial % 1000 == 0  # whole batches only
     done = memwarden_subprocess(db, "scheduler", "--once", "--json")
     assert done.returncode == 0
-    assert json.loads(done.stdout)["expired"] == 30_000 - partial
-    assert len(expiries(w)) == 30_000 and len(set(expiries(w))) == 30_000
+    assert json.loads(done.stdout)["expired"] == DUE - partial
+    assert len(expiries(w)) == DUE and len(set(expiries(w))) == DUE
 
 
 def test_sigterm_stops_cleanly(tmp_path: Path, backend: Backend) -> None:

@@ -139,7 +139,7 @@ def reference_usable(events: list[RecordedEvent], now: str) -> dict[str, bool]:
 
 
 @pytest.mark.parametrize(
-    "seconds", [pytest.param(12.0, id="12s"), pytest.param(120.0, id="120s", marks=pytest.mark.slow)]
+    "seconds", [pytest.param(8.0, id="8s"), pytest.param(120.0, id="120s", marks=pytest.mark.slow)]
 )
 def test_mixed_long_run(tmp_path: Path, seconds: float, backend: Backend) -> None:
     db = backend.db(tmp_path, "mixed.db")

@@ -12,6 +12,7 @@ import pytest
 from memwarden.engine import OPERATOR, Warden
 from memwarden.events import content_checksum
 
+from .._sizes import larger
 from ..conftest import Cli, memwarden_subprocess, save_memory
 
 PAGE = 4096
@@ -37,7 +38,7 @@ def pages(db: Path) -> int:
 def test_garbled_pages(original: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     source, texts = original
     detected = 0
-    trials = 16
+    trials = larger(10, 16)
     for seed in range(trials):
         db = tmp_path / f"bad{seed}.db"
         shutil.copy(source, db)
