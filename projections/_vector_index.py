@@ -128,6 +128,7 @@ class _Tenant:
     position: int
     changes: int = 0  # since it was last saved
     building: bool = False  # its HNSW graph is being built
+    opened_from: str = "view"  # or "file": where this process found it
 
 
 @dataclass
@@ -185,7 +186,7 @@ class VectorIndex:
                 except (KeyError, ValueError, TypeError, RuntimeError) as exc:
                     log.warning("vector_index_unreadable", tenant=tenant, problem=str(exc))
                 else:
-                    t = _Tenant(tenant, dims, index, at)
+                    t = _Tenant(tenant, dims, index, at, opened_from="file")
                     self._catch_up([t], view, position)
                     return t
             else:
@@ -243,7 +244,7 @@ class VectorIndex:
     def _build(self, t: _Tenant, ids: list[str], rows: np.ndarray, at: int) -> None:
         started = time.monotonic()
         try:
-            graph = _Tenant(t.tenant, t.dims, Hnsw.built(t.dims, ids, rows), at)
+            graph = _Tenant(t.tenant, t.dims, Hnsw.built(t.dims, ids, rows), at, opened_from=t.opened_from)
             if self._stop.is_set():
                 return
             with self._store.reading() as view, self._lock:
@@ -344,6 +345,8 @@ class VectorIndex:
                     self.files.remove(tenant)
 
     def close(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
         follower = self._threads.follower
         if follower is not None:
@@ -370,6 +373,7 @@ class VectorIndex:
                     "kind": t.index.kind,
                     "vectors": len(t.index),
                     "position": t.position,
+                    "opened_from": t.opened_from,
                 }
                 for t in self._tenants.values()
             ]
