@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memwarden.projections import Access
+from memwarden.projections import Access, IndexSettings
 
 from . import _metrics as metrics  # the Prometheus families, for the faces that serve them
 from ._addresses import AddressPolicy, AddressRefused
@@ -50,6 +50,7 @@ from ._views import DueItem, ErasureResult, ImportResult, MemoryView, Revocation
 from ._warden import Warden
 
 __all__ = [
+    "IndexSettings",
     "CallableEmbedder",
     "Embedder",
     "EmbedderFailed",

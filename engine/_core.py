@@ -19,6 +19,7 @@ from memwarden.projections import (
     AgentPage,
     AgentQuery,
     Evidence,
+    IndexSettings,
     Store,
     Texts,
     VectorIndex,
@@ -67,11 +68,11 @@ class Core:
         read_url: str | None = None,
         sinks: Sequence[SinkSpec] = (),
         embedder: Embedder | None = None,
+        vector_index: IndexSettings | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         # what computes a save's vector when it brings none (None: only given vectors are kept)
         self.embedder = embedder
-        self.vector_index = VectorIndex()
         self.policy = policy or TtlPolicy()
         self.fetchers = fetchers or Fetchers()
         self.limits = limits or Limits()
@@ -82,6 +83,7 @@ class Core:
         self.store: Store = open_store(
             path, clock=self.clock, synchronous=synchronous, mmap_mb=mmap_mb, cache_mb=cache_mb, read_url=read_url
         )
+        self.vector_index = VectorIndex(self.store, vector_index, _beside(self.store))
         # the copies outside memwarden a revocation must reach (``_sinks``)
         self.sinks: tuple[SinkSpec, ...] = tuple(sinks)
         # before the cascade: a revocation's notice names what the cascade
@@ -102,6 +104,7 @@ class Core:
         return self.store.texts
 
     def close(self) -> None:
+        self.vector_index.close()
         self.store.close()
 
     def __enter__(self) -> Self:
@@ -166,6 +169,9 @@ class Core:
         with collector_paused(), self.store.writing() as tx:
             yield tx
         EVENTS.inc(len(tx.recorded))
+        if tx.erased:
+            # the vectors leave the index and its files with the texts
+            self.vector_index.erased({r.payload["tenant"] for r in tx.recorded if r.type == "memory.erased"})
 
     def find_row(
         self, view: ViewReader, memory_id: str, *, tenant: str | None = None, access: Access
@@ -192,3 +198,11 @@ class Core:
         if time.monotonic() >= deadline or min_seq > self.log.head().seq:
             raise StaleView(have, min_seq)
         time.sleep(0.02)
+
+
+def _beside(store: Store) -> Path | None:
+    """The vector index's folder beside an SQLite file (none for one in
+    memory; on PostgreSQL each node's is its own to configure)."""
+    if store.backend != "sqlite" or store.path == ":memory:":
+        return None
+    return Path(f"{store.path}.vectors")

@@ -38,10 +38,11 @@ from ._text_index import purge_text_index, text_index_levels
 from ._tokens import search_tokens
 from ._usable import UsableProjection
 from ._usable_schema import RECHECK
-from ._vector_index import VectorIndex
+from ._vector_index import IndexSettings, VectorIndex
 from ._write import LogWrite
 
 __all__ = [
+    "IndexSettings",
     "VectorIndex",
     "COLUMNS",
     "COVERED_SQL",

@@ -58,6 +58,11 @@ class LogWatcher:
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
+            try:  # wakes the thread now, not at its next poll
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=2) as conn:
+                    conn.execute(f"NOTIFY {CHANNEL}")
+            except psycopg.Error:
+                pass
             self._thread.join(timeout=self.poll * 4)
 
     def on_revocation(self, callback: Callable[[str], None]) -> None:
