@@ -48,8 +48,12 @@ class Fetchers:
         addresses: AddressPolicy | None = None,
         resolver: Resolver = resolve,
         transport: httpx.BaseTransport | None = None,
+        backoff: float = 30.0,
     ) -> None:
         self.timeout = timeout
+        # the scheduler's wait before it fetches again from a host that just
+        # failed (doubling per failure), so one bad source is not hammered
+        self.backoff = backoff
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects
         self.addresses = addresses or AddressPolicy()
@@ -64,6 +68,7 @@ class Fetchers:
             timeout=settings.get("timeout", 10.0),
             max_bytes=settings.get("max_bytes", 5 * 1024 * 1024),
             max_redirects=settings.get("max_redirects", 5),
+            backoff=settings.get("backoff", 30.0),
             addresses=AddressPolicy.of(settings.get("allow", ()), allow_local=allow_local),
         )
 

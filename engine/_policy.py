@@ -14,6 +14,7 @@ allow = ["10.20.0.0/16", "wiki.internal"]   # internal hosts or networks a sourc
 timeout = 10             # seconds for a whole fetch, redirects included
 max_bytes = 5242880
 max_redirects = 5
+backoff = 30             # seconds before the scheduler fetches again from a host that failed (doubles)
 
 [limits]
 max_content_bytes = 1048576
@@ -104,7 +105,13 @@ def _rule(kind: str, spec: dict[str, Any]) -> KindRule:
         raise InvalidInput(f"kinds.{kind}", str(exc)) from None
 
 
-FETCH_KEYS = {"allow": list, "timeout": (int, float), "max_bytes": int, "max_redirects": int}
+FETCH_KEYS = {
+    "allow": list,
+    "timeout": (int, float),
+    "max_bytes": int,
+    "max_redirects": int,
+    "backoff": (int, float),
+}
 
 
 @dataclass(frozen=True)

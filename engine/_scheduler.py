@@ -108,7 +108,7 @@ class Scheduler:
         self.interval = interval
         self.http_path = http_path
         self.concurrency = concurrency
-        self.backoff = backoff or SharedBackoff(warden)
+        self.backoff = backoff or SharedBackoff(warden, base=warden.fetchers.backoff)
         self._lock = threading.Lock()  # one run of the jobs at a time
         # what each failing job (or revocation's read-back) last failed with:
         # a failure is logged when it starts or changes, not every tick

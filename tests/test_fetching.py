@@ -251,6 +251,26 @@ def test_the_policy_file_sets_the_allow_list_and_the_deadline(tmp_path: Path, al
     policy.write_text("[fetch]\ntimeout = -1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="fetch.timeout"):
         PolicyFile.read(policy)
+    policy.write_text('[fetch]\nbackoff = "soon"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="fetch.backoff"):
+        PolicyFile.read(policy)
+
+
+def test_the_policy_file_sets_the_hosts_backoff(tmp_path: Path) -> None:
+    """A failed host waits [fetch] backoff seconds, doubling, before the scheduler fetches from it again."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[fetch]\nbackoff = 2.5\n", encoding="utf-8")
+    w = Warden(tmp_path / "b.db", fetchers=PolicyFile.read(policy).fetchers())
+    try:
+        backoff = Scheduler(w).backoff
+        assert (backoff.delay(1), backoff.delay(3)) == (2.5, 10.0)
+    finally:
+        w.close()
+    plain = Warden(":memory:")
+    try:
+        assert Scheduler(plain).backoff.delay(1) == 30.0  # the default
+    finally:
+        plain.close()
 
 
 # -- every path that fetches -------------------------------------------------------------
@@ -260,6 +280,7 @@ POLICY = """
 allow = ["127.0.0.2/32"]   # stands for the public internet in these tests
 timeout = 1.5
 max_bytes = 100000
+backoff = 1   # each case's host is retried within the test's patience
 
 [kinds.watched]
 ttl = "1s"

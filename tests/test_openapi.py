@@ -43,6 +43,10 @@ def _document() -> dict[str, Any]:
 
 DOCUMENT = _document()
 schema = schemathesis.openapi.from_dict(DOCUMENT)
+# The coverage phase draws every boundary of every field whatever
+# max_examples says (hundreds of requests for the batch); it runs with
+# --runslow, and the default run keeps the examples and the fuzzing.
+schema.config.phases.update(phases=larger(["examples", "fuzzing"], ["examples", "coverage", "fuzzing"]))
 
 
 def key_for(path: str, keys: dict[str, str]) -> str:
