@@ -111,7 +111,7 @@ def save_many(
         _refuse(problems, len(given))
     checked = list(zip([i for i, _ in checked], embedded(core, [item for _, item in checked]), strict=True))
     results: list[tuple[Checked, Any] | SaveResult] = []
-    with core.transaction() as tx:
+    with core.transaction(size=len(checked)) as tx:
         # each tenant's revocations read once for the batch (a save appends
         # none), and every memory's row and policy version once, not per item
         shares = tx.view.revocation_shares({item.scope.tenant for _, item in checked})

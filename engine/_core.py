@@ -39,6 +39,7 @@ from ._metrics import EVENTS
 from ._outbox import outbox_writer
 from ._policy import TtlPolicy
 from ._sink_config import SinkSpec
+from ._write_turns import WriteTurns
 
 if not structlog.is_configured():
     # as a library, until the application (or ``configure_logging``) says
@@ -77,6 +78,7 @@ class Core:
         self.fetchers = fetchers or Fetchers()
         self.limits = limits or Limits()
         self.chain_check: Joined[Any] = Joined()  # one chain verification at a time (``audit_verify``)
+        self.write_turns = WriteTurns()  # small writes before queued batches (``_write_turns``)
         # called with each revocation id after it commits (the scheduler's
         # immediate read-back hooks in here)
         self.revocation_listeners: list[Callable[[str], None]] = []
@@ -163,10 +165,12 @@ class Core:
         return self.store.wait_for_events(after_seq, timeout)
 
     @contextmanager
-    def transaction(self) -> Iterator[Write]:
+    def transaction(self, size: int = 1) -> Iterator[Write]:
         """A write transaction: appends and the view's changes commit
-        together. The collector waits until it ends (``_collector``)."""
-        with collector_paused(), self.store.writing() as tx:
+        together. ``size``: how many memories it writes, so that a large one
+        lets the small ones waiting go first (``_write_turns``). The
+        collector waits until it ends (``_collector``)."""
+        with self.write_turns.turn(size), collector_paused(), self.store.writing() as tx:
             yield tx
         EVENTS.inc(len(tx.recorded))
         if tx.erased:

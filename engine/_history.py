@@ -213,11 +213,11 @@ def import_log(
         raise InvalidInput("file", f"{path} does not exist")
     anchor = kept_head(against) if against is not None else None
     longest = warden.limits.longest_line  # a longer line is refused before it is read whole
-    _, checksums = verify_export(path, texts=False, max_line=longest)
+    events, checksums = verify_export(path, texts=False, max_line=longest)
     if anchor is not None:
         _extends(path, *anchor)
     written = 0
-    with warden.transaction() as tx:
+    with warden.transaction(size=events) as tx:
         texts: list[Any] = []
         for version_texts in read_texts(path, checksums, max_line=longest):
             texts.append(version_texts)

@@ -135,7 +135,7 @@ def import_records(
     tick = progress or (lambda n: None)
     refused: list[dict[str, Any]] = []
     imported = skipped = 0
-    with warden.transaction() as tx:
+    with warden.transaction(size=len(records)) as tx:
         adoptions = list(_adoptions(tx.view, records))
         if adoptions:
             tx.append(adoptions)

@@ -22,6 +22,7 @@ from ._recorded import (
     RecordedEvent,
 )
 from ._sqlite_chain import verify_chain
+from ._sqlite_readers import ReaderPool
 from ._time import Clock, SystemClock
 
 Subscriber = Callable[[sqlite3.Connection, Sequence[RecordedEvent]], None]
@@ -274,6 +275,12 @@ class SQLiteEventLog(LogReads):
         )
         self._lock = threading.RLock()
         self._commits = 0
+        self._readers = ReaderPool(
+            self.path,
+            lambda: connect(
+                path, synchronous=synchronous, busy_timeout=busy_timeout, mmap_mb=mmap_mb, cache_mb=cache_mb
+            ),
+        )
         self.legacy_tenants = legacy_tenants(self.conn, self._lock)
         with self._lock:
             self.conn.execute("BEGIN IMMEDIATE")
@@ -338,6 +345,27 @@ class SQLiteEventLog(LogReads):
             finally:
                 self.conn.execute("COMMIT")
 
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction that does not wait for writers: on a connection
+        of its own (``_sqlite_readers``), or inside this thread's own write
+        transaction, that one's."""
+        if self._readers.shared:
+            with self.snapshot() as conn:
+                yield conn
+            return
+        # held by this thread (reentrant) or by nobody: a write transaction
+        # open on the connection is then this thread's own
+        if self._lock.acquire(blocking=False):
+            try:
+                if self.conn.in_transaction:
+                    yield self.conn
+                    return
+            finally:
+                self._lock.release()
+        with self._readers.transaction() as conn:
+            yield conn
+
     @property
     def lock(self) -> threading.RLock:
         return self._lock
@@ -370,5 +398,6 @@ class SQLiteEventLog(LogReads):
         return verify_chain(self, from_seq, to_seq, workers=workers)
 
     def close(self) -> None:
+        self._readers.close()
         with self._lock:
             self.conn.close()

@@ -157,9 +157,12 @@ class SQLiteStore:
             yield SQLiteView(conn, self.projector)
 
     def agent_page(self, floor: int, query: AgentQuery, evidence: Evidence) -> AgentPage:
-        """A page of the agent query in one snapshot (``_agent_page``)."""
-        with self.reading(floor) as view:
-            return read_page(view, query, evidence)
+        """A page of the agent query in one snapshot (``_agent_page``), read
+        beside any write transaction rather than after it: the page reads
+        the view alone, never the log or the texts through the writer's
+        connection, so it may take a reader of its own (``_sqlite_readers``)."""
+        with self.log.reading() as conn:
+            return read_page(SQLiteView(conn, self.projector), query, evidence)
 
     @contextmanager
     def writing(self) -> Iterator[LogWrite]:

@@ -134,9 +134,9 @@ def test_a_batch_repeating_one_id(warden: Warden, backend: Backend, monkeypatch:
     inside = [False]
     real_transaction = warden.transaction
 
-    def transaction() -> Any:
+    def transaction(size: int = 1) -> Any:
         inside[0] = True
-        return real_transaction()
+        return real_transaction(size)
 
     checks_inside: list[bool] = []
     original = _batch.check_input

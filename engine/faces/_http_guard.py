@@ -26,12 +26,13 @@ log = structlog.get_logger("memwarden.http")
 Seq = Annotated[int, Query(ge=0, le=2**62)]
 
 
-# a body past this many bytes is large: at most LARGE_AT_ONCE of them are read,
-# parsed and served at once (the rest wait their turn), so that the server's
-# peak memory is bounded by a few of its largest requests, not by how many
-# clients send one together
+# a body past this many bytes is large: one at a time is read, parsed and
+# served (the rest wait their turn), so that the server's peak memory is
+# bounded by its largest request, not by how many clients send one together,
+# and so that one batch's checks, not several, take the interpreter from the
+# agents' requests (two at once doubled their p99 in scripts/bench/hostile.py)
 LARGE_BODY = 1024 * 1024
-LARGE_AT_ONCE = 4
+LARGE_AT_ONCE = 1
 
 
 class BodyLimit:
