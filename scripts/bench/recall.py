@@ -171,6 +171,8 @@ def main() -> None:
     million = "--million" in sys.argv  # taken out here: _common's parser knows the shared flags only
     sys.argv = [a for a in sys.argv if a != "--million"]
     parser_args = arguments(__doc__.splitlines()[0])
+    if parser_args.backend != "sqlite":
+        sys.exit("recall.py measures the SQLite store (the index is the same on PostgreSQL; its files are not)")
     quick = parser_args.quick
     n = 10_000 if quick else (1_000_000 if million else 100_000)
     exact_up_to = 1000 if quick else 20_000  # the default past --quick: the big tenant is a graph either way
