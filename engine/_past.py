@@ -277,6 +277,8 @@ def _note(event: RecordedEvent, *, erased: bool = False, bound: bool = False) ->
         return f"stored text hashed to {p.get('actual_checksum')}, expected {p['expected_checksum']}"
     if event.type == "memory.resynced":
         return f"text restored from {p['resynced_from']}"
+    if event.type == "memory.reembedded":
+        return f"vector made again by {p['embedder']} (before: {p.get('previous_embedder') or 'none'})"
     return None
 
 

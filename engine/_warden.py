@@ -17,6 +17,7 @@ from . import (
     _reading,
     _recall,
     _records,
+    _reembed,
     _revoking,
     _saving,
     _sink_ops,
@@ -46,6 +47,8 @@ class Warden(Core):
     query = _reading.query
     search_ids = _reading.search_ids
     search = _recall.search  # semantic recall: the index proposes, the gate decides
+    embedding_status = _reembed.embedding_status  # which embedder made the vectors, how many are stale
+    reembed = _reembed.reembed  # the stale vectors made again by the configured embedder
     cache_put = _cache.cache_put
     cache_get = _cache.cache_get
 

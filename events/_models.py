@@ -297,6 +297,20 @@ class MemoryResynced(MemoryEvent):
     resynced_from: NonEmptyStr
 
 
+class MemoryReembedded(MemoryEvent):
+    """A version's vector made again by another embedder (the configured one
+    changed). The vector, like the first, is kept outside the chain; this
+    records which embedder made it now, and which made it before (None: the
+    version had none), so the index on every node follows the change."""
+
+    type: Literal["memory.reembedded"] = "memory.reembedded"
+    version: PositiveInt
+    embedder: NonEmptyStr
+    embedding_dims: PositiveInt
+    previous_embedder: NonEmptyStr | None = None
+    previous_dims: PositiveInt | None = None
+
+
 class PolicyVersionChanged(Event):
     type: Literal["policy.version_changed"] = "policy.version_changed"
     policy: Identifier
@@ -352,6 +366,7 @@ AnyEvent = Annotated[
     | MemoryErased
     | MemoryIntegrityFailed
     | MemoryResynced
+    | MemoryReembedded
     | PolicyVersionChanged
     | RevocationIssued
     | ReadbackConfirmed
@@ -370,6 +385,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         MemoryErased,
         MemoryIntegrityFailed,
         MemoryResynced,
+        MemoryReembedded,
         PolicyVersionChanged,
         RevocationIssued,
         ReadbackConfirmed,

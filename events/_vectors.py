@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from ._errors import InvalidField
 
 MAX_DIMS = 4096
+_FLOATS = {float}
 
 VECTOR_SCHEMA = [
     """CREATE TABLE IF NOT EXISTS vectors (
@@ -62,6 +63,14 @@ def check_vector(field: str, value: Any, dims: int | None = None) -> tuple[float
         raise InvalidField(field, f"has {len(value)} dimensions; at most {MAX_DIMS}")
     if dims is not None and len(value) != dims:
         raise InvalidField(field, f"has {len(value)} dimensions; the embedder makes {dims}")
+    # the common case at C speed (a batch of 10,000 vectors of 384 spent more
+    # time in the loop below than in its transaction): only floats, and a
+    # finite sum, so no NaN or infinity among them; anything else (ints, a
+    # sum that overflows) takes the loop, which answers as it always did
+    if set(map(type, value)) == _FLOATS and math.isfinite(sum(value)):
+        if not any(value):
+            raise InvalidField(field, "must not be all zeros")
+        return tuple(value)
     out = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, int | float):

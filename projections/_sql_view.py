@@ -19,6 +19,7 @@ from typing import Any, Unpack
 from . import _rows
 from ._access import Access
 from ._agent_page import AgentQuery
+from ._embedding_reads import EmbeddingReads
 from ._fold import TERMINAL_SQL
 from ._rows import (
     SELECT_MEMORIES,
@@ -69,7 +70,7 @@ SCOPE_FILTERS = (
 )
 
 
-class SQLView(GraphReads, SideTables, VectorReads, ABC):
+class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
     """The usable view as one connection sees it."""
 
     # a version's summary (text), and its summary and stored content

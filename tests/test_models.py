@@ -25,6 +25,7 @@ DESIGN_TYPES = {
     "memory.erased",
     "memory.integrity_failed",
     "memory.resynced",
+    "memory.reembedded",
     "policy.version_changed",
     "revocation.issued",
     "readback.confirmed",

@@ -10,7 +10,10 @@ the engine's own state:
 - nothing recorded before a revocation that selects it is usable again;
 - no erased text is stored, and neither it nor its checksum is served;
 - no retired policy version becomes current again;
-- an agent key neither reads nor changes another tenant's memories.
+- an agent key neither reads nor changes another tenant's memories;
+- semantic search (``Warden.search``, by text and by vector, over vectors
+  given with a save or made by the hash embedder) answers nothing the gate
+  refuses, and exactly what ``query`` says is usable among its candidates.
 
 A refusal is fine (an attack should be refused); a broken promise is not.
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 from mcp import Client
-from memwarden.engine import OPERATOR, Fetchers, Scheduler, Warden
+from memwarden.engine import OPERATOR, Fetchers, HashEmbedder, Scheduler, Warden
 from memwarden.engine._memory_ids import memory_id_of
 from memwarden.engine.faces.mcp import build_server
 from memwarden.events import FrozenClock, PolicyVersionChanged, content_checksum
@@ -43,6 +46,12 @@ IDS = ["m1", "m:2", "메모"]  # the same ids in both tenants
 KEYS = {tenant: agent_key(tenant) for tenant in TENANTS}
 # what a caller may claim as its fetch time, relative to the clock
 FETCHES = [None, timedelta(minutes=4, seconds=50), timedelta(minutes=-1), timedelta(days=-3000), timedelta(days=2)]
+DIMS = 16  # the hash embedder's, small: the machine searches after every step
+EMBEDDER = HashEmbedder(DIMS)
+# vectors a caller brings with a save; the last is the embedder's own for a text every memory holds
+GIVEN = [[1.0] + [0.0] * (DIMS - 1), [0.5] * DIMS, [(-1.0) ** i * (i + 1) for i in range(DIMS)]]
+QUERIES = [("내용", None), (None, GIVEN[0]), (None, list(EMBEDDER.embed(["m1 내용"])[0]))]
+MODES = ("hybrid", "vector", "text")
 SUMMARIES = ["요약 summary", "ctl \x1b[2J\x07 chars", "\u202eevil", "x" * 300, "nul \x00 byte", "lone \ud800"]
 COUNTER = itertools.count()
 
@@ -59,7 +68,7 @@ class Promises(RuleBasedStateMachine):
         fetchers = Fetchers()
         fetchers.register("src", lambda row: self.sources.get((row["tenant"], row["memory_id"]), "gone"))
         self.clock = FrozenClock(START)
-        self.w = Warden(self.db, clock=self.clock, fetchers=fetchers)
+        self.w = Warden(self.db, clock=self.clock, fetchers=fetchers, embedder=EMBEDDER)
         self.texts = itertools.count()
         # the model: what each promise forbids, from what was done
         self.saved_texts: dict[tuple[str, str], set[str]] = {}  # (tenant, id) -> texts ever saved under it
@@ -67,6 +76,7 @@ class Promises(RuleBasedStateMachine):
         self.erased: set[str] = set()  # texts erased
         self.retired: set[int | str] = set()
         self.exports: list[Path] = []
+        self.searched_at: tuple[int, Any] | None = None  # the state the search invariant last checked
 
     def teardown(self) -> None:
         self.w.close()
@@ -122,6 +132,19 @@ class Promises(RuleBasedStateMachine):
         text = self._text(memory_id)
         caller = KEYS[tenant] if as_agent else OPERATOR
         if self._try(self.w.save, **self._record(tenant, memory_id, text, summary, fetch), caller=caller):
+            self._remember(tenant, memory_id, text)
+
+    @rule(
+        tenant=st.sampled_from(TENANTS),
+        memory_id=st.sampled_from(IDS),
+        fetch=st.sampled_from(FETCHES),
+        vector=st.sampled_from(GIVEN),
+    )
+    def save_with_vector(self, tenant: str, memory_id: str, fetch: timedelta | None, vector: list[float]) -> None:
+        """A save bringing its own vector (not the embedder's)."""
+        text = self._text(memory_id)
+        item = self._record(tenant, memory_id, text, "given vector", fetch)
+        if self._try(self.w.save, **item, embedding=vector, caller=OPERATOR):
             self._remember(tenant, memory_id, text)
 
     @rule(tenant=st.sampled_from(TENANTS), memory_id=st.sampled_from(IDS), fetch=st.sampled_from(FETCHES))
@@ -261,6 +284,24 @@ class Promises(RuleBasedStateMachine):
                 attempt()
         assert self.w.head_seq() == head
 
+    @rule(
+        tenant=st.sampled_from(TENANTS),
+        which=st.integers(0, len(QUERIES) - 1),
+        mode=st.sampled_from(MODES),
+        as_agent=st.booleans(),
+        limit=st.sampled_from([1, 3, 50]),
+    )
+    def search(self, tenant: str, which: int, mode: str, as_agent: bool, limit: int) -> None:
+        """An agent's semantic search, any mode and limit: only what the gate allows."""
+        text, vector = QUERIES[which]
+        caller = KEYS[tenant] if as_agent else OPERATOR
+        found = self._try(
+            self.w.search, tenant=tenant, query_text=text, vector=vector, mode=mode, limit=limit, caller=caller
+        )
+        if found is not None:
+            assert len(found) <= limit
+            self._check_found(tenant, caller, found)
+
     # -- the promises -------------------------------------------------------------
 
     @invariant()
@@ -291,6 +332,47 @@ class Promises(RuleBasedStateMachine):
 
     def _listed_as(self, tenant: str, caller: Any) -> list[Any]:
         return self.w.query(tenant=tenant, include_unusable=True, limit=1000, caller=caller)
+
+    def _check_found(self, tenant: str, caller: Any, found: list[Any], usable: dict[str, Any] | None = None) -> None:
+        """Each answer of a search is what ``query`` says of that memory now,
+        usable, and none the model forbids."""
+        if usable is None:
+            usable = {v.memory_id: v for v in self.w.query(tenant=tenant, limit=1000, caller=caller)}
+        erased = {content_checksum(t) for t in self.erased}
+        now = self.clock.now()
+        for f in found:
+            view = f.view
+            assert view == usable.get(view.memory_id), (tenant, view.memory_id, view.status, view.reason)
+            assert view.usable and view.status == "usable" and view.scope["tenant"] == tenant
+            assert (tenant, view.memory_id, view.version) not in self.revoked, view
+            assert view.checksum not in erased and view.content not in self.erased, view
+            assert view.revocation_version not in self.retired, view
+            assert view.expires_at is None or datetime.fromisoformat(view.expires_at) > now, view
+
+    @invariant()
+    def search_answers_only_what_the_gate_allows(self) -> None:
+        # an agent key's searches (the operator's are the search rule's): a
+        # hybrid one, both halves, and one by vector checked for completeness;
+        # only when the log or the clock moved (the answers are a function of both)
+        state = (self.w.head_seq(), self.clock.now())
+        if state == self.searched_at:
+            return
+        self.searched_at = state
+        for tenant in TENANTS:
+            key = KEYS[tenant]
+            usable = {v.memory_id: v for v in self.w.query(tenant=tenant, limit=1000, caller=key)}
+            hybrid = self.w.search(tenant=tenant, query_text="내용", limit=1000, caller=key)
+            by_vector = self.w.search(tenant=tenant, vector=GIVEN[1], mode="vector", limit=1000, caller=key)
+            self._check_found(tenant, key, hybrid + by_vector, usable)
+            # every memory with a vector, as the gate judged it (the index's
+            # candidates): each one usable is answered, none is lost
+            candidates = self.w.search(
+                tenant=tenant, vector=GIVEN[1], mode="vector", limit=1000, include_hidden=True, caller=OPERATOR
+            )
+            assert {f.view.memory_id for f in by_vector} == set(usable) & {f.view.memory_id for f in candidates}
+            other = "tb" if tenant == "ta" else "ta"
+            with pytest.raises(PermissionError):
+                self.w.search(tenant=other, query_text="내용", caller=key)
 
     @invariant()
     def no_retired_policy_is_current(self) -> None:

@@ -381,7 +381,7 @@ def _lines(path: str) -> int | None:
 
 
 # the auditors', security staff's and operators' commands live in their own modules
-from . import _cli_audit, _cli_security, _cli_serve, _cli_sinks  # noqa: E402,F401  (they register on import)
+from . import _cli_audit, _cli_security, _cli_serve, _cli_sinks, _cli_vectors  # noqa: E402,F401  (they register on import)
 
 
 def main() -> None:

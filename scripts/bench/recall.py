@@ -1,0 +1,293 @@
+"""Semantic recall at scale: the vector index beside exact search and LangGraph's InMemoryStore.
+
+    .venv/bin/python scripts/bench/recall.py [--quick] [--json PATH] [--repeat N] [--million]
+
+100,000 memories of 384 dimensions over 100 tenants, one of them holding
+half (--quick: 10,000; --million: 1,000,000, without the peer, whose lists
+of floats would not fit), their vectors made by memwarden's deterministic
+hash embedder from texts of pseudo-words and given with each save. In the
+same run: exact search with numpy over the large tenant's vectors (the
+floor, and what recall is measured against) and LangGraph's
+``InMemoryStore`` holding the same items with the same embeddings (its
+embed function looks the vectors up, so neither side pays for a model),
+asked the same queries (the full run asks it the first 50, once: each
+is a scan in Python of 50,000 items).
+
+The index's memory is what it reports (``VectorIndex.nbytes``: the exact
+matrices, usearch's ``memory_usage`` and the id maps). usearch's arenas
+are allocated in large blocks, so a small graph (the 5,000 vectors of
+--quick) holds about twice its raw bytes; at 50,000 it is about 1.1x.
+
+Targets (issue #40):
+* recall@10 >= 0.95 against exact search, in the large tenant (an HNSW
+  graph: past ``IndexSettings.exact_up_to``, lowered with --quick so the
+  graph is what is measured);
+* search p99 in the large tenant no slower than ``InMemoryStore``'s;
+* a revocation of 1,000 memories of the large tenant leaves none of them
+  in the 10,000 searches after it (--quick: 1,000), each asking with a
+  revoked memory's own vector, where it would be the nearest;
+* the index's memory <= 1.5x the raw float32 vectors it holds;
+* a batch save of 10,000 memories with vectors at no less than half the
+  rate of the same batch without.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# scripts/bench/http.py would shadow the standard library's http package:
+# look in this folder last, not first
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
+
+import numpy as np
+from _common import Metric, arguments, median_of, percentile, report, scratch_dir
+from memwarden.engine import OPERATOR, HashEmbedder, IndexSettings, Warden
+from memwarden.events import FrozenClock
+
+DIMS = 384
+TENANTS = 100
+BIG = "t00"  # the tenant holding half
+REVOKED = 1000  # memories of the big tenant in project "leak", revoked together
+BATCH = 10_000  # the batch save measured
+_SYLLABLES = [c + v for c in "bdgjklmnprstvzhcfwyq" for v in "aeiou"]
+WORDS = [a + b for a in _SYLLABLES for b in _SYLLABLES]  # 10,000 pseudo-words
+
+
+def texts(n: int, seed: int = 40) -> list[str]:
+    rng = random.Random(seed)
+    return [f"{' '.join(rng.choices(WORDS, k=8))} {i}" for i in range(n)]
+
+
+def embedded(embedder: HashEmbedder, corpus: list[str]) -> tuple[np.ndarray, float]:
+    """The vectors of ``corpus`` as float32 rows (Python lists of floats
+    would take ten times the memory), and the embedder's rate."""
+    out = np.empty((len(corpus), DIMS), dtype=np.float32)
+    started = time.perf_counter()
+    for at in range(0, len(corpus), 1000):
+        out[at : at + 1000] = embedder.embed(corpus[at : at + 1000])
+    return out, len(corpus) / (time.perf_counter() - started)
+
+
+def tenant_of(i: int) -> str:
+    return BIG if i % 2 == 0 else f"t{1 + (i // 2) % (TENANTS - 1):02}"
+
+
+def item(i: int, text: str, vector: np.ndarray | None, big_seen: int) -> dict[str, Any]:
+    tenant = tenant_of(i)
+    out: dict[str, Any] = {
+        "memory_id": f"m{i}",
+        "kind": "external_fact",
+        "summary": text,
+        "content": text,
+        "source_url": f"https://example.org/{i}",
+        "scope": {"tenant": tenant, "project": "leak" if tenant == BIG and big_seen < REVOKED else f"p{i % 10}"},
+        "ttl": "30d",
+    }
+    if vector is not None:
+        out["embedding"] = vector.tolist()
+    return out
+
+
+def fill(w: Warden, corpus: list[str], vectors: np.ndarray) -> None:
+    big_seen = 0
+    for at in range(0, len(corpus), 1000):
+        batch = []
+        for i in range(at, min(at + 1000, len(corpus))):
+            batch.append(item(i, corpus[i], vectors[i], big_seen))
+            big_seen += tenant_of(i) == BIG
+        w.save_many(batch, caller=OPERATOR)
+
+
+def exact_top(matrix: np.ndarray, q: np.ndarray, k: int = 10) -> np.ndarray:
+    scores = matrix @ q
+    top = np.argpartition(-scores, k)[:k]
+    return top[np.argsort(-scores[top])]
+
+
+def ms_samples(fn: Any, args: list[Any]) -> tuple[list[float], list[Any]]:
+    samples, answers = [], []
+    for a in args:
+        started = time.perf_counter()
+        answers.append(fn(a))
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples, answers
+
+
+def langgraph(corpus: list[str], vectors: np.ndarray, queries: list[tuple[str, np.ndarray]], runs: int) -> dict:
+    """InMemoryStore with the same vectors, asked the same queries in the big tenant."""
+    from langgraph.store.base import PutOp
+    from langgraph.store.memory import InMemoryStore
+
+    lookup = {t: i for i, t in enumerate(corpus)}
+    asked = {text: q for text, q in queries}
+
+    def embed(batch: list[str]) -> list[list[float]]:
+        return [(asked[t] if t in asked else vectors[lookup[t]]).tolist() for t in batch]
+
+    store = InMemoryStore(index={"dims": DIMS, "embed": embed, "fields": ["text"]})
+    for at in range(0, len(corpus), 1000):
+        store.batch(
+            [PutOp((tenant_of(i),), f"m{i}", {"text": corpus[i]}) for i in range(at, min(at + 1000, len(corpus)))]
+        )
+    samples: list[float] = []
+    for _ in range(runs):
+        s, answers = ms_samples(lambda t: store.search((BIG,), query=t, limit=10), [t for t, _ in queries])
+        samples += s
+    return {"p99": percentile(samples, 0.99), "p50": percentile(samples, 0.5), "answers": answers}
+
+
+def batch_rates(folder: Path, corpus: list[str], vectors: np.ndarray, runs: int) -> tuple[float, float]:
+    """Items/s of one batch of 10,000 saves into a fresh store, with vectors and without."""
+
+    def one(with_vectors: bool, run: int) -> float:
+        w = Warden(folder / f"batch-{with_vectors}-{run}.db", clock=FrozenClock("2026-01-05T09:00:00Z"))
+        try:
+            w.save_many([item(i, corpus[i], vectors[i], REVOKED) for i in range(10)], caller=OPERATOR)
+            if with_vectors:  # an index loaded and following, as on a live node
+                w.search(tenant=BIG, vector=vectors[0].tolist(), mode="vector", caller=OPERATOR)
+            m = len(corpus)  # --quick has fewer texts than the batch: they are used again, under other ids
+            items = [
+                item(i, corpus[i % m], vectors[i % m] if with_vectors else None, REVOKED) for i in range(10, 10 + BATCH)
+            ]
+            started = time.perf_counter()
+            w.save_many(items, caller=OPERATOR)
+            return BATCH / (time.perf_counter() - started)
+        finally:
+            w.close()
+
+    with_rates, without_rates = [], []
+    for run in range(runs):  # alternating: both see the same machine
+        without_rates.append(one(False, run))
+        with_rates.append(one(True, run))
+    return median_of(runs, iter(with_rates).__next__), median_of(runs, iter(without_rates).__next__)
+
+
+def main() -> None:
+    million = "--million" in sys.argv  # taken out here: _common's parser knows the shared flags only
+    sys.argv = [a for a in sys.argv if a != "--million"]
+    parser_args = arguments(__doc__.splitlines()[0])
+    if parser_args.backend != "sqlite":
+        sys.exit("recall.py measures the SQLite store (the index is the same on PostgreSQL; its files are not)")
+    quick = parser_args.quick
+    n = 10_000 if quick else (1_000_000 if million else 100_000)
+    exact_up_to = 1000 if quick else 20_000  # the default past --quick: the big tenant is a graph either way
+    n_queries = 100 if quick else 200
+    after_revoke = 1000 if quick else 10_000
+    runs = parser_args.repeat or (1 if quick else 3)
+    folder = scratch_dir("memwarden-recall-")
+    embedder = HashEmbedder(DIMS)
+
+    print(f"embedding {n:,} texts ...", file=sys.stderr)
+    corpus = texts(n)
+    vectors, embed_rate = embedded(embedder, corpus)
+    rng = random.Random(7)
+    big_rows = np.array([i for i in range(n) if tenant_of(i) == BIG])
+    queries = []
+    for _ in range(n_queries):  # half of a big-tenant memory's words and two others: a near neighbour exists
+        words = corpus[int(rng.choice(big_rows))].split()[:8]
+        text = " ".join(rng.sample(words, 4) + rng.choices(WORDS, k=2))
+        queries.append((text, np.asarray(embedder.embed([text])[0], dtype=np.float32)))
+
+    w = Warden(folder / "recall.db", clock=FrozenClock("2026-01-05T09:00:00Z"), vector_index=IndexSettings(
+        directory=folder / "vectors", exact_up_to=exact_up_to
+    ))  # fmt: skip
+    print(f"saving {n:,} memories with vectors ...", file=sys.stderr)
+    started = time.perf_counter()
+    fill(w, corpus, vectors)
+    print(f"saved in {time.perf_counter() - started:.1f}s; loading the indexes ...", file=sys.stderr)
+    for t in range(TENANTS):
+        w.search(tenant=f"t{t:02}", vector=queries[0][1].tolist(), mode="vector", limit=1, caller=OPERATOR)
+    w.vector_index.settle()
+    w.search(tenant=BIG, vector=queries[0][1].tolist(), mode="vector", limit=1, caller=OPERATOR)
+    kind = next(d["kind"] for d in w.vector_index.describe() if d["tenant"] == BIG)
+
+    # recall@10 and latency, against exact numpy search over the same vectors
+    big_matrix = vectors[big_rows]
+    big_names = [f"m{i}" for i in big_rows]
+    mw_samples: list[float] = []
+    exact_samples: list[float] = []
+    for _ in range(runs):
+        s, found = ms_samples(
+            lambda q: w.search(tenant=BIG, vector=q.tolist(), mode="vector", limit=10, caller=OPERATOR),
+            [q for _, q in queries],
+        )
+        mw_samples += s
+        s, exact = ms_samples(lambda q: exact_top(big_matrix, q), [q for _, q in queries])
+        exact_samples += s
+    exact_ids = [{big_names[j] for j in top} for top in exact]
+    hits = [len({f.view.memory_id for f in page} & e) for page, e in zip(found, exact_ids, strict=True)]
+    recall = float(np.mean(hits)) / 10
+    mw_p99, mw_p50 = percentile(mw_samples, 0.99), percentile(mw_samples, 0.5)
+    exact_p99, exact_p50 = percentile(exact_samples, 0.99), percentile(exact_samples, 0.5)
+
+    index_bytes = w.vector_index.nbytes()
+    held = sum(d["vectors"] for d in w.vector_index.describe())
+    raw_bytes = held * DIMS * 4
+
+    # the revocation: 1,000 of the big tenant, then searches by their own vectors
+    revoked_ids = {f"m{i}" for i in big_rows[:REVOKED]}
+    started = time.perf_counter()
+    w.revoke({"tenant": BIG, "project": "leak"}, reason="bench", caller=OPERATOR)
+    revoke_ms = (time.perf_counter() - started) * 1000
+    picks = [int(big_rows[k % REVOKED]) for k in range(after_revoke)]
+    s, answers = ms_samples(
+        lambda i: w.search(tenant=BIG, vector=vectors[i].tolist(), mode="vector", limit=10, caller=OPERATOR), picks
+    )
+    leaked = sum(1 for page in answers for f in page if f.view.memory_id in revoked_ids)
+    revoked_p99 = percentile(s, 0.99)
+    w.close()
+
+    if million:
+        peer = None
+    else:
+        print("LangGraph InMemoryStore with the same vectors ...", file=sys.stderr)
+        # a brute-force scan in Python of 50,000 items a query: the first 50 queries, once
+        peer_queries = queries if quick else queries[:50]
+        peer = langgraph(corpus, vectors, peer_queries, 1)
+        peer_recall = float(
+            np.mean(
+                [
+                    len({x.key for x in page} & e) / 10
+                    for page, e in zip(peer["answers"], exact_ids[: len(peer_queries)], strict=True)
+                ]
+            )
+        )
+    print("batch saves ...", file=sys.stderr)
+    with_rate, without_rate = batch_rates(folder, corpus, vectors, max(runs, 3) if not quick else 1)
+
+    big = len(big_rows)
+    metrics = [
+        Metric(f"recall@10 vs exact ({BIG}: {big:,} vectors, {kind})", recall, "", 1.0, recall, ">= 0.95",
+               recall >= 0.95),
+        Metric(f"search p99 ({BIG}, limit 10, vs InMemoryStore)", mw_p99, "ms", None if peer is None else peer["p99"],
+               None if peer is None else mw_p99 / peer["p99"], "<= InMemoryStore's",
+               peer is not None and mw_p99 <= peer["p99"]),
+        Metric(f"search p50 ({BIG}, limit 10) (info)", mw_p50, "ms", exact_p50, mw_p50 / exact_p50,
+               "- (baseline: exact numpy p50)", True),
+        Metric("exact numpy search p99 (the floor, info)", exact_p99, "ms", None, None, "-", True),
+        Metric(f"revoked served in {after_revoke:,} searches after revoking {REVOKED:,}", leaked, "results", None,
+               None, "0", leaked == 0),
+        Metric(f"revoke {REVOKED:,}: commit (info)", revoke_ms, "ms", None, None, "-", True),
+        Metric("search p99 by a revoked memory's own vector (info)", revoked_p99, "ms", mw_p99, revoked_p99 / mw_p99,
+               "-", True),
+        Metric(f"index memory ({held:,} vectors, {TENANTS} tenants)", index_bytes / 2**20, "MB", raw_bytes / 2**20,
+               index_bytes / raw_bytes, "<= 1.5x raw float32", index_bytes <= 1.5 * raw_bytes),
+        Metric(f"batch save of {BATCH:,} with vectors", with_rate, "memories/s", without_rate,
+               with_rate / without_rate, ">= 0.5x without", with_rate >= 0.5 * without_rate),
+        Metric(f"hash embedder, {DIMS} dims (info)", embed_rate, "texts/s", None, None, "-", True),
+    ]  # fmt: skip
+    if peer is not None:
+        metrics.append(
+            Metric("InMemoryStore recall@10 (info: exact by construction)", peer_recall, "", None, None, "-", True)
+        )
+        metrics.append(Metric("InMemoryStore search p50 (info)", peer["p50"], "ms", None, None, "-", True))
+    report(f"Semantic recall ({n:,} memories, {DIMS} dims, {TENANTS} tenants)", metrics, parser_args.json_path)
+
+
+if __name__ == "__main__":
+    main()
