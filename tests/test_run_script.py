@@ -19,6 +19,11 @@ SCRIPT = ROOT / "scripts" / "run"
 STAMP = ROOT / ".venv" / ".memwarden-installed"
 
 
+def stamp(target: str = ".") -> str:
+    """What scripts/run writes once it has installed ``target`` (the project, or with its postgres extra)."""
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + f"{target}\n".encode()).hexdigest() + "\n"
+
+
 def run_script(tmp_path: Path, port: int, **env_extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PORT": str(port), "MEMWARDEN_DB": str(tmp_path / "run.db"), **env_extra}
     return subprocess.Popen(
@@ -49,7 +54,7 @@ def test_a_taken_port_is_said_in_one_line(tmp_path: Path) -> None:
 @pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "memwarden").exists(), reason="needs the project's .venv")
 def test_a_second_start_installs_nothing_and_keeps_its_demo_key(tmp_path: Path) -> None:
     # as scripts/run leaves it after an install of this very pyproject.toml
-    STAMP.write_text(hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + "\n")
+    STAMP.write_text(stamp())
     stamped = STAMP.stat().st_mtime_ns
     keys = []
     for _ in range(2):
@@ -120,7 +125,7 @@ def test_postgres_from_the_quick_start(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    STAMP.write_text(hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + "\n")
+    STAMP.write_text(stamp(".[postgres]"))  # the test extras hold the driver already
     proc = run_script(tmp_path, port, MEMWARDEN_DB=url, MEMWARDEN_DEMO_KEY=str(key_file))
     try:
         deadline = time.monotonic() + 60
