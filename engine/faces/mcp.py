@@ -183,6 +183,7 @@ def build_server(
             cache_key=body.cache_key.model_dump() if body.cache_key else None,
             event_id=body.event_id,
             derived_from=body.derived_from,
+            embedding=body.embedding,
         )
 
     @tool(SaveBody)
