@@ -85,9 +85,7 @@ def _uncarried(core: Core) -> list[str]:
             continue
         payload = record.payload
         named = f"{payload.get('tenant')}/{payload['memory_id']}" if "memory_id" in payload else "event"
-        found.extend(
-            f"{named} (seq {record.seq}): {field} {problem}" for field, problem in unstorable_fields(payload)
-        )
+        found.extend(f"{named} (seq {record.seq}): {field} {problem}" for field, problem in unstorable_fields(payload))
     return found
 
 

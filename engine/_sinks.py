@@ -197,7 +197,6 @@ class SinkWorker:
                 return [sink_line(r) for r in rows]
             time.sleep(0.05)
 
-
     def _settle_one(self, spec: SinkSpec, revocation_id: str) -> None:
         self.deliver(spec)
         self.read_back(revocation_id, sinks=[spec.name])

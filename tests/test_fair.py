@@ -154,6 +154,7 @@ def test_a_few_large_bodies_are_read_at_a_time_whoever_sends_them() -> None:
 
     async def run() -> None:
         async with client(guarded) as c:
+
             async def chunks() -> Any:
                 for _ in range(5):
                     yield b"x" * 1_000
