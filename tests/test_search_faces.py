@@ -166,13 +166,17 @@ def test_the_mcp_tool_searches(tmp_path: Path) -> None:
     server = build_server(w)
 
     async def call(arguments: dict[str, Any]) -> Any:
-        return await server.call_tool("memory_search", arguments)
+        from mcp import Client as McpClient
+
+        async with McpClient(server) as client:  # in memory, as the local operator
+            return await client.call_tool("memory_search", arguments)
 
     result = asyncio.run(call({"tenant": "acme", "query": "배포 승인"}))
-    text = json.dumps(result, default=str, ensure_ascii=False)
-    assert "mine" in text and "gone" not in text and "score" in text
-    with pytest.raises(Exception, match="mode"):
-        asyncio.run(call({"tenant": "acme", "query": "배포", "mode": "fuzzy"}))
+    assert not result.is_error, result.content
+    data = result.structured_content or json.loads(result.content[0].text)
+    assert [r["memory_id"] for r in data["results"]] == ["mine"] and data["results"][0]["score"] > 0
+    refused = asyncio.run(call({"tenant": "acme", "query": "배포", "mode": "fuzzy"}))
+    assert refused.is_error and '"field":"mode"' in refused.content[0].text
     w.close()
 
 
