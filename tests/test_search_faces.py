@@ -205,3 +205,46 @@ def test_the_client_searches_over_a_live_server(live: Server) -> None:
         with pytest.raises(InvalidInput) as refused:
             mw.search(tenant="acme", query="배포", mode="fuzzy")
         assert refused.value.field == "mode"
+
+
+def test_the_cli_query_similar(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from memwarden.engine.faces.cli import cli
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[embedder]\nkind = "hash"\ndims = 64\n', encoding="utf-8")
+    base = ["--db", str(tmp_path / "cli.db"), "--policy-file", str(policy)]
+    runner = CliRunner()
+    for memory_id, text in (("ko", TEXT), ("lunch", "금요일 점심 메뉴")):
+        saved = runner.invoke(
+            cli,
+            [
+                *base,
+                "save",
+                "--id",
+                memory_id,
+                "--kind",
+                "external_fact",
+                "--summary",
+                text,
+                "--content",
+                text,
+                "--source-url",
+                f"https://e/{memory_id}",
+                "--tenant",
+                "acme",
+            ],
+        )
+        assert saved.exit_code == 0, saved.output
+    revoked = runner.invoke(cli, [*base, "revoke", "--id", "lunch", "--reason", "leaked"])
+    assert revoked.exit_code == 0, revoked.output
+    result = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "배포 승인", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [r["memory_id"] for r in data["results"]] == ["ko"] and data["results"][0]["found_by"]
+    text = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "배포 승인", "--mode", "vector"])
+    assert text.exit_code == 0 and "ko" in text.stdout and "lunch" not in text.stdout
+    hidden = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "점심", "--all", "--json"])
+    assert "lunch" in hidden.stdout
+    bad = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "a\x01b"])
+    assert bad.exit_code == 2 and "query" in bad.stderr
