@@ -248,3 +248,21 @@ def test_the_cli_query_similar(tmp_path: Path) -> None:
     assert "lunch" in hidden.stdout
     bad = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "a\x01b"])
     assert bad.exit_code == 2 and "query" in bad.stderr
+
+
+def test_the_langgraph_store_searches_by_meaning_with_an_index(tmp_path: Path) -> None:
+    from memwarden.integrations.langgraph import MemwardenStore
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [[1.0 if "배포" in t else 0.1, 1.0 if "점심" in t else 0.1, 0.5] for t in texts]
+
+    w = Warden(tmp_path / "lg.db")
+    store = MemwardenStore(w.acting_as(OPERATOR), tenant="acme", index={"embed": embed, "dims": 3, "fields": ["text"]})
+    store.put(("notes",), "deploy", {"text": "배포 승인"})
+    store.put(("notes",), "lunch", {"text": "점심 메뉴"})
+    store.put(("notes",), "gone", {"text": "배포 비밀"})
+    store.delete(("notes",), "gone")  # erased: never found again
+    found = store.search(("notes",), query="배포")
+    assert [i.key for i in found] == ["deploy", "lunch"] and found[0].score == pytest.approx(1.0)
+    assert all(i.score is None for i in store.search(("notes",)))  # no query: the listing, unscored
+    w.close()
