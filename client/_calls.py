@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from memwarden.engine import DueItem, ErasureResult, MemoryView, RevocationResult, SaveResult, VerifyResult
+from memwarden.engine import DueItem, ErasureResult, Found, MemoryView, RevocationResult, SaveResult, VerifyResult
 from memwarden.events import format_ts
 
 # what the answer of an HTTP call becomes
@@ -76,6 +76,7 @@ SAVE_FIELDS = (
     "cache_key",
     "event_id",
     "derived_from",
+    "embedding",
 )
 
 
@@ -158,6 +159,22 @@ def query(tenant: str, filters: Mapping[str, Any]) -> Call:
     return Call(
         "GET", "/v1/memories", lambda a: [MemoryView(**m) for m in a["memories"]], params, idempotent=True, fresh=True
     )
+
+
+_FOUND_KEYS = ("score", "found_by", "similarity", "text_rank")
+
+
+def _found(answer: dict[str, Any]) -> Found:
+    view = MemoryView(**{k: v for k, v in answer.items() if k not in _FOUND_KEYS})
+    return Found(view, answer["score"], tuple(answer["found_by"]), answer.get("similarity"), answer.get("text_rank"))
+
+
+def search(tenant: str, query: str | None, vector: Any, options: Mapping[str, Any]) -> Call:
+    """``POST /v1/memories/search``: a read (sent again safely), fresh as the client's writes."""
+    body: dict[str, Any] = {"tenant": tenant, "query": query, "vector": list(vector) if vector is not None else None}
+    body.update({k: list(v) if k == "weights" else v for k, v in options.items() if v is not None})
+    body = {k: v for k, v in body.items() if v is not None}
+    return Call("POST", "/v1/memories/search", lambda a: [_found(r) for r in a["results"]], body=body, idempotent=True)
 
 
 def verify(memory_id: str, tenant: str | None, accept: bool) -> Call:

@@ -10,14 +10,16 @@ and saves, which the client sends under an event id of its own.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
 from memwarden.engine import (
     DueItem,
     ErasureResult,
+    Found,
     MemoryView,
     RevocationResult,
     SaveResult,
@@ -46,6 +48,12 @@ class _Base:
         if call.fresh and self.seq and "min_seq" not in params:
             params["min_seq"] = self.seq  # read your writes, on any node
         return {"method": call.method, "url": call.path, "params": params, "json": call.body}
+
+    def _fresh(self, call: Call) -> Call:
+        """A search's body carries ``min_seq`` (it is a POST: no query string to add it to)."""
+        if self.seq and call.body is not None and "min_seq" not in call.body:
+            return dataclasses.replace(call, body={**call.body, "min_seq": self.seq})
+        return call
 
     def _answer(self, call: Call, response: httpx.Response) -> Any:
         try:
@@ -124,6 +132,13 @@ class Client(_Base):
 
     def query(self, *, tenant: str, **filters: Any) -> list[MemoryView]:
         return self._run(calls.query(tenant, filters))
+
+    def search(
+        self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
+    ) -> list[Found]:
+        """``Warden.search`` over ``POST /v1/memories/search`` (options: limit, mode,
+        weights, the scope filters, include_hidden, min_seq, with_content)."""
+        return self._run(self._fresh(calls.search(tenant, query, vector, options)))
 
     def verify(self, memory_id: str, *, tenant: str | None = None, accept: bool = False) -> VerifyResult:
         return self._run(calls.verify(memory_id, tenant, accept))
@@ -223,6 +238,13 @@ class AsyncClient(_Base):
 
     async def query(self, *, tenant: str, **filters: Any) -> list[MemoryView]:
         return await self._run(calls.query(tenant, filters))
+
+    async def search(
+        self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
+    ) -> list[Found]:
+        """``Warden.search`` over ``POST /v1/memories/search`` (options: limit, mode,
+        weights, the scope filters, include_hidden, min_seq, with_content)."""
+        return await self._run(self._fresh(calls.search(tenant, query, vector, options)))
 
     async def verify(self, memory_id: str, *, tenant: str | None = None, accept: bool = False) -> VerifyResult:
         return await self._run(calls.verify(memory_id, tenant, accept))

@@ -10,11 +10,14 @@ written against one runs against the other, and one contract suite
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._rights import Principal
 from ._views import DueItem, ErasureResult, MemoryView, RevocationResult, SaveResult, VerifyResult
+
+if TYPE_CHECKING:  # only named in annotations: recall imports the reading side, not this module's users
+    from ._recall import Found
 
 
 class Memories(Protocol):
@@ -24,6 +27,9 @@ class Memories(Protocol):
     def save_many(self, memories: Iterable[Mapping[str, Any]]) -> list[SaveResult]: ...
     def get(self, memory_id: str, *, tenant: str | None = None, min_seq: int | None = None) -> MemoryView: ...
     def query(self, *, tenant: str, **filters: Any) -> list[MemoryView]: ...
+    def search(
+        self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
+    ) -> list[Found]: ...
     def verify(self, memory_id: str, *, tenant: str | None = None, accept: bool = False) -> VerifyResult: ...
     def due(self, *, limit: int | None = None) -> list[DueItem]: ...
     def explain(self, memory_id: str, *, tenant: str | None = None, as_of: str | None = None) -> dict[str, Any]: ...
@@ -63,6 +69,11 @@ class Acting:
 
     def query(self, *, tenant: str, **filters: Any) -> list[MemoryView]:
         return self.warden.query(tenant=tenant, **filters, caller=self.caller)
+
+    def search(
+        self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
+    ) -> list[Found]:
+        return self.warden.search(tenant=tenant, query_text=query, vector=vector, **options, caller=self.caller)
 
     def verify(self, memory_id: str, *, tenant: str | None = None, accept: bool = False) -> VerifyResult:
         return self.warden.verify(memory_id, tenant=tenant, accept=accept, caller=self.caller)

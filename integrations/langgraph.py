@@ -44,6 +44,7 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
+from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 from memwarden.engine import Memories, MemoryNotFound, MemoryView
 from memwarden.events import parse_ts
 
@@ -87,6 +88,10 @@ class MemwardenStore(BaseStore):
         self.kind = kind
         self.ttl_config = ttl
         self.index_config = index
+        # with LangGraph's index config, puts carry the store's own vectors and a
+        # search with a query is semantic recall over them (as InMemoryStore does)
+        self._embeddings = ensure_embeddings(index.get("embed")) if index else None
+        self._paths = [(f, tokenize_path(f)) for f in (index.get("fields") or ["$"])] if index else []
         self._async = inspect.iscoroutinefunction(getattr(memories, "get", None))
 
     # -- BaseStore ---------------------------------------------------------------------------
@@ -174,7 +179,45 @@ class MemwardenStore(BaseStore):
         tenant, scope = self._filters.filters(namespace_prefix)
         return ([tenant] if tenant is not None else None), scope
 
+    def _embedded(self, value: dict[str, Any]) -> list[float] | None:
+        """The put's vector: the store's ``embed`` over its ``fields`` (None without an index)."""
+        if self._embeddings is None:
+            return None
+        texts = [t for _, path in self._paths for t in get_text_at_path(value, path)]
+        return list(self._embeddings.embed_documents(["\n".join(texts) or "{}"])[0])
+
+    def _recall(self, op: SearchOp) -> list[SearchItem] | None:
+        """Semantic recall for a query when the store has an index; None: full text."""
+        if self._embeddings is None or not op.query:
+            return None
+        vector = list(self._embeddings.embed_query(op.query))
+        prefix = tuple(op.namespace_prefix)
+        tenants, scope = self._scopes(prefix)
+        wanted = op.offset + op.limit
+        hits: list[SearchItem] = []
+        for tenant in tenants if tenants is not None else self.memories.tenants():
+            for found in self.memories.search(
+                tenant=tenant, vector=vector, mode="vector", limit=min(10_000, _page(wanted, op) * 4), **scope
+            ):
+                item = _item(found.view, search=True)
+                if item is not None and under(found.view.memory_id, prefix) and matches(item.value, op.filter):
+                    hits.append(
+                        SearchItem(
+                            item.namespace,
+                            item.key,
+                            item.value,
+                            item.created_at,
+                            item.updated_at,
+                            score=found.similarity,
+                        )
+                    )
+        hits.sort(key=lambda h: -(h.score or 0.0))
+        return hits[op.offset : wanted]
+
     def _search(self, op: SearchOp) -> list[SearchItem]:
+        recalled = self._recall(op)
+        if recalled is not None:
+            return recalled
         prefix = tuple(op.namespace_prefix)
         tenants, scope = self._scopes(prefix)
         wanted = op.offset + op.limit
@@ -267,6 +310,7 @@ class MemwardenStore(BaseStore):
             "source_url": source if isinstance(source, str) else "langgraph:" + memory_id[3:],
             "scope": self.scope_of(namespace),
             "ttl": timedelta(minutes=op.ttl) if op.ttl is not None else None,
+            "embedding": self._embedded(value) if op.index is not False else None,
         }
 
     def _latest(self, ops: list[PutOp]) -> list[PutOp]:

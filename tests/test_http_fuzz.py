@@ -115,6 +115,7 @@ OPERATIONS = [
     ("POST", "/v1/memories"),
     ("POST", "/v1/memories/batch"),
     ("GET", "/v1/memories"),
+    ("POST", "/v1/memories/search"),
     ("POST", "/v1/memories/{memory_id}/verify"),
     ("GET", "/v1/memories/{memory_id}/explain"),
     ("GET", "/v1/memories/{memory_id}"),

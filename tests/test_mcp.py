@@ -26,6 +26,7 @@ TOOLS = {
     "memory_verify",
     "memory_explain",
     "memory_replay",
+    "memory_search",
 }
 
 

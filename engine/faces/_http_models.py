@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import BaseModel, ConfigDict, Field
+
+# a vector's longest (``memwarden.events``' MAX_DIMS); the engine checks the
+# rest (the embedder's length, finite numbers, not all zeros) and names the field
+MAX_DIMS = 4096
+Vector = list[float]
 
 
 class Body(BaseModel):
@@ -44,6 +51,9 @@ class SaveBody(Body):
     cache_key: CacheKeyBody | None = None
     event_id: str | None = None
     derived_from: list[str] = Field(default_factory=list, max_length=1000)
+    embedding: Vector | None = Field(
+        None, max_length=MAX_DIMS, description="the version's vector (default: the configured embedder's)"
+    )
 
 
 class SaveManyBody(Body):
@@ -89,3 +99,45 @@ class MemoryApiSave(Body):
     agent: str = Field(min_length=1)
     key: str = Field(min_length=1)
     content: str
+
+
+class SearchBody(Body):
+    """``POST /v1/memories/search``: semantic recall (``Warden.search``)."""
+
+    tenant: str = Field(min_length=1)
+    query: str | None = Field(None, description="the text to search for (or give a vector)")
+    vector: Vector | None = Field(None, max_length=MAX_DIMS, description="a query vector of the embedder's length")
+    limit: int = Field(10, ge=1, le=10_000)
+    mode: Literal["hybrid", "vector", "text"] = "hybrid"
+    weights: list[Annotated[float, Field(ge=0, le=100)]] = Field(
+        default_factory=lambda: [1.0, 1.0], min_length=2, max_length=2, description="(text, vector) in the fusion"
+    )
+    project: str | None = None
+    permission: str | None = None
+    user: str | None = None
+    agent: str | None = None
+    tool: str | None = None
+    kind: str | None = None
+    include_hidden: bool = Field(False, description="staff: the memories the gate refuses too, with why")
+    min_seq: int | None = Field(None, ge=0, le=2**62)
+    with_content: bool = True
+
+    def search_args(self) -> dict[str, object]:
+        """``Warden.search``'s keyword arguments (every rule is the engine's)."""
+        return dict(
+            tenant=self.tenant,
+            query_text=self.query,
+            vector=self.vector,
+            limit=self.limit,
+            mode=self.mode,
+            weights=tuple(self.weights),
+            project=self.project,
+            permission=self.permission,
+            user=self.user,
+            agent=self.agent,
+            tool=self.tool,
+            kind=self.kind,
+            include_hidden=self.include_hidden,
+            min_seq=self.min_seq,
+            with_content=self.with_content,
+        )

@@ -62,6 +62,20 @@ class Memories(Answer):
     memories: list[Memory]
 
 
+class SearchResult(Memory):
+    """A memory recall found: as the gate judged it, with its fused score."""
+
+    score: float
+    found_by: list[str] = Field(description='"text", "vector" or both: the halves that found it')
+    similarity: float | None = Field(None, description="the cosine with the query (the vector half)")
+    text_rank: int | None = Field(None, description="its place in the full-text answer, from 1")
+
+
+class SearchResults(Answer):
+    results: list[SearchResult]
+    seq: int = Field(description="the log's head when the search began: the answer is at least this fresh")
+
+
 class Verified(Answer):
     memory_id: str
     outcome: str
@@ -272,6 +286,7 @@ def documented(model: type[BaseModel], status: int = 200, *errors: int) -> dict[
         413: "the body or the content is over a limit",
         422: "bad input: the field and the problem",
         429: "the key holds as many waiting requests as one key may",
+        503: "the embedder (or the database) could not answer now",
     }
     responses: dict[int | str, dict[str, Any]] = {status: {"model": model}}
     for code in sorted({400, 401, 403, 413, 422, *errors}):

@@ -34,6 +34,7 @@ from ._cli_common import (
     with_warden,
 )
 from ._cli_output import plural, progress, status_line, stdout_console, table
+from ._cli_search import run_search, similar_options
 
 # -- memories -------------------------------------------------------------------------
 
@@ -173,6 +174,7 @@ def get(warden: Warden, memory_id: str, tenant: str | None, min_seq: int | None,
     "--min-seq", type=click.IntRange(0, 2**62), default=None, help="Serve only a view that has applied this seq."
 )
 @click.option("--no-content", is_flag=True, help="Leave the texts out of the answer.")
+@similar_options
 @json_option
 @with_warden
 def query(
@@ -189,9 +191,16 @@ def query(
     limit: int,
     min_seq: int | None,
     no_content: bool,
+    similar: str | None,
+    mode: str,
     as_json: bool,
 ) -> None:
-    """Usable memories in a scope (with --all: every memory and why not)."""
+    """Usable memories in a scope (with --all: every memory and why not;
+    with --similar: the closest in meaning, each with its score)."""
+    if similar is not None:
+        scope = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind)
+        search = dict(include_hidden=include_unusable, limit=limit, min_seq=min_seq, with_content=not no_content)
+        return run_search(warden, tenant=tenant, similar=similar, mode=mode, as_json=as_json, **scope, **search)
     views = warden.query(
         tenant=tenant,
         project=project,

@@ -41,6 +41,7 @@ from ._http_models import (
 )
 from ._http_ops import RequestId, install_operations
 from ._http_responses import documented
+from ._http_search import install_search_routes
 from .console import install_console
 
 log = structlog.get_logger("memwarden.http")
@@ -132,6 +133,7 @@ def create_app(
             cache_key=body.cache_key.model_dump() if body.cache_key else None,
             event_id=body.event_id,
             derived_from=body.derived_from,
+            embedding=body.embedding,
         )
 
     def sources_allowed(fields: Mapping[str, Any]) -> None:
@@ -193,6 +195,8 @@ def create_app(
             caller=who,
         )
         return {"memories": [v.as_dict() for v in views]}
+
+    install_search_routes(app, warden)
 
     # ids may hold "/" (sent as %2F): the routes take the rest of the path,
     # and the plain read is declared last so ".../explain" is not read as an id

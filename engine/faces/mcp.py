@@ -26,7 +26,7 @@ from memwarden.engine import OPERATOR, InvalidInput, Principal, Unauthorized, Wa
 from memwarden.events import canonical_json
 from pydantic import BaseModel, Field, ValidationError
 
-from ._http_models import Body, SaveBody, SaveManyBody
+from ._http_models import Body, SaveBody, SaveManyBody, SearchBody
 
 Authenticate = Callable[[str | None], Principal | None]
 
@@ -183,6 +183,7 @@ def build_server(
             cache_key=body.cache_key.model_dump() if body.cache_key else None,
             event_id=body.event_id,
             derived_from=body.derived_from,
+            embedding=body.embedding,
         )
 
     @tool(SaveBody)
@@ -226,6 +227,15 @@ def build_server(
             if not v.usable
         ]
         return {"memories": usable, "hidden": hidden}
+
+    @tool(SearchBody)
+    def memory_search(args: SearchBody, who: Principal) -> dict[str, Any]:
+        """Memories closest in meaning (hybrid: and in words) to query (or to a vector), best
+        first, each with its score and found_by; only memories you may use now are answered.
+        The body of POST /v1/memories/search."""
+        seq = warden.head_seq()
+        found = warden.search(**args.search_args(), caller=who)  # type: ignore[arg-type]
+        return {"results": [f.as_dict() for f in found], "seq": seq}
 
     @tool(GetArgs)
     def memory_get(args: GetArgs, who: Principal) -> dict[str, Any]:
