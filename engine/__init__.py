@@ -40,13 +40,13 @@ from ._memories import Acting, Memories
 from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
 from ._reading import search_words
-from ._recall import RRF_K, Found
+from ._recall import RRF_K
 from ._rights import OPERATOR, SYSTEM, Principal, may
 from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
 from ._sink_clients import signed_headers
 from ._sink_config import NOTICE_TYPES, SinkSpec, sinks_from_table
 from ._sinks import SinkWorker
-from ._views import DueItem, ErasureResult, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
+from ._views import DueItem, ErasureResult, Found, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
 from ._warden import Warden
 
 __all__ = [

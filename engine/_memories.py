@@ -11,13 +11,10 @@ written against one runs against the other, and one contract suite
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ._rights import Principal
-from ._views import DueItem, ErasureResult, MemoryView, RevocationResult, SaveResult, VerifyResult
-
-if TYPE_CHECKING:  # only named in annotations: recall imports the reading side, not this module's users
-    from ._recall import Found
+from ._views import DueItem, ErasureResult, Found, MemoryView, RevocationResult, SaveResult, VerifyResult
 
 
 class Memories(Protocol):

@@ -20,38 +20,18 @@ both) and both weights 1.0 unless the caller gives others.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from ._core import Core
 from ._embedders import vector_input
 from ._errors import InvalidInput
 from ._reading import MAX_LIMIT, query, search_words
 from ._rights import Principal, authorize, confine_tenant, operation
-from ._views import MemoryView
+from ._views import Found, MemoryView
 
 RRF_K = 60
 MODES = ("hybrid", "vector", "text")
 _FIRST_CANDIDATES = 64  # the first request to the index: most searches need no second
-
-
-class Found(NamedTuple):
-    """One answer of a search: the memory as the gate judged it, its fused
-    score, which halves found it, and each half's own measure."""
-
-    view: MemoryView
-    score: float
-    found_by: tuple[str, ...]
-    similarity: float | None  # the cosine with the query (the vector half)
-    text_rank: int | None  # its place in the full-text answer, from 1
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **self.view.as_dict(),
-            "score": round(self.score, 6),
-            "found_by": list(self.found_by),
-            "similarity": None if self.similarity is None else round(self.similarity, 6),
-            "text_rank": self.text_rank,
-        }
 
 
 @operation("read")

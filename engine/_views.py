@@ -179,3 +179,23 @@ class ImportResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class Found(NamedTuple):
+    """One answer of a search: the memory as the gate judged it, its fused
+    score, which halves found it, and each half's own measure."""
+
+    view: MemoryView
+    score: float
+    found_by: tuple[str, ...]
+    similarity: float | None  # the cosine with the query (the vector half)
+    text_rank: int | None  # its place in the full-text answer, from 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.view.as_dict(),
+            "score": round(self.score, 6),
+            "found_by": list(self.found_by),
+            "similarity": None if self.similarity is None else round(self.similarity, 6),
+            "text_rank": self.text_rank,
+        }

@@ -176,6 +176,7 @@ def test_the_fuzzer_reaches_every_tool(world: tuple[Any, Warden]) -> None:
         "memory_verify",
         "memory_explain",
         "memory_replay",
+        "memory_search",
     }
     assert set(schemas(world[0])) == tools
     assert set(REACHED) == tools
