@@ -52,7 +52,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
-from memwarden.engine import Memories, MemoryNotFound, MemoryView
+from memwarden.engine import Memories, MemoryNotFound, MemoryView, Warden
 from memwarden.events import parse_ts
 
 from ._items import (
@@ -90,6 +90,9 @@ class MemwardenStore(BaseStore):
         ttl: TTLConfig | None = None,
         index: IndexConfig | None = None,
     ) -> None:
+        if isinstance(memories, Warden):
+            # every operation names its caller: a store holds no rights of its own
+            raise TypeError("a Warden acts for a caller: pass warden.acting_as(principal), or a Client")
         self.memories = memories
         self.scope_of = namespace_scope or NamespaceScope(tenant)
         self._filters = NamespaceScope(tenant) if namespace_scope is None else None

@@ -201,6 +201,9 @@ def test_the_scope_a_namespace_maps_to(warden: Warden) -> None:
     assert warden.get("lg:acme/p:k", caller=OPERATOR).scope["project"] == "p"
     with pytest.raises(PermissionError, match="tenant"):
         free.put(("globex", "p"), "k", {"v": 3})
+    # a Warden without a caller would be every right at once: refused at once, with the way out
+    with pytest.raises(TypeError, match="acting_as"):
+        MemwardenStore(warden)  # type: ignore[arg-type]
 
 
 # -- semantic recall with an index config, blocking and awaited ---------------------------------
@@ -276,6 +279,12 @@ def test_async_search_with_an_index_is_the_sync_recall(warden: Warden) -> None:
     after = asyncio.run(awaited.asearch(("notes",), query="배포"))
     assert [i.key for i in after] == ["deploy", "lunch"]
     assert scored(after) == scored(blocking.search(("notes",), query="배포"))
+    # a put's own index: False carries no vector (no candidate to recall), a list other fields
+    blocking.put(("notes", "kim"), "plain", {"text": "배포 without a vector"}, index=False)
+    blocking.put(("notes", "kim"), "titled", {"title": "배포", "text": "점심"}, index=["title"])
+    now = asyncio.run(awaited.asearch(("notes",), query="배포"))
+    assert {i.key for i in now[:2]} == {"deploy", "titled"} and "plain" not in [i.key for i in now]
+    assert "plain" in [i.key for i in blocking.search(("notes",))], "still an item, found without a query"
 
 
 # -- LangMem's tools in a LangGraph agent, with a scripted model -----------------------------------
@@ -383,9 +392,9 @@ def test_async_semantic_search_against_a_live_server_through_the_async_client(li
 
 def test_the_demo_script_runs_as_the_readme_says(tmp_path: Any) -> None:
     """``scripts/langgraph-demo`` against the quick-start server (SQLite,
-    the demo key kept beside the database, as ``scripts/run`` does)."""
+    the demo key kept beside the database, the scheduler on, as ``scripts/run`` does)."""
     db = tmp_path / "memwarden.db"
-    running = start_server(db, "--no-scheduler", "--demo-key", f"{db}.demo-key")
+    running = start_server(db, "--demo-key", f"{db}.demo-key")
     try:
         port = running.url.rsplit(":", 1)[1]
         demo = Path(__file__).resolve().parents[1] / "scripts" / "langgraph-demo"
@@ -404,3 +413,5 @@ def test_the_demo_script_runs_as_the_readme_says(tmp_path: Any) -> None:
     assert "apollo" in before and "green tea" in before
     assert "apollo" not in after and "green tea" in after
     assert "security revoked 1 memory" in done.stdout and "/console/revocations/rev_" in done.stdout
+    assert "read-back confirmed in" in done.stdout and "0 still visible, leaked []" in done.stdout
+    assert "Deprecat" not in done.stderr, "the demo's console is its story, not LangGraph's warnings"
