@@ -34,7 +34,7 @@ from ._errors import (
 from ._fetchers import Fetchers
 from ._gate import ACTIONS, REASONS, Decision, decide
 from ._keys import KeyStore
-from ._limits import Limits, refuse_local_source
+from ._limits import MAX_PAGE, Limits, refuse_local_source
 from ._logging import configure_logging
 from ._memories import Acting, Memories
 from ._policy import KindRule, PolicyFile, TtlPolicy
@@ -51,6 +51,7 @@ from ._warden import Warden
 
 __all__ = [
     "ACTIONS",
+    "MAX_PAGE",
     "NOTICE_TYPES",
     "OPERATOR",
     "REASONS",

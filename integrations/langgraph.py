@@ -52,7 +52,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
-from memwarden.engine import Memories, MemoryNotFound, MemoryView, Warden
+from memwarden.engine import MAX_PAGE, Memories, MemoryNotFound, MemoryView, Warden
 from memwarden.events import parse_ts
 
 from ._items import (
@@ -190,12 +190,22 @@ class MemwardenStore(BaseStore):
             tenants, scope = yield from self._scopes(prefix)
             hits: list[SearchItem] = []
             for tenant in tenants:
-                ask = {"tenant": tenant, "vector": vector, "mode": "vector", "limit": min(10_000, size * 4), **scope}
-                for found in (yield Ask("search", ask)):
-                    item = _hit(found.view, prefix, op.filter)
-                    if item is not None:
-                        item.score = found.similarity
-                        hits.append(item)
+                # the prefix and the filter are applied here, after the gate:
+                # ask for more candidates until enough pass or none are left
+                asked = min(MAX_PAGE, size * 4)
+                while True:
+                    ask = {"tenant": tenant, "vector": vector, "mode": "vector", "limit": asked, **scope}
+                    answered = yield Ask("search", ask)
+                    passed = []
+                    for found in answered:
+                        item = _hit(found.view, prefix, op.filter)
+                        if item is not None:
+                            item.score = found.similarity
+                            passed.append(item)
+                    if len(passed) >= wanted or len(answered) < asked or asked == MAX_PAGE:
+                        break
+                    asked = min(MAX_PAGE, asked * 4)
+                hits.extend(passed)
             hits.sort(key=lambda h: -(h.score or 0.0))
             return hits[op.offset : wanted]
         tenants, scope = yield from self._scopes(prefix)

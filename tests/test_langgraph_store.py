@@ -287,6 +287,20 @@ def test_async_search_with_an_index_is_the_sync_recall(warden: Warden) -> None:
     assert "plain" in [i.key for i in blocking.search(("notes",))], "still an item, found without a query"
 
 
+def test_a_selective_filter_still_finds_every_match_by_meaning(warden: Warden) -> None:
+    """The filter applies after the gate: a search whose first candidates
+    all fail it asks for more, until ``limit`` pass or none are left."""
+    store = MemwardenStore(warden.acting_as(AGENT), tenant="acme", index=index(embed))
+    # 200 near matches the filter refuses, then 3 weaker ones it keeps
+    store.batch([PutOp(("notes",), f"n{i}", {"text": "배포 apollo", "tag": "noise"}) for i in range(200)])
+    store.batch([PutOp(("notes",), f"k{i}", {"text": "배포", "tag": "keep"}) for i in range(3)])
+    found = store.search(("notes",), query="배포 apollo", filter={"tag": "keep"}, limit=3)
+    assert sorted(i.key for i in found) == ["k0", "k1", "k2"]
+    assert asyncio.run(store.asearch(("notes",), query="배포 apollo", filter={"tag": "keep"}, limit=3)) == found
+    # more wanted than exist: every match, and the search ends
+    assert len(store.search(("notes",), query="배포", filter={"tag": "keep"}, limit=10)) == 3
+
+
 # -- LangMem's tools in a LangGraph agent, with a scripted model -----------------------------------
 
 
