@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id
+from memwarden.projections import SETTLED
 
 from ._core import Core, log
 from ._derivation import rows_for
@@ -72,9 +73,7 @@ def preview_revocation(
         # the cascade: what is drawn from those and still holds, invalidated with them
         direct = [tuple(k) for k in view.would_revoke_keys(sel.model_dump(mode="json"))]
         below = view.descendants(direct) - set(direct)
-        cascaded = sum(
-            1 for r in rows_for(view, sorted(below)) if r["status"] not in ("erased", "revoked", "invalidated")
-        )
+        cascaded = sum(1 for r in rows_for(view, sorted(below)) if r["status"] not in SETTLED)
     return {
         "dry_run": True,
         "selector": sel.model_dump(mode="json", exclude_defaults=True),
