@@ -51,7 +51,8 @@ class SaveBody(Body):
     checksum: str | None = None
     cache_key: CacheKeyBody | None = None
     event_id: str | None = None
-    derived_from: list[str] = Field(default_factory=list, max_length=1000)
+    # as many as the store's limits.max_parents allow: the engine refuses past it, naming the limit
+    derived_from: list[str] = Field(default_factory=list)
     embedding: Vector | None = Field(
         None, max_length=MAX_DIMS, description="the version's vector (default: the configured embedder's)"
     )
