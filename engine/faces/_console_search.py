@@ -10,19 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from memwarden.engine import Principal, Warden, may
+from memwarden.engine import SEARCH_MODES, Principal, Warden, may
 
 from ._console_pages import refusal
 
 # the list page's page size: a search answers its best, there is no next page
 LIMIT = 25
-MODES = ("hybrid", "vector", "text")
 
 
 def modes(warden: Warden) -> tuple[str, ...]:
     """The modes worth offering: without an embedder only the words can be
     searched (the other two would always be refused)."""
-    return MODES if warden.embedder is not None else ("text",)
+    return SEARCH_MODES if warden.embedder is not None else ("text",)
 
 
 def meaning_form(warden: Warden, who: Principal, query: dict[str, str | None]) -> dict[str, Any]:

@@ -144,9 +144,7 @@ def build_console(
             code, context["error"] = refusal(exc)
         return code
 
-    def memory_list(
-        request: Request, session: Session, who: Principal, query: dict[str, str | None], code: int = 200
-    ) -> Response:
+    def memory_list(request: Request, session: Session, who: Principal, query: dict[str, str | None]) -> Response:
         tenants = warden.tenants(caller=who)
         search = {name: _blank(query.get(name)) for name in ("tenant", "project", "agent", "kind", "status", "text")}
         if search["tenant"] is None and len(tenants) == 1:
