@@ -1,10 +1,11 @@
 """The tenant is the wall for search by meaning too (issue 40): two tenants
 hold the same ids with the same texts and the same vectors, and the other
-tenant holds more of them besides (under ids of its own); a search in one
-tenant never answers a memory of the other, by words, by vector or fused,
-while the tenant's index is exact and once it is a graph (HNSW), on every
-backend. Where the two tenants' states differ (a memory revoked in one only),
-a leak would show as a memory the gate refuses in the tenant searched."""
+tenant holds more besides (ids of its own, the same texts, vectors a hair
+off the same ones); a search in one tenant never answers a memory of the
+other, by words, by vector or fused, while the tenant's index is exact and
+once it is a graph (HNSW), on every backend. Where the two tenants' states
+differ (a memory revoked in one only), a leak would show as a memory the
+gate refuses in the tenant searched."""
 
 from __future__ import annotations
 
@@ -29,9 +30,13 @@ def text_of(i: int) -> str:
     return f"deploy approval note{i:04} needs two reviewers"
 
 
-def vector_of(i: int) -> list[float]:
+def vector_of(i: int, near: bool = False) -> list[float]:
+    """Memory ``i``'s vector, the same in both tenants; ``near``: one a
+    little off it (the other tenant's extra ones: close enough to rank at
+    the top of any leak, not equal, which an HNSW graph links poorly)."""
     rng = random.Random(i)
-    return [rng.gauss(0, 1) for _ in range(DIMS)]
+    exact = [rng.gauss(0, 1) for _ in range(DIMS)]
+    return [x + rng.gauss(0, 0.05) for x in exact] if near else exact
 
 
 @pytest.fixture(params=sorted(SIZES))
@@ -48,7 +53,7 @@ def store(request: pytest.FixtureRequest, db_path: Path, tmp_path: Path, clock: 
             source_url=f"https://example.org/{i}",
             scope={"tenant": tenant},
             ttl="6h",
-            embedding=vector_of(i),
+            embedding=vector_of(i, near=prefix != "m"),
         )
         for tenant, prefix in ((OURS, "m"), (THEIRS, "m"), (THEIRS, "theirs-"))
         for i in range(SIZES[kind])
@@ -87,7 +92,13 @@ def search(w: Warden, who: Principal, tenant: str, i: int, mode: str, **extra: A
 @pytest.mark.parametrize("mode", MODES)
 def test_a_search_in_one_tenant_never_answers_the_others(store: Warden, mode: str) -> None:
     w = store
-    n = next(d["vectors"] for d in w.vector_index.describe() if d["tenant"] == OURS)
+    [(kind, n)] = [(d["kind"], d["vectors"]) for d in w.vector_index.describe() if d["tenant"] == OURS]
+
+    def every(found: int, expected: int) -> bool:
+        """All of the tenant's vectors: an exact index answers each; a graph
+        (approximate) may miss a few; none from elsewhere either way."""
+        return found == expected if kind == "exact" else expected * 0.9 <= found <= expected
+
     who = keys(w)
     for i in (0, 3, 7, n - 1):
         for key in ("both", "ours", "security"):
@@ -104,14 +115,18 @@ def test_a_search_in_one_tenant_never_answers_the_others(store: Warden, mode: st
             if i != 3:
                 assert ids[0] == f"m{i:04}", (key, i, mode, ids[:3])
             if mode != "text":  # the vector half looks at every vector of the tenant, and only those
-                assert len(ids) == n - 1, (key, i, mode, len(ids))
+                assert every(len(ids), n - 1), (key, i, mode, len(ids))
         # the other tenant, searched by the key that holds both: its own, all of them
         theirs = search(w, who["both"], THEIRS, i, mode)
         assert {f.view.scope["tenant"] for f in theirs} == {THEIRS}
         theirs_ids = {f.view.memory_id for f in theirs}
-        assert {f"m{i:04}", f"theirs-{i:04}"} <= theirs_ids
+        twins = {f"m{i:04}", f"theirs-{i:04}"} & theirs_ids
+        if kind == "exact" or mode == "text":
+            assert twins == {f"m{i:04}", f"theirs-{i:04}"}
+        else:  # approximate: at least the nearest of the two
+            assert twins
         if mode != "text":
-            assert len(theirs_ids) == 2 * n
+            assert every(len(theirs_ids), 2 * n), (i, mode, len(theirs_ids))
         assert search(w, who["theirs"], THEIRS, i, mode) == theirs
 
 
@@ -124,5 +139,5 @@ def test_the_hidden_ones_are_the_tenants_own(store: Warden, mode: str) -> None:
     assert len(revoked) == 1 and not revoked[0].usable and revoked[0].reason == "revoked"
     assert not [f for f in found if f.view.memory_id.startswith("theirs-")]
     twin = search(store, who["security"], THEIRS, 3, mode, include_hidden=True)
-    [usable_twin] = [f.view for f in twin if f.view.memory_id == REVOKED]
-    assert usable_twin.usable and usable_twin.scope["tenant"] == THEIRS
+    twins = [f.view for f in twin if f.view.memory_id in (REVOKED, "theirs-0003")]
+    assert twins and all(v.usable and v.scope["tenant"] == THEIRS for v in twins)
