@@ -40,6 +40,7 @@ from ._memories import Acting, Memories
 from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
 from ._reading import search_words
+from ._recall import MODES as SEARCH_MODES
 from ._recall import RRF_K
 from ._rights import OPERATOR, SYSTEM, Principal, may
 from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
@@ -56,6 +57,7 @@ __all__ = [
     "OPERATOR",
     "REASONS",
     "RRF_K",
+    "SEARCH_MODES",
     "SYSTEM",
     "Access",
     "Acting",
