@@ -15,7 +15,7 @@ from psycopg.copy import LibpqWriter
 from ._append import Existing, check_imported, prepare_batch
 from ._errors import LogDamaged, LogDiverged
 from ._models import Event
-from ._recorded import ROW_COLUMNS, Head, RecordedEvent, Row
+from ._recorded import ROW_COLUMNS, ROW_WIDTH, Head, RecordedEvent, Row
 
 if TYPE_CHECKING:
     from ._postgres import PostgresEventLog
@@ -29,13 +29,12 @@ _COPY_FROM = 64
 _STREAM_FLUSH = 64 * 1024
 
 _COPY = f"COPY events ({ROW_COLUMNS}) FROM STDIN"
-_INSERT = f"INSERT INTO events ({ROW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+_VALUES = ", ".join(["%s"] * ROW_WIDTH)
+_INSERT = f"INSERT INTO events ({ROW_COLUMNS}) VALUES ({_VALUES})"
 # the head moves and the processes LISTENing hear of it (pg_notify is
 # delivered at the commit, never for a rollback)
 _MOVE_HEAD = f"UPDATE log_head SET seq = %s, hash = %s, recorded_at = %s RETURNING pg_notify('{NOTIFY_CHANNEL}', %s)"
-_INSERT_ONE = (
-    f"WITH inserted AS (INSERT INTO events ({ROW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)) " + _MOVE_HEAD
-)
+_INSERT_ONE = f"WITH inserted AS (INSERT INTO events ({ROW_COLUMNS}) VALUES ({_VALUES})) " + _MOVE_HEAD
 # which of a batch's event ids the log holds, and each of its streams' last
 # version, in one round trip (rows of the second kind have no event_id). A
 # stream's last version is one step down the (stream, stream_version)

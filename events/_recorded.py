@@ -189,6 +189,7 @@ ROW_COLUMNS = (
     "seq, event_id, type, stream, stream_version, occurred_at, recorded_at, actor, "
     "schema_version, payload, prev_hash, hash"
 )
+ROW_WIDTH = len(ROW_COLUMNS.split(", "))
 Row = tuple[int, str, str, str, int, str, str, str, int, str, str, str]
 
 

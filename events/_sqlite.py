@@ -16,6 +16,8 @@ from ._heap import trim_heap
 from ._log_reads import LogReads
 from ._models import Event
 from ._recorded import (
+    ROW_COLUMNS,
+    ROW_WIDTH,
     ChainReport,
     Head,
     LegacyTenants,
@@ -54,10 +56,7 @@ CREATE TRIGGER IF NOT EXISTS events_refuse_delete BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'memwarden: the event log is append-only; DELETE refused'); END;
 """
 
-_INSERT = (
-    "INSERT INTO events (seq, event_id, type, stream, stream_version, occurred_at, recorded_at, "
-    "actor, schema_version, payload, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-)
+_INSERT = f"INSERT INTO events ({ROW_COLUMNS}) VALUES ({', '.join('?' * ROW_WIDTH)})"
 
 # when a write transaction's pages are given back (``_release_pages``): after
 # one that changed this many rows (a batch, a sweep, a cascade), and after
