@@ -38,6 +38,7 @@ from ._recorded import (
     Head,
     LegacyTenants,
     RecordedEvent,
+    chain_end,
     check_rows,
 )
 from ._texts import ERASED_TEXT, TextStore
@@ -413,18 +414,7 @@ class PostgresEventLog(LogReads):
                     return ChainReport(False, head.seq, last.hash, checked, damage.first_bad, damage.problem)
                 checked += 1
                 last = Head(row[0], row[11], row[6])
-        if last.seq != end:
-            return ChainReport(False, head.seq, last.hash, checked, last.seq + 1, f"gap: seq {last.seq + 1} is missing")
-        if to_seq is None and issued > last.seq:
-            return ChainReport(
-                False,
-                last.seq,
-                last.hash,
-                checked,
-                last.seq + 1,
-                f"truncated: {issued} events were appended but the log ends at seq {last.seq}",
-            )
-        return ChainReport(True, last.seq, last.hash, checked, None, None)
+        return chain_end(head.seq, last, checked, end=end, issued=issued, whole=to_seq is None)
 
     def close(self) -> None:
         with self._lock:

@@ -13,9 +13,9 @@ import psycopg
 from psycopg.copy import LibpqWriter
 
 from ._append import Existing, check_imported, prepare_batch
-from ._errors import LogDamaged, LogDiverged
+from ._errors import LogDamaged
 from ._models import Event
-from ._recorded import ROW_COLUMNS, ROW_WIDTH, Head, RecordedEvent, Row
+from ._recorded import ROW_COLUMNS, ROW_WIDTH, Head, RecordedEvent, Row, imported_tail
 
 if TYPE_CHECKING:
     from ._postgres import PostgresEventLog
@@ -164,19 +164,11 @@ class PostgresWriteTransaction:
         Events the log already holds must be the very same (same hash);
         the first new one must link to the current head.
         """
-        new: list[RecordedEvent] = []
-        held = [r.seq for r in records if r.seq <= self._head.seq]
-        hashes = dict(self.conn.execute("SELECT seq, hash FROM events WHERE seq = ANY(%s)", (held,))) if held else {}
-        for record in records:
-            if record.seq <= self._head.seq:
-                if hashes.get(record.seq) != record.hash:
-                    raise LogDiverged(record.seq, "the import disagrees with the event the log holds at this seq")
-                continue
-            expected_prev = new[-1].hash if new else self._head.hash
-            expected_seq = (new[-1].seq if new else self._head.seq) + 1
-            if record.seq != expected_seq or record.prev_hash != expected_prev:
-                raise LogDiverged(record.seq, f"does not continue the log's head (seq {expected_seq - 1})")
-            new.append(record)
+
+        def held(seqs: list[int]) -> dict[int, str]:
+            return dict(self.conn.execute("SELECT seq, hash FROM events WHERE seq = ANY(%s)", (seqs,))) if seqs else {}
+
+        new = imported_tail(records, self._head, held)
         check_imported(new, self.log.clock)
         if new:
             try:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, NamedTuple, Protocol
 
 from ._canonical import GENESIS_HASH, canonical_json, chain_hash, content_checksum, preimage_bytes
-from ._errors import EventRowDamaged
+from ._errors import EventRowDamaged, LogDiverged
 from ._models import EVENT_TYPES, Event, event_from_parts
 
 TenantOf = Callable[[str], "str | None"]
@@ -367,3 +367,42 @@ class EventLog(Protocol):
     def tail(self, n: int) -> list[RecordedEvent]: ...
 
     def verify_chain(self, from_seq: int = 1, to_seq: int | None = None) -> ChainReport: ...
+
+
+def chain_end(head_seq: int, last: Head, checked: int, *, end: int, issued: int, whole: bool) -> ChainReport:
+    """How a chain check that found no damage in its rows ends, on every
+    backend: the rows must reach ``end``, and a check of the whole log must
+    reach every seq the log has issued (rows gone from its end are a truncation)."""
+    if last.seq != end:
+        return ChainReport(False, head_seq, last.hash, checked, last.seq + 1, f"gap: seq {last.seq + 1} is missing")
+    if whole and issued > last.seq:
+        return ChainReport(
+            False,
+            last.seq,
+            last.hash,
+            checked,
+            last.seq + 1,
+            f"truncated: {issued} events were appended but the log ends at seq {last.seq}",
+        )
+    return ChainReport(True, last.seq, last.hash, checked)
+
+
+def imported_tail(
+    records: Sequence[RecordedEvent], head: Head, held: Callable[[list[int]], Mapping[int, str]]
+) -> list[RecordedEvent]:
+    """The events of an import the log does not hold yet, on every backend:
+    those it holds (``held`` answers their hashes by seq) must be the very
+    same, and the first new one must continue the log's head."""
+    known = held([r.seq for r in records if r.seq <= head.seq])
+    new: list[RecordedEvent] = []
+    for record in records:
+        if record.seq <= head.seq:
+            if known.get(record.seq) != record.hash:
+                raise LogDiverged(record.seq, "the import disagrees with the event the log holds at this seq")
+            continue
+        expected_prev = new[-1].hash if new else head.hash
+        expected_seq = (new[-1].seq if new else head.seq) + 1
+        if record.seq != expected_seq or record.prev_hash != expected_prev:
+            raise LogDiverged(record.seq, f"does not continue the log's head (seq {expected_seq - 1})")
+        new.append(record)
+    return new

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from ._append import Existing, check_imported, prepare_batch
-from ._errors import LogDamaged, LogDiverged, StorageError
+from ._errors import LogDamaged, StorageError
 from ._heap import trim_heap
 from ._log_reads import LogReads
 from ._models import Event
@@ -22,6 +22,7 @@ from ._recorded import (
     Head,
     LegacyTenants,
     RecordedEvent,
+    imported_tail,
 )
 from ._sqlite_chain import verify_chain
 from ._sqlite_readers import ReaderPool
@@ -179,18 +180,16 @@ class WriteTransaction:
         Events the log already holds must be the very same (same hash);
         the first new one must link to the current head.
         """
-        new: list[RecordedEvent] = []
-        for record in records:
-            if record.seq <= self._head.seq:
-                row = self.conn.execute("SELECT hash FROM events WHERE seq = ?", (record.seq,)).fetchone()
-                if row is None or row[0] != record.hash:
-                    raise LogDiverged(record.seq, "the import disagrees with the event the log holds at this seq")
-                continue
-            expected_prev = new[-1].hash if new else self._head.hash
-            expected_seq = (new[-1].seq if new else self._head.seq) + 1
-            if record.seq != expected_seq or record.prev_hash != expected_prev:
-                raise LogDiverged(record.seq, f"does not continue the log's head (seq {expected_seq - 1})")
-            new.append(record)
+
+        def held(seqs: list[int]) -> dict[int, str]:
+            found: dict[int, str] = {}
+            for start in range(0, len(seqs), 500):  # within SQLite's bound on parameters
+                chunk = seqs[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                found.update(self.conn.execute(f"SELECT seq, hash FROM events WHERE seq IN ({marks})", chunk))
+            return found
+
+        new = imported_tail(records, self._head, held)
         check_imported(new, self.log.clock)
         if new:
             try:

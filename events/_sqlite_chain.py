@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._recorded import EMPTY_HEAD, ROW_COLUMNS, ChainReport, Head, Row, check_rows
+from ._recorded import EMPTY_HEAD, ROW_COLUMNS, ChainReport, Head, Row, chain_end, check_rows
 
 
 class ChainedFile(Protocol):
@@ -229,15 +229,4 @@ def verify_chain(
         checked += part.checked
         if part.checked:
             last = part.last
-    if last.seq != end:
-        return broken(last.seq + 1, f"gap: seq {last.seq + 1} is missing")
-    if to_seq is None and issued > last.seq:
-        return ChainReport(
-            False,
-            last.seq,
-            last.hash,
-            checked,
-            last.seq + 1,
-            f"truncated: {issued} events were appended but the log ends at seq {last.seq}",
-        )
-    return ChainReport(True, last.seq, last.hash, checked)
+    return chain_end(head.seq, last, checked, end=end, issued=issued, whole=to_seq is None)
