@@ -34,6 +34,7 @@ from ._errors import InvalidInput, SinkNotFound, SinkUnavailable
 from ._metrics import SINK_DELIVERIES, SINK_READBACK_LATENCY, SINK_READBACKS
 from ._sink_clients import SinkClient, client_for
 from ._sink_config import SinkSpec
+from ._sink_records import deadline_event, outcome_event, record
 
 log = structlog.get_logger("memwarden.sinks")
 
@@ -150,17 +151,26 @@ class SinkWorker:
                 if not leaked:
                     latency = max((now - parse_ts(body["recorded_at"]).timestamp()) * 1000, 0.0)
             next_at = now + retry_delay(spec, row["attempts"] + 1)
-        with self.core.store.outbox() as outbox:
-            outbox.set_readback(
-                row["revocation_id"],
-                spec.name,
-                status=status,
-                latency_ms=latency,
-                leaked=leaked,
-                detail=detail,
-                next_at=next_at,
-                checked_at=self.core.now(),
-            )
+        state = {
+            "status": status,
+            "latency_ms": latency,
+            "leaked": leaked,
+            "detail": detail,
+            "next_at": next_at,
+            "checked_at": self.core.now(),
+        }
+        # an outcome an auditor must see goes into the log with the row's
+        # update: confirmed (final), a leak when found or when what leaks changes
+        event = None
+        if status == "confirmed":
+            event = outcome_event(spec, row, status, final=True, latency_ms=latency, attempts=row["attempts"] + 1)
+        elif status == "leaked" and (row["status"] != "leaked" or row["leaked_ids"] != leaked):
+            event = outcome_event(spec, row, status, final=False, leaked=leaked, attempts=row["attempts"] + 1)
+        if event is not None:
+            record(self.core, event, state)
+        else:
+            with self.core.store.outbox() as outbox:
+                outbox.set_readback(row["revocation_id"], spec.name, **state)
         if status != "pending":
             SINK_READBACKS.labels(spec.name, status).inc()
         if latency is not None:
@@ -171,12 +181,36 @@ class SinkWorker:
 
     # -- one pass, as the scheduler runs it --------------------------------------------------
 
+    def close_deadlines(self, spec: SinkSpec) -> int:
+        """Record, as its final outcome, the state each of ``spec``'s
+        read-backs was left in when its deadline passed; how many."""
+        with self.core.reading() as view:
+            outbox = view.outbox()
+            rows = outbox.unsettled_past_deadline(self._now(), [spec.name])
+            errors = {r["notice_id"]: (outbox.notice(spec.name, r["notice_id"]) or {}).get("last_error") for r in rows}
+        for row in rows:
+            event = deadline_event(spec, row, errors[row["notice_id"]])
+            record(self.core, event)
+            if event.outcome != "confirmed":
+                log.error(
+                    "sink_readback_deadline",
+                    sink=spec.name,
+                    revocation_id=row["revocation_id"],
+                    outcome=event.outcome,
+                    leaked=list(event.leaked_ids[:20]),
+                )
+        return len(rows)
+
     def run_sink(self, spec: SinkSpec) -> dict[str, Any]:
         """One sink's delivery and read-back: what a scheduler job runs, so a
         failing sink fails alone."""
         delivered = self.deliver(spec)
         checked = self.read_back(sinks=[spec.name])
-        return {**delivered, "read_back": len(checked)}
+        closed = self.close_deadlines(spec)
+        out = {**delivered, "read_back": len(checked)}
+        if closed:
+            out["closed_at_deadline"] = closed
+        return out
 
     def settle(self, revocation_id: str, wait: float = 0.0) -> list[dict[str, Any]]:
         """Try a revocation's sinks now: deliver their lines up to its notice
@@ -213,4 +247,5 @@ def sink_line(row: dict[str, Any]) -> dict[str, Any]:
         "attempts": row["attempts"],
         "checked_at": row["checked_at"],
         "detail": row["detail"],
+        "final_seq": row.get("final_seq"),
     }

@@ -30,6 +30,7 @@ DESIGN_TYPES = {
     "revocation.issued",
     "readback.confirmed",
     "readback.failed",
+    "sink.readback_recorded",
 }
 
 
