@@ -199,3 +199,15 @@ def test_an_outcome_that_contradicts_itself_is_refused(fields: dict[str, Any], f
     base = {"revocation_id": "rev_1", "sink": "s", "sink_kind": "redis", "notice_id": "ntc_1", "covered": 1}
     with pytest.raises(ValidationError, match=field):
         SinkReadbackRecorded(**base, attempts=1, **fields)
+
+
+def test_a_store_made_before_final_outcomes_gains_the_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    Warden(path).close()
+    with sqlite3.connect(path) as conn:  # the table as the version before this one made it
+        conn.execute("ALTER TABLE sink_readbacks DROP COLUMN final_seq")
+    Warden(path).close()
+    with sqlite3.connect(path) as conn:
+        assert "final_seq" in {r[1] for r in conn.execute("PRAGMA table_info(sink_readbacks)")}
