@@ -4,9 +4,11 @@ Each sink has a line: its notices in log order, the head delivered before
 the next is tried (``Outbox.take_head``). A node takes the head under a
 lease; a node killed mid-delivery leaves a lease that runs out, and the
 next node to look delivers it again (at least once: the notice id is the
-receiver's idempotency key). A failed attempt waits (doubling, from the
-sink's ``retry_base`` to its ``retry_ceiling``, the scheduler's per-host
-rule); past ``max_attempts`` the notice is a dead letter, the line goes on,
+receiver's idempotency key). A failed attempt backs the sink's host off
+in the state the scheduler's fetches share (``SharedBackoff``: every node,
+and the sources on that host, wait with it), doubling from the sink's
+``retry_base`` to its ``retry_ceiling``; while its host waits, the line
+waits. Past ``max_attempts`` the notice is a dead letter, the line goes on,
 and ``redeliver`` puts it back.
 
 A revocation's read-back per sink asks, once its notice is delivered,
@@ -29,6 +31,7 @@ import orjson
 import structlog
 from memwarden.events import parse_ts
 
+from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._core import Core
 from ._errors import InvalidInput, SinkNotFound, SinkUnavailable
 from ._metrics import SINK_DELIVERIES, SINK_READBACK_LATENCY, SINK_READBACKS
@@ -43,6 +46,11 @@ log = structlog.get_logger("memwarden.sinks")
 PER_RUN = 500
 
 
+def sink_host(url: str) -> str:
+    """The host a sink's failures back off, as the fetcher names a source's."""
+    return host_of(url)
+
+
 def retry_delay(spec: SinkSpec, failures: int) -> float:
     """How long to leave a sink alone after ``failures`` in a row."""
     return min(spec.retry_base * 2 ** max(failures - 1, 0), spec.retry_ceiling)
@@ -52,10 +60,13 @@ class SinkWorker:
     """Delivers and reads back for one process (a node): holds a client per
     sink and names itself in the leases it takes."""
 
-    def __init__(self, core: Core, *, owner: str | None = None) -> None:
+    def __init__(self, core: Core, *, owner: str | None = None, backoff: HostBackoff | None = None) -> None:
         self.core = core
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._clients: dict[str, SinkClient] = {}
+        # the scheduler's per-host state (in the store, every node's): a host
+        # that fails backs off for its fetches and its sink alike
+        self.backoff = backoff if backoff is not None else SharedBackoff(core, base=core.fetchers.backoff)
 
     def close(self) -> None:
         for client in self._clients.values():
@@ -81,7 +92,12 @@ class SinkWorker:
     def deliver(self, spec: SinkSpec, limit: int = PER_RUN) -> dict[str, int]:
         """Deliver ``spec``'s line from its head until it is empty, its head
         is not due (waiting after a failure) or held by another node."""
-        done = {"delivered": 0, "failed": 0, "dead": 0}
+        done: dict[str, Any] = {"delivered": 0, "failed": 0, "dead": 0}
+        host = sink_host(spec.url)
+        if not self.backoff.ready(host, self._now()):
+            # failed lately, for a fetch or a delivery: the head waits for the host
+            done["waiting_until"] = self.backoff.waits_until(host)
+            return done
         for _ in range(limit):
             with self.core.store.outbox() as outbox:
                 notice = outbox.take_head(spec.name, self.owner, self._now(), spec.lease)
@@ -93,21 +109,25 @@ class SinkWorker:
                 state = self._failed(spec, notice, str(exc))
                 done["dead" if state == "dead" else "failed"] += 1
                 SINK_DELIVERIES.labels(spec.name, state if state == "dead" else "failed").inc()
-                if state != "dead":
-                    break  # the head waits; nothing behind it may overtake it
-                continue
+                # a pending head waits, and nothing behind it may overtake it;
+                # behind a dead letter the line goes on once its host may be tried
+                break
             with self.core.store.outbox() as outbox:
                 outbox.delivered(spec.name, notice["notice_id"], self.core.now())
+            if not done["delivered"]:
+                self.backoff.record(host, True, self._now())  # it answers: clear it for every caller
             done["delivered"] += 1
             SINK_DELIVERIES.labels(spec.name, "delivered").inc()
         return done
 
     def _failed(self, spec: SinkSpec, notice: dict[str, Any], error: str) -> str:
-        delay = retry_delay(spec, notice["attempts"] + 1)
+        now = self._now()
+        # the host backs off by the sink's own rule, in the state it shares
+        # with the fetcher; the notice waits at least as long as the host
+        until = self.backoff.record(sink_host(spec.url), False, now, (spec.retry_base, spec.retry_ceiling))
+        next_at = max(until, now + retry_delay(spec, notice["attempts"] + 1))
         with self.core.store.outbox() as outbox:
-            state = outbox.failed(
-                spec.name, notice["notice_id"], self.owner, error, self._now() + delay, spec.max_attempts
-            )
+            state = outbox.failed(spec.name, notice["notice_id"], self.owner, error, next_at, spec.max_attempts)
         if state == "dead":
             log.error("sink_notice_dead", sink=spec.name, notice_id=notice["notice_id"], error=error)
         else:
@@ -141,16 +161,25 @@ class SinkWorker:
         elif notice["state"] == "dead":
             status, detail, next_at = "unreachable", f"dead letter: {notice['last_error']}", now + spec.retry_ceiling
         else:
-            try:
-                held = self.client(spec).held(notice["notice_id"], body["ids"])
-            except (SinkUnavailable, InvalidInput) as exc:
-                status, detail = "unreachable", str(exc)
-            else:
-                leaked = sorted({m for ms in held.values() for m in ms})
-                status, detail = ("leaked" if leaked else "confirmed"), None
-                if not leaked:
-                    latency = max((now - parse_ts(body["recorded_at"]).timestamp()) * 1000, 0.0)
+            host = sink_host(spec.probe_url or spec.url)
             next_at = now + retry_delay(spec, row["attempts"] + 1)
+            if not self.backoff.ready(host, now):
+                # the probe's host failed lately (a fetch, a delivery, a probe): asked once it may be
+                status, detail = "unreachable", f"{host} is left alone after failures (shared with fetches)"
+                next_at = max(next_at, self.backoff.waits_until(host))
+            else:
+                try:
+                    held = self.client(spec).held(notice["notice_id"], body["ids"])
+                except (SinkUnavailable, InvalidInput) as exc:
+                    status, detail = "unreachable", str(exc)
+                    until = self.backoff.record(host, False, now, (spec.retry_base, spec.retry_ceiling))
+                    next_at = max(next_at, until)
+                else:
+                    self.backoff.record(host, True, now)
+                    leaked = sorted({m for ms in held.values() for m in ms})
+                    status, detail = ("leaked" if leaked else "confirmed"), None
+                    if not leaked:
+                        latency = max((now - parse_ts(body["recorded_at"]).timestamp()) * 1000, 0.0)
         state = {
             "status": status,
             "latency_ms": latency,
