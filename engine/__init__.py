@@ -9,6 +9,7 @@ from ._addresses import AddressPolicy, AddressRefused
 from ._answers import Answer, answer, refusal_from
 from ._embedders import CallableEmbedder, Embedder, EmbedderFailed, HashEmbedder, HttpEmbedder, register_embedder
 from ._errors import (
+    AckRefused,
     AmbiguousMemory,
     BatchRefused,
     ChecksumMismatch,
@@ -57,6 +58,7 @@ __all__ = [
     "RRF_K",
     "SYSTEM",
     "Access",
+    "AckRefused",
     "Acting",
     "AddressPolicy",
     "AddressRefused",

@@ -17,6 +17,22 @@ tenants = ["acme"]                    # default: every tenant
 events = ["revocation.issued", "memory.erased"]   # default: all four
 readback_deadline = "15m"             # read back until confirmed or this long after the revocation
 max_attempts = 10                     # then the notice is a dead letter
+
+[sinks.vector-db]
+kind = "webhook"
+url = "https://vectors.internal/memwarden/notices"
+ack = true                            # instead of probe_url: a signed acknowledgement read-back
+secret_env = "VECTOR_DB_SECRET"
+
+A webhook sink is read back one of two ways, exactly one named:
+``probe_url`` (memwarden asks, signed, which covered ids it still holds) or
+``ack = true`` (the sink acknowledges a notice, in its answer to the
+delivery or later by ``POST /v1/sinks/NAME/ack`` / ``Warden.sink_ack``,
+with a body ``{"type": "ack", "notice_id", "removed": {tenant: [ids]}}``
+signed as Standard Webhooks specifies with the sink's own secret; an
+acknowledgement that does not verify, is more than five minutes old or
+was received before is refused, and the covered ids it does not name as
+removed are the ones that leak).
 """
 
 from __future__ import annotations
@@ -46,7 +62,7 @@ COMMON = {
     "timeout",
     "lease",
 }
-BY_KIND = {"webhook": {"probe_url", "secret_env", "secret_file"}, "redis": {"prefix", "ttl"}}
+BY_KIND = {"webhook": {"probe_url", "ack", "secret_env", "secret_file"}, "redis": {"prefix", "ttl"}}
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,7 @@ class SinkSpec:
     timeout: float = 10.0
     lease: float = 30.0  # how long a node holds a notice it is delivering before another may take it
     probe_url: str | None = None
+    ack: bool = False  # read back by the sink's signed acknowledgement, not a probe
     secret_env: str | None = None
     secret_file: str | None = None
     prefix: str = "memwarden:"
@@ -95,6 +112,7 @@ class SinkSpec:
             "kind": self.kind,
             "url": _no_password(self.url),
             "probe_url": self.probe_url,
+            "readback": "redis" if self.kind == "redis" else ("ack" if self.ack else "probe"),
             "tenants": sorted(self.tenants) if self.tenants is not None else None,
             "events": list(self.events),
             "readback_deadline_s": self.readback_deadline.total_seconds(),
@@ -159,7 +177,17 @@ def _sink(name: str, spec: Any) -> SinkSpec:
                 raise InvalidInput(f"{field}.{key}", f"must be a number from {low} to {high}")
             out[key] = int(value) if key == "max_attempts" else float(value)
     if kind == "webhook":
-        out["probe_url"] = _url(f"{field}.probe_url", spec.get("probe_url"), kind)
+        ack = spec.get("ack", False)
+        if not isinstance(ack, bool):
+            raise InvalidInput(f"{field}.ack", "must be true or false")
+        if ack and "probe_url" in spec:
+            raise InvalidInput(f"{field}.probe_url", "give probe_url or ack = true (signed acknowledgements), not both")
+        if ack:
+            out["ack"] = True
+        elif not spec.get("probe_url"):
+            raise InvalidInput(f"{field}.probe_url", "is required (or ack = true: a signed acknowledgement read-back)")
+        else:
+            out["probe_url"] = _url(f"{field}.probe_url", spec["probe_url"], kind)
         given = [k for k in ("secret_env", "secret_file") if spec.get(k)]
         if len(given) != 1:
             raise InvalidInput(f"{field}.secret_env", "give exactly one of secret_env or secret_file")

@@ -33,9 +33,10 @@ from memwarden.events import parse_ts
 
 from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._core import Core
-from ._errors import InvalidInput, SinkNotFound, SinkUnavailable
+from ._errors import AckRefused, InvalidInput, SinkNotFound, SinkUnavailable
 from ._metrics import SINK_DELIVERIES, SINK_READBACK_LATENCY, SINK_READBACKS
-from ._sink_clients import SinkClient, client_for
+from ._sink_acks import accept_ack
+from ._sink_clients import Reply, SinkClient, client_for
 from ._sink_config import SinkSpec
 from ._sink_records import deadline_event, outcome_event, record
 
@@ -104,7 +105,7 @@ class SinkWorker:
             if notice is None:
                 break
             try:
-                self.client(spec).deliver(notice["notice_id"], notice["body"])
+                reply = self.client(spec).deliver(notice["notice_id"], notice["body"])
             except (SinkUnavailable, InvalidInput) as exc:
                 state = self._failed(spec, notice, str(exc))
                 done["dead" if state == "dead" else "failed"] += 1
@@ -118,7 +119,17 @@ class SinkWorker:
                 self.backoff.record(host, True, self._now())  # it answers: clear it for every caller
             done["delivered"] += 1
             SINK_DELIVERIES.labels(spec.name, "delivered").inc()
+            if reply is not None:
+                self._acknowledged(spec, reply)
         return done
+
+    def _acknowledged(self, spec: SinkSpec, reply: Reply) -> None:
+        # the delivery stands (the sink answered 2xx); an acknowledgement that
+        # does not verify only leaves the read-back waiting for a genuine one
+        try:
+            accept_ack(self.core, spec, *reply)
+        except (AckRefused, InvalidInput, SinkNotFound) as exc:
+            log.warning("sink_ack_refused", sink=spec.name, problem=str(exc))
 
     def _failed(self, spec: SinkSpec, notice: dict[str, Any], error: str) -> str:
         now = self._now()
@@ -160,6 +171,18 @@ class SinkWorker:
             next_at = max(notice["next_at"], now)
         elif notice["state"] == "dead":
             status, detail, next_at = "unreachable", f"dead letter: {notice['last_error']}", now + spec.retry_ceiling
+        elif spec.ack:
+            # read back from what the sink acknowledged, signed: nothing to ask it
+            next_at = now + retry_delay(spec, row["attempts"] + 1)
+            with self.core.reading() as view:
+                removed = view.outbox().removed(spec.name, notice["notice_id"])
+            if removed is None:
+                status, detail = "unreachable", "no signed acknowledgement from the sink yet"
+            else:
+                leaked = sorted({m for t, ms in body["ids"].items() for m in ms if m not in removed.get(t, ())})
+                status, detail = ("leaked" if leaked else "confirmed"), None
+                if not leaked:
+                    latency = max((now - parse_ts(body["recorded_at"]).timestamp()) * 1000, 0.0)
         else:
             host = sink_host(spec.probe_url or spec.url)
             next_at = now + retry_delay(spec, row["attempts"] + 1)

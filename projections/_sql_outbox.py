@@ -37,6 +37,11 @@ def outbox_schema(text: str = "TEXT", real: str = "REAL", big: str = "INTEGER") 
             deadline {real} NOT NULL, next_at {real} NOT NULL, checked_at TEXT, detail TEXT,
             final_seq {big}, PRIMARY KEY (revocation_id, sink))""",
         "CREATE INDEX IF NOT EXISTS sink_readbacks_open ON sink_readbacks (status, next_at)",
+        # a sink's signed acknowledgements (ack = true), each accepted once by its webhook-id
+        f"""CREATE TABLE IF NOT EXISTS sink_acks (
+            sink {text} NOT NULL, ack_id {text} NOT NULL, notice_id {text} NOT NULL, removed TEXT NOT NULL,
+            received_at TEXT NOT NULL, PRIMARY KEY (sink, ack_id))""",
+        "CREATE INDEX IF NOT EXISTS sink_acks_notice ON sink_acks (sink, notice_id, received_at)",
     ]
 
 
@@ -252,6 +257,36 @@ class Outbox:
         self.conn.execute(
             "UPDATE sink_readbacks SET final_seq = ? WHERE revocation_id = ? AND sink = ?", (seq, revocation_id, sink)
         )
+
+    def add_ack(self, sink: str, ack_id: str, notice_id: str, removed: dict[str, list[str]], at: str) -> bool:
+        """Keep a verified acknowledgement; False when its id was received
+        before (a replay). Its notice's read-backs look again at once."""
+        cursor = self.conn.execute(
+            "INSERT INTO sink_acks (sink, ack_id, notice_id, removed, received_at) VALUES (?,?,?,?,?) "
+            "ON CONFLICT (sink, ack_id) DO NOTHING",
+            (sink, ack_id, notice_id, json.dumps(removed, sort_keys=True), at),
+        )
+        if not cursor.rowcount:
+            return False
+        self.conn.execute(
+            "UPDATE sink_readbacks SET next_at = 0 WHERE sink = ? AND notice_id = ? AND status <> 'confirmed'",
+            (sink, notice_id),
+        )
+        return True
+
+    def removed(self, sink: str, notice_id: str) -> dict[str, set[str]] | None:
+        """Every id the sink's acknowledgements of a notice say it removed
+        (None: it has acknowledged none)."""
+        rows = self.conn.execute(
+            "SELECT removed FROM sink_acks WHERE sink = ? AND notice_id = ?", (sink, notice_id)
+        ).fetchall()
+        if not rows:
+            return None
+        out: dict[str, set[str]] = {}
+        for (removed,) in rows:
+            for tenant, ids in json.loads(removed).items():
+                out.setdefault(tenant, set()).update(ids)
+        return out
 
     def leaks_found(self) -> int:
         """Read-backs that found a sink still holding covered ids (and still do)."""

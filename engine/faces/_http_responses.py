@@ -120,6 +120,15 @@ class SinkReadback(Answer):
     final_seq: int | None = Field(None, description="the log position of its final outcome, once recorded")
 
 
+class SinkAck(Answer):
+    """An acknowledgement accepted: which notice, and what the sink says it removed."""
+
+    sink: str
+    notice_id: str
+    ack_id: str
+    removed: dict[str, list[str]]
+
+
 class Revocation(Answer):
     revocation_id: str
     seq: int
