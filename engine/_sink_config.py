@@ -24,6 +24,9 @@ url = "https://vectors.internal/memwarden/notices"
 ack = true                            # instead of probe_url: a signed acknowledgement read-back
 secret_env = "VECTOR_DB_SECRET"
 
+[sinks.vectors]
+kind = "index"                        # the engine's own vector index, read back through recall
+
 A webhook sink is read back one of two ways, exactly one named:
 ``probe_url`` (memwarden asks, signed, which covered ids it still holds) or
 ``ack = true`` (the sink acknowledges a notice, in its answer to the
@@ -49,7 +52,8 @@ from memwarden.events import parse_duration
 from ._errors import InvalidInput
 
 NOTICE_TYPES = ("revocation.issued", "memory.erased", "memory.invalidated", "policy.version_changed")
-KINDS = ("webhook", "redis")
+KINDS = ("webhook", "redis", "index")
+INDEX_URL = "memwarden:vector-index"  # an index sink's address: the engine's own vector projection
 COMMON = {
     "kind",
     "url",
@@ -62,7 +66,7 @@ COMMON = {
     "timeout",
     "lease",
 }
-BY_KIND = {"webhook": {"probe_url", "ack", "secret_env", "secret_file"}, "redis": {"prefix", "ttl"}}
+BY_KIND = {"webhook": {"probe_url", "ack", "secret_env", "secret_file"}, "redis": {"prefix", "ttl"}, "index": set()}
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ class SinkSpec:
             "kind": self.kind,
             "url": _no_password(self.url),
             "probe_url": self.probe_url,
-            "readback": "redis" if self.kind == "redis" else ("ack" if self.ack else "probe"),
+            "readback": self.kind if self.kind != "webhook" else ("ack" if self.ack else "probe"),
             "tenants": sorted(self.tenants) if self.tenants is not None else None,
             "events": list(self.events),
             "readback_deadline_s": self.readback_deadline.total_seconds(),
@@ -147,7 +151,13 @@ def _sink(name: str, spec: Any) -> SinkSpec:
     unknown = set(spec) - COMMON - BY_KIND[kind]
     if unknown:
         raise InvalidInput(f"{field}.{sorted(unknown)[0]}", f"unknown setting for a {kind} sink")
-    out: dict[str, Any] = {"name": name, "kind": kind, "url": _url(f"{field}.url", spec.get("url"), kind)}
+    if kind == "index":
+        if "url" in spec:
+            raise InvalidInput(f"{field}.url", "an index sink is memwarden's own vector index: it takes no url")
+        url = INDEX_URL
+    else:
+        url = _url(f"{field}.url", spec.get("url"), kind)
+    out: dict[str, Any] = {"name": name, "kind": kind, "url": url}
     if "tenants" in spec:
         tenants = spec["tenants"]
         if not isinstance(tenants, list) or not tenants or not all(isinstance(t, str) and t for t in tenants):
@@ -194,7 +204,7 @@ def _sink(name: str, spec: Any) -> SinkSpec:
         if not isinstance(spec[given[0]], str):
             raise InvalidInput(f"{field}.{given[0]}", "must be a string")
         out[given[0]] = spec[given[0]]
-    elif "prefix" in spec:
+    elif kind == "redis" and "prefix" in spec:
         if not isinstance(spec["prefix"], str) or len(spec["prefix"]) > 200:
             raise InvalidInput(f"{field}.prefix", "must be a string of at most 200 characters")
         out["prefix"] = spec["prefix"]

@@ -38,6 +38,7 @@ from ._metrics import SINK_DELIVERIES, SINK_READBACK_LATENCY, SINK_READBACKS
 from ._sink_acks import accept_ack
 from ._sink_clients import Reply, SinkClient, client_for
 from ._sink_config import SinkSpec
+from ._sink_index import IndexSink
 from ._sink_records import deadline_event, outcome_event, record
 
 log = structlog.get_logger("memwarden.sinks")
@@ -82,7 +83,11 @@ class SinkWorker:
 
     def client(self, spec: SinkSpec) -> SinkClient:
         if spec.name not in self._clients:
-            self._clients[spec.name] = client_for(spec, self.core.fetchers, self.core.clock)
+            self._clients[spec.name] = (
+                IndexSink(spec, self.core)
+                if spec.kind == "index"
+                else client_for(spec, self.core.fetchers, self.core.clock)
+            )
         return self._clients[spec.name]
 
     def _now(self) -> float:
