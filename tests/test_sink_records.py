@@ -211,3 +211,40 @@ def test_a_store_made_before_final_outcomes_gains_the_column(tmp_path: Path) -> 
     Warden(path).close()
     with sqlite3.connect(path) as conn:
         assert "final_seq" in {r[1] for r in conn.execute("PRAGMA table_info(sink_readbacks)")}
+
+
+def test_two_nodes_closing_one_deadline_at_once_record_one_final_outcome(
+    db_path: Path, prefix: str, receiver: Receiver, now_clock: FrozenClock
+) -> None:
+    import threading
+
+    table = sink_table(prefix, receiver, readback_deadline="2m")
+    table["cache"]["readback_deadline"] = "2m"
+    nodes = [open_clocked(db_path, table, now_clock) for _ in range(2)]
+    try:
+        save_n(nodes[0], 3)
+        receiver.stop()  # the index never answers: its deadline closes it as unreachable
+        result = nodes[0].revoke({"tenant": "acme"}, reason="r", caller=OPERATOR)
+        now_clock.advance("3m")
+        workers = [SinkWorker(n) for n in nodes]
+        start = threading.Barrier(2)
+
+        def close(worker: SinkWorker) -> None:
+            start.wait()
+            for spec in worker.core.sinks:
+                worker.close_deadlines(spec)
+
+        threads = [threading.Thread(target=close, args=(wk,)) for wk in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        finals = [o for o in outcomes(nodes[1]) if o["final"]]
+        assert sorted((o["sink"], o["outcome"]) for o in finals) == [("cache", "unreachable"), ("index", "unreachable")]
+        lines = {s["sink"]: s["final_seq"] for s in nodes[1].sink_readbacks(result.revocation_id, caller=OPERATOR)}
+        assert lines == {o["sink"]: o["seq"] for o in finals}
+        for wk in workers:
+            wk.close()
+    finally:
+        for n in nodes:
+            n.close()
