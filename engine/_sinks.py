@@ -15,7 +15,12 @@ A revocation's read-back per sink asks, once its notice is delivered,
 which of the covered ids the sink still holds: none is ``confirmed`` (with
 the time from the revocation's commit), some is ``leaked`` (with exactly
 those ids), no answer is ``unreachable``; asked again until confirmed or
-the sink's ``readback_deadline``.
+the sink's ``readback_deadline``. How a sink is asked depends on its kind:
+a Redis ``EXISTS``, a webhook's signed probe or its signed
+acknowledgements (``_sink_acks``), the engine's own vector index through
+recall (``_sink_index``). Each outcome an auditor must see (confirmed, a
+leak when found, the state at the deadline) is an event in the log
+(``_sink_records``), written with the row's update.
 """
 
 from __future__ import annotations
@@ -95,9 +100,10 @@ class SinkWorker:
 
     # -- delivery ------------------------------------------------------------------------
 
-    def deliver(self, spec: SinkSpec, limit: int = PER_RUN) -> dict[str, int]:
+    def deliver(self, spec: SinkSpec, limit: int = PER_RUN) -> dict[str, Any]:
         """Deliver ``spec``'s line from its head until it is empty, its head
-        is not due (waiting after a failure) or held by another node."""
+        is not due (waiting after a failure) or held by another node; none
+        while its host is backing off (``waiting_until`` says until when)."""
         done: dict[str, Any] = {"delivered": 0, "failed": 0, "dead": 0}
         host = sink_host(spec.url)
         if not self.backoff.ready(host, self._now()):
