@@ -201,18 +201,6 @@ def test_an_outcome_that_contradicts_itself_is_refused(fields: dict[str, Any], f
         SinkReadbackRecorded(**base, attempts=1, **fields)
 
 
-def test_a_store_made_before_final_outcomes_gains_the_column(tmp_path: Path) -> None:
-    import sqlite3
-
-    path = tmp_path / "old.db"
-    Warden(path).close()
-    with sqlite3.connect(path) as conn:  # the table as the version before this one made it
-        conn.execute("ALTER TABLE sink_readbacks DROP COLUMN final_seq")
-    Warden(path).close()
-    with sqlite3.connect(path) as conn:
-        assert "final_seq" in {r[1] for r in conn.execute("PRAGMA table_info(sink_readbacks)")}
-
-
 def test_two_nodes_closing_one_deadline_at_once_record_one_final_outcome(
     db_path: Path, prefix: str, receiver: Receiver, now_clock: FrozenClock
 ) -> None:
