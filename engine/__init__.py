@@ -35,12 +35,13 @@ from ._errors import (
 from ._fetchers import Fetchers
 from ._gate import ACTIONS, REASONS, Decision, decide
 from ._keys import KeyStore
-from ._limits import Limits, refuse_local_source
+from ._limits import MAX_PAGE, Limits, refuse_local_source
 from ._logging import configure_logging
 from ._memories import Acting, Memories
 from ._policy import KindRule, PolicyFile, TtlPolicy
 from ._readback import read_back, readback_records
 from ._reading import search_words
+from ._recall import MODES as SEARCH_MODES
 from ._recall import RRF_K
 from ._rights import OPERATOR, SYSTEM, Principal, may
 from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
@@ -52,10 +53,12 @@ from ._warden import Warden
 
 __all__ = [
     "ACTIONS",
+    "MAX_PAGE",
     "NOTICE_TYPES",
     "OPERATOR",
     "REASONS",
     "RRF_K",
+    "SEARCH_MODES",
     "SYSTEM",
     "Access",
     "AckRefused",

@@ -24,11 +24,12 @@ from memwarden.projections import Key
 
 from ._core import Core, log
 from ._errors import BatchRefused
+from ._limits import MAX_PAGE
 from ._rights import Principal, operation
 from ._saving import Checked, Reads, check_input, embedded, retried, saved_event, vector_of
 from ._views import SaveResult
 
-MAX_BATCH = 10_000
+MAX_BATCH = MAX_PAGE
 
 
 def _problem(index: int, exc: Exception) -> dict[str, Any]:

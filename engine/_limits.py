@@ -13,6 +13,11 @@ from memwarden.events import check_storable, has_user_info, spelled
 
 from ._errors import InvalidInput, TooLarge
 
+# the most memories (events, notices, ids) one page of any answer holds, and
+# the most items one batch carries: one number, so a face cannot allow more
+# than the engine answers
+MAX_PAGE = 10_000
+
 
 @dataclass(frozen=True)
 class Limits:

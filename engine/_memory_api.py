@@ -16,7 +16,7 @@ from memwarden.projections import SCOPE_COLUMNS, blocking_revocation, fetched_at
 
 from ._core import Core
 from ._errors import ChecksumMismatch, InvalidInput, MemoryNotFound
-from ._limits import TooLarge, encoded, normal_checksum
+from ._limits import MAX_PAGE, TooLarge, encoded, normal_checksum
 from ._memory_ids import key_name_of, memory_id_of
 from ._reading import query
 from ._rights import Principal, confine_agent, one_tenant, operation
@@ -134,7 +134,7 @@ def load(
     tenant = one_tenant(caller, tenant)
     agent = confine_agent(caller, agent) or agent
     prefix = memory_id_of(agent, "")
-    views = query(warden, tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=10_000, caller=caller)
+    views = query(warden, tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=MAX_PAGE, caller=caller)
     memories, hidden = [], []
     for view in sorted(views, key=lambda v: v.memory_id):
         if not view.memory_id.startswith(prefix):

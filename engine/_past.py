@@ -26,6 +26,7 @@ from ._core import Core
 from ._derivation import Judge
 from ._errors import InvalidInput, MemoryNotFound
 from ._gate import decide
+from ._limits import MAX_PAGE
 from ._reading import get
 from ._rights import Principal, operation, shows_text, told_of
 from ._versions import in_force
@@ -34,7 +35,7 @@ from ._views import MemoryView
 # memories folded and judged together in a replay; the answer streams on
 # page by page, so a replay's memory stays flat however large the view
 PAGE = 500
-MAX_LIMIT = 10_000
+MAX_LIMIT = MAX_PAGE
 
 
 def resolve_point(warden: Core, *, as_of: str | None = None, seq: int | None = None) -> tuple[int, str]:

@@ -15,6 +15,7 @@ from memwarden.projections import search_tokens
 from ._core import Core
 from ._derivation import rows_for
 from ._errors import RevocationNotFound
+from ._limits import MAX_PAGE
 from ._metrics import READBACK
 from ._reading import query
 from ._revoking import revocation as _revocation
@@ -61,7 +62,7 @@ def fts_path(warden: Core) -> Callable[[str, str], set[tuple[str, int]]]:
     """What a text search for ``word`` returns in ``tenant`` (the query agents run)."""
 
     def visible(tenant: str, word: str) -> set[tuple[str, int]]:
-        found = query(warden, tenant=tenant, text=word, limit=10_000, with_content=False, caller=SYSTEM)
+        found = query(warden, tenant=tenant, text=word, limit=MAX_PAGE, with_content=False, caller=SYSTEM)
         return {(v.memory_id, v.version) for v in found}
 
     return visible

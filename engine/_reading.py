@@ -19,11 +19,12 @@ from ._core import Core, log
 from ._derivation import Judge
 from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
+from ._limits import MAX_PAGE
 from ._rights import Principal, confine_agent, confine_tenant, operation, shows_text, told_of
 from ._versions import in_force, version_of
 from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, TENANT, MemoryView, derivation_row, gate_row
 
-MAX_LIMIT = 10_000
+MAX_LIMIT = MAX_PAGE
 MAX_OFFSET = 100_000
 
 

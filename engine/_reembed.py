@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 from memwarden.events import MemoryReembedded, Vector
+from memwarden.projections import TERMINAL
 
 from ._core import Core
 from ._embedders import Embedder
@@ -40,7 +41,7 @@ from ._saving import embedding_text
 log = structlog.get_logger("memwarden")
 
 MAX_BATCH = 5000  # versions a batch embeds: one embedder call, one transaction
-NEVER = frozenset({"erased", "revoked"})  # statuses never re-embedded (they cannot be usable again)
+NEVER = TERMINAL  # never re-embedded: they cannot be usable again
 
 
 @dataclass

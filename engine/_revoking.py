@@ -7,11 +7,12 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id
+from memwarden.projections import SETTLED
 
 from ._core import Core, log
 from ._derivation import rows_for
 from ._errors import InvalidInput, RevocationNotFound, UserNotFound
-from ._limits import normal_url
+from ._limits import MAX_PAGE, normal_url
 from ._metrics import REVOCATIONS
 from ._rights import Principal, operation
 from ._validation import build, when
@@ -72,9 +73,7 @@ def preview_revocation(
         # the cascade: what is drawn from those and still holds, invalidated with them
         direct = [tuple(k) for k in view.would_revoke_keys(sel.model_dump(mode="json"))]
         below = view.descendants(direct) - set(direct)
-        cascaded = sum(
-            1 for r in rows_for(view, sorted(below)) if r["status"] not in ("erased", "revoked", "invalidated")
-        )
+        cascaded = sum(1 for r in rows_for(view, sorted(below)) if r["status"] not in SETTLED)
     return {
         "dry_run": True,
         "selector": sel.model_dump(mode="json", exclude_defaults=True),
@@ -111,8 +110,8 @@ def revocation(core: Core, revocation_id: str, *, caller: Principal) -> dict[str
 @operation("review")
 def revocations(core: Core, *, limit: int = 100, offset: int = 0, caller: Principal) -> list[dict[str, Any]]:
     """Revocations, newest first, with their read-back state."""
-    if not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise InvalidInput("limit", "must be between 1 and 10000")
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput("limit", f"must be between 1 and {MAX_PAGE}")
     if not isinstance(offset, int) or offset < 0:
         raise InvalidInput("offset", "must be 0 or more")
     with core.reading() as view:

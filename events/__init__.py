@@ -68,7 +68,7 @@ from ._time import (
     parse_ts,
     to_utc,
 )
-from ._types import PolicyVersion, version_key, version_value
+from ._types import PolicyVersion, version_key, version_number, version_value
 from ._urls import has_user_info, spelled
 from ._vectors import Vector, check_vector
 
@@ -158,6 +158,7 @@ __all__ = [
     "verify_export",
     "verify_file",
     "version_key",
+    "version_number",
     "version_value",
     "write_export",
 ]

@@ -158,10 +158,10 @@ def read_verified(path: str | Path, *, validate: bool = True, max_line: int | No
                 yield row
 
         prev_seq = 0
-        for row, problem in check_rows(rows(), prev_seq=0, prev_hash=EMPTY_HEAD.hash, prev_time=None):
+        for row, damage in check_rows(rows(), prev_seq=0, prev_hash=EMPTY_HEAD.hash, prev_time=None):
             line = line_of.pop(row[0], None)
-            if problem is not None:
-                raise LogDamaged(problem, line=line, seq=row[0])
+            if damage is not None:
+                raise LogDamaged(damage.problem, line=line, seq=row[0])
             record = event_from_row(row, tenants)
             if validate:
                 try:
@@ -371,10 +371,9 @@ class JsonlEventLog:
         checked = 0
         last = EMPTY_HEAD
         try:
-            for row, problem in check_rows(self._rows(), prev_seq=0, prev_hash=EMPTY_HEAD.hash, prev_time=None):
-                if problem is not None:
-                    first_bad = last.seq + 1 if problem.startswith("gap") else row[0]
-                    return ChainReport(False, self._head.seq, last.hash, checked, first_bad, problem)
+            for row, damage in check_rows(self._rows(), prev_seq=0, prev_hash=EMPTY_HEAD.hash, prev_time=None):
+                if damage is not None:
+                    return ChainReport(False, self._head.seq, last.hash, checked, damage.first_bad, damage.problem)
                 if row[0] >= from_seq:
                     checked += 1
                 last = Head(row[0], row[11], row[6])

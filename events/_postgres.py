@@ -408,10 +408,9 @@ class PostgresEventLog(LogReads):
                 prev = Head(*row)
             checked, last = 0, prev
             rows = self.rows(from_seq - 1, end)  # on this snapshot: the same connection, under the same lock
-            for row, problem in check_rows(rows, prev_seq=prev.seq, prev_hash=prev.hash, prev_time=prev.recorded_at):
-                if problem is not None:
-                    first_bad = last.seq + 1 if problem.startswith("gap") else row[0]
-                    return ChainReport(False, head.seq, last.hash, checked, first_bad, problem)
+            for row, damage in check_rows(rows, prev_seq=prev.seq, prev_hash=prev.hash, prev_time=prev.recorded_at):
+                if damage is not None:
+                    return ChainReport(False, head.seq, last.hash, checked, damage.first_bad, damage.problem)
                 checked += 1
                 last = Head(row[0], row[11], row[6])
         if last.seq != end:

@@ -273,10 +273,18 @@ class Head:
 EMPTY_HEAD = Head(0, GENESIS_HASH, None)
 
 
+class Damage(NamedTuple):
+    """What ``check_rows`` found wrong with a row, and the first seq it
+    makes bad: a gap's missing seq, otherwise the row's own."""
+
+    problem: str
+    first_bad: int
+
+
 def check_rows(
     rows: Iterable[Row], *, prev_seq: int, prev_hash: str | None, prev_time: str | None
-) -> Iterator[tuple[Row, str | None]]:
-    """Walk rows in seq order; yield each row with the problem found, if any.
+) -> Iterator[tuple[Row, Damage | None]]:
+    """Walk rows in seq order; yield each row with the damage found, if any.
 
     Shared by every backend so that "what counts as damage" is defined once.
     ``prev_hash=None`` skips the first link (a range checked on its own,
@@ -287,9 +295,11 @@ def check_rows(
     for row in rows:
         seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, payload, prev, stored = row
         problem: str | None = None
+        first_bad = seq
         if seq != prev_seq + 1:
             if seq > prev_seq + 1:
                 problem = f"gap: seq {prev_seq + 1} is missing (seq {seq} follows seq {prev_seq})"
+                first_bad = prev_seq + 1
             else:
                 problem = f"reordering: seq {seq} appears after seq {prev_seq}"
         else:
@@ -315,9 +325,10 @@ def check_rows(
                 problem = f"broken link: prev_hash does not match the hash of seq {prev_seq}"
             elif prev_time is not None and recorded < prev_time:
                 problem = f"reordering: recorded_at {recorded} is earlier than seq {prev_seq}'s {prev_time}"
-        yield row, problem
         if problem is not None:
+            yield row, Damage(problem, first_bad)
             return
+        yield row, None
         prev_seq, prev_hash, prev_time = seq, stored, recorded
 
 

@@ -74,14 +74,13 @@ def check_range(rows: Iterator[Row], after: int, prev: Head | None) -> RangeResu
     checked = 0
     last = prev or Head(after, "", None)
     first: tuple[int, str, str] | None = None
-    for row, problem in check_rows(
+    for row, damage in check_rows(
         rows, prev_seq=after, prev_hash=prev.hash if prev else None, prev_time=prev.recorded_at if prev else None
     ):
         if first is None:
             first = (row[0], row[10], row[6])
-        if problem is not None:
-            first_bad = last.seq + 1 if problem.startswith("gap") else row[0]
-            return RangeResult(checked, last, first, first_bad, problem)
+        if damage is not None:
+            return RangeResult(checked, last, first, damage.first_bad, damage.problem)
         checked += 1
         last = Head(row[0], row[11], row[6])
     return RangeResult(checked, last, first)

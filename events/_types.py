@@ -35,14 +35,34 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 VersionText = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")]
 
 
+MAX_VERSION = 2**53
+
+
+def version_number(text: str) -> int | None:
+    """The number a policy version's text spells, or None: the one reading
+    of "is this version a number". ASCII digits only (never "٣", " 3" or
+    "2_0"); "007" spells 7; past ``MAX_VERSION`` it spells none."""
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(MAX_VERSION)):
+        return None
+    number = int(text)
+    return number if number <= MAX_VERSION else None
+
+
 def _numeric_version(value: Any) -> Any:
-    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
+    if not (isinstance(value, str) and value.isascii() and value.isdigit()):
+        return value
+    number = version_number(value)
+    if number is None:
+        raise ValueError(f"a version of digits is a number, at most {MAX_VERSION}")
+    return number
 
 
 # strict: a number is a number or a string of digits only (the validator
 # above), never a string pydantic would read as one ("2_0", " 3")
 PolicyVersion = Annotated[
-    Annotated[Annotated[int, Field(ge=1, le=2**53, strict=True)] | VersionText, Field(union_mode="left_to_right")],
+    Annotated[
+        Annotated[int, Field(ge=1, le=MAX_VERSION, strict=True)] | VersionText, Field(union_mode="left_to_right")
+    ],
     BeforeValidator(_numeric_version),
 ]
 
@@ -55,4 +75,6 @@ def version_key(version: int | str) -> str:
 def version_value(key: str | int) -> int | str:
     """A stored version as callers gave it: numbers come back as numbers."""
     text = str(key)
-    return int(text) if text.isdigit() and not text.startswith("0") and len(text) < 19 else text
+    number = version_number(text)
+    # a number only where the key is its own spelling: keys round-trip exactly
+    return number if number is not None and str(number) == text else text

@@ -9,6 +9,14 @@ Warden acting for a caller, or ``memwarden.client.Client`` against a server).
     store = MemwardenStore(Warden("memwarden.db").acting_as(agent), tenant="acme")
     graph = create_react_agent(model, tools, store=store)
 
+With an ``index`` config (``{"embed": ..., "dims": ..., "fields": [...]}``, as
+LangGraph's stores take it) puts carry vectors of their ``fields`` and
+``search(query=...)`` is memwarden's semantic recall, scored by similarity;
+without one it is full text. Every operation is one plan (``_steps``), run
+blocking by ``batch`` and awaited by ``abatch`` (over an ``AsyncClient``, or
+a Warden in a worker thread, with the embeddings' async variant), so the
+sync and async paths answer alike.
+
 What differs from ``InMemoryStore`` and ``SqliteStore``, on purpose:
 
 * an item is returned by ``get`` and ``search`` only while memwarden's gate
@@ -25,10 +33,9 @@ What differs from ``InMemoryStore`` and ``SqliteStore``, on purpose:
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from langgraph.store.base import (
@@ -45,7 +52,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
-from memwarden.engine import Memories, MemoryNotFound, MemoryView
+from memwarden.engine import MAX_PAGE, Memories, MemoryNotFound, MemoryView, Warden
 from memwarden.events import parse_ts
 
 from ._items import (
@@ -62,6 +69,7 @@ from ._items import (
     under,
     value_of,
 )
+from ._steps import Ask, Embed, Plan, arun, run
 
 PAGE = 500  # memories read a query while a search pages through a namespace
 DELETED = "deleted through the LangGraph store"
@@ -82,6 +90,9 @@ class MemwardenStore(BaseStore):
         ttl: TTLConfig | None = None,
         index: IndexConfig | None = None,
     ) -> None:
+        if isinstance(memories, Warden):
+            # every operation names its caller: a store holds no rights of its own
+            raise TypeError("a Warden acts for a caller: pass warden.acting_as(principal), or a Client")
         self.memories = memories
         self.scope_of = namespace_scope or NamespaceScope(tenant)
         self._filters = NamespaceScope(tenant) if namespace_scope is None else None
@@ -91,43 +102,34 @@ class MemwardenStore(BaseStore):
         # with LangGraph's index config, puts carry the store's own vectors and a
         # search with a query is semantic recall over them (as InMemoryStore does)
         self._embeddings = ensure_embeddings(index.get("embed")) if index else None
-        self._paths = [(f, tokenize_path(f)) for f in (index.get("fields") or ["$"])] if index else []
+        self._fields_embedded = list(index.get("fields") or ["$"]) if index else []
         self._async = inspect.iscoroutinefunction(getattr(memories, "get", None))
 
-    # -- BaseStore ---------------------------------------------------------------------------
+    # -- BaseStore: one plan per batch, performed blocking or awaited (``_steps``) -----------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         if self._async:
             raise TypeError("this store holds an AsyncClient: use its async methods (aget, asearch, aput, abatch)")
-        ops = list(ops)
-        results: list[Result] = [None] * len(ops)
-        gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
-        for (i, _), found in zip(gets, self._get_many([op for _, op in gets]), strict=True):
-            results[i] = found
-        for i, op in enumerate(ops):
-            if isinstance(op, SearchOp):
-                results[i] = self._search(op)
-            elif isinstance(op, ListNamespacesOp):
-                results[i] = self._list_namespaces(op)
-            elif not isinstance(op, (GetOp, PutOp)):
-                raise ValueError(f"unknown operation: {type(op).__name__}")
-        self._put([op for op in ops if isinstance(op, PutOp)])
-        return results
+        return run(self._batch(list(ops)), self.memories, self._embeddings)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        if not self._async:
-            return await asyncio.to_thread(self.batch, list(ops))
-        # an AsyncClient: the same steps, each awaited
-        ops = list(ops)
+        return await arun(self._batch(list(ops)), self.memories, self._embeddings, awaitable=self._async)
+
+    def _batch(self, ops: list[Op]) -> Plan[list[Result]]:
         results: list[Result] = [None] * len(ops)
+        gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
+        found = yield from self._get_many([op for _, op in gets])
+        for (i, _), item in zip(gets, found, strict=True):
+            results[i] = item
         for i, op in enumerate(ops):
-            if isinstance(op, GetOp):
-                results[i] = await self._aget(op)
-            elif isinstance(op, SearchOp):
-                results[i] = await self._asearch(op)
+            if isinstance(op, SearchOp):
+                results[i] = yield from self._search(op)
             elif isinstance(op, ListNamespacesOp):
-                results[i] = await self._alist_namespaces(op)
-        await self._aput([op for op in ops if isinstance(op, PutOp)])
+                results[i] = yield from self._list_namespaces(op)
+            elif not isinstance(op, (GetOp, PutOp)):
+                raise ValueError(f"unknown operation: {type(op).__name__}")
+        # reads see the store as it was before the batch, as in LangGraph's own stores
+        yield from self._put([op for op in ops if isinstance(op, PutOp)])
         return results
 
     # -- reading -----------------------------------------------------------------------------
@@ -135,13 +137,16 @@ class MemwardenStore(BaseStore):
     def _tenant(self, namespace: Namespace) -> str:
         return self.scope_of(namespace)["tenant"]
 
-    def _get_many(self, ops: list[GetOp]) -> list[Item | None]:
+    def _get_many(self, ops: list[GetOp]) -> Plan[list[Item | None]]:
         """Each item, if it may be used now: one read for one item, one query
         per tenant for many."""
+        if not ops:
+            return []
         if len(ops) == 1:
             namespace = tuple(ops[0].namespace)
+            memory_id = memory_id_of(namespace, ops[0].key)
             try:
-                view = self.memories.get(memory_id_of(namespace, ops[0].key), tenant=self._tenant(namespace))
+                view = yield Ask("get", {"memory_id": memory_id, "tenant": self._tenant(namespace)})
             except MemoryNotFound:
                 return [None]
             return [_item(view)]
@@ -154,140 +159,78 @@ class MemwardenStore(BaseStore):
         found: dict[tuple[str, str], Item] = {}
         for tenant, memory_ids in wanted.items():
             unique = list(dict.fromkeys(memory_ids))
-            for view in self.memories.query(tenant=tenant, ids=unique, limit=len(unique)):
+            for view in (yield Ask("query", {"tenant": tenant, "ids": unique, "limit": len(unique)})):
                 item = _item(view)
                 if item is not None:
                     found[(tenant, view.memory_id)] = item
         return [found.get(key) for key in ids]
 
-    async def _aget(self, op: GetOp) -> Item | None:
-        tenant = self._tenant(tuple(op.namespace))
-        memory_id = memory_id_of(tuple(op.namespace), op.key)
-        try:
-            view = await self.memories.get(memory_id, tenant=tenant)  # type: ignore[misc]
-        except MemoryNotFound:
-            return None
-        return _item(view) if view.usable else None
-
-    def _scopes(self, namespace_prefix: Namespace) -> tuple[list[str] | None, dict[str, str]]:
+    def _scopes(self, namespace_prefix: Namespace) -> Plan[tuple[list[str], dict[str, str]]]:
         """(tenants, scope filters) a search under ``namespace_prefix`` asks
-        the query for; None: every tenant the key may read."""
+        the query for: with no tenant in the prefix, every tenant the key may read."""
         if self._filters is None:  # a mapping of the developer's own: narrow by tenant only
-            if not namespace_prefix:
-                return None, {}
-            return [self._tenant(namespace_prefix)], {}
-        tenant, scope = self._filters.filters(namespace_prefix)
-        return ([tenant] if tenant is not None else None), scope
+            if namespace_prefix:
+                return [self._tenant(namespace_prefix)], {}
+            tenant, scope = None, {}
+        else:
+            tenant, scope = self._filters.filters(namespace_prefix)
+        if tenant is not None:
+            return [tenant], scope
+        return (yield Ask("tenants")), scope
 
-    def _embedded(self, value: dict[str, Any]) -> list[float] | None:
-        """The put's vector: the store's ``embed`` over its ``fields`` (None without an index)."""
-        if self._embeddings is None:
-            return None
-        texts = [t for _, path in self._paths for t in get_text_at_path(value, path)]
-        return list(self._embeddings.embed_documents(["\n".join(texts) or "{}"])[0])
-
-    def _recall(self, op: SearchOp) -> list[SearchItem] | None:
-        """Semantic recall for a query when the store has an index; None: full text."""
-        if self._embeddings is None or not op.query:
-            return None
-        vector = list(self._embeddings.embed_query(op.query))
+    def _search(self, op: SearchOp) -> Plan[list[SearchItem]]:
+        """Semantic recall for a query when the store has an index, full text
+        otherwise; either way only what the gate allows, under the prefix and
+        through the filter, paged by ``offset`` and ``limit``."""
         prefix = tuple(op.namespace_prefix)
-        tenants, scope = self._scopes(prefix)
-        wanted = op.offset + op.limit
-        hits: list[SearchItem] = []
-        for tenant in tenants if tenants is not None else self.memories.tenants():
-            for found in self.memories.search(
-                tenant=tenant, vector=vector, mode="vector", limit=min(10_000, _page(wanted, op) * 4), **scope
-            ):
-                item = _item(found.view, search=True)
-                if item is not None and under(found.view.memory_id, prefix) and matches(item.value, op.filter):
-                    hits.append(
-                        SearchItem(
-                            item.namespace,
-                            item.key,
-                            item.value,
-                            item.created_at,
-                            item.updated_at,
-                            score=found.similarity,
-                        )
-                    )
-        hits.sort(key=lambda h: -(h.score or 0.0))
-        return hits[op.offset : wanted]
-
-    def _search(self, op: SearchOp) -> list[SearchItem]:
-        recalled = self._recall(op)
-        if recalled is not None:
-            return recalled
-        prefix = tuple(op.namespace_prefix)
-        tenants, scope = self._scopes(prefix)
         wanted = op.offset + op.limit
         size = _page(wanted, op)
-        hits: list[SearchItem] = []
-        for tenant in tenants if tenants is not None else self.memories.tenants():
+        if self._embeddings is not None and op.query:
+            (vector,) = yield Embed([op.query], query=True)
+            tenants, scope = yield from self._scopes(prefix)
+            hits: list[SearchItem] = []
+            for tenant in tenants:
+                # the prefix and the filter are applied here, after the gate:
+                # ask for more candidates until enough pass or none are left
+                asked = min(MAX_PAGE, size * 4)
+                while True:
+                    ask = {"tenant": tenant, "vector": vector, "mode": "vector", "limit": asked, **scope}
+                    answered = yield Ask("search", ask)
+                    passed = []
+                    for found in answered:
+                        item = _hit(found.view, prefix, op.filter)
+                        if item is not None:
+                            item.score = found.similarity
+                            passed.append(item)
+                    if len(passed) >= wanted or len(answered) < asked or asked == MAX_PAGE:
+                        break
+                    asked = min(MAX_PAGE, asked * 4)
+                hits.extend(passed)
+            hits.sort(key=lambda h: -(h.score or 0.0))
+            return hits[op.offset : wanted]
+        tenants, scope = yield from self._scopes(prefix)
+        hits = []
+        for tenant in tenants:
             offset = 0
             while len(hits) < wanted:
-                page = self.memories.query(
-                    tenant=tenant, **scope, text=op.query or None, limit=size, offset=offset, with_content=True
-                )
-                for view in page:
-                    item = _item(view, search=True)
-                    if item is not None and under(view.memory_id, prefix) and matches(item.value, op.filter):
-                        hits.append(item)  # type: ignore[arg-type]
+                ask = {"tenant": tenant, **scope, "text": op.query or None, "limit": size, "offset": offset}
+                page = yield Ask("query", {**ask, "with_content": True})
+                hits.extend(item for view in page if (item := _hit(view, prefix, op.filter)) is not None)
                 if len(page) < size:
                     break
                 offset += size
         return hits[op.offset : wanted]
 
-    async def _asearch(self, op: SearchOp) -> list[SearchItem]:
-        prefix = tuple(op.namespace_prefix)
-        tenants, scope = self._scopes(prefix)
-        wanted = op.offset + op.limit
-        size = _page(wanted, op)
-        hits: list[SearchItem] = []
-        for tenant in tenants if tenants is not None else await self.memories.tenants():  # type: ignore[misc]
+    def _list_namespaces(self, op: ListNamespacesOp) -> Plan[list[Namespace]]:
+        namespaces: set[Namespace] = set()
+        for tenant in (yield Ask("tenants")):
             offset = 0
-            while len(hits) < wanted:
-                page = await self.memories.query(  # type: ignore[misc]
-                    tenant=tenant, **scope, text=op.query or None, limit=size, offset=offset, with_content=True
-                )
+            while True:
+                page = yield Ask("query", {"tenant": tenant, "limit": PAGE, "offset": offset, "with_content": False})
                 for view in page:
-                    item = _item(view, search=True)
-                    if item is not None and under(view.memory_id, prefix) and matches(item.value, op.filter):
-                        hits.append(item)  # type: ignore[arg-type]
-                if len(page) < size:
-                    break
-                offset += size
-        return hits[op.offset : wanted]
-
-    def _namespaces_of(self, views: Iterable[MemoryView]) -> set[Namespace]:
-        found = set()
-        for view in views:
-            item = item_of(view.memory_id)
-            if item is not None and view.usable:
-                found.add(item[0])
-        return found
-
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[Namespace]:
-        namespaces: set[Namespace] = set()
-        for tenant in self.memories.tenants():
-            offset = 0
-            while True:
-                page = self.memories.query(tenant=tenant, limit=PAGE, offset=offset, with_content=False)
-                namespaces |= self._namespaces_of(page)
-                if len(page) < PAGE:
-                    break
-                offset += PAGE
-        return _listed(namespaces, op)
-
-    async def _alist_namespaces(self, op: ListNamespacesOp) -> list[Namespace]:
-        namespaces: set[Namespace] = set()
-        for tenant in await self.memories.tenants():  # type: ignore[misc]
-            offset = 0
-            while True:
-                page = await self.memories.query(  # type: ignore[misc]
-                    tenant=tenant, limit=PAGE, offset=offset, with_content=False
-                )
-                namespaces |= self._namespaces_of(page)
+                    item = item_of(view.memory_id)
+                    if item is not None and view.usable:
+                        namespaces.add(item[0])
                 if len(page) < PAGE:
                     break
                 offset += PAGE
@@ -295,7 +238,16 @@ class MemwardenStore(BaseStore):
 
     # -- writing -----------------------------------------------------------------------------
 
-    def _fields(self, op: PutOp) -> dict[str, Any]:
+    def _texts(self, op: PutOp) -> str | None:
+        """What a put's vector is made from: its ``index`` fields (the
+        store's, unless the put names its own); None: not indexed."""
+        if self._embeddings is None or op.index is False:
+            return None
+        fields = self._fields_embedded if op.index is None else list(op.index)
+        texts = [t for f in fields for t in get_text_at_path(op.value, tokenize_path(f))]
+        return "\n".join(texts) or "{}"
+
+    def _fields(self, op: PutOp, embedding: list[float] | None) -> dict[str, Any]:
         """``save``'s fields for a put."""
         namespace = tuple(op.namespace)
         value = dict(op.value or {})
@@ -310,58 +262,36 @@ class MemwardenStore(BaseStore):
             "source_url": source if isinstance(source, str) else "langgraph:" + memory_id[3:],
             "scope": self.scope_of(namespace),
             "ttl": timedelta(minutes=op.ttl) if op.ttl is not None else None,
-            "embedding": self._embedded(value) if op.index is not False else None,
+            "embedding": embedding,
         }
 
-    def _latest(self, ops: list[PutOp]) -> list[PutOp]:
+    def _put(self, ops: list[PutOp]) -> Plan[None]:
         # as every LangGraph store: the last put of a key in a batch wins
-        return list({(tuple(op.namespace), op.key): op for op in ops}.values())
-
-    def _put(self, ops: list[PutOp]) -> None:
-        ops = self._latest(ops)
-        saves = [self._fields(op) for op in ops if op.value is not None]
+        ops = list({(tuple(op.namespace), op.key): op for op in ops}.values())
+        kept = [op for op in ops if op.value is not None]
+        texts = [self._texts(op) for op in kept]
+        to_embed = [t for t in texts if t is not None]
+        # one request to the embeddings for the whole batch
+        made = iter((yield Embed(to_embed)) if to_embed else [])
+        saves = [self._fields(op, None if t is None else next(made)) for op, t in zip(kept, texts, strict=True)]
         if len(saves) == 1:
-            self.memories.save(**saves[0])
+            yield Ask("save", saves[0])
         elif saves:
-            self.memories.save_many(saves)
+            yield Ask("save_many", {"memories": saves})
         for op in ops:
             if op.value is None:
+                namespace = tuple(op.namespace)
+                erase = {"memory_id": memory_id_of(namespace, op.key), "tenant": self._tenant(namespace)}
                 try:
-                    self.memories.erase(
-                        memory_id=memory_id_of(tuple(op.namespace), op.key),
-                        tenant=self._tenant(tuple(op.namespace)),
-                        reason=DELETED,
-                    )
+                    yield Ask("erase", {**erase, "reason": DELETED})
                 except MemoryNotFound:
                     pass  # deleting what is not there changes nothing, as in every store
-
-    async def _aput(self, ops: list[PutOp]) -> None:
-        ops = self._latest(ops)
-        saves = [self._fields(op) for op in ops if op.value is not None]
-        if len(saves) == 1:
-            await self.memories.save(**saves[0])  # type: ignore[misc]
-        elif saves:
-            await self.memories.save_many(saves)  # type: ignore[misc]
-        for op in ops:
-            if op.value is None:
-                try:
-                    await self.memories.erase(  # type: ignore[misc]
-                        memory_id=memory_id_of(tuple(op.namespace), op.key),
-                        tenant=self._tenant(tuple(op.namespace)),
-                        reason=DELETED,
-                    )
-                except MemoryNotFound:
-                    pass
 
 
 def _page(wanted: int, op: SearchOp) -> int:
     """Memories a search reads a query: what it wants when nothing is left
     to filter here, more when a filter may pass over some."""
     return min(PAGE, max(wanted * (4 if op.filter else 1), 16))
-
-
-def _when(text: str) -> datetime:
-    return parse_ts(text)
 
 
 def _item(view: MemoryView, *, search: bool = False) -> Item | None:
@@ -371,10 +301,18 @@ def _item(view: MemoryView, *, search: bool = False) -> Item | None:
         return None
     namespace, key = found
     value = value_of(view.content) or {}
-    when = _when(view.fetched_at)
+    when = parse_ts(view.fetched_at)
     if search:
         return SearchItem(namespace=namespace, key=key, value=value, created_at=when, updated_at=when, score=None)
     return Item(namespace=namespace, key=key, value=value, created_at=when, updated_at=when)
+
+
+def _hit(view: MemoryView, prefix: Namespace, filter: dict[str, Any] | None) -> SearchItem | None:
+    """A search's item for ``view``, if usable now, under ``prefix`` and through ``filter``."""
+    item = _item(view, search=True)
+    if item is None or not under(view.memory_id, prefix) or not matches(item.value, filter):
+        return None
+    return item  # type: ignore[return-value]
 
 
 def _listed(namespaces: set[Namespace], op: ListNamespacesOp) -> list[Namespace]:

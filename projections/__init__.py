@@ -16,7 +16,17 @@ from ._access import Access
 from ._agent_page import AgentPage, AgentQuery, Evidence
 from ._asof import PointView, story
 from ._errors import AppendRefused, ProjectionDamaged
-from ._fold import COLUMNS, SCOPE_COLUMNS, STATUSES, TERMINAL, TERMINAL_SQL, fetched_at, fold_memory, revoke_row
+from ._fold import (
+    COLUMNS,
+    SCOPE_COLUMNS,
+    SETTLED,
+    STATUSES,
+    TERMINAL,
+    TERMINAL_SQL,
+    fetched_at,
+    fold_memory,
+    revoke_row,
+)
 from ._fts_documents import stored_texts
 from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_path
 from ._rows import VIEW_COLUMNS, Key, parent_refs
@@ -47,6 +57,7 @@ __all__ = [
     "COVERED_SQL",
     "RECHECK",
     "SCOPE_COLUMNS",
+    "SETTLED",
     "STATUSES",
     "TERMINAL",
     "TERMINAL_SQL",

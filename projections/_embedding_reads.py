@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._fold import TERMINAL_SQL
+
 # the current version's vector, if any (of any length)
 _CURRENT = (
     "FROM memories m LEFT JOIN vectors v ON v.tenant = m.tenant AND v.memory_id = m.memory_id "
-    "AND v.version = m.version WHERE m.status NOT IN ('erased', 'revoked')"
+    f"AND v.version = m.version WHERE m.status NOT IN {TERMINAL_SQL}"
 )
 _STALE = (
     "(v.embedder IS NULL OR v.embedder <> ? OR v.dims <> ?) "

@@ -15,8 +15,17 @@ from memwarden.events import RecordedEvent, canonical_json, spelled, version_key
 from ._selector import blocking_revocation, revokes
 
 TERMINAL = frozenset({"erased", "revoked"})
-# the same, for a SQL ``status NOT IN`` / ``IN``
-TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in sorted(TERMINAL)) + ")"
+# what a cascade's invalidation passes over: nothing is left to take from these
+SETTLED = TERMINAL | {"invalidated"}
+
+
+def _sql(statuses: frozenset[str]) -> str:
+    """``statuses`` for a SQL ``status NOT IN`` / ``IN``."""
+    return "(" + ", ".join(f"'{s}'" for s in sorted(statuses)) + ")"
+
+
+TERMINAL_SQL = _sql(TERMINAL)
+SETTLED_SQL = _sql(SETTLED)
 STATUSES = ("usable", "expired", "unknown", "revoked", "invalidated", "erased", "quarantined")
 
 SCOPE_COLUMNS = ("tenant", "project", "permission", "user", "agent", "tool")

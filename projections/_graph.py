@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ._fold import SETTLED_SQL
 from ._rows import Connection, Key
 from ._selector import selector_sql
 
@@ -87,7 +88,7 @@ def children(conn: Connection, parents: Iterable[Key]) -> list[tuple[str, str, i
                 "SELECT d.tenant, d.child_id, m.version, d.parent_id FROM derivations d JOIN memories m "
                 "ON m.tenant = d.tenant AND m.memory_id = d.child_id "
                 f"WHERE d.tenant = ? AND d.parent_id IN ({','.join('?' * len(chunk))}) "
-                "AND m.status NOT IN ('erased', 'revoked', 'invalidated')",
+                f"AND m.status NOT IN {SETTLED_SQL}",
                 [tenant, *chunk],
             ).fetchall()
     return sorted(children)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memwarden.events import RecordedEvent, version_key
+from memwarden.events import RecordedEvent, version_key, version_number
 
 from ._errors import AppendRefused
 from ._rows import Connection
@@ -35,8 +35,8 @@ def highest_numbered(conn: Connection, policy: str) -> int | None:
     """The highest numbered version ``policy`` has ever been at (current or
     retired): a numbered version only goes up, past every one before it,
     whatever key versions came between."""
-    found = [int(v) for (v,) in conn.execute(_VERSIONS, (policy, policy)) if str(v).isdigit()]
-    return max(found, default=None)
+    found = [version_number(str(v)) for (v,) in conn.execute(_VERSIONS, (policy, policy))]
+    return max((n for n in found if n is not None), default=None)
 
 
 _VERSIONS = (
@@ -64,10 +64,11 @@ def policy_problem(
         return f"policy {policy!r} is already at version {version!r}"
     if (policy, version) in retiring or _retired(conn, policy, version):
         return f"version {version!r} of policy {policy!r} was retired and never comes back"
-    seen = [int(v) for p, v in retiring if p == policy and v.isdigit()] + ([int(current)] if current.isdigit() else [])
-    stored = highest_numbered(conn, policy)
-    highest = max(seen + ([stored] if stored is not None else []), default=None)
-    if version.isdigit() and highest is not None and int(version) <= highest:
+    seen = [version_number(v) for p, v in retiring if p == policy] + [version_number(current)]
+    seen.append(highest_numbered(conn, policy))
+    highest = max((n for n in seen if n is not None), default=None)
+    number = version_number(version)
+    if number is not None and highest is not None and number <= highest:
         return f"policy {policy!r} has been at version {highest}; a numbered version only goes up"
     return None
 

@@ -1,14 +1,17 @@
-"""The HTTP client and the in-process Warden behind one protocol
+"""The HTTP clients and the in-process Warden behind one protocol
 (``memwarden.engine.Memories``): the same contract, run against a Warden
-acting as a key and against ``memwarden.client.Client`` driving a live
-server as that key, on both backends. Then what only the client has:
-read-your-writes, retries where they are safe, and none where they are not."""
+acting as a key and against ``memwarden.client.Client`` and ``AsyncClient``
+driving a live server as that key, on both backends. Then what only the
+clients have: read-your-writes, retries where they are safe, and none where
+they are not."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -18,6 +21,7 @@ from memwarden.engine import (
     BatchRefused,
     ErasureResult,
     Forbidden,
+    Found,
     InvalidInput,
     KeyStore,
     Memories,
@@ -39,12 +43,48 @@ def live(tmp_path_factory: pytest.TempPathFactory, backend: Any) -> Iterator[Ser
     running.proc.wait(timeout=30)
 
 
-@pytest.fixture(params=["in_process", "http"])
+class Blocking:
+    """An ``AsyncClient`` driven from blocking test code: each operation
+    awaited on the client's own event loop, so the contract written once for
+    ``Memories`` runs against the async client unchanged (its attributes,
+    ``seq`` and ``http``, are the client's own)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self.loop = asyncio.new_event_loop()
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.client, name)
+        if not inspect.iscoroutinefunction(found):
+            return found
+
+        def awaited(*args: Any, **kwargs: Any) -> Any:
+            return self.loop.run_until_complete(found(*args, **kwargs))
+
+        return awaited
+
+    def __enter__(self) -> Blocking:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.run_until_complete(self.client.aclose())
+        self.loop.close()
+
+
+# each client, as blocking test code drives it
+CLIENTS: dict[str, Callable[..., Any]] = {
+    "http": Client,
+    "async": lambda *args, **kwargs: Blocking(AsyncClient(*args, **kwargs)),
+}
+
+
+@pytest.fixture(params=["in_process", *CLIENTS])
 def face(request: pytest.FixtureRequest, live: Server) -> Iterator[tuple[Memories, Memories, str]]:
     """(as the bound agent key, as the security key, a unique id prefix)."""
     prefix = f"{request.param}-{uuid.uuid4().hex[:8]}"
-    if request.param == "http":
-        with Client(live.url, live.keys["agent"]) as agent, Client(live.url, live.keys["security"]) as security:
+    if request.param in CLIENTS:
+        connect = CLIENTS[request.param]
+        with connect(live.url, live.keys["agent"]) as agent, connect(live.url, live.keys["security"]) as security:
             yield agent, security, prefix
         return
     with Warden(live.db) as w:
@@ -116,41 +156,91 @@ def test_a_revocation_through_either_face_takes_the_memory_out(face: tuple[Memor
     assert agent.tenants() == ["acme"]
 
 
-def test_the_client_reads_its_own_writes_on_any_node(live: Server) -> None:
-    with Client(live.url, live.keys["agent"]) as mw:
+def test_search_answers_what_is_usable_now_by_words_and_by_vector(face: tuple[Memories, Memories, str]) -> None:
+    agent, security, prefix = face
+    word, user = f"z{prefix.rsplit('-', 1)[1]}", prefix  # the user keeps the other faces' memories out
+    scope = {"tenant": "acme", "user": user}
+    agent.save(**fields(f"{prefix}-deploy", summary=f"{word} 배포 승인", scope=scope, embedding=[1.0, 0.1, 0.1]))
+    agent.save(**fields(f"{prefix}-lunch", summary=f"{word} 점심", scope=scope, embedding=[0.1, 1.0, 0.1]))
+    by_words = agent.search(tenant="acme", query=word, mode="text", user=user)
+    assert all(isinstance(f, Found) and isinstance(f.view, MemoryView) for f in by_words)
+    assert sorted(f.view.memory_id for f in by_words) == [f"{prefix}-deploy", f"{prefix}-lunch"]
+    assert all(f.found_by == ("text",) and f.view.content == "목요일 오후 3시 🙂" for f in by_words)
+    near = agent.search(tenant="acme", vector=[1.0, 0.1, 0.1], mode="vector", user=user)
+    assert [f.view.memory_id for f in near] == [f"{prefix}-deploy", f"{prefix}-lunch"]
+    assert near[0].similarity == pytest.approx(1.0) and near[0].score > near[1].score
+    security.revoke({"tenant": "acme", "ids": [f"{prefix}-deploy"]}, reason="leaked")
+    after = agent.search(tenant="acme", vector=[1.0, 0.1, 0.1], mode="vector", user=user)
+    assert [f.view.memory_id for f in after] == [f"{prefix}-lunch"], "a revoked memory is never found"
+    after = agent.search(tenant="acme", query=word, mode="text", user=user)
+    assert [f.view.memory_id for f in after] == [f"{prefix}-lunch"]
+    with pytest.raises(InvalidInput) as bad:
+        agent.search(tenant="acme", query="   ", mode="text")
+    assert bad.value.field == "query"
+
+
+@pytest.mark.parametrize("kind", list(CLIENTS))
+def test_the_client_reads_its_own_writes_on_any_node(live: Server, kind: str) -> None:
+    with CLIENTS[kind](live.url, live.keys["agent"]) as mw:
         saved = mw.save(**fields(f"ryw-{uuid.uuid4().hex[:8]}"))
         assert mw.seq == saved.seq
         sent: list[httpx.Request] = []
-        mw.http.event_hooks["request"] = [sent.append]
+
+        async def record(request: httpx.Request) -> None:
+            sent.append(request)
+
+        mw.http.event_hooks["request"] = [record if kind == "async" else sent.append]
         mw.get(saved.memory_id)
         mw.query(tenant="acme", ids=[saved.memory_id])
-        assert all(dict(r.url.params)["min_seq"] == str(saved.seq) for r in sent)
+        mw.search(tenant="acme", query="회의", mode="text")
+        assert len(sent) == 3
+        assert all(dict(r.url.params)["min_seq"] == str(saved.seq) for r in sent[:2])
+        assert json.loads(sent[2].content)["min_seq"] == saved.seq, "a search's body carries it"
+        # a later write moves it on
+        again = mw.save(**fields(f"ryw-{uuid.uuid4().hex[:8]}"))
+        mw.get(again.memory_id)
+        assert again.seq > saved.seq and dict(sent[-1].url.params)["min_seq"] == str(again.seq)
 
 
-class LosesAnswers(httpx.BaseTransport):
+class LosesAnswers(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """A network that delivers each request and loses the first answer of
-    the kinds named: the server acted, the client never heard."""
+    the kinds named: the server acted, the client never heard (for the
+    blocking client and the async one alike)."""
 
     def __init__(self, lose: set[tuple[str, str]]) -> None:
         self.inner = httpx.HTTPTransport()
+        self.ainner = httpx.AsyncHTTPTransport()
         self.lose = set(lose)
         self.sent: list[tuple[str, str]] = []
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = self.inner.handle_request(request)
+    def _lost(self, request: httpx.Request) -> bool:
         key = (request.method, request.url.path)
         self.sent.append(key)
-        if key in self.lose:
-            self.lose.discard(key)
+        if key not in self.lose:
+            return False
+        self.lose.discard(key)
+        return True
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if self._lost(request):
             response.read()
             raise httpx.ReadError("the answer was lost", request=request)
         return response
 
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.ainner.handle_async_request(request)
+        if self._lost(request):
+            await response.aread()
+            raise httpx.ReadError("the answer was lost", request=request)
+        return response
 
-def test_a_save_whose_answer_was_lost_is_sent_again_and_kept_once(live: Server) -> None:
+
+@pytest.mark.parametrize("kind", list(CLIENTS))
+def test_a_save_whose_answer_was_lost_is_sent_again_and_kept_once(live: Server, kind: str) -> None:
     memory_id = f"retry-{uuid.uuid4().hex[:8]}"
     network = LosesAnswers({("POST", "/v1/memories")})
-    with Client(live.url, live.keys["agent"], transport=network, backoff=0.01) as mw:
+    with CLIENTS[kind](live.url, live.keys["agent"], transport=network, backoff=0.01) as mw:
         head = live.head()
         saved = mw.save(**fields(memory_id))
         assert network.sent.count(("POST", "/v1/memories")) == 2, "sent again after the lost answer"
@@ -158,9 +248,10 @@ def test_a_save_whose_answer_was_lost_is_sent_again_and_kept_once(live: Server) 
         assert saved.seq == head + 1 and mw.get(memory_id).version == 1
 
 
-def test_a_revocation_is_never_sent_twice(live: Server) -> None:
+@pytest.mark.parametrize("kind", list(CLIENTS))
+def test_a_revocation_is_never_sent_twice(live: Server, kind: str) -> None:
     network = LosesAnswers({("POST", "/v1/revocations")})
-    with Client(live.url, live.keys["security"], transport=network, backoff=0.01) as mw:
+    with CLIENTS[kind](live.url, live.keys["security"], transport=network, backoff=0.01) as mw:
         head = live.head()
         with pytest.raises(httpx.ReadError):
             mw.revoke({"ids": [f"none-{uuid.uuid4().hex[:8]}"]}, reason="once")

@@ -251,3 +251,38 @@ def test_the_derivation_depth_limit(tmp_path: Path, backend: Backend) -> None:
         assert w.log.head().seq == head
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("max_parents", [2, 1500])
+def test_http_takes_as_many_parents_as_the_limit_says(tmp_path: Path, max_parents: int) -> None:
+    """The parent limit is the store's (limits.max_parents), the same on
+    HTTP as in the engine: no smaller cap of the face's own, no larger one."""
+    from fastapi.testclient import TestClient
+    from memwarden.engine import KeyStore
+    from memwarden.engine.faces.http import create_app
+
+    w = Warden(tmp_path / "parents.db", limits=Limits(max_parents=max_parents))
+    key = KeyStore(w).create("agent", tenants=["acme"], caller=OPERATOR)[0]
+    parents = [f"p{n}" for n in range(min(max_parents, 1200) + 1)]
+    w.save_many(
+        [
+            {"memory_id": p, "kind": "permission", "summary": "s", "content": "c", "source_url": "https://e"}
+            | {"scope": {"tenant": "acme"}}
+            for p in parents
+        ],
+        caller=OPERATOR,
+    )
+    try:
+        with TestClient(create_app(w, scheduler=False, mcp=False)) as client:
+            auth = {"x-api-key": key}
+            head = w.log.head().seq
+            too_many = client.post("/v1/memories", json=save_body("wide", derived_from=parents), headers=auth)
+            if max_parents < len(parents):
+                assert too_many.status_code == 413, too_many.text
+                assert "max_parents" in too_many.text and "derived_from" in too_many.text
+                assert w.log.head().seq == head
+            within = client.post("/v1/memories", json=save_body("ok", derived_from=parents[:-1]), headers=auth)
+            assert within.status_code == 201, within.text
+            assert len(w.get("ok", tenant="acme", caller=OPERATOR).derived_from) == len(parents) - 1
+    finally:
+        w.close()

@@ -24,7 +24,7 @@ from langgraph.prebuilt import create_react_agent
 from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 from langmem import create_manage_memory_tool, create_search_memory_tool
-from memwarden.client import Client
+from memwarden.client import AsyncClient, Client
 from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock
 from memwarden.integrations.langgraph import MemwardenStore
@@ -201,6 +201,104 @@ def test_the_scope_a_namespace_maps_to(warden: Warden) -> None:
     assert warden.get("lg:acme/p:k", caller=OPERATOR).scope["project"] == "p"
     with pytest.raises(PermissionError, match="tenant"):
         free.put(("globex", "p"), "k", {"v": 3})
+    # a Warden without a caller would be every right at once: refused at once, with the way out
+    with pytest.raises(TypeError, match="acting_as"):
+        MemwardenStore(warden)  # type: ignore[arg-type]
+
+
+# -- semantic recall with an index config, blocking and awaited ---------------------------------
+
+WORDS = ("배포", "점심", "apollo")
+
+
+def _vectors(texts: list[str]) -> list[list[float]]:
+    return [[1.0 if w in t else 0.1 for w in WORDS] for t in texts]
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    return _vectors(texts)
+
+
+class AsyncOnly:
+    """An async-only embedding function: LangGraph refuses its sync use, so
+    a store that answers with it took the async path; ``texts`` is what it embedded."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    async def __call__(self, texts: list[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return _vectors(texts)
+
+
+def index(embedding: Any) -> dict[str, Any]:
+    return {"embed": embedding, "dims": len(WORDS), "fields": ["text"]}
+
+
+def scored(items: list[Any]) -> list[tuple[Any, ...]]:
+    return [(tuple(i.namespace), i.key, i.value, round(i.score, 6) if i.score is not None else None) for i in items]
+
+
+NOTES = {
+    "deploy": {"text": "배포 승인은 목요일", "tag": "ops"},
+    "lunch": {"text": "점심 메뉴", "tag": "life"},
+    "apollo": {"text": "apollo 배포 키", "tag": "ops"},
+}
+
+
+def test_async_search_with_an_index_is_the_sync_recall(warden: Warden) -> None:
+    embedder = AsyncOnly()
+    awaited = MemwardenStore(warden.acting_as(AGENT), tenant="acme", index=index(embedder))
+    blocking = MemwardenStore(warden.acting_as(AGENT), tenant="acme", index=index(embed))
+    queries = [
+        {"query": "배포"},
+        {"query": "배포", "filter": {"tag": "ops"}},
+        {"query": "점심", "limit": 1, "offset": 1},
+    ]
+
+    async def main() -> list[list[Any]]:
+        await awaited.abatch([PutOp(("notes", "kim"), k, v) for k, v in NOTES.items()])
+        await awaited.aput(("other",), "deploy", {"text": "배포 다른 곳"})
+        return [await awaited.asearch(("notes",), **q) for q in queries]
+
+    answers = asyncio.run(main())
+    # the puts' fields, then each query, all embedded by the async variant
+    assert sorted(embedder.texts[:4]) == sorted([v["text"] for v in NOTES.values()] + ["배포 다른 곳"])
+    assert embedder.texts[4:] == [q["query"] for q in queries]
+    with pytest.raises(ValueError, match="async"):  # LangGraph refuses its sync use: the answers were awaited
+        awaited.search(("notes",), query="배포")
+    first = answers[0]
+    assert [i.key for i in first] == ["deploy", "apollo", "lunch"]  # best first, by similarity
+    assert first[0].score == pytest.approx(1.0) and first[0].score > first[1].score > first[2].score
+    assert [i.key for i in answers[1]] == [i.key for i in first if i.value["tag"] == "ops"]
+    assert len(answers[2]) == 1
+    for q, answer in zip(queries, answers, strict=True):
+        assert scored(answer) == scored(blocking.search(("notes",), **q)), q
+    # revoked: gone from both paths at once
+    warden.revoke({"tenant": "acme", "ids": ["lg:notes/kim:apollo"]}, reason="contract ended", caller=OPERATOR)
+    after = asyncio.run(awaited.asearch(("notes",), query="배포"))
+    assert [i.key for i in after] == ["deploy", "lunch"]
+    assert scored(after) == scored(blocking.search(("notes",), query="배포"))
+    # a put's own index: False carries no vector (no candidate to recall), a list other fields
+    blocking.put(("notes", "kim"), "plain", {"text": "배포 without a vector"}, index=False)
+    blocking.put(("notes", "kim"), "titled", {"title": "배포", "text": "점심"}, index=["title"])
+    now = asyncio.run(awaited.asearch(("notes",), query="배포"))
+    assert {i.key for i in now[:2]} == {"deploy", "titled"} and "plain" not in [i.key for i in now]
+    assert "plain" in [i.key for i in blocking.search(("notes",))], "still an item, found without a query"
+
+
+def test_a_selective_filter_still_finds_every_match_by_meaning(warden: Warden) -> None:
+    """The filter applies after the gate: a search whose first candidates
+    all fail it asks for more, until ``limit`` pass or none are left."""
+    store = MemwardenStore(warden.acting_as(AGENT), tenant="acme", index=index(embed))
+    # 200 near matches the filter refuses, then 3 weaker ones it keeps
+    store.batch([PutOp(("notes",), f"n{i}", {"text": "배포 apollo", "tag": "noise"}) for i in range(200)])
+    store.batch([PutOp(("notes",), f"k{i}", {"text": "배포", "tag": "keep"}) for i in range(3)])
+    found = store.search(("notes",), query="배포 apollo", filter={"tag": "keep"}, limit=3)
+    assert sorted(i.key for i in found) == ["k0", "k1", "k2"]
+    assert asyncio.run(store.asearch(("notes",), query="배포 apollo", filter={"tag": "keep"}, limit=3)) == found
+    # more wanted than exist: every match, and the search ends
+    assert len(store.search(("notes",), query="배포", filter={"tag": "keep"}, limit=10)) == 3
 
 
 # -- LangMem's tools in a LangGraph agent, with a scripted model -----------------------------------
@@ -281,11 +379,36 @@ def test_the_same_agent_against_a_live_server_through_the_client(live: Server) -
         assert store.list_namespaces(prefix=("memories", user)) == []
 
 
+def test_async_semantic_search_against_a_live_server_through_the_async_client(live: Server) -> None:
+    user = f"u{uuid.uuid4().hex[:6]}"
+    ns = ("notes", user)
+    embedder = AsyncOnly()
+
+    async def main() -> tuple[list[Any], list[Any], list[Any]]:
+        async with AsyncClient(live.url, live.keys["multi"]) as mw:
+            store = MemwardenStore(mw, tenant="acme", index=index(embedder))
+            await store.abatch([PutOp(ns, k, v) for k, v in NOTES.items()])
+            found = await store.asearch(ns, query="배포")
+            ops = await store.asearch(ns, query="배포", filter={"tag": "ops"}, limit=1)
+            async with AsyncClient(live.url, live.keys["security"]) as security:
+                await security.revoke({"tenant": "acme", "ids": [f"lg:notes/{user}:apollo"]}, reason="contract ended")
+            return found, ops, await store.asearch(ns, query="apollo")
+
+    found, ops, after = asyncio.run(main())
+    assert [i.key for i in found] == ["deploy", "apollo", "lunch"] and [i.key for i in ops] == ["deploy"]
+    assert len(embedder.texts) == len(NOTES) + 3, "the puts and the queries went through aembed"
+    assert "apollo" not in [i.key for i in after] and after, "the revoked memory is never returned"
+    with Client(live.url, live.keys["multi"]) as mw:
+        blocking = MemwardenStore(mw, tenant="acme", index=index(embed))
+        assert scored(blocking.search(ns, query="apollo")) == scored(after)
+        assert [i.key for i in blocking.search(ns, query="배포")] == ["deploy", "lunch"]
+
+
 def test_the_demo_script_runs_as_the_readme_says(tmp_path: Any) -> None:
     """``scripts/langgraph-demo`` against the quick-start server (SQLite,
-    the demo key kept beside the database, as ``scripts/run`` does)."""
+    the demo key kept beside the database, the scheduler on, as ``scripts/run`` does)."""
     db = tmp_path / "memwarden.db"
-    running = start_server(db, "--no-scheduler", "--demo-key", f"{db}.demo-key")
+    running = start_server(db, "--demo-key", f"{db}.demo-key")
     try:
         port = running.url.rsplit(":", 1)[1]
         demo = Path(__file__).resolve().parents[1] / "scripts" / "langgraph-demo"
@@ -304,3 +427,5 @@ def test_the_demo_script_runs_as_the_readme_says(tmp_path: Any) -> None:
     assert "apollo" in before and "green tea" in before
     assert "apollo" not in after and "green tea" in after
     assert "security revoked 1 memory" in done.stdout and "/console/revocations/rev_" in done.stdout
+    assert "read-back confirmed in" in done.stdout and "0 still visible, leaked []" in done.stdout
+    assert "Deprecat" not in done.stderr, "the demo's console is its story, not LangGraph's warnings"

@@ -10,6 +10,9 @@ from memwarden.events import (
     MemoryExpired,
     RevocationIssued,
     Selector,
+    version_key,
+    version_number,
+    version_value,
 )
 from memwarden.events._recorded import _UPCASTERS, event_from_row, upcast
 from pydantic import ValidationError
@@ -137,3 +140,17 @@ def test_old_schema_versions_are_upcast_on_read_never_rewritten() -> None:
     with pytest.raises(ValueError, match="no upcaster"):
         upcast("memory.expired", 0, {})
     assert ("memory.saved", 1) in _UPCASTERS
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("7", 7), ("007", 7), (str(2**53), 2**53), (str(2**53 + 1), None), ("٣", None), (" 3", None), ("2_0", None)]
+    + [("policy-42-v7", None), ("", None), ("9" * 5000, None)],
+)
+def test_one_reading_of_a_numbered_version(text: str, number: int | None) -> None:
+    """Every reader (the models, the rules of an append, the CLI, stored
+    keys) asks version_number whether a version is a number."""
+    assert version_number(text) == number
+    if number is not None:
+        assert version_value(version_key(number)) == number  # a stored number comes back a number
+    assert version_value("007") == "007"  # a key that is not a number's own spelling stays text

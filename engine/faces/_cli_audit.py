@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 from memwarden.engine import (
+    MAX_PAGE,
     OPERATOR,
     Warden,
 )
@@ -72,7 +73,10 @@ def explain(warden: Warden, memory_id: str, tenant: str | None, as_of: str | Non
 @click.option("--tenant", default=None, help="Only this tenant's memories.")
 @click.option("--all", "include_unusable", is_flag=True, help="Also the memories that were not usable then.")
 @click.option(
-    "--limit", type=click.IntRange(1, 10_000), default=None, help="One page of this many memories, and its next cursor."
+    "--limit",
+    type=click.IntRange(1, MAX_PAGE),
+    default=None,
+    help="One page of this many memories, and its next cursor.",
 )
 @click.option("--after", default=None, help="The next cursor of the page before.")
 @json_option

@@ -20,7 +20,7 @@ from memwarden.engine import (
     answer,
     configure_logging,
 )
-from memwarden.events import canonical_json
+from memwarden.events import canonical_json, version_number
 
 from ._visible import raw_output, visible_output
 
@@ -87,8 +87,8 @@ class VersionParam(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
         # the engine validates (and names the field); numbers print as numbers
-        text = str(value)
-        return int(text) if text.isascii() and text.isdigit() and len(text) <= 16 else text
+        number = version_number(str(value))
+        return str(value) if number is None else number
 
 
 VERSION = VersionParam()

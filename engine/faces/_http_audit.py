@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from memwarden.engine import Warden
+from memwarden.engine import MAX_PAGE, Warden
 
 from . import _http_responses as R
 from ._fair import stepped_out
@@ -29,7 +29,7 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
         seq: Seq | None = None,
         tenant: str | None = None,
         include_unusable: Annotated[bool, Query(alias="all")] = False,
-        limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+        limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
         after: str | None = None,
     ) -> Any:
         """The usable view as it was then (with ``all``, every memory and why
@@ -62,7 +62,7 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
         who: Caller,
         request: Request,
         after: Seq = 0,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 500,
         wait: Annotated[float, Query(ge=0, le=60)] = 0,
     ) -> dict[str, Any]:
         """Events after a seq, for downstream caches: long-polls up to ``wait``

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from memwarden.engine import MAX_PAGE
 from pydantic import BaseModel, ConfigDict, Field
 
 # a vector's longest (``memwarden.events``' MAX_DIMS); the engine checks the
@@ -50,14 +51,15 @@ class SaveBody(Body):
     checksum: str | None = None
     cache_key: CacheKeyBody | None = None
     event_id: str | None = None
-    derived_from: list[str] = Field(default_factory=list, max_length=1000)
+    # as many as the store's limits.max_parents allow: the engine refuses past it, naming the limit
+    derived_from: list[str] = Field(default_factory=list)
     embedding: Vector | None = Field(
         None, max_length=MAX_DIMS, description="the version's vector (default: the configured embedder's)"
     )
 
 
 class SaveManyBody(Body):
-    memories: list[SaveBody] = Field(min_length=1, max_length=10_000)
+    memories: list[SaveBody] = Field(min_length=1, max_length=MAX_PAGE)
 
 
 class SelectorBody(Body):
@@ -107,7 +109,7 @@ class SearchBody(Body):
     tenant: str = Field(min_length=1)
     query: str | None = Field(None, description="the text to search for (or give a vector)")
     vector: Vector | None = Field(None, max_length=MAX_DIMS, description="a query vector of the embedder's length")
-    limit: int = Field(10, ge=1, le=10_000)
+    limit: int = Field(10, ge=1, le=MAX_PAGE)
     mode: Literal["hybrid", "vector", "text"] = "hybrid"
     weights: list[Annotated[float, Field(ge=0, le=100)]] = Field(
         default_factory=lambda: [1.0, 1.0], min_length=2, max_length=2, description="(text, vector) in the fusion"

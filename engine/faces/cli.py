@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 from memwarden.engine import (
+    MAX_PAGE,
     OPERATOR,
     BatchRefused,
     InvalidInput,
@@ -168,7 +169,7 @@ def get(warden: Warden, memory_id: str, tenant: str | None, min_seq: int | None,
 @click.option("--text", default=None, help="Full-text search over summary and content.")
 @click.option("--all", "include_unusable", is_flag=True, help="Every memory, with why it is not usable.")
 @click.option(
-    "--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="At most this many memories."
+    "--limit", type=click.IntRange(1, MAX_PAGE), default=100, show_default=True, help="At most this many memories."
 )
 @click.option(
     "--min-seq", type=click.IntRange(0, 2**62), default=None, help="Serve only a view that has applied this seq."

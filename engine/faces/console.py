@@ -31,6 +31,7 @@ from memwarden.projections import STATUSES
 from starlette.concurrency import run_in_threadpool
 
 from ._console_pages import PageError, Pages, harden, local_path, memories_url, path_part, refusal
+from ._console_search import meaning_form, search_rows
 from ._console_session import COOKIE, LOGIN_COOKIE, Session, Sessions, same_origin, token_matches
 from ._docs import install_docs
 
@@ -115,14 +116,11 @@ def build_console(
 
     # -- memories ------------------------------------------------------------------------------
 
-    def memory_list(
-        request: Request, session: Session, who: Principal, query: dict[str, str | None], code: int = 200
-    ) -> Response:
-        tenants = warden.tenants(caller=who)
-        search = {name: _blank(query.get(name)) for name in ("tenant", "project", "agent", "kind", "status", "text")}
-        if search["tenant"] is None and len(tenants) == 1:
-            search["tenant"] = tenants[0]  # the only one this key may see: nothing to choose
-        context: dict[str, Any] = {"rows": [], "page": 1, "previous": None, "next": None, "error": None}
+    def list_rows(
+        search: dict[str, str | None], query: dict[str, str | None], who: Principal, context: dict[str, Any]
+    ) -> int:
+        """The list's page of rows into ``context``; its status."""
+        code = 200
         try:
             number = _page_number(query.get("page"))
             context["page"] = number
@@ -144,6 +142,19 @@ def build_console(
                     context["next"] = memories_url(**search, page=number + 1)
         except Exception as exc:  # the search form again, with what was wrong with it
             code, context["error"] = refusal(exc)
+        return code
+
+    def memory_list(request: Request, session: Session, who: Principal, query: dict[str, str | None]) -> Response:
+        tenants = warden.tenants(caller=who)
+        search = {name: _blank(query.get(name)) for name in ("tenant", "project", "agent", "kind", "status", "text")}
+        if search["tenant"] is None and len(tenants) == 1:
+            search["tenant"] = tenants[0]  # the only one this key may see: nothing to choose
+        context: dict[str, Any] = {"rows": [], "page": 1, "previous": None, "next": None, "error": None}
+        meaning = meaning_form(warden, who, query)
+        if meaning["asked"]:  # a search by meaning: its best rows, scored, in place of the list
+            code, context["rows"], context["error"] = search_rows(warden, who, search["tenant"], meaning)
+        else:
+            code = list_rows(search, query, who, context)
         return render(
             request,
             "memories.html",
@@ -152,6 +163,7 @@ def build_console(
             csrf=session.csrf,
             nav="memories",
             search=search,
+            meaning=meaning,
             tenants=tenants,
             statuses=STATUSES,
             **context,

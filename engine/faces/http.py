@@ -17,6 +17,7 @@ import httpx
 import structlog
 from fastapi import FastAPI, Query, Request
 from memwarden.engine import (
+    MAX_PAGE,
     SYSTEM,
     KeyStore,
     Principal,
@@ -168,7 +169,7 @@ def create_app(
         kind: str | None = None,
         text: str | None = None,
         all: bool = False,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         min_seq: Seq | None = None,
         content: bool = True,
         ids: Annotated[list[str] | None, Query()] = None,
@@ -254,7 +255,7 @@ def create_app(
     @app.get("/v1/revocations", tags=["security"], **documented(R.Revocations))
     def revocations(
         who: Caller,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
     ) -> dict[str, Any]:
         """Revocations, newest first, each with its read-back state."""

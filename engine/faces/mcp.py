@@ -22,7 +22,16 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
-from memwarden.engine import OPERATOR, InvalidInput, Principal, Unauthorized, Warden, answer, refuse_local_source
+from memwarden.engine import (
+    MAX_PAGE,
+    OPERATOR,
+    InvalidInput,
+    Principal,
+    Unauthorized,
+    Warden,
+    answer,
+    refuse_local_source,
+)
 from memwarden.events import canonical_json
 from pydantic import BaseModel, Field, ValidationError
 
@@ -43,7 +52,7 @@ class QueryArgs(Body):
     kind: str | None = None
     text: str | None = None
     include_hidden: bool = False
-    limit: int = Field(default=20, ge=1, le=10_000)
+    limit: int = Field(default=20, ge=1, le=MAX_PAGE)
     min_seq: int | None = Field(default=None, ge=0, le=2**62)
 
 
@@ -70,7 +79,7 @@ class ReplayArgs(Body):
     seq: int | None = Field(default=None, ge=0, le=2**62)
     tenant: str | None = None
     include_unusable: bool = False
-    limit: int = Field(default=100, ge=1, le=10_000)
+    limit: int = Field(default=100, ge=1, le=MAX_PAGE)
     after: str | None = None
 
 

@@ -35,7 +35,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         caller=OPERATOR,
     )
     w.close()
-    running = start_server(db, "--scheduler-interval", "0.5")
+    policy = db.parent / "policy.toml"  # the deterministic embedder: the search box's vector half
+    policy.write_text('[embedder]\nkind = "hash"\ndims = 64\n', encoding="utf-8")
+    running = start_server(db, "--scheduler-interval", "0.5", policy_file=policy)
     yield running
     running.proc.terminate()
     running.proc.wait(timeout=30)
@@ -100,6 +102,50 @@ def test_sign_in_search_and_tenant_wall(page: Any, server: Server) -> None:
     response = page.goto(f"{server.url}/console/revocations")
     assert response.status == 403
     assert "the agent role may not do this" in page.content()
+    checked(page)
+
+
+def test_search_by_meaning_scores_and_the_hidden_for_staff(page: Any, server: Server) -> None:
+    ids = family(server)
+    tag = ids["project"][2:]
+    with server.client("security") as c:
+        revoked = c.post("/v1/revocations", json={"selector": {"ids": [ids["other"]]}, "reason": "withdrawn"})
+        assert revoked.status_code == 201, revoked.text
+    sign_in(page, server, "agent")
+    page.get_by_label("By meaning", exact=True).fill(f"서울 사무실 src {tag}")
+    page.get_by_label("Mode", exact=True).select_option("hybrid")
+    page.get_by_role("button", name="Find by meaning").click()
+    table = page.get_by_role("table", name=re.compile("Closest in meaning"))
+    first = table.locator("tbody tr").first
+    assert first.locator("td").first.locator("a").inner_text() == ids["src"]
+    assert float(first.locator("td.score").inner_text().split()[0]) > 0
+    assert first.locator("td.found-by").inner_text() == "both"
+    # the revoked one is not answered to an agent key, whatever its score, and it is offered no hidden ones
+    assert ids["other"] not in table.inner_text() and page.get_by_label("Hidden ones too").count() == 0
+    assert page.get_by_label("By meaning", exact=True).input_value() == f"서울 사무실 src {tag}"
+    checked(page)
+    first.locator("td").first.locator("a").click()
+    page.wait_for_url(re.compile(r"/console/memory\?"))
+    assert page.url.endswith(f"/console/memory?tenant=acme&id={ids['src']}")
+    assert page.get_by_role("heading", name="Why (not) usable now").is_visible()
+    # bad input stays on the page, saying why
+    page.goto(f"{server.url}/console/memories")
+    page.get_by_role("button", name="Find by meaning").click()
+    assert "query" in page.get_by_role("alert").inner_text()
+    assert page.get_by_role("table", name=re.compile("Closest in meaning")).count() == 0
+    checked(page)
+
+    # a staff key with "hidden ones too" sees it, with its reason
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, server, "security")
+    page.get_by_label("Tenant", exact=True).nth(1).select_option("acme")
+    page.get_by_label("By meaning", exact=True).fill(f"서울 사무실 other {tag}")
+    page.get_by_label("Mode", exact=True).select_option("vector")
+    page.get_by_label("Hidden ones too").check()
+    page.get_by_role("button", name="Find by meaning").click()
+    table = page.get_by_role("table", name=re.compile("Closest in meaning"))
+    row = table.locator("tr", has=page.get_by_role("link", name=ids["other"], exact=True))
+    assert "not usable: revoked" in row.inner_text() and row.locator("td.found-by").inner_text() == "vector"
     checked(page)
 
 

@@ -15,7 +15,10 @@ from ..test_http import Server, save_body, start_server
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("console-http") / "c.db", "--no-scheduler")
+    folder = tmp_path_factory.mktemp("console-http")
+    policy = folder / "policy.toml"  # the deterministic embedder: the search box's vector half
+    policy.write_text('[embedder]\nkind = "hash"\ndims = 64\n', encoding="utf-8")
+    running = start_server(folder / "c.db", "--no-scheduler", policy_file=policy)
     with running.client("agent") as c:  # bound to agent "bot" in acme
         assert c.post("/v1/memories", json=save_body("bot/1", ttl="6h")).status_code == 201
     with running.client("multi") as c:
@@ -192,3 +195,78 @@ def test_the_confirmation_shows_no_python_values(server: Server) -> None:
         assert "every memory of every tenant" in page
         main = page.split("<main", 1)[1]
         assert not re.search(r"\b(True|False|None)\b", re.sub(r"<[^>]+>", " ", main))
+
+
+def found_rows(page: str) -> dict[str, tuple[str, str]]:
+    """The search-by-meaning table's rows: each memory's link, its score and found-by."""
+    table = page.split('aria-label="Memories found by meaning"', 1)
+    if len(table) == 1:
+        return {}
+    rows = re.findall(
+        r'<a class="id" href="([^"]+)">([^<]+)</a>.*?<td data-label="Score" class="score">([0-9.]+).*?'
+        r'<td data-label="Found by" class="found-by">([a-z]+)</td>',
+        table[1].split("</table>", 1)[0],
+        re.S,
+    )
+    return {memory_id: (href, score, found) for href, memory_id, score, found in rows}
+
+
+def test_search_by_meaning_with_the_keys_own_rights(server: Server) -> None:
+    with server.client("multi") as c:  # the same words as bot/1, under another agent of acme and in globex
+        for memory_id, tenant in (("near-other", "acme"), ("near-globex", "globex")):
+            body = save_body(memory_id, tenant=tenant, ttl="6h", summary="bot/1 요약", scope={"agent": "other"})
+            assert c.post("/v1/memories", json=body).status_code == 201
+    with signed_in(server, "agent") as c:  # bound to agent bot in acme
+        home = c.get("/console/memories").text
+        assert 'aria-label="Search by meaning"' in home and '<option value="hybrid" selected>' in home
+        for mode, found_by in (("hybrid", "both"), ("vector", "vector"), ("text", "text")):
+            answer = c.get("/console/memories", params={"tenant": "acme", "similar": "bot/1 요약", "mode": mode})
+            assert answer.status_code == 200, answer.text
+            rows = found_rows(answer.text)
+            # the list's rights: its own agent's memory, never another agent's nor another tenant's
+            assert next(iter(rows)) == "bot/1", (mode, rows)
+            assert not {"near-other", "near-globex", "acme-other", "globex-other"} & set(rows), (mode, rows)
+            href, score, found = rows["bot/1"]
+            assert href == "/console/memory?tenant=acme&amp;id=bot%2F1" and float(score) > 0 and found == found_by
+            assert c.get(href.replace("&amp;", "&")).status_code == 200
+        # a tenant the key may not read: the same refusal as the list's, on the same page
+        refused = c.get("/console/memories", params={"tenant": "globex", "similar": "bot/1 요약"})
+        assert refused.status_code == 403 and "not bound to tenant" in refused.text
+        assert 'aria-label="Search by meaning"' in refused.text and not found_rows(refused.text)
+        listed = c.get("/console/memories", params={"tenant": "globex"})
+        assert listed.status_code == 403
+        # bad input stays on the page, saying which field
+        for bad in ("", "   ", "a\x01b"):
+            empty = c.get("/console/memories", params={"tenant": "acme", "similar": bad})
+            assert empty.status_code == 422 and "query" in empty.text and 'id="similar"' in empty.text
+        fuzzy = c.get("/console/memories", params={"tenant": "acme", "similar": "bot", "mode": "fuzzy"})
+        assert fuzzy.status_code == 422 and "mode" in fuzzy.text
+        # the hidden ones are for staff: an agent key asking for them is refused, and offered no box
+        assert 'name="all"' not in home
+        hidden = c.get("/console/memories", params={"tenant": "acme", "similar": "bot", "all": "yes"})
+        assert hidden.status_code == 403 and "the agent role may not do this" in hidden.text
+
+
+def test_search_by_meaning_for_staff_shows_the_hidden_with_why(server: Server) -> None:
+    with server.client("multi") as c:
+        body = save_body("hidden-1", ttl="6h", summary="금고 열쇠 위치", scope={"agent": "other"})
+        assert c.post("/v1/memories", json=body).status_code == 201
+    with server.client("security") as c:
+        revoked = c.post("/v1/revocations", json={"selector": {"ids": ["hidden-1"]}, "reason": "leaked"})
+        assert revoked.status_code == 201, revoked.text
+    with signed_in(server, "security") as c:
+        params = {"tenant": "acme", "similar": "금고 열쇠 위치", "mode": "hybrid"}
+        usable_only = c.get("/console/memories", params=params)
+        assert usable_only.status_code == 200 and "hidden-1" not in found_rows(usable_only.text)
+        assert 'name="all"' in usable_only.text
+        shown = c.get("/console/memories", params={**params, "all": "yes"})
+        assert shown.status_code == 200
+        rows = found_rows(shown.text)
+        assert rows["hidden-1"][2] == "both"
+        assert (
+            "not usable: revoked" in shown.text
+            and 'id="all" name="all" type="checkbox" value="yes" checked' in shown.text
+        )
+        # a staff key sees several tenants: a search names one
+        unnamed = c.get("/console/memories", params={"similar": "금고"})
+        assert unnamed.status_code == 422 and "tenant" in unnamed.text

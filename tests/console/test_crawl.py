@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urldefrag, urljoin
+from urllib.parse import quote, urldefrag, urlencode, urljoin
 
 import pytest
 from memwarden.engine import OPERATOR, KeyStore, Warden
@@ -129,15 +129,17 @@ LAYOUT = """() => {
 LINKS = "() => [...document.querySelectorAll('a[href]')].map((a) => a.getAttribute('href'))"
 
 
-def crawl(page: Any, server: Server, start: str, narrow: bool) -> tuple[dict[str, int], list[str]]:
-    """Each same-origin link reachable from ``start`` (up to ``LIMIT``
-    pages): its status, and what was wrong."""
+def crawl(
+    page: Any, server: Server, start: str, narrow: bool, also: tuple[str, ...] = ()
+) -> tuple[dict[str, int], list[str]]:
+    """Each same-origin link reachable from ``start`` and the pages ``also``
+    (up to ``LIMIT`` pages): its status, and what was wrong."""
     problems: list[str] = []
     current = {"url": start}
     page.on("console", lambda m: m.type == "error" and problems.append(f"{current['url']}: console: {m.text}"))
     page.on("pageerror", lambda e: problems.append(f"{current['url']}: script: {e}"))
     seen: dict[str, int] = {}
-    queue = [start]
+    queue = [start, *also]
     while queue and len(seen) < LIMIT:
         url = queue.pop(0)
         if url in seen:
@@ -168,6 +170,22 @@ def crawl(page: Any, server: Server, start: str, narrow: bool) -> tuple[dict[str
     return seen, problems
 
 
+# the tenants each key may read (start_server's keys, and the awkward one)
+READS = {"agent": ("acme",), "multi": ("acme",), "awkward": BOUND, "security": ("acme", *BOUND)}
+READS["auditor"] = READS["security"]
+
+
+def searches(server: Server, who: str) -> tuple[str, ...]:
+    """The search-by-meaning pages of each tenant ``who`` reads: a form,
+    never a link, so the crawl is handed them (staff: the hidden ones too)."""
+    staff = {"all": "yes"} if who in ("security", "auditor") else {}
+    return tuple(
+        f"{server.url}/console/memories?"
+        + urlencode({"tenant": t, "similar": "서울 사무실", "mode": "text", **staff}, quote_via=quote)
+        for t in READS[who]
+    )
+
+
 # the suite's own run crawls the awkward tenants' agent key and a staff key at both
 # widths; --runslow crawls every key kind at both (a crawl is minutes of browser time)
 CRAWLS = [
@@ -184,10 +202,11 @@ def test_every_reachable_page_answers(browser: Any, server: Server, who: str, vi
     page = context.new_page()
     try:
         start = sign_in(page, server, who)
-        seen, problems = crawl(page, server, start, narrow=width < 600)
+        seen, problems = crawl(page, server, start, narrow=width < 600, also=searches(server, who))
     finally:
         context.close()
     assert not problems, "\n".join(problems[:40])
+    assert all(seen.get(url) == 200 for url in searches(server, who)), "every search page answered"
     memory_pages = [u for u in seen if "/console/memory?" in u]
     # the crawl reached the memories themselves, in the awkward tenants too
     assert len(memory_pages) >= 10, sorted(seen)
@@ -201,8 +220,6 @@ def test_every_reachable_page_answers(browser: Any, server: Server, who: str, vi
 
 
 def _quoted(value: str) -> str:
-    from urllib.parse import quote
-
     return quote(value, safe="")
 
 
