@@ -9,6 +9,7 @@ from ._addresses import AddressPolicy, AddressRefused
 from ._answers import Answer, answer, refusal_from
 from ._embedders import CallableEmbedder, Embedder, EmbedderFailed, HashEmbedder, HttpEmbedder, register_embedder
 from ._errors import (
+    AckRefused,
     AmbiguousMemory,
     BatchRefused,
     ChecksumMismatch,
@@ -60,6 +61,7 @@ __all__ = [
     "SEARCH_MODES",
     "SYSTEM",
     "Access",
+    "AckRefused",
     "Acting",
     "AddressPolicy",
     "AddressRefused",

@@ -314,3 +314,18 @@ class SinkUnavailable(Refusal, ConnectionError):
         super().__init__(f"sink {sink!r}: {detail}")
         self.sink = sink
         self.detail = detail
+
+
+class AckRefused(Refusal, PermissionError):
+    """A sink's acknowledgement that memwarden does not accept: its
+    signature does not verify with the sink's secret (forged, tampered, or
+    older than Standard Webhooks' five minutes), or it was received before
+    (a replay). ``field`` names the header or body field at fault."""
+
+    code = "ack_refused"
+    status = 401
+    exit_code = 1
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field

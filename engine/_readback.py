@@ -26,6 +26,8 @@ log = structlog.get_logger("memwarden.readback")
 # tenant, ids -> the (id, version) pairs among them that path still returns as usable
 ReadPath = Callable[[str, list[str]], list[tuple[str, int]]]
 CHUNK = 500
+OWN_TYPES = ("readback.confirmed", "readback.failed")
+SINK_TYPE = "sink.readback_recorded"
 FTS_SAMPLE = 50
 
 
@@ -165,12 +167,16 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
 def readback_records(warden: Core, revocation_id: str, *, caller: Principal) -> dict[str, Any]:
     """The read-back events recorded for a revocation, oldest first."""
     revocation_of(warden, revocation_id)  # raises if unknown
-    records = [
-        {"seq": e.seq, "recorded_at": e.recorded_at, "type": e.type, **e.payload}
-        for e in warden.log.read(streams=[revocation_id], types=("readback.confirmed", "readback.failed"))
-    ]
+    records: list[dict[str, Any]] = []
+    sink_records: list[dict[str, Any]] = []
+    for e in warden.log.read(streams=[revocation_id], types=(*OWN_TYPES, SINK_TYPE)):
+        (sink_records if e.type == SINK_TYPE else records).append(
+            {"seq": e.seq, "recorded_at": e.recorded_at, "type": e.type, **e.payload}
+        )
     return {
         "revocation_id": revocation_id,
         "confirmed": any(r["type"] == "readback.confirmed" for r in records),
         "records": records,
+        # each sink's outcomes outside memwarden (confirmed, leaks found, its state at the deadline)
+        "sink_records": sink_records,
     }

@@ -11,10 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -22,6 +20,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
 
 from ._answers import answer
+from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._metrics import SCHEDULER_FAILURES, scheduler_ran
 from ._readback import ReadPath, read_back, revocation_of
 from ._rights import SYSTEM, Principal
@@ -42,54 +41,6 @@ def expiry_event_id(tenant: str, memory_id: str, version: int, expires_at: str) 
     """Deterministic, so a restart or a second scheduler never writes an
     expiry twice: the log refuses nothing and stores one."""
     return "exp_" + sha256_hex(f"{tenant}\x00{memory_id}\x00{version}\x00{expires_at}")[:40]
-
-
-@dataclass
-class HostBackoff:
-    """Per source host: after a failed fetch, wait before trying it again."""
-
-    base: float = 30.0
-    ceiling: float = 3600.0
-    failures: dict[str, int] = field(default_factory=dict)
-    until: dict[str, float] = field(default_factory=dict)
-
-    def ready(self, host: str, now: float) -> bool:
-        return self.until.get(host, 0.0) <= now
-
-    def record(self, host: str, ok: bool, now: float) -> None:
-        if ok:
-            self.failures.pop(host, None)
-            self.until.pop(host, None)
-            return
-        n = self.failures[host] = self.failures.get(host, 0) + 1
-        self.until[host] = now + self.delay(n)
-
-    def delay(self, failures: int) -> float:
-        """How long to leave a source alone after ``failures`` in a row."""
-        return min(self.base * 2 ** (failures - 1), self.ceiling)
-
-
-class SharedBackoff(HostBackoff):
-    """``HostBackoff``'s rule, kept in the store: every scheduler on one
-    database (any number of nodes on PostgreSQL) leaves a failing source
-    alone together, and a restart remembers it."""
-
-    def __init__(self, warden: Warden, *, base: float = 30.0, ceiling: float = 3600.0) -> None:
-        super().__init__(base=base, ceiling=ceiling)
-        self.warden = warden
-
-    def ready(self, host: str, now: float) -> bool:
-        with self.warden.reading() as view:
-            held = view.backoff(host)
-        return held is None or held[1] <= now
-
-    def record(self, host: str, ok: bool, now: float) -> None:
-        with self.warden.transaction() as tx:
-            if ok:
-                tx.view.clear_backoff(host)
-                return
-            failures = (tx.view.backoff(host) or (0, 0.0))[0] + 1
-            tx.view.set_backoff(host, failures, now + self.delay(failures))
 
 
 class Scheduler:
@@ -114,7 +65,7 @@ class Scheduler:
         # a failure is logged when it starts or changes, not every tick
         self.failures: dict[str, str] = {}
         self._scheduler: BackgroundScheduler | AsyncIOScheduler | None = None
-        self.sink_worker = SinkWorker(warden)
+        self.sink_worker = SinkWorker(warden, backoff=self.backoff)
         warden.revocation_listeners.append(self._revoked)
 
     # -- jobs ---------------------------------------------------------------------
@@ -372,8 +323,4 @@ class Scheduler:
             self.stop(wait=True)
 
 
-def _host(url: str) -> str:
-    """What a failure backs off: a network source's host; otherwise the source
-    itself (one callable, one file, one repository), so that one failing
-    callable does not hold back every other."""
-    return urlparse(url).netloc or url
+_host = host_of  # the name the tests and older callers use

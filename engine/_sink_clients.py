@@ -32,10 +32,14 @@ from ._sink_config import SinkSpec
 CHUNK = 1000  # keys per Redis round trip
 
 
+# a signed answer to a delivery: its body and headers (an ack sink's acknowledgement)
+Reply = tuple[bytes, dict[str, str]]
+
+
 class SinkClient(Protocol):
     spec: SinkSpec
 
-    def deliver(self, notice_id: str, body: str) -> None: ...
+    def deliver(self, notice_id: str, body: str) -> Reply | None: ...
     def held(self, notice_id: str, ids: dict[str, list[str]]) -> dict[str, list[str]]: ...
     def ping(self) -> float: ...
     def close(self) -> None: ...
@@ -78,8 +82,13 @@ class WebhookSink:
             raise SinkUnavailable(self.spec.name, f"HTTP {response.status_code} from {url}")
         return response
 
-    def deliver(self, notice_id: str, body: str) -> None:
-        self._post(self.spec.url, notice_id, body)
+    def deliver(self, notice_id: str, body: str) -> Reply | None:
+        """Post the notice; an ack sink's answer when it is signed (its
+        acknowledgement, which the worker verifies), else None."""
+        response = self._post(self.spec.url, notice_id, body)
+        if self.spec.ack and "webhook-signature" in response.headers:
+            return response.content, {k.lower(): v for k, v in response.headers.items()}
+        return None
 
     def held(self, notice_id: str, ids: dict[str, list[str]]) -> dict[str, list[str]]:
         """Which of ``ids`` the sink says it still holds (its probe URL)."""
@@ -101,7 +110,10 @@ class WebhookSink:
 
     def ping(self) -> float:
         started = time.perf_counter()
-        self.held("ntc_test", {})
+        if self.spec.ack:  # no probe to ask: a signed ping, which a receiver ignores
+            self._post(self.spec.url, "png_" + secrets.token_hex(12), canonical_json({"type": "ping"}))
+        else:
+            self.held("ntc_test", {})
         return (time.perf_counter() - started) * 1000
 
 
@@ -127,7 +139,7 @@ class RedisSink:
     def _keys(self, ids: dict[str, list[str]]) -> list[tuple[str, str, str]]:
         return [(t, m, self.key(t, m)) for t, ms in ids.items() for m in ms]
 
-    def deliver(self, notice_id: str, body: str) -> None:
+    def deliver(self, notice_id: str, body: str) -> Reply | None:
         import orjson
 
         ids = orjson.loads(body).get("ids") or {}
@@ -137,6 +149,7 @@ class RedisSink:
                 self._redis.delete(*keys[start : start + CHUNK])
         except self._errors as exc:
             raise SinkUnavailable(self.spec.name, f"{type(exc).__name__}: {exc}") from None
+        return None
 
     def held(self, notice_id: str, ids: dict[str, list[str]]) -> dict[str, list[str]]:
         keys = self._keys(ids)

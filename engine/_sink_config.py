@@ -17,6 +17,25 @@ tenants = ["acme"]                    # default: every tenant
 events = ["revocation.issued", "memory.erased"]   # default: all four
 readback_deadline = "15m"             # read back until confirmed or this long after the revocation
 max_attempts = 10                     # then the notice is a dead letter
+
+[sinks.vector-db]
+kind = "webhook"
+url = "https://vectors.internal/memwarden/notices"
+ack = true                            # instead of probe_url: a signed acknowledgement read-back
+secret_env = "VECTOR_DB_SECRET"
+
+[sinks.vectors]
+kind = "index"                        # the engine's own vector index, read back through recall
+
+A webhook sink is read back one of two ways, exactly one named:
+``probe_url`` (memwarden asks, signed, which covered ids it still holds) or
+``ack = true`` (the sink acknowledges a notice, in its answer to the
+delivery or later by ``POST /v1/sinks/NAME/ack`` / ``Warden.sink_ack``,
+with a body ``{"type": "ack", "notice_id", "removed": {tenant: [ids]}}``
+signed as Standard Webhooks specifies with the sink's own secret; an
+acknowledgement that does not verify, is more than five minutes old or
+was received before is refused, and the covered ids it does not name as
+removed are the ones that leak).
 """
 
 from __future__ import annotations
@@ -33,7 +52,8 @@ from memwarden.events import parse_duration
 from ._errors import InvalidInput
 
 NOTICE_TYPES = ("revocation.issued", "memory.erased", "memory.invalidated", "policy.version_changed")
-KINDS = ("webhook", "redis")
+KINDS = ("webhook", "redis", "index")
+INDEX_URL = "memwarden:vector-index"  # an index sink's address: the engine's own vector projection
 COMMON = {
     "kind",
     "url",
@@ -46,7 +66,7 @@ COMMON = {
     "timeout",
     "lease",
 }
-BY_KIND = {"webhook": {"probe_url", "secret_env", "secret_file"}, "redis": {"prefix", "ttl"}}
+BY_KIND = {"webhook": {"probe_url", "ack", "secret_env", "secret_file"}, "redis": {"prefix", "ttl"}, "index": set()}
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,7 @@ class SinkSpec:
     timeout: float = 10.0
     lease: float = 30.0  # how long a node holds a notice it is delivering before another may take it
     probe_url: str | None = None
+    ack: bool = False  # read back by the sink's signed acknowledgement, not a probe
     secret_env: str | None = None
     secret_file: str | None = None
     prefix: str = "memwarden:"
@@ -95,6 +116,7 @@ class SinkSpec:
             "kind": self.kind,
             "url": _no_password(self.url),
             "probe_url": self.probe_url,
+            "readback": self.kind if self.kind != "webhook" else ("ack" if self.ack else "probe"),
             "tenants": sorted(self.tenants) if self.tenants is not None else None,
             "events": list(self.events),
             "readback_deadline_s": self.readback_deadline.total_seconds(),
@@ -129,7 +151,13 @@ def _sink(name: str, spec: Any) -> SinkSpec:
     unknown = set(spec) - COMMON - BY_KIND[kind]
     if unknown:
         raise InvalidInput(f"{field}.{sorted(unknown)[0]}", f"unknown setting for a {kind} sink")
-    out: dict[str, Any] = {"name": name, "kind": kind, "url": _url(f"{field}.url", spec.get("url"), kind)}
+    if kind == "index":
+        if "url" in spec:
+            raise InvalidInput(f"{field}.url", "an index sink is memwarden's own vector index: it takes no url")
+        url = INDEX_URL
+    else:
+        url = _url(f"{field}.url", spec.get("url"), kind)
+    out: dict[str, Any] = {"name": name, "kind": kind, "url": url}
     if "tenants" in spec:
         tenants = spec["tenants"]
         if not isinstance(tenants, list) or not tenants or not all(isinstance(t, str) and t for t in tenants):
@@ -159,14 +187,24 @@ def _sink(name: str, spec: Any) -> SinkSpec:
                 raise InvalidInput(f"{field}.{key}", f"must be a number from {low} to {high}")
             out[key] = int(value) if key == "max_attempts" else float(value)
     if kind == "webhook":
-        out["probe_url"] = _url(f"{field}.probe_url", spec.get("probe_url"), kind)
+        ack = spec.get("ack", False)
+        if not isinstance(ack, bool):
+            raise InvalidInput(f"{field}.ack", "must be true or false")
+        if ack and "probe_url" in spec:
+            raise InvalidInput(f"{field}.probe_url", "give probe_url or ack = true (signed acknowledgements), not both")
+        if ack:
+            out["ack"] = True
+        elif not spec.get("probe_url"):
+            raise InvalidInput(f"{field}.probe_url", "is required (or ack = true: a signed acknowledgement read-back)")
+        else:
+            out["probe_url"] = _url(f"{field}.probe_url", spec["probe_url"], kind)
         given = [k for k in ("secret_env", "secret_file") if spec.get(k)]
         if len(given) != 1:
             raise InvalidInput(f"{field}.secret_env", "give exactly one of secret_env or secret_file")
         if not isinstance(spec[given[0]], str):
             raise InvalidInput(f"{field}.{given[0]}", "must be a string")
         out[given[0]] = spec[given[0]]
-    elif "prefix" in spec:
+    elif kind == "redis" and "prefix" in spec:
         if not isinstance(spec["prefix"], str) or len(spec["prefix"]) > 200:
             raise InvalidInput(f"{field}.prefix", "must be a string of at most 200 characters")
         out["prefix"] = spec["prefix"]

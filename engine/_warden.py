@@ -20,6 +20,7 @@ from . import (
     _reembed,
     _revoking,
     _saving,
+    _sink_acks,
     _sink_ops,
     _verify,
 )
@@ -72,6 +73,7 @@ class Warden(Core):
     settle_sinks = _sink_ops.settle_sinks
     sink_leaks = _sink_ops.sink_leaks
     fill_cache = _sink_ops.fill_cache
+    sink_ack = _sink_acks.sink_ack  # a sink's signed acknowledgement of a notice (ack = true)
 
     # re-verification (_verify) and the article's record format (_records)
     verify = _verify.verify

@@ -39,6 +39,7 @@ from ._models import (
     RevocationIssued,
     Scope,
     Selector,
+    SinkReadbackRecorded,
     memory_stream,
     new_id,
 )
@@ -116,6 +117,7 @@ __all__ = [
     "SQLiteEventLog",
     "Scope",
     "Selector",
+    "SinkReadbackRecorded",
     "StorageError",
     "Synchronous",
     "SystemClock",

@@ -357,6 +357,48 @@ class ReadbackFailed(_Readback):
     leaked_ids: tuple[Identifier, ...] = Field(strict=False)
 
 
+class SinkReadbackRecorded(Event):
+    """How a sink outside memwarden answered a revocation's read-back (issue
+    42): ``confirmed`` (it holds none of the covered ids; ``latency_ms`` from
+    the revocation's commit), ``leaked`` (exactly ``leaked_ids`` still held)
+    or ``unreachable`` (no answer, ``detail`` says why). ``final``: the sink's
+    outcome for good (confirmed, or the state it was left in at its
+    read-back deadline); a leak is also recorded when first found (and again
+    when what leaks changes), so an auditor sees it while it is retried.
+    In the revocation's stream, beside memwarden's own read-back."""
+
+    type: Literal["sink.readback_recorded"] = "sink.readback_recorded"
+    revocation_id: Identifier
+    sink: Identifier
+    sink_kind: Identifier
+    notice_id: Identifier
+    outcome: Literal["confirmed", "leaked", "unreachable"]
+    final: bool
+    covered: NonNegativeInt
+    attempts: NonNegativeInt
+    leaked_ids: tuple[Identifier, ...] = Field(default=(), strict=False)
+    latency_ms: Annotated[float, Field(ge=0)] | None = None
+    detail: NonEmptyStr | None = None
+
+    @property
+    def stream(self) -> str:
+        return self.revocation_id
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SinkReadbackRecorded:
+        # what an outcome claims must be what it carries: a confirmed sink
+        # leaks nothing, a leaked one names what it leaks
+        if self.outcome == "leaked" and not self.leaked_ids:
+            raise ValueError("leaked_ids: a leaked outcome names the ids the sink still holds")
+        if self.outcome != "leaked" and self.leaked_ids:
+            raise ValueError(f"leaked_ids: must be empty for a {self.outcome} outcome")
+        if self.outcome == "confirmed" and not self.final:
+            raise ValueError("final: a confirmed outcome is final")
+        if self.outcome != "confirmed" and self.latency_ms is not None:
+            raise ValueError("latency_ms: only a confirmed outcome has a latency")
+        return self
+
+
 AnyEvent = Annotated[
     MemorySaved
     | MemoryVerified
@@ -370,7 +412,8 @@ AnyEvent = Annotated[
     | PolicyVersionChanged
     | RevocationIssued
     | ReadbackConfirmed
-    | ReadbackFailed,
+    | ReadbackFailed
+    | SinkReadbackRecorded,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(AnyEvent)
@@ -390,6 +433,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RevocationIssued,
         ReadbackConfirmed,
         ReadbackFailed,
+        SinkReadbackRecorded,
     )
 }
 

@@ -44,7 +44,7 @@ from ._postgres_view import OPENING, PostgresView
 from ._postgres_watch import Claims, LogWatcher, Replica
 from ._rules import AppendRules
 from ._runner import CheckResult, Projector
-from ._sql_outbox import Outbox, outbox_schema
+from ._sql_outbox import Outbox, outbox_schema, upgrade_outbox
 from ._sqlite_store import private_view
 from ._usable import UsableProjection
 from ._write import LogWrite
@@ -154,6 +154,7 @@ class PostgresStore:
             view.execute(PURGE_SCHEMA)
             for statement in outbox_schema(C_TEXT, "double precision", "bigint"):
                 view.execute(statement)
+            upgrade_outbox(view, "bigint")
             if self.projector.position(view) < tx.head.seq:
                 # a new projection, or a log imported behind memwarden's back:
                 # folding the last event catches up on every one before it

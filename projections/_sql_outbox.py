@@ -35,9 +35,22 @@ def outbox_schema(text: str = "TEXT", real: str = "REAL", big: str = "INTEGER") 
             revocation_id {text} NOT NULL, sink {text} NOT NULL, notice_id TEXT NOT NULL, status TEXT NOT NULL,
             covered INTEGER NOT NULL, latency_ms {real}, leaked_ids TEXT, attempts INTEGER NOT NULL,
             deadline {real} NOT NULL, next_at {real} NOT NULL, checked_at TEXT, detail TEXT,
-            PRIMARY KEY (revocation_id, sink))""",
+            final_seq {big}, PRIMARY KEY (revocation_id, sink))""",
         "CREATE INDEX IF NOT EXISTS sink_readbacks_open ON sink_readbacks (status, next_at)",
+        # a sink's signed acknowledgements (ack = true), each accepted once by its webhook-id
+        f"""CREATE TABLE IF NOT EXISTS sink_acks (
+            sink {text} NOT NULL, ack_id {text} NOT NULL, notice_id {text} NOT NULL, removed TEXT NOT NULL,
+            received_at TEXT NOT NULL, PRIMARY KEY (sink, ack_id))""",
+        "CREATE INDEX IF NOT EXISTS sink_acks_notice ON sink_acks (sink, notice_id, received_at)",
     ]
+
+
+def upgrade_outbox(conn: Connection, big: str = "INTEGER") -> None:
+    """Add what this version keeps to tables an earlier one created (run
+    under the install's lock, after ``outbox_schema``): ``final_seq``."""
+    columns = {d[0] for d in conn.execute("SELECT * FROM sink_readbacks LIMIT 0").description}
+    if "final_seq" not in columns:
+        conn.execute(f"ALTER TABLE sink_readbacks ADD COLUMN final_seq {big}")
 
 
 NOTICE_COLUMNS = (
@@ -69,6 +82,7 @@ READBACK_COLUMNS = (
     "next_at",
     "checked_at",
     "detail",
+    "final_seq",  # the log position of the sink's final outcome (sink.readback_recorded), once recorded
 )
 _NOTICES = ", ".join(NOTICE_COLUMNS)
 _READBACKS = ", ".join(READBACK_COLUMNS)
@@ -226,6 +240,53 @@ class Outbox:
             [now, now, *sinks],
         ).fetchall()
         return [_readback(r) for r in rows]
+
+    def unsettled_past_deadline(self, now: float, sinks: Sequence[str], limit: int = 500) -> list[dict[str, Any]]:
+        """Read-backs of ``sinks`` whose deadline passed with no final outcome
+        recorded: the state each was left in is recorded as final."""
+        if not sinks:
+            return []
+        rows = self.conn.execute(
+            f"SELECT {_READBACKS} FROM sink_readbacks WHERE final_seq IS NULL AND deadline <= ? "
+            f"AND sink IN ({','.join('?' * len(sinks))}) ORDER BY revocation_id, sink LIMIT ?",
+            [now, *sinks, limit],
+        ).fetchall()
+        return [_readback(r) for r in rows]
+
+    def set_final(self, revocation_id: str, sink: str, seq: int) -> None:
+        self.conn.execute(
+            "UPDATE sink_readbacks SET final_seq = ? WHERE revocation_id = ? AND sink = ?", (seq, revocation_id, sink)
+        )
+
+    def add_ack(self, sink: str, ack_id: str, notice_id: str, removed: dict[str, list[str]], at: str) -> bool:
+        """Keep a verified acknowledgement; False when its id was received
+        before (a replay). Its notice's read-backs look again at once."""
+        cursor = self.conn.execute(
+            "INSERT INTO sink_acks (sink, ack_id, notice_id, removed, received_at) VALUES (?,?,?,?,?) "
+            "ON CONFLICT (sink, ack_id) DO NOTHING",
+            (sink, ack_id, notice_id, json.dumps(removed, sort_keys=True), at),
+        )
+        if not cursor.rowcount:
+            return False
+        self.conn.execute(
+            "UPDATE sink_readbacks SET next_at = 0 WHERE sink = ? AND notice_id = ? AND status <> 'confirmed'",
+            (sink, notice_id),
+        )
+        return True
+
+    def removed(self, sink: str, notice_id: str) -> dict[str, set[str]] | None:
+        """Every id the sink's acknowledgements of a notice say it removed
+        (None: it has acknowledged none)."""
+        rows = self.conn.execute(
+            "SELECT removed FROM sink_acks WHERE sink = ? AND notice_id = ?", (sink, notice_id)
+        ).fetchall()
+        if not rows:
+            return None
+        out: dict[str, set[str]] = {}
+        for (removed,) in rows:
+            for tenant, ids in json.loads(removed).items():
+                out.setdefault(tenant, set()).update(ids)
+        return out
 
     def leaks_found(self) -> int:
         """Read-backs that found a sink still holding covered ids (and still do)."""

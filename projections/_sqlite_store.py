@@ -32,7 +32,7 @@ from ._errors import ProjectionDamaged
 from ._fts_documents import stored_texts
 from ._rules import AppendRules
 from ._runner import CheckResult, Projector
-from ._sql_outbox import Outbox, outbox_schema
+from ._sql_outbox import Outbox, outbox_schema, upgrade_outbox
 from ._sqlite_schema import create_backoff_table, create_keys_table
 from ._sqlite_view import SQLiteView
 from ._stats import StatsProjection
@@ -82,6 +82,7 @@ class SQLiteStore:
             create_backoff_table(tx.conn)
             for statement in outbox_schema():
                 tx.conn.execute(statement)
+            upgrade_outbox(tx.conn)
         try:
             behind = self.projector.position(self.conn) < self.log.head().seq
         except ProjectionDamaged as exc:

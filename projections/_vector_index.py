@@ -163,6 +163,11 @@ class VectorIndex:
         with self._lock:
             return self._caught_up(view, tenant, len(q)).index.nearest(q, k)
 
+    def dims_of(self, tenant: str) -> list[int]:
+        """The vector lengths of ``tenant``'s indexes this process has opened."""
+        with self._lock:
+            return sorted(d for t, d in self._tenants if t == tenant)
+
     def _caught_up(self, view: ViewReader, tenant: str, dims: int) -> _Tenant:
         position = view.position()
         key = (tenant, dims)

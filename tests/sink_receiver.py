@@ -11,6 +11,7 @@ import json
 import secrets
 import threading
 import time
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,6 +35,11 @@ class Receiver:
         self.fail_next = 0  # answer 500 to this many notices (after applying them: the sender sees a failure)
         self.slow = 0.0
         self.keep: set[str] = set()  # ids this sink keeps whatever it is told (a stale copy)
+        # "response": it answers each notice with a signed acknowledgement of what
+        # it removed; "callback": it keeps them (``acks``) for the test to post later
+        self.ack_mode: str | None = None
+        self.acks: list[tuple[bytes, dict[str, str]]] = []
+        self.signer = self.webhook  # what it signs acknowledgements with (a test may forge them)
         self.lock = threading.Lock()
         self.port = port
         self._server: ThreadingHTTPServer | None = None
@@ -60,10 +66,12 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                code, answer = receiver.handle(self.path, body, headers)
-                data = json.dumps(answer).encode()
+                code, answer, *extra = receiver.handle(self.path, body, headers)
+                data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
                 self.send_response(code)
                 self.send_header("content-type", "application/json")
+                for name, value in (extra[0] if extra else {}).items():
+                    self.send_header(name, value)
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -84,7 +92,21 @@ class Receiver:
             self._server.server_close()
             self._server = None
 
-    def handle(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    def ack(
+        self, notice_id: str, removed: dict[str, list[str]], msg_id: str | None = None
+    ) -> tuple[bytes, dict[str, str]]:
+        """A signed acknowledgement of ``notice_id`` (body, headers), as a sink sends one."""
+        body = json.dumps({"type": "ack", "notice_id": notice_id, "removed": removed}).encode()
+        msg_id = msg_id or "ack_" + secrets.token_hex(12)
+        when = datetime.now(UTC)
+        headers = {
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(int(when.timestamp())),
+            "webhook-signature": self.signer.sign(msg_id, when, body.decode()),
+        }
+        return body, headers
+
+    def handle(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[Any, ...]:
         try:
             payload = self.webhook.verify(body, headers)
         except WebhookVerificationError as exc:
@@ -99,6 +121,8 @@ class Receiver:
                     t: sorted((self.held.get(t, set()) | self.keep) & set(ids)) for t, ids in payload["ids"].items()
                 }
                 return 200, {"held": {t: v for t, v in held.items() if v}}
+            if payload.get("type") == "ping":
+                return 200, {"ok": True}
             self.requests.append((path, body, headers))
             msg_id = headers["webhook-id"]
             if msg_id in self.seen:
@@ -111,4 +135,10 @@ class Receiver:
             if self.fail_next:
                 self.fail_next -= 1
                 return 500, {"error": "try again"}
+            if self.ack_mode and "ids" in payload:
+                removed = {t: sorted(set(ids) - self.keep) for t, ids in payload["ids"].items()}
+                acked = self.ack(payload["notice_id"], removed)
+                if self.ack_mode == "response":
+                    return 200, *acked
+                self.acks.append(acked)
         return 200, {"ok": True}

@@ -263,7 +263,11 @@ def test_only_readback_events_may_hold_floats() -> None:
 
     from memwarden.events._models import EVENT_TYPES, holds_float
 
-    assert {t for t, cls in EVENT_TYPES.items() if cls.FLOATS} == {"readback.confirmed", "readback.failed"}
+    assert {t for t, cls in EVENT_TYPES.items() if cls.FLOATS} == {
+        "readback.confirmed",
+        "readback.failed",
+        "sink.readback_recorded",
+    }
     assert holds_float(float) and holds_float(int | float) and holds_float(dict[str, Any])
     assert holds_float(Literal["a", 0.5]) and not holds_float(Literal[0, "a"])
     assert not holds_float(tuple[str, ...]) and not holds_float(datetime | None)

@@ -33,6 +33,7 @@ DESIGN_TYPES = {
     "revocation.issued",
     "readback.confirmed",
     "readback.failed",
+    "sink.readback_recorded",
 }
 
 

@@ -130,6 +130,7 @@ def test_the_console_shows_each_sinks_line_and_the_metrics_count(app: Any) -> No
     assert "Sinks" in page and re.search(
         r"<th scope=\"row\">index</th><td><span class=\"status status-confirmed\">", page
     )
+    assert "As recorded in the log" in page  # each sink's outcome as the log holds it (sink.readback_recorded)
     weekly = client.get("/console/weekly").text
     assert "Dead letters" in weekly
     text = metrics.REGISTRY.get_sample_value("memwarden_sink_readbacks_total", {"sink": "index", "status": "confirmed"})

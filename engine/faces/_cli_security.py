@@ -141,6 +141,13 @@ def readback(warden: Warden, revocation_id: str, as_json: bool) -> None:
                 f"still visible {r['still_visible']}  latency {r['latency_ms']:.1f} ms  "
                 f"paths {','.join(r['paths_checked'])}"
             )
+        for r in data["sink_records"]:
+            found = f"leaked {','.join(r['leaked_ids'])}" if r["leaked_ids"] else r.get("detail") or ""
+            latency = f"latency {r['latency_ms']:.1f} ms" if r.get("latency_ms") is not None else ""
+            click.echo(
+                f"{r['seq']:>8}  {r['recorded_at']}  sink {r['sink']}: {r['outcome']}"
+                f"{' (final)' if r['final'] else ''}  {latency or found}".rstrip()
+            )
 
     emit(data, as_json, show)
     if not data["confirmed"]:

@@ -117,6 +117,16 @@ class SinkReadback(Answer):
     attempts: int
     checked_at: str | None = None
     detail: str | None = None
+    final_seq: int | None = Field(None, description="the log position of its final outcome, once recorded")
+
+
+class SinkAck(Answer):
+    """An acknowledgement accepted: which notice, and what the sink says it removed."""
+
+    sink: str
+    notice_id: str
+    ack_id: str
+    removed: dict[str, list[str]]
 
 
 class Revocation(Answer):
@@ -178,6 +188,11 @@ class Readback(Answer):
     revocation_id: str
     confirmed: bool
     records: list[dict[str, Any]]
+    sink_records: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="each sink's outcomes as logged (sink.readback_recorded): confirmed, leaks found, "
+        "and its state at the read-back deadline (final)",
+    )
 
 
 class TenantRetired(Answer):

@@ -15,9 +15,10 @@ from typing import Annotated, Any
 
 import httpx
 import structlog
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Request
 from memwarden.engine import (
     MAX_PAGE,
+    SYSTEM,
     KeyStore,
     Principal,
     Scheduler,
@@ -26,6 +27,7 @@ from memwarden.engine import (
     readback_records,
     refuse_local_source,
 )
+from starlette.concurrency import run_in_threadpool
 
 from . import _http_responses as R
 from ._fair import PER_LANE, FairShare, Lanes
@@ -313,6 +315,16 @@ def create_app(
     def redeliver(body: RedeliverBody, who: Caller) -> dict[str, Any]:
         """Put a notice (a dead letter, or one delivered) back in its sink's line."""
         return warden.redeliver(body.notice_id, sink=body.sink, caller=who)
+
+    @app.post("/v1/sinks/{name}/ack", tags=["security"], **documented(R.SinkAck, 200, 404))
+    async def sink_ack(name: str, request: Request) -> dict[str, Any]:
+        """A sink's acknowledgement of a notice (``ack = true``): the body
+        ``{"type": "ack", "notice_id", "removed": {tenant: [ids]}}`` signed as
+        Standard Webhooks specifies with the sink's secret, which is its
+        credential (no API key). A forged, stale or replayed one is refused (401)."""
+        body = await request.body()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        return await run_in_threadpool(warden.sink_ack, name, body, headers, caller=SYSTEM)
 
     install_audit_routes(app, warden)
 

@@ -190,3 +190,16 @@ def test_a_lock_timeout_while_opening_is_named_as_one_not_as_an_unreachable_serv
     finally:
         writer.rollback()
         writer.close()
+
+
+def test_a_store_made_before_final_sink_outcomes_gains_the_column(pg_url: str) -> None:
+    Warden(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the table as the version before made it
+        conn.execute("ALTER TABLE sink_readbacks DROP COLUMN final_seq")
+    Warden(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = 'sink_readbacks' "
+            "AND column_name = 'final_seq'"
+        ).fetchall()
+    assert found == [("bigint",)]

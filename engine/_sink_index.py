@@ -1,0 +1,86 @@
+"""The engine's own vector index as a sink (``kind = "index"``).
+
+The vector projection follows the log on every node by itself, so a
+notice needs no delivery: it is delivered when written. Its read-back asks
+the index the question a leak would answer: for each covered memory, its
+own vector (the query most certain to find it) is searched for through the
+recall path agents use (``_recall.search``: the index proposes, the gate
+decides); a covered id among the answers is leaked. The index keeps the
+vectors of revoked memories by design (they leave only with an erasure),
+so what the read-back proves is that none of them comes out of it as a
+candidate an agent receives. Up to ``SAMPLE`` covered memories per tenant
+are searched for, each for its ``K`` nearest.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ._core import Core
+from ._errors import InvalidInput, SinkUnavailable
+from ._recall import search
+from ._rights import SYSTEM
+from ._sink_config import SinkSpec
+
+SAMPLE = 200
+K = 20
+
+
+class IndexSink:
+    def __init__(self, spec: SinkSpec, core: Core) -> None:
+        self.spec = spec
+        self.core = core
+
+    def close(self) -> None:
+        pass
+
+    def deliver(self, notice_id: str, body: str) -> None:
+        # the index follows the log itself, on every node: nothing to send
+        return None
+
+    def _dims(self, tenant: str) -> list[int]:
+        embedder = self.core.embedder
+        found = set(self.core.vector_index.dims_of(tenant))
+        if embedder is not None:
+            found.add(embedder.dims)
+        with self.core.reading() as view:
+            found.update(d for _, d, _ in view.embedding_counts(tenant) if d is not None)
+        return sorted(found)
+
+    def held(self, notice_id: str, ids: dict[str, list[str]]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for tenant, memory_ids in ids.items():
+            covered = set(memory_ids)
+            sample = memory_ids[:SAMPLE]
+            leaked: set[str] = set()
+            for dims in self._dims(tenant):
+                with self.core.reading() as view:
+                    vectors = view.current_vectors(tenant, dims, sample)
+                for data in vectors.values():
+                    query = np.frombuffer(bytes(data), dtype="<f4")  # stored float32, little-endian
+                    try:
+                        found = search(
+                            self.core,
+                            tenant=tenant,
+                            vector=[float(x) for x in query],
+                            mode="vector",
+                            limit=K,
+                            with_content=False,
+                            caller=SYSTEM,
+                        )
+                    except InvalidInput as exc:
+                        raise SinkUnavailable(
+                            self.spec.name, f"the vector index could not be searched: {exc}"
+                        ) from None
+                    leaked |= {f.view.memory_id for f in found} & covered
+            if leaked:
+                out[tenant] = sorted(leaked)
+        return out
+
+    def ping(self) -> float:
+        started = time.perf_counter()
+        with self.core.reading() as view:
+            view.position()
+        return (time.perf_counter() - started) * 1000
