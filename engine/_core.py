@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -70,6 +70,7 @@ class Core:
         sinks: Sequence[SinkSpec] = (),
         embedder: Embedder | None = None,
         vector_index: IndexSettings | None = None,
+        schedule: Mapping[str, float] | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         # what computes a save's vector when it brings none (None: only given vectors are kept)
@@ -88,6 +89,8 @@ class Core:
         self.vector_index = VectorIndex(self.store, vector_index, _beside(self.store))
         # the copies outside memwarden a revocation must reach (``_sinks``)
         self.sinks: tuple[SinkSpec, ...] = tuple(sinks)
+        # seconds between runs of the scheduler's jobs the policy file names ([scheduler])
+        self.schedule: dict[str, float] = dict(schedule or {})
         # before the cascade: a revocation's notice names what the cascade
         # below it invalidates, so those are not announced twice
         self.store.react(outbox_writer(lambda: self.sinks, self._stamp))

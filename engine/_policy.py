@@ -20,6 +20,13 @@ backoff = 30             # seconds before the scheduler fetches again from a hos
 max_content_bytes = 1048576
 max_derivation_depth = 1000
 
+[scheduler]              # seconds between runs of each job; a job not named runs every --scheduler-interval
+expiry = 5
+readback = 5
+reverify = 60
+erasure_purge = 300
+sinks = 5
+
 [sinks.NAME]             # a copy outside memwarden a revocation must reach (``_sink_config``)
 kind = "redis"
 url = "redis://127.0.0.1:6379/0"
@@ -28,6 +35,7 @@ url = "redis://127.0.0.1:6379/0"
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -114,6 +122,23 @@ FETCH_KEYS = {
 }
 
 
+# the jobs, as the policy file's [scheduler] table names them: each runs on
+# its own interval as a job of its own, so a slow one delays no other
+JOBS = ("expiry", "readback", "reverify", "erasure_purge", "sinks")
+
+
+def schedule_from_table(table: Mapping[str, Any]) -> dict[str, float]:
+    """The [scheduler] table: seconds between runs of each job it names."""
+    out: dict[str, float] = {}
+    for job, seconds in table.items():
+        if job not in JOBS:
+            raise InvalidInput(f"scheduler.{job}", f"unknown job (known: {', '.join(JOBS)})")
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0.1 <= seconds <= 86400:
+            raise InvalidInput(f"scheduler.{job}", "must be seconds from 0.1 to 86400")
+        out[job] = float(seconds)
+    return out
+
+
 @dataclass(frozen=True)
 class PolicyFile:
     """Everything a policy file sets; a missing table keeps the defaults."""
@@ -123,6 +148,7 @@ class PolicyFile:
     limits: Limits = field(default_factory=Limits)
     sinks: tuple[SinkSpec, ...] = ()
     embedding: dict[str, Any] = field(default_factory=dict)  # the [embedder] table (``_embedders``)
+    schedule: dict[str, float] = field(default_factory=dict)  # the [scheduler] table (``_scheduler``)
 
     @classmethod
     def read(cls, path: str | Path) -> PolicyFile:
@@ -130,14 +156,12 @@ class PolicyFile:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise InvalidInput("policy_file", f"{path}: {exc}") from None
-        unknown = set(data) - {"kinds", "fetch", "limits", "sinks", "embedder"}
+        known = ("embedder", "fetch", "kinds", "limits", "scheduler", "sinks")
+        unknown = set(data) - set(known)
         if unknown:
-            raise InvalidInput(
-                "policy_file",
-                f"{path}: unknown tables {sorted(unknown)} (known: embedder, fetch, kinds, limits, sinks)",
-            )
+            raise InvalidInput("policy_file", f"{path}: unknown tables {sorted(unknown)} (known: {', '.join(known)})")
         tables = {}
-        for name in ("kinds", "fetch", "limits", "sinks", "embedder"):
+        for name in known:
             tables[name] = data.get(name, {})
             if not isinstance(tables[name], dict):
                 raise InvalidInput("policy_file", f"{path}: [{name}] must be a table")
@@ -147,6 +171,7 @@ class PolicyFile:
             Limits.from_settings(tables["limits"]),
             sinks_from_table(tables["sinks"]),
             tables["embedder"],
+            schedule_from_table(tables["scheduler"]),
         )
         settings.embedder(settings.fetchers())  # a wrong [embedder] is named now, not at the first save
         return settings

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC
 from typing import Any, TypeVar
@@ -22,6 +22,7 @@ from memwarden.events import MemoryExpired, sha256_hex
 from ._answers import answer
 from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._metrics import SCHEDULER_FAILURES, scheduler_ran
+from ._policy import JOBS, schedule_from_table
 from ._readback import ReadPath, read_back, revocation_of
 from ._rights import SYSTEM, Principal
 from ._sinks import SinkWorker
@@ -44,23 +45,29 @@ def expiry_event_id(tenant: str, memory_id: str, version: int, expires_at: str) 
 
 
 class Scheduler:
-    """Runs the jobs against one Warden; ``run_once`` runs each job once."""
+    """Runs the jobs against one Warden: each on its own interval once
+    started (``interval``, or the store's [scheduler] table for the jobs it
+    names); ``run_once`` runs each job once, in order."""
 
     def __init__(
         self,
         warden: Warden,
         *,
         interval: float = 30.0,
+        intervals: Mapping[str, float] | None = None,
         http_path: ReadPath | None = None,
         concurrency: int = 4,
         backoff: HostBackoff | None = None,
     ) -> None:
         self.warden = warden
         self.interval = interval
+        named = schedule_from_table(warden.schedule if intervals is None else intervals)
+        self.intervals = {job: named.get(job, interval) for job in JOBS}
         self.http_path = http_path
         self.concurrency = concurrency
         self.backoff = backoff or SharedBackoff(warden, base=warden.fetchers.backoff)
-        self._lock = threading.Lock()  # one run of the jobs at a time
+        # one run of each job at a time, whoever runs it (its own interval, run_once)
+        self._locks = {job: threading.Lock() for job in JOBS}
         # what each failing job (or revocation's read-back) last failed with:
         # a failure is logged when it starts or changes, not every tick
         self.failures: dict[str, str] = {}
@@ -166,6 +173,7 @@ class Scheduler:
             result = run(*args)
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"[:500]
+            SCHEDULER_FAILURES.inc()
             if self.failures.get(job) != reason:
                 log.error("scheduler_job_failed", job=job, reason=reason, exc_info=True)
             self.failures[job] = reason
@@ -227,25 +235,40 @@ class Scheduler:
             spec.name: self._guarded(f"sink {spec.name}", self.sink_worker.run_sink, spec) for spec in self.warden.sinks
         }
 
+    def _steps(self) -> dict[str, tuple[str, Callable[[], Any]]]:
+        """Each job: (the name its failures are recorded under, what it runs)."""
+        return {
+            "expiry": ("expiry", self.expire_due),
+            "readback": ("read-back", self.readback_pending),
+            "reverify": ("re-verification", self.reverify_due),
+            "erasure_purge": ("erasure purge", self.finish_erasures),
+            "sinks": ("sinks", self.run_sinks),  # each sink fails alone inside
+        }
+
+    def run_job(self, job: str) -> Any:
+        """One job once, failing alone (its failure recorded, None returned)."""
+        name, step = self._steps()[job]
+        with self._locks[job]:
+            return step() if job == "sinks" else self._guarded(name, step)
+
     def run_once(self) -> dict[str, Any]:
-        """Every job once (catching up on whatever came due meanwhile)."""
-        with self._lock:
-            started = time.perf_counter()
-            expired = self._guarded("expiry", self.expire_due) or 0
-            readbacks = self._guarded("read-back", self.readback_pending) or []
-            verified = self._guarded("re-verification", self.reverify_due) or []
-            erasures_done = self._guarded("erasure purge", self.finish_erasures)
-            sinks = self.run_sinks()
-            summary = {
-                "expired": expired,
-                "readbacks": [{"revocation_id": r["revocation_id"], "status": r["readback_status"]} for r in readbacks],
-                "reverified": [v.as_dict() for v in verified],
-                "erasures_finished": erasures_done,
-                "failures": dict(self.failures),
-                "seconds": round(time.perf_counter() - started, 3),
-            }
-            if sinks:  # only where sinks are configured: the answer's shape is otherwise as it was
-                summary["sinks"] = sinks
+        """Every job once, in order (catching up on whatever came due meanwhile)."""
+        started = time.perf_counter()
+        expired = self.run_job("expiry") or 0
+        readbacks = self.run_job("readback") or []
+        verified = self.run_job("reverify") or []
+        erasures_done = self.run_job("erasure_purge")
+        sinks = self.run_job("sinks")
+        summary = {
+            "expired": expired,
+            "readbacks": [{"revocation_id": r["revocation_id"], "status": r["readback_status"]} for r in readbacks],
+            "reverified": [v.as_dict() for v in verified],
+            "erasures_finished": erasures_done,
+            "failures": dict(self.failures),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        if sinks:  # only where sinks are configured: the answer's shape is otherwise as it was
+            summary["sinks"] = sinks
         if expired or readbacks or verified:
             log.info("scheduler_ran", expired=expired, readbacks=len(readbacks), reverified=len(verified))
         return summary
@@ -287,25 +310,26 @@ class Scheduler:
         # revocations issued through other processes on a shared database
         # (PostgreSQL): read them back now too, not at the next tick
         self.warden.store.on_revocation(self._revoked)
-        scheduler.add_job(
-            self._tick,
-            "interval",
-            seconds=self.interval,
-            id="memwarden-jobs",
-            max_instances=1,
-            coalesce=True,
-            next_run_time=datetime.now(UTC),
-            misfire_grace_time=None,
-        )
+        for job in JOBS:  # each the first time at once (catching up after any downtime)
+            scheduler.add_job(
+                self._tick,
+                "interval",
+                args=[job],
+                seconds=self.intervals[job],
+                id=f"memwarden-{job}",
+                max_instances=1,
+                coalesce=True,
+                next_run_time=datetime.now(UTC),
+                misfire_grace_time=None,
+            )
 
-    def _tick(self) -> None:
+    def _tick(self, job: str) -> None:
         try:
-            self.run_once()
-        except Exception:
-            SCHEDULER_FAILURES.inc()
-            log.exception("scheduler_job_failed")
+            done = self.run_job(job)
         finally:
             scheduler_ran()
+        if done and job in ("expiry", "readback", "reverify"):
+            log.info("scheduler_ran", job=job, done=done if isinstance(done, int) else len(done))
 
     def stop(self, wait: bool = True) -> None:
         """Stop after the job that is running, if any."""

@@ -115,6 +115,7 @@ class State:
                 limits=settings.limits,
                 read_url=self.read_db,
                 sinks=settings.sinks,
+                schedule=settings.schedule,
             )
         return self._warden
 
