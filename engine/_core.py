@@ -31,7 +31,7 @@ from memwarden.projections import (
 from ._collector import collector_paused
 from ._derivation import cascade
 from ._embedders import Embedder
-from ._errors import AmbiguousMemory, MemoryNotFound, StaleView
+from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView
 from ._fetchers import Fetchers
 from ._joined import Joined
 from ._limits import Limits
@@ -141,6 +141,7 @@ class Core:
     @contextmanager
     def reading(self, min_seq: int | None = None, wait: float = 2.0) -> Iterator[ViewReader]:
         """A consistent read of a view that has applied at least ``min_seq``."""
+        _check_seq(min_seq)
         deadline = time.monotonic() + wait
         while True:
             with self.store.reading(min_seq or 0) as view:
@@ -155,6 +156,7 @@ class Core:
     def agent_page(self, min_seq: int | None, query: AgentQuery, evidence: Evidence, wait: float = 2.0) -> AgentPage:
         """A page of the agent query read in one state of a view that has
         applied at least ``min_seq`` (the store's ``agent_page``)."""
+        _check_seq(min_seq)
         deadline = time.monotonic() + wait
         while True:
             page = self.store.agent_page(min_seq or 0, query, evidence)
@@ -213,3 +215,9 @@ def _beside(store: Store) -> Path | None:
     if store.backend != "sqlite" or store.path == ":memory:":
         return None
     return Path(f"{store.path}.vectors")
+
+
+def _check_seq(min_seq: object) -> None:
+    """Every read's ``min_seq``: the one check, whichever face passed it."""
+    if min_seq is not None and (not isinstance(min_seq, int) or isinstance(min_seq, bool) or min_seq < 0):
+        raise InvalidInput("min_seq", "must be a whole number, 0 or more")

@@ -30,11 +30,13 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import httpx
+import structlog
 from memwarden.events import InvalidField, check_vector
 
-from ._errors import InvalidInput
+from ._errors import FetchFailed, InvalidInput
 from ._fetchers import Fetchers
+
+log = structlog.get_logger("memwarden.embedder")
 
 EmbedFn = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 _REGISTERED: dict[str, tuple[EmbedFn, int]] = {}
@@ -42,10 +44,18 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 class EmbedderFailed(InvalidInput):
-    """The embedder gave no usable vector (an endpoint down, a wrong answer)."""
+    """The embedder gave no usable vector (an endpoint down, a wrong answer).
+    The caller is told which embedder and what kind of failure; the detail
+    (the endpoint's address, which may carry a key, or the operator's own
+    code's message) goes to the log only."""
 
     code = "embedder_failed"
     status = 503
+
+    @classmethod
+    def of(cls, name: str, what: str, detail: str) -> EmbedderFailed:
+        log.error("embedder_failed", embedder=name, failure=what, detail=detail[:2000])
+        return cls("embedder", f"{name}: {what} (the server log has the detail)")
 
 
 class Embedder(Protocol):
@@ -91,9 +101,9 @@ class CallableEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         try:
-            out = list(self.fn(list(texts)))
+            out = _listed(self.fn(list(texts)))
         except Exception as exc:  # the callable is the operator's code: any failure is the embedder's
-            raise EmbedderFailed("embedder", f"{self.name}: {type(exc).__name__}: {exc}") from None
+            raise EmbedderFailed.of(self.name, f"the callable raised {type(exc).__name__}", str(exc)) from None
         return _checked(self.name, out, len(texts), self.dims)
 
 
@@ -109,24 +119,37 @@ class HttpEmbedder:
     def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         body = {"model": self.model, "input": list(texts), "dimensions": self.dims}
+        # the fetcher's deadline and size cap, the cap as large as the answer
+        # may fairly be: each number of a vector in JSON takes at most ~25 bytes
+        most = max(self.fetchers.max_bytes, len(texts) * self.dims * 32 + 65536)
         try:
-            with self.fetchers.client() as client:
-                response = client.post(self.url, json=body, headers=headers, timeout=self.fetchers.timeout)
-                response.raise_for_status()
-                data = response.json()["data"]
-                out = [item["embedding"] for item in sorted(data, key=lambda d: d.get("index", 0))]
-        except (httpx.HTTPError, ConnectionError, KeyError, TypeError, ValueError) as exc:
-            raise EmbedderFailed("embedder", f"{self.url}: {type(exc).__name__}: {exc}") from None
-        return _checked(self.name, out, len(texts), self.dims)
+            answer = self.fetchers.post_json(self.url, body, headers=headers, max_bytes=most)
+        except FetchFailed as exc:
+            raise EmbedderFailed.of(self.name, exc.category, exc.detail) from None
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list) or not all(isinstance(d, dict) and "embedding" in d for d in data):
+            raise EmbedderFailed.of(
+                self.name, "not an embeddings answer", f"{type(answer).__name__} without data[].embedding"
+            )
+        ordered = sorted(data, key=lambda d: d["index"] if isinstance(d.get("index"), int) else 0)
+        return _checked(self.name, [d["embedding"] for d in ordered], len(texts), self.dims)
+
+
+def _listed(vectors: Any) -> list[Any]:
+    """What an embedding function answered, as lists of Python floats: numpy
+    arrays and their float32 values (sentence-transformers' answer) included."""
+    if hasattr(vectors, "tolist"):
+        vectors = vectors.tolist()
+    return [v.tolist() if hasattr(v, "tolist") else v for v in vectors]
 
 
 def _checked(name: str, out: list[Any], count: int, dims: int) -> list[tuple[float, ...]]:
     if len(out) != count:
-        raise EmbedderFailed("embedder", f"{name} answered {len(out)} vectors for {count} texts")
+        raise EmbedderFailed.of(name, f"{len(out)} vectors for {count} texts", "")
     try:
         return [check_vector("embedding", v, dims) for v in out]
     except InvalidField as exc:
-        raise EmbedderFailed("embedder", f"{name}: {exc}") from None
+        raise EmbedderFailed.of(name, f"a vector that {exc.problem}", "") from None
 
 
 def vector_input(field: str, value: Any, dims: int | None) -> tuple[float, ...]:

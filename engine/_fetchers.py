@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import ssl
 import subprocess
 import time
@@ -170,6 +171,31 @@ class Fetchers:
         # to an address we never checked
         return httpx.Client(transport=transport, follow_redirects=False, trust_env=False)
 
+    def post_json(self, url: str, body: Any, *, headers: dict[str, str], max_bytes: int | None = None) -> Any:
+        """POST ``body`` as JSON and read the JSON answer under the fetch's
+        rules: the address check, one deadline for all of it, a size cap
+        (``max_bytes``, else the fetch's), no redirect. ``FetchFailed`` otherwise."""
+        deadline = time.monotonic() + self.timeout
+        cap = self.max_bytes if max_bytes is None else max_bytes
+        try:
+            with (
+                self._client() as client,
+                client.stream("POST", url, json=body, headers=headers, timeout=self.timeout) as response,
+            ):
+                if response.status_code >= 300:
+                    raise FetchFailed(url, "http_status", f"HTTP {response.status_code}")
+                data = b"".join(self._capped(url, response.iter_bytes(), deadline, cap))
+        except AddressRefused as exc:
+            raise FetchFailed(url, "refused_address", str(exc)) from None
+        except httpx.TimeoutException as exc:
+            raise FetchFailed(url, "timeout", f"{type(exc).__name__}: {exc}") from None
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError) as exc:
+            raise FetchFailed(url, "unreachable", f"{type(exc).__name__}: {exc}") from None
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError) as exc:  # not JSON, or nested past the parser's depth
+            raise FetchFailed(url, "not_text", f"not JSON: {type(exc).__name__}: {exc}"[:500]) from None
+
     def _http(self, url: str) -> str:
         deadline = time.monotonic() + self.timeout
         try:
@@ -207,12 +233,12 @@ class Fetchers:
         except (UnicodeDecodeError, LookupError):
             raise FetchFailed(url, "not_text", f"body is not valid {encoding}") from None
 
-    def _capped(self, url: str, chunks: Iterator[bytes], deadline: float) -> Iterator[bytes]:
-        size = 0
+    def _capped(self, url: str, chunks: Iterator[bytes], deadline: float, cap: int | None = None) -> Iterator[bytes]:
+        size, cap = 0, self.max_bytes if cap is None else cap
         for chunk in chunks:
             size += len(chunk)
-            if size > self.max_bytes:
-                raise FetchFailed(url, "too_large", f"larger than {self.max_bytes} bytes")
+            if size > cap:
+                raise FetchFailed(url, "too_large", f"larger than {cap} bytes")
             if time.monotonic() > deadline:  # a body dripped slowly never ends on a read timeout
                 raise FetchFailed(url, "timeout", f"body not complete within {self.timeout} s")
             yield chunk

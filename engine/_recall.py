@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from memwarden.events import unstorable
+
 from ._core import Core
 from ._embedders import vector_input
 from ._errors import InvalidInput
@@ -76,12 +78,17 @@ def search(
             raise InvalidInput("query", "must be non-empty text")
         if len(query_text) > 1000 or any(ord(c) < 32 and c not in "\t\n\r" for c in query_text):
             raise InvalidInput("query", "must be at most 1000 characters, without NUL or other control characters")
+        if (problem := unstorable(query_text)) is not None:
+            raise InvalidInput("query", problem)
     if include_hidden:
         authorize(caller, "review")
     if not isinstance(tenant, str) or not tenant:
         raise InvalidInput("tenant", "is required")
     confine_tenant(caller, tenant)
     filters = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind)
+    for name, value in filters.items():
+        if isinstance(value, str) and (problem := unstorable(value)) is not None:
+            raise InvalidInput(name, problem)
     gated = dict(
         tenant=tenant,
         include_unusable=include_hidden,

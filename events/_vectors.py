@@ -20,6 +20,10 @@ from ._errors import InvalidField
 
 MAX_DIMS = 4096
 _FLOATS = {float}
+# vectors are kept as 32-bit floats: a value past F32_MAX would be infinite
+# there, and one below half the smallest (2**-150) zero
+F32_MAX = 3.4028234663852886e38
+F32_TINY = 2.0**-149
 
 VECTOR_SCHEMA = [
     """CREATE TABLE IF NOT EXISTS vectors (
@@ -68,20 +72,29 @@ def check_vector(field: str, value: Any, dims: int | None = None) -> tuple[float
     # finite sum, so no NaN or infinity among them; anything else (ints, a
     # sum that overflows) takes the loop, which answers as it always did
     if set(map(type, value)) == _FLOATS and math.isfinite(sum(value)):
-        if not any(value):
-            raise InvalidField(field, "must not be all zeros")
-        return tuple(value)
+        return _in_f32(field, tuple(value))
     out = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, int | float):
             raise InvalidField(field, "must hold only numbers")
-        f = float(x)
+        try:
+            f = float(x)
+        except OverflowError:  # an int past any float
+            raise InvalidField(field, f"must hold numbers of at most {F32_MAX:.8g} in size") from None
         if not math.isfinite(f):
             raise InvalidField(field, "must hold only finite numbers (no NaN or infinity)")
         out.append(f)
-    if not any(out):
-        raise InvalidField(field, "must not be all zeros")
-    return tuple(out)
+    return _in_f32(field, tuple(out))
+
+
+def _in_f32(field: str, values: tuple[float, ...]) -> tuple[float, ...]:
+    """``values`` (finite), if they are a vector as 32-bit floats too."""
+    high, low = max(values), min(values)
+    if high > F32_MAX or low < -F32_MAX:
+        raise InvalidField(field, f"must hold numbers of at most {F32_MAX:.8g} in size (kept as 32-bit floats)")
+    if max(high, -low) < F32_TINY:
+        raise InvalidField(field, "must not be all zeros (as 32-bit floats)")
+    return values
 
 
 def vector_bytes(values: Sequence[float]) -> bytes:

@@ -155,11 +155,11 @@ class VectorIndex:
     def nearest(self, view: ViewReader, tenant: str, query: Any, k: int) -> list[tuple[str, float]]:
         """The ``k`` memories of ``tenant`` whose vectors are closest to
         ``query`` (cosine, best first), in the state ``view`` reads."""
-        q = np.asarray(query, dtype=np.float32)
+        q = np.asarray(query, dtype=np.float64)  # the norm in 64 bits, as ``normalised``
         norm = float(np.linalg.norm(q))
         if norm == 0.0:
             return []
-        q = q / norm
+        q = (q / norm).astype(np.float32)
         with self._lock:
             return self._caught_up(view, tenant, len(q)).index.nearest(q, k)
 

@@ -44,9 +44,10 @@ _GROW_SHARE = 4
 
 def normalised(data: Any) -> np.ndarray:
     """Stored bytes (float32, little-endian) as a unit row: the dot product is the cosine."""
-    vector = np.frombuffer(bytes(data), dtype="<f4").astype(np.float32)
+    # the norm in 64 bits: one of 32-bit values near their largest is infinite in 32
+    vector = np.frombuffer(bytes(data), dtype="<f4").astype(np.float64)
     norm = float(np.linalg.norm(vector))
-    return vector / norm if norm > 0 else vector
+    return (vector / norm if norm > 0 else vector).astype(np.float32)
 
 
 def _ranked(pairs: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:

@@ -13,6 +13,7 @@ import pytest
 from memwarden.engine import OPERATOR, HashEmbedder, InvalidInput, Warden
 from memwarden.events import FrozenClock
 
+from ._exact import exact_top
 from .backends import Backend
 from .conftest import agent_key, save_memory
 
@@ -41,12 +42,9 @@ def test_vector_search_equals_exact_search(given: Warden) -> None:
     vectors = {f"m{i:02}": [rng.gauss(0, 1) for _ in range(16)] for i in range(60)}
     for memory_id, vector in vectors.items():
         save_memory(given, memory_id, embedding=vector)
-    matrix = np.array(list(vectors.values()), dtype=np.float32)
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-    names = list(vectors)
     for _ in range(10):
         q = np.array([rng.gauss(0, 1) for _ in range(16)], dtype=np.float32)
-        exact = [names[i] for i in np.argsort(-(matrix @ (q / np.linalg.norm(q))))[:10]]
+        exact = exact_top(vectors, q.tolist())
         found = given.search(tenant="acme", vector=q.tolist(), limit=10, mode="vector", caller=OPERATOR)
         assert ids(found) == exact
         assert all(f.found_by == ("vector",) for f in found)
@@ -144,6 +142,11 @@ def test_tenant_and_agent_are_walls(recall: Warden) -> None:
         ("0.1,0.2", "list"),
         ([0.0] * 384, "zeros"),
         (["a"] * 384, "numbers"),
+        # kept as 32-bit floats: past their largest, an int past any float, or zero once narrowed
+        ([1e300] + [1.0] * 383, "at most"),
+        ([10**400] + [1] * 383, "at most"),
+        ([1e-46] * 384, "zeros"),
+        ([True] * 384, "numbers"),
     ],
 )
 def test_a_bad_vector_is_refused_naming_the_field(recall: Warden, embedding: object, problem: str) -> None:
@@ -155,6 +158,17 @@ def test_a_bad_vector_is_refused_naming_the_field(recall: Warden, embedding: obj
     with pytest.raises(InvalidInput) as refused:
         recall.search(tenant="acme", vector=embedding, caller=OPERATOR)  # type: ignore[arg-type]
     assert refused.value.field == "vector"
+
+
+def test_vectors_near_the_largest_32_bit_float_are_found_by_themselves(recall: Warden) -> None:
+    """Kept as given and made unit length in 64 bits: a vector of values near
+    3.4e38 is no infinite norm, and finds itself first."""
+    huge = [3.4e38 if i % 2 else -3.4e38 for i in range(384)]
+    save_memory(recall, "huge", embedding=huge)
+    save_memory(recall, "other", embedding=[1.0] * 384)
+    found = recall.search(tenant="acme", vector=huge, mode="vector", limit=2, caller=OPERATOR)
+    assert found[0].view.memory_id == "huge" and found[0].similarity == pytest.approx(1.0, abs=1e-5)
+    assert all(f.similarity is not None and math.isfinite(f.similarity) for f in found)
 
 
 def test_a_batch_saves_its_vectors(recall: Warden) -> None:
@@ -191,3 +205,18 @@ def test_erasure_leaves_no_vector_bytes(given: Warden, backend: Backend) -> None
     assert mark not in backend.bytes_at_rest(given.path)
     assert "pii" not in ids(given.search(tenant="acme", vector=secret, include_hidden=True, caller=OPERATOR))
     assert given.audit_verify(caller=OPERATOR)["ok"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"query_text": "tea \ud800"}, "query"),
+        ({"query_text": "tea", "project": "p\ud800"}, "project"),
+        ({"query_text": "tea", "min_seq": "5"}, "min_seq"),
+        ({"query_text": "tea", "min_seq": -1}, "min_seq"),
+    ],
+)
+def test_a_bad_search_is_refused_naming_the_field(recall: Warden, fields: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        recall.search(tenant="acme", caller=OPERATOR, **fields)  # type: ignore[arg-type]
+    assert refused.value.field == field

@@ -98,6 +98,8 @@ def test_http_search_answers_only_what_the_gate_allows(
         ({"query": "a\x00b"}, "query"),
         ({"query": None, "vector": [1.0, 2.0]}, "vector"),
         ({"query": None, "vector": ["a"] * 384}, "vector.0"),
+        ({"query": None, "vector": [True] * 384}, "vector.0"),  # no bool read as 1.0
+        ({"query": None, "vector": [1e300] * 384}, "vector"),  # past a 32-bit float's largest
         ({"query": None}, "query"),
         ({"colour": "red"}, "colour"),
     ],
@@ -114,9 +116,24 @@ def test_http_search_refusals_name_the_field(
     assert w.head_seq() == head
 
 
+def test_http_search_names_a_lone_surrogate(app: tuple[Warden, TestClient, dict[str, str]]) -> None:
+    """JSON may spell a lone surrogate (``\\ud800``); no store can keep or search it."""
+    _, client, keys = app
+    for body, field in (
+        (b'{"tenant": "acme", "query": "tea \\ud800"}', "query"),
+        (b'{"tenant": "acme", "query": "tea", "project": "p\\ud800"}', "project"),
+    ):
+        answer = client.post(
+            "/v1/memories/search",
+            content=body,
+            headers={"x-api-key": keys["agent"], "content-type": "application/json"},
+        )
+        assert answer.status_code == 422 and answer.json()["field"] == field, answer.text
+
+
 @pytest.mark.parametrize(
     ("embedding", "problem"),
-    [([1.0] * 3, "dimensions"), ([0.0] * 384, "zeros"), ([1.0] * 4097, "4096")],
+    [([1.0] * 3, "dimensions"), ([0.0] * 384, "zeros"), ([1.0] * 4097, "4096"), ([1e300] * 384, "at most")],
 )
 def test_http_saves_check_their_embedding(
     app: tuple[Warden, TestClient, dict[str, str]], embedding: list[float], problem: str
@@ -248,6 +265,8 @@ def test_the_cli_query_similar(tmp_path: Path) -> None:
     assert "lunch" in hidden.stdout
     bad = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "a\x01b"])
     assert bad.exit_code == 2 and "query" in bad.stderr
+    both = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "배포", "--text", "점심"])
+    assert both.exit_code == 2 and "text" in both.stderr  # one search at a time, never one flag ignored
 
 
 def test_the_langgraph_store_searches_by_meaning_with_an_index(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 from memwarden.engine import OPERATOR, IndexSettings, Warden
 from memwarden.events import FrozenClock
 
+from ._exact import exact_top
 from .backends import Backend
 from .conftest import save_memory
 
@@ -44,14 +45,6 @@ def save_all(w: Warden, given: dict[str, list[float]], tenant: str = "acme") -> 
     ]
     for at in range(0, len(items), 500):
         w.save_many(items[at : at + 500], caller=OPERATOR)
-
-
-def exact_top(given: dict[str, list[float]], q: list[float], k: int = 10) -> list[str]:
-    names = list(given)
-    matrix = np.array(list(given.values()), dtype=np.float32)
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-    qv = np.array(q, dtype=np.float32)
-    return [names[i] for i in np.argsort(-(matrix @ (qv / np.linalg.norm(qv))))[:k]]
 
 
 def found(w: Warden, q: list[float], k: int = 10, tenant: str = "acme", **extra: Any) -> list[str]:
@@ -188,8 +181,9 @@ def erased_marks(vector: list[float]) -> list[bytes]:
     """The bytes an erased vector could be kept as: as given, and unit
     length as the indexes keep it (float32, and float16 in the graph)."""
     raw = np.array(vector, dtype="<f4")
-    unit = raw / np.linalg.norm(raw)
-    return [raw[:8].tobytes(), unit[:8].tobytes(), unit.astype("<f2")[:8].tobytes()]
+    wide = raw.astype(np.float64)
+    units = [raw / np.linalg.norm(raw), (wide / np.linalg.norm(wide)).astype("<f4")]  # normed in 32 or 64 bits
+    return [raw[:8].tobytes()] + [u[:8].tobytes() for u in units] + [u.astype("<f2")[:8].tobytes() for u in units]
 
 
 def index_bytes(folder: Path) -> bytes:

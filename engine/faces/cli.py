@@ -199,6 +199,8 @@ def query(
     """Usable memories in a scope (with --all: every memory and why not;
     with --similar: the closest in meaning, each with its score)."""
     if similar is not None:
+        if text is not None:  # one search at a time: --similar's hybrid mode already matches words
+            raise InvalidInput("text", "give --text or --similar, not both (--similar --mode text searches words)")
         scope = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind)
         search = dict(include_hidden=include_unusable, limit=limit, min_seq=min_seq, with_content=not no_content)
         return run_search(warden, tenant=tenant, similar=similar, mode=mode, as_json=as_json, **scope, **search)

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from memwarden.engine import OPERATOR, IndexSettings, Warden
 
+from .._exact import exact_top
 from .._sizes import larger
 from ..backends import Backend
 
@@ -70,14 +70,6 @@ WRITER = textwrap.dedent(
         print(" ".join(ids), flush=True)  # acknowledged
     """
 )
-
-
-def exact_top(given: dict[str, list[float]], q: list[float], k: int = 10) -> list[str]:
-    names = list(given)
-    matrix = np.array(list(given.values()), dtype=np.float32)
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-    qv = np.array(q, dtype=np.float32)
-    return [names[i] for i in np.argsort(-(matrix @ (qv / np.linalg.norm(qv))))[:k]]
 
 
 def found(w: Warden, q: list[float], k: int = 10) -> list[str]:

@@ -24,7 +24,11 @@ def marks(vector: list[float]) -> list[bytes]:
     """What the vector could be kept as: float32 as given, and unit length (the index's)."""
     given = np.asarray(vector, dtype=np.float32)
     unit = given / np.linalg.norm(given)
-    return [given[:8].tobytes(), unit[:8].astype(np.float32).tobytes(), struct.pack("<8f", *vector[:8])]
+    wide = given.astype(np.float64)
+    normed = (wide / np.linalg.norm(wide)).astype(np.float32)  # as the index norms it
+    return [given[:8].tobytes(), unit[:8].astype(np.float32).tobytes(), normed[:8].tobytes()] + [
+        struct.pack("<8f", *vector[:8])
+    ]
 
 
 def raw(db: Path) -> dict[str, bytes]:
