@@ -103,6 +103,7 @@ class MemwardenStore(BaseStore):
         # search with a query is semantic recall over them (as InMemoryStore does)
         self._embeddings = ensure_embeddings(index.get("embed")) if index else None
         self._fields_embedded = list(index.get("fields") or ["$"]) if index else []
+        self._dims = index.get("dims") if index else None
         self._async = inspect.iscoroutinefunction(getattr(memories, "get", None))
 
     # -- BaseStore: one plan per batch, performed blocking or awaited (``_steps``) -----------
@@ -186,7 +187,7 @@ class MemwardenStore(BaseStore):
         wanted = op.offset + op.limit
         size = _page(wanted, op)
         if self._embeddings is not None and op.query:
-            (vector,) = yield Embed([op.query], query=True)
+            (vector,) = self._sized((yield Embed([op.query], query=True)))
             tenants, scope = yield from self._scopes(prefix)
             hits: list[SearchItem] = []
             for tenant in tenants:
@@ -238,6 +239,13 @@ class MemwardenStore(BaseStore):
 
     # -- writing -----------------------------------------------------------------------------
 
+    def _sized(self, vectors: list[Any]) -> list[Any]:
+        """The embedding function's vectors, each as long as the index config's ``dims`` says."""
+        for vector in vectors:
+            if isinstance(self._dims, int) and len(vector) != self._dims:
+                raise ValueError(f"index dims is {self._dims}; the embedding function answered {len(vector)} numbers")
+        return vectors
+
     def _texts(self, op: PutOp) -> str | None:
         """What a put's vector is made from: its ``index`` fields (the
         store's, unless the put names its own); None: not indexed."""
@@ -272,7 +280,7 @@ class MemwardenStore(BaseStore):
         texts = [self._texts(op) for op in kept]
         to_embed = [t for t in texts if t is not None]
         # one request to the embeddings for the whole batch
-        made = iter((yield Embed(to_embed)) if to_embed else [])
+        made = iter(self._sized((yield Embed(to_embed))) if to_embed else [])
         saves = [self._fields(op, None if t is None else next(made)) for op, t in zip(kept, texts, strict=True)]
         if len(saves) == 1:
             yield Ask("save", saves[0])

@@ -429,3 +429,17 @@ def test_the_demo_script_runs_as_the_readme_says(tmp_path: Any) -> None:
     assert "security revoked 1 memory" in done.stdout and "/console/revocations/rev_" in done.stdout
     assert "read-back confirmed in" in done.stdout and "0 still visible, leaked []" in done.stdout
     assert "Deprecat" not in done.stderr, "the demo's console is its story, not LangGraph's warnings"
+
+
+def test_the_index_configs_dims_are_held(warden: Warden) -> None:
+    """A vector the embedding function makes of another length is refused,
+    on put and on search, as the config's ``dims`` says."""
+    store = MemwardenStore(
+        warden.acting_as(AGENT), tenant="acme", index={"embed": embed, "dims": 4, "fields": ["text"]}
+    )
+    head = warden.head_seq()
+    with pytest.raises(ValueError, match="dims is 4"):
+        store.put(("notes",), "k", {"text": "배포"})
+    with pytest.raises(ValueError, match="dims is 4"):
+        store.search(("notes",), query="배포")
+    assert warden.head_seq() == head
