@@ -25,7 +25,7 @@ from memwarden.events import Clock, canonical_json, format_ts, parse_ts
 from standardwebhooks import Webhook
 
 from ._addresses import AddressRefused
-from ._errors import SinkUnavailable
+from ._errors import InvalidInput, SinkUnavailable
 from ._fetchers import Fetchers
 from ._sink_config import SinkSpec
 
@@ -66,14 +66,33 @@ class WebhookSink:
         self.spec = spec
         self.clock = clock
         self._http = fetchers.client()
+        self._max_bytes = fetchers.max_bytes
 
     def close(self) -> None:
         self._http.close()
 
     def _post(self, url: str, msg_id: str, body: str) -> httpx.Response:
-        headers = signed_headers(self.spec.secret(), msg_id, self.clock.now(), body)
+        """The sink's answer, read whole within ``timeout`` seconds for all of
+        it (a sink that drips its answer holds no job, and so no other sink,
+        past that) and within the fetch's size cap."""
         try:
-            response = self._http.post(url, content=body.encode("utf-8"), headers=headers, timeout=self.spec.timeout)
+            headers = signed_headers(self.spec.secret(), msg_id, self.clock.now(), body)
+        except InvalidInput as exc:  # the sink fails (recorded, retried), not the revocation that owes it
+            raise SinkUnavailable(self.spec.name, f"{exc.field}: {exc.problem}") from None
+        deadline = time.monotonic() + self.spec.timeout
+        try:
+            with self._http.stream(
+                "POST", url, content=body.encode("utf-8"), headers=headers, timeout=self.spec.timeout
+            ) as streamed:
+                size, chunks = 0, []
+                for chunk in streamed.iter_bytes():
+                    size += len(chunk)
+                    if size > self._max_bytes:
+                        raise SinkUnavailable(self.spec.name, f"answer larger than {self._max_bytes} bytes")
+                    if time.monotonic() > deadline:
+                        raise SinkUnavailable(self.spec.name, f"answer not complete within {self.spec.timeout} s")
+                    chunks.append(chunk)
+                response = httpx.Response(streamed.status_code, headers=streamed.headers, content=b"".join(chunks))
         except AddressRefused as exc:
             raise SinkUnavailable(self.spec.name, f"refused address: {exc}") from None
         except httpx.HTTPError as exc:
@@ -134,7 +153,10 @@ class RedisSink:
     def key(self, tenant: str, memory_id: str) -> str:
         """A memory's full cache key: its tenant and its id (a tool result's
         id already holds tool, version, input and scope)."""
-        return f"{self.spec.prefix}{tenant}:{memory_id}"
+        # the tenant escaped, so the first ":" after the prefix ends it: tenant
+        # "a" with id "b:c" and tenant "a:b" with id "c" are two keys
+        escaped = tenant.replace("%", "%25").replace(":", "%3A")
+        return f"{self.spec.prefix}{escaped}:{memory_id}"
 
     def _keys(self, ids: dict[str, list[str]]) -> list[tuple[str, str, str]]:
         return [(t, m, self.key(t, m)) for t, ms in ids.items() for m in ms]

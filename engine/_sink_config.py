@@ -48,6 +48,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from memwarden.events import parse_duration
+from standardwebhooks import Webhook
 
 from ._errors import InvalidInput
 
@@ -99,15 +100,21 @@ class SinkSpec:
         """The signing secret, read when it is used (never stored, never logged)."""
         field = f"sinks.{self.name}"
         if self.secret_env:
-            value = os.environ.get(self.secret_env)
+            where, value = f"{field}.secret_env", os.environ.get(self.secret_env, "").strip()
             if not value:
-                raise InvalidInput(f"{field}.secret_env", f"environment variable {self.secret_env} is not set")
-            return value.strip()
-        assert self.secret_file is not None
+                raise InvalidInput(where, f"environment variable {self.secret_env} is not set")
+        else:
+            assert self.secret_file is not None
+            where = f"{field}.secret_file"
+            try:
+                value = Path(self.secret_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise InvalidInput(where, f"{self.secret_file}: {exc.strerror or exc}") from None
         try:
-            return Path(self.secret_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise InvalidInput(f"{field}.secret_file", f"{self.secret_file}: {exc.strerror or exc}") from None
+            Webhook(value)  # Standard Webhooks' own reading: whsec_ and base64, or base64
+        except Exception:
+            raise InvalidInput(where, "is not a Standard Webhooks secret (whsec_ followed by base64)") from None
+        return value
 
     def describe(self) -> dict[str, Any]:
         """What the console and ``sinks list`` show (no secret, no password)."""

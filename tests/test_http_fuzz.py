@@ -132,6 +132,7 @@ OPERATIONS = [
     ("POST", "/v1/erasures"),
     ("GET", "/v1/sinks"),
     ("POST", "/v1/sinks/{name}/test"),
+    ("POST", "/v1/sinks/{name}/ack"),
     ("POST", "/v1/sinks/redeliver"),
     ("POST", "/memory/save"),
     ("GET", "/memory/load"),
