@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from memwarden.events import parse_duration
 from standardwebhooks import Webhook
@@ -132,9 +132,13 @@ class SinkSpec:
 
 
 def _no_password(url: str) -> str:
+    """``url`` as shown: its password and its query's values (a token may ride there) masked."""
     parts = urlsplit(url)
+    if parts.query:
+        masked = "&".join(f"{name}=***" for name, _ in parse_qsl(parts.query, keep_blank_values=True))
+        parts = parts._replace(query=masked)
     if parts.password is None:
-        return url
+        return parts.geturl()
     host = parts.hostname or ""
     netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
     return parts._replace(netloc=netloc).geturl()

@@ -102,3 +102,18 @@ def test_two_tenants_never_share_a_redis_key() -> None:
         assert sink.key("acme", "m1") == "mw:acme:m1"  # plain names keep their keys
     finally:
         sink.close()
+
+
+def test_a_sinks_url_is_shown_without_its_password_or_query_values() -> None:
+    (spec,) = sinks_from_table(
+        {
+            "hook": {
+                "kind": "webhook",
+                "url": "https://user:HookPass@hooks.example/notices?token=QueryTok",
+                "ack": True,
+                "secret_env": "X",
+            }
+        }
+    )
+    shown = spec.describe()["url"]
+    assert "HookPass" not in shown and "QueryTok" not in shown and shown.startswith("https://user:***@hooks.example")
