@@ -177,3 +177,32 @@ def test_an_ack_sink_answers_the_test_and_a_redis_sink_takes_no_ack(w: Warden, r
     with pytest.raises(AckRefused):
         w.sink_ack("nope", b"{}", {}, caller=OPERATOR)
     SinkWorker(w).close()
+
+
+def test_the_revocation_page_shows_a_leak_an_ack_reported(w: Warden, receiver: Receiver) -> None:
+    """A leak is recorded with no latency (nothing was confirmed): the
+    console's revocation page shows it, the sink's line and the log's record."""
+    import re
+
+    from memwarden.engine import KeyStore
+
+    ids = save_n(w, 4)
+    receiver.hold("acme", ids)
+    receiver.ack_mode = "response"
+    receiver.keep = {ids[2]}
+    result = w.revoke({"tenant": "acme"}, reason="r", caller=OPERATOR)
+    assert states(w, result.revocation_id)["index"]["status"] == "leaked"
+    key = KeyStore(w).create("security", caller=OPERATOR)[0]
+    with TestClient(create_app(w, scheduler=False, mcp=False)) as client:
+        token = re.search(r'name="login_token" value="([^"]+)"', client.get("/console/login").text)
+        assert token
+        signed = client.post(
+            "/console/login",
+            data={"login_token": token[1], "key": key, "next": "/console/revocations"},
+            headers={"origin": "http://testserver"},
+            follow_redirects=False,
+        )
+        assert signed.status_code == 303
+        page = client.get(f"/console/revocations/{result.revocation_id}")
+        assert page.status_code == 200, page.text[-2000:]
+        assert page.text.count(ids[2]) >= 2 and "status-leaked" in page.text  # the line and the log's record
