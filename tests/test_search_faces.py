@@ -99,6 +99,8 @@ def test_http_search_answers_only_what_the_gate_allows(
         ({"query": None, "vector": [1.0, 2.0]}, "vector"),
         ({"query": None, "vector": ["a"] * 384}, "vector.0"),
         ({"query": None, "vector": [True] * 384}, "vector.0"),  # no bool read as 1.0
+        ({"include_hidden": "yes"}, "include_hidden"),  # nor "yes" as true
+        ({"with_content": 1}, "with_content"),
         ({"query": None, "vector": [1e300] * 384}, "vector"),  # past a 32-bit float's largest
         ({"query": None}, "query"),
         ({"colour": "red"}, "colour"),

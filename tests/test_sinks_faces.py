@@ -94,6 +94,13 @@ def test_the_http_api_lists_tests_and_redelivers_for_security_keys(app: Any) -> 
     assert client.post("/v1/sinks/index/test", headers={"x-api-key": keys["auditor"]}).status_code == 403
     assert client.post("/v1/sinks/nope/test", headers=security).status_code == 404
     save_n(w, 10)
+    head = w.head_seq()
+    for loose in ("yes", 1):  # a flag is true or false, no word or number read as one
+        refused = client.post(
+            "/v1/revocations", json={"selector": {"tenant": "acme"}, "reason": "r", "wait": loose}, headers=security
+        )
+        assert refused.status_code == 422 and refused.json()["field"] == "wait", refused.text
+    assert w.head_seq() == head
     body = {"selector": {"tenant": "acme"}, "reason": "contractor left", "wait": True}
     answer = client.post("/v1/revocations", json=body, headers=security).json()
     assert answer["readback"]["readback_status"] == "confirmed"

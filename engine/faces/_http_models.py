@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from memwarden.engine import MAX_PAGE
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool
 
 # a vector's longest (``memwarden.events``' MAX_DIMS); the engine checks the
 # rest (the embedder's length, finite numbers, not all zeros) and names the field
 MAX_DIMS = 4096
-Vector = list[Annotated[float, Strict()]]  # numbers only: true is no 1.0
+Vector = list[Annotated[float, Strict()]]  # numbers only: true is no 1.0 (and, below, "yes" no true)
 
 
 class Body(BaseModel):
@@ -72,13 +72,13 @@ class SelectorBody(Body):
     kind: str | None = None
     source_prefix: str | None = None
     ids: list[str] = Field(default_factory=list)
-    everything: bool = False
+    everything: StrictBool = False
 
 
 class RevokeBody(Body):
     selector: SelectorBody
     reason: str = Field(min_length=1)
-    wait: bool = False
+    wait: StrictBool = False
 
 
 class PolicyBody(Body):
@@ -120,9 +120,9 @@ class SearchBody(Body):
     agent: str | None = None
     tool: str | None = None
     kind: str | None = None
-    include_hidden: bool = Field(False, description="staff: the memories the gate refuses too, with why")
+    include_hidden: StrictBool = Field(False, description="staff: the memories the gate refuses too, with why")
     min_seq: int | None = Field(None, ge=0, le=2**62)
-    with_content: bool = True
+    with_content: StrictBool = True
 
     def search_args(self) -> dict[str, object]:
         """``Warden.search``'s keyword arguments (every rule is the engine's)."""
