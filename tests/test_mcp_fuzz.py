@@ -63,15 +63,23 @@ def value_for(prop: dict[str, Any], wild: bool, defs: dict[str, Any] | None = No
     for option in options:
         if "$ref" in option:
             return object_for(defs[option["$ref"].rsplit("/", 1)[-1]], defs)
+    enums = [value for o in options for value in o.get("enum", ())]
+    if enums:  # one of the declared values (a search's mode), now and then another text
+        return st.sampled_from(enums) | TEXT
     types = {o.get("type") for o in options}
     typed: st.SearchStrategy[Any] = TEXT
     if "boolean" in types:
         typed = st.booleans()
     elif "integer" in types:
-        typed = st.integers(-(2**70), 2**70) | st.integers(0, 200)
+        number = next(o for o in options if o.get("type") == "integer")
+        low, high = number.get("minimum", 0), min(number.get("maximum", 200), 200)
+        # mostly within the declared bounds (into memwarden), now and then far past them
+        typed = st.integers(low, max(low, high)) | st.integers(low, max(low, high)) | st.integers(-(2**70), 2**70)
     elif "array" in types:
-        items = next((o.get("items", {}) for o in options if o.get("type") == "array"), {})
-        typed = st.lists(value_for(items, False, defs), max_size=4)
+        listed = next(o for o in options if o.get("type") == "array")
+        items = listed.get("items", {})
+        smallest, largest = listed.get("minItems", 0), listed.get("maxItems", 4)
+        typed = st.lists(value_for(items, False, defs), min_size=smallest, max_size=max(smallest, min(largest, 4)))
     return typed
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from memwarden.engine import MAX_PAGE
-from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 # a vector's longest (``memwarden.events``' MAX_DIMS); the engine checks the
 # rest (the embedder's length, finite numbers, not all zeros) and names the field
 MAX_DIMS = 4096
-Vector = list[Annotated[float, Strict()]]  # numbers only: true is no 1.0 (and, below, "yes" no true)
+Vector = list[StrictInt | StrictFloat]  # numbers, ints too; no bool read as 1.0 (and below, no "yes" as true)
 
 
 class Body(BaseModel):
