@@ -5,12 +5,21 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from memwarden.engine import MAX_PAGE
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
 # a vector's longest (``memwarden.events``' MAX_DIMS); the engine checks the
 # rest (the embedder's length, finite numbers, not all zeros) and names the field
 MAX_DIMS = 4096
-Vector = list[StrictInt | StrictFloat]  # numbers, ints too; no bool read as 1.0 (and below, no "yes" as true)
+
+
+def _number(value: object) -> object:
+    """A vector's value: a JSON number (true is no 1.0, nor "1.5" 1.5)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number")
+    return value
+
+
+Vector = list[Annotated[float, BeforeValidator(_number)]]
 
 
 class Body(BaseModel):
