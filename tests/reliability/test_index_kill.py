@@ -113,7 +113,11 @@ def check_equals_exact(w: Warden, rng: random.Random) -> dict[str, list[float]]:
     saved = [e.payload["memory_id"] for e in w.log.read(types=("memory.saved",))]
     given = {m: vector_of(m) for m in saved}
     queries = [[rng.gauss(0, 1) for _ in range(DIMS)] for _ in range(20)]
-    assert found(w, queries[0]) == exact_top(given, queries[0])  # exact answers while the graph is built
+    first = found(w, queries[0])
+    # an exact index answers exactly (while a graph is built, or below the threshold); an index
+    # opened from a graph file is held to recall below, as every graph is
+    if w.vector_index.describe()[0]["kind"] == "exact":  # once a graph, never exact again: it answered exact
+        assert first == exact_top(given, queries[0])
     w.vector_index.settle()
     found(w, queries[0])  # the built graph caught up to the view
     [index] = w.vector_index.describe()
@@ -121,7 +125,8 @@ def check_equals_exact(w: Warden, rng: random.Random) -> dict[str, list[float]]:
     hits = sum(len(set(found(w, q)) & set(exact_top(given, q))) for q in queries)
     assert hits / (10 * len(queries)) >= 0.95
     for memory_id in rng.sample(saved, min(30, len(saved))):  # none missing, none stale
-        assert found(w, given[memory_id], 1) == [memory_id]
+        # found by its own vector (among the nearest few: the graph is approximate and keeps float16)
+        assert memory_id in found(w, given[memory_id], 5)
     return given
 
 
