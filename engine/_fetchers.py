@@ -8,6 +8,7 @@ hold a total deadline and a size cap.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -177,20 +178,14 @@ class Fetchers:
         (``max_bytes``, else the fetch's), no redirect. ``FetchFailed`` otherwise."""
         deadline = time.monotonic() + self.timeout
         cap = self.max_bytes if max_bytes is None else max_bytes
-        try:
-            with (
-                self._client() as client,
-                client.stream("POST", url, json=body, headers=headers, timeout=self.timeout) as response,
-            ):
-                if response.status_code >= 300:
-                    raise FetchFailed(url, "http_status", f"HTTP {response.status_code}")
-                data = b"".join(self._capped(url, response.iter_bytes(), deadline, cap))
-        except AddressRefused as exc:
-            raise FetchFailed(url, "refused_address", str(exc)) from None
-        except httpx.TimeoutException as exc:
-            raise FetchFailed(url, "timeout", f"{type(exc).__name__}: {exc}") from None
-        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError) as exc:
-            raise FetchFailed(url, "unreachable", f"{type(exc).__name__}: {exc}") from None
+        with (
+            _failures(url),
+            self._client() as client,
+            client.stream("POST", url, json=body, headers=headers, timeout=self.timeout) as response,
+        ):
+            if response.status_code >= 300:
+                raise FetchFailed(url, "http_status", f"HTTP {response.status_code}")
+            data = b"".join(self.capped(url, response.iter_bytes(), deadline, cap))
         try:
             return json.loads(data)
         except (ValueError, RecursionError) as exc:  # not JSON, or nested past the parser's depth
@@ -198,27 +193,20 @@ class Fetchers:
 
     def _http(self, url: str) -> str:
         deadline = time.monotonic() + self.timeout
-        try:
-            with self._client() as client:
-                target = httpx.URL(url)
-                for _ in range(self.max_redirects + 1):
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise FetchFailed(url, "timeout", f"no answer within {self.timeout} s")
-                    with client.stream("GET", target, timeout=remaining) as response:
-                        if not response.is_redirect:
-                            return self._body(url, response, deadline)
-                        location = response.headers.get("location", "")
-                    target = target.join(location)
-                    if target.scheme not in ("http", "https"):
-                        raise FetchFailed(url, "refused_address", f"redirect to {target.scheme}: is not followed")
-                raise FetchFailed(url, "http_status", f"more than {self.max_redirects} redirects")
-        except AddressRefused as exc:
-            raise FetchFailed(url, "refused_address", str(exc)) from None
-        except httpx.TimeoutException as exc:
-            raise FetchFailed(url, "timeout", f"{type(exc).__name__}: {exc}") from None
-        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError) as exc:
-            raise FetchFailed(url, "unreachable", f"{type(exc).__name__}: {exc}") from None
+        with _failures(url), self._client() as client:
+            target = httpx.URL(url)
+            for _ in range(self.max_redirects + 1):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise FetchFailed(url, "timeout", f"no answer within {self.timeout} s")
+                with client.stream("GET", target, timeout=remaining) as response:
+                    if not response.is_redirect:
+                        return self._body(url, response, deadline)
+                    location = response.headers.get("location", "")
+                target = target.join(location)
+                if target.scheme not in ("http", "https"):
+                    raise FetchFailed(url, "refused_address", f"redirect to {target.scheme}: is not followed")
+            raise FetchFailed(url, "http_status", f"more than {self.max_redirects} redirects")
 
     def _body(self, url: str, response: httpx.Response, deadline: float) -> str:
         if response.status_code >= 400:
@@ -226,22 +214,40 @@ class Fetchers:
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             raise FetchFailed(url, "too_large", f"declares {declared} bytes, the cap is {self.max_bytes}")
-        data = b"".join(self._capped(url, response.iter_bytes(), deadline))
+        data = b"".join(self.capped(url, response.iter_bytes(), deadline))
         encoding = response.charset_encoding or "utf-8"
         try:
             return data.decode(encoding)
         except (UnicodeDecodeError, LookupError):
             raise FetchFailed(url, "not_text", f"body is not valid {encoding}") from None
 
-    def _capped(self, url: str, chunks: Iterator[bytes], deadline: float, cap: int | None = None) -> Iterator[bytes]:
+    def capped(
+        self, url: str, chunks: Iterator[bytes], deadline: float, cap: int | None = None, seconds: float | None = None
+    ) -> Iterator[bytes]:
+        """``chunks`` of an answer from ``url``, until past ``cap`` bytes (the
+        fetch's own cap unless given) or past ``deadline``: ``FetchFailed``.
+        Fetches, the embedder and the sinks read their answers through it."""
         size, cap = 0, self.max_bytes if cap is None else cap
         for chunk in chunks:
             size += len(chunk)
             if size > cap:
                 raise FetchFailed(url, "too_large", f"larger than {cap} bytes")
             if time.monotonic() > deadline:  # a body dripped slowly never ends on a read timeout
-                raise FetchFailed(url, "timeout", f"body not complete within {self.timeout} s")
+                raise FetchFailed(url, "timeout", f"body not complete within {seconds or self.timeout} s")
             yield chunk
+
+
+@contextlib.contextmanager
+def _failures(url: str) -> Iterator[None]:
+    """What an HTTP exchange with ``url`` raises, as the fetch's categories."""
+    try:
+        yield
+    except AddressRefused as exc:
+        raise FetchFailed(url, "refused_address", str(exc)) from None
+    except httpx.TimeoutException as exc:
+        raise FetchFailed(url, "timeout", f"{type(exc).__name__}: {exc}") from None
+    except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError) as exc:
+        raise FetchFailed(url, "unreachable", f"{type(exc).__name__}: {exc}") from None
 
 
 @functools.cache

@@ -25,7 +25,7 @@ from memwarden.events import Clock, canonical_json, format_ts, parse_ts
 from standardwebhooks import Webhook
 
 from ._addresses import AddressRefused
-from ._errors import InvalidInput, SinkUnavailable
+from ._errors import FetchFailed, InvalidInput, SinkUnavailable
 from ._fetchers import Fetchers
 from ._sink_config import SinkSpec
 
@@ -65,8 +65,8 @@ class WebhookSink:
     def __init__(self, spec: SinkSpec, fetchers: Fetchers, clock: Clock) -> None:
         self.spec = spec
         self.clock = clock
+        self._fetchers = fetchers
         self._http = fetchers.client()
-        self._max_bytes = fetchers.max_bytes
 
     def close(self) -> None:
         self._http.close()
@@ -84,15 +84,10 @@ class WebhookSink:
             with self._http.stream(
                 "POST", url, content=body.encode("utf-8"), headers=headers, timeout=self.spec.timeout
             ) as streamed:
-                size, chunks = 0, []
-                for chunk in streamed.iter_bytes():
-                    size += len(chunk)
-                    if size > self._max_bytes:
-                        raise SinkUnavailable(self.spec.name, f"answer larger than {self._max_bytes} bytes")
-                    if time.monotonic() > deadline:
-                        raise SinkUnavailable(self.spec.name, f"answer not complete within {self.spec.timeout} s")
-                    chunks.append(chunk)
-                response = httpx.Response(streamed.status_code, headers=streamed.headers, content=b"".join(chunks))
+                read = self._fetchers.capped(url, streamed.iter_bytes(), deadline, seconds=self.spec.timeout)
+                response = httpx.Response(streamed.status_code, headers=streamed.headers, content=b"".join(read))
+        except FetchFailed as exc:
+            raise SinkUnavailable(self.spec.name, f"answer {exc.detail}") from None
         except AddressRefused as exc:
             raise SinkUnavailable(self.spec.name, f"refused address: {exc}") from None
         except httpx.HTTPError as exc:

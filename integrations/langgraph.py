@@ -293,7 +293,7 @@ class MemwardenStore(BaseStore):
                 try:
                     yield Ask("erase", {**erase, "reason": DELETED})
                 except MemoryNotFound:
-                    pass  # deleting what is not there changes nothing, as in every store
+                    continue  # deleting what is not there changes nothing, as in every store
 
 
 def _page(wanted: int, op: SearchOp) -> int:
