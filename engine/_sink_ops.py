@@ -8,6 +8,7 @@ from typing import Any
 
 from ._core import Core
 from ._errors import InvalidInput, SinkNotFound, SinkUnavailable
+from ._limits import MAX_PAGE
 from ._reading import query
 from ._revoking import revocation
 from ._rights import SYSTEM, Principal, operation
@@ -72,13 +73,20 @@ def redeliver(core: Core, notice_id: str, *, sink: str | None = None, caller: Pr
 def sink_notices(
     core: Core, *, sink: str | None = None, state: str | None = None, limit: int = 100, caller: Principal
 ) -> list[dict[str, Any]]:
-    """Notices newest first (dead letters with ``state="dead"``)."""
+    """Notices newest first (dead letters with ``state="dead"``). A sink
+    named is one of the policy file's, or one notices were written for
+    before it left the file: any other name is a typo, answered as such
+    rather than as an empty list."""
     if state not in (None, "pending", "delivered", "dead"):
         raise InvalidInput("state", "must be pending, delivered or dead")
-    if not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise InvalidInput("limit", "must be between 1 and 10000")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput("limit", f"must be between 1 and {MAX_PAGE}")
     with core.reading() as view:
-        return view.outbox().notices(sink, state, limit)
+        found = view.outbox().notices(sink, state, limit)
+        if sink is not None and not found and all(spec.name != sink for spec in core.sinks):
+            if not view.outbox().notices(sink, None, 1):
+                raise SinkNotFound("sink", sink)
+        return found
 
 
 @operation("review")

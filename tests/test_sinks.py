@@ -263,6 +263,14 @@ def test_the_notice_commits_with_the_revocation_or_neither_does(
     assert all(n["seq"] == result.seq and n["state"] == "pending" for n in notices)
 
 
+def test_notices_of_a_sink_no_one_named_is_not_found_not_an_empty_list(sinked: Warden) -> None:
+    assert sinked.sink_notices(sink="cache", caller=OPERATOR) == []  # named, nothing yet: empty
+    with pytest.raises(SinkNotFound, match="nosuch"):
+        sinked.sink_notices(sink="nosuch", caller=OPERATOR)
+    with pytest.raises(InvalidInput, match="limit"):
+        sinked.sink_notices(limit=True, caller=OPERATOR)
+
+
 def test_erasure_invalidation_and_policy_change_are_noticed_too(sinked: Warden, receiver: Receiver) -> None:
     save_n(sinked, 4)
     sinked.save(

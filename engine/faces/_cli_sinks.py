@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import click
-from memwarden.engine import OPERATOR, Warden
+from memwarden.engine import MAX_PAGE, OPERATOR, Warden
 
 from ._cli_common import Group, cli, emit, json_option, with_warden
 from ._cli_output import table
@@ -77,7 +77,7 @@ def sinks_redeliver(warden: Warden, notice_id: str, sink: str | None, as_json: b
     default=None,
     help="Only notices in this state.",
 )
-@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="At most this many.")
+@click.option("--limit", type=click.IntRange(1, MAX_PAGE), default=100, show_default=True, help="At most this many.")
 @json_option
 @with_warden
 def sinks_notices(warden: Warden, sink: str | None, notice_state: str | None, limit: int, as_json: bool) -> None:

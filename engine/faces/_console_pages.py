@@ -16,7 +16,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
-from memwarden.engine import ACTIONS, Principal, answer, may
+from memwarden.engine import ACTIONS, InvalidInput, Principal, answer, may
 from starlette.concurrency import run_in_threadpool
 
 from ._console_session import Session, Sessions, same_origin, token_matches
@@ -214,3 +214,19 @@ def local_path(path: str) -> str:
     if not path.startswith("/console") or path.startswith("//") or "\\" in path:
         return "/console/memories"
     return path
+
+
+PAGE_SIZE = 25  # rows a console list shows a page
+
+
+def blank(value: Any) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def page_number(value: str | None) -> int:
+    """A list's page number, from the query string as typed."""
+    if value is None or value == "":
+        return 1
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= 4000:
+        raise InvalidInput("page", "must be between 1 and 4000")
+    return int(value)

@@ -14,8 +14,10 @@ against raw COPY of the same event-shaped rows and their texts.
 
 Targets: batched append >= 1/3 of the floor (raw COPY of rows of the same
 size in one transaction) and >= 2x eventsourcing's PostgreSQL recorder;
-single durable appends >= 50% of raw one-row commits; agent query p99 <=
-2 ms; a 10,000-memory revocation committed <= 500 ms and read back <= 1 s.
+single durable appends >= 50% of raw one-row commits; agent query p99
+within 4x the raw SELECT's p99 in the same run (issue #39: the absolute
+2 ms followed the machine's load more than the code); a 10,000-memory
+revocation committed <= 500 ms and read back <= 1 s.
 """
 
 from __future__ import annotations
@@ -67,7 +69,13 @@ def main() -> None:
     query_p99, raw_p99, commit_ms, readback_ms = _view_figures(dbs.fresh("view"), memories)
     metrics += [
         Metric(
-            f"agent query p99 at {memories:,}", query_p99, "ms", raw_p99, query_p99 / raw_p99, "<= 2 ms", query_p99 <= 2
+            f"agent query p99 at {memories:,} vs the raw SELECT",
+            query_p99,
+            "ms",
+            raw_p99,
+            query_p99 / raw_p99,
+            "<= 4x raw",
+            query_p99 <= 4 * raw_p99,
         ),
         Metric("revoke 10,000: commit", commit_ms, "ms", None, None, "<= 500 ms", commit_ms <= 500),
         Metric("revoke 10,000: read-back confirmed", readback_ms, "ms", None, None, "<= 1000 ms", readback_ms <= 1000),

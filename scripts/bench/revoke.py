@@ -16,7 +16,9 @@ written by raw sqlite3 in one commit, everything computed beforehand
 payloads encoded, their preimages built and hashed in a plain loop, with
 no model, validation, walk, lookup or write: what no cascade of that many
 events can go below in Python. Targets: commit <= 250 ms (PostgreSQL:
-500 ms), confirmed <= 1 s.
+500 ms), confirmed <= 1 s; the cascade's commit within 2.5x its floor
+(issue #39 retired the absolute 250 ms there: the floor alone took 150 ms
+and moved with the machine; PostgreSQL, with no floor, keeps 500 ms).
 """
 
 from __future__ import annotations
@@ -143,8 +145,9 @@ def main() -> None:
             "ms",
             floor_ms,
             None if floor_ms is None else d_commit / floor_ms,
-            f"<= {commit_target} ms",
-            d_commit <= commit_target,
+            # the floor is raw sqlite3's: PostgreSQL keeps its absolute target
+            f"<= {commit_target} ms" if floor_ms is None else "<= 2.5x floor",
+            d_commit <= commit_target if floor_ms is None else d_commit <= 2.5 * floor_ms,
         ),
         Metric(
             f"chaining {scope:,} invalidations alone (no model, walk or write)",
