@@ -152,9 +152,13 @@ class SQLiteStore:
 
     @contextmanager
     def reading(self, floor: int = 0) -> Iterator[SQLiteView]:
-        """The view as of one committed state (inside a write transaction:
-        that one's). One file has no replica: ``floor`` is the caller's to check."""
-        with self.log.snapshot() as conn:
+        """The view as of one committed state (inside this thread's write
+        transaction: that one's), read beside any other write transaction
+        rather than after it, on a reader of its own (``_sqlite_readers``):
+        a key's check, a get or an explain never waits for a batch of
+        10,000 to commit. One file has no replica: ``floor`` is the
+        caller's to check."""
+        with self.log.reading() as conn:
             yield SQLiteView(conn, self.projector)
 
     def agent_page(self, floor: int, query: AgentQuery, evidence: Evidence) -> AgentPage:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping
+import threading
+from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
 import httpx
@@ -71,6 +72,7 @@ def create_app(
     keys = KeyStore(warden)
     internal_key = "mw_internal_" + secrets.token_urlsafe(24)
     internal = Principal("internal", "security", internal=True)  # this server reading itself back
+    http_path = _SelfReader(self_url, internal_key) if self_url else None
     jobs: Scheduler | None = None
     mcp_server = None
     if mcp:
@@ -82,13 +84,15 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         nonlocal jobs
         async with contextlib.AsyncExitStack() as stack:
+            if http_path is not None:
+                stack.callback(http_path.close)
             if mcp_server is not None:
                 await stack.enter_async_context(mcp_server.session_manager.run())
             if scheduler:
                 jobs = Scheduler(
                     warden,
                     interval=scheduler_interval,
-                    http_path=_http_read_path(self_url, internal_key) if self_url else None,
+                    http_path=http_path,
                 )
                 jobs.start_async()
             try:
@@ -346,7 +350,7 @@ def create_app(
         """A committed revocation's read-back, for a caller waiting on it: its
         record, or the state it is in when the read-back could not run now
         (the scheduler goes on trying)."""
-        readback = Scheduler(warden, http_path=_http_read_path(self_url, internal_key) if self_url else None)
+        readback = Scheduler(warden, http_path=http_path)
         return readback.read_back_committed(revocation_id, caller=who)
 
     install_console(app, warden, keys, read_back=read_back_now)
@@ -378,21 +382,38 @@ def create_app(
     return with_body_limit(app, warden.limits.longest_body)
 
 
-def _http_read_path(base_url: str, key: str) -> Callable[[str, list[str]], list[tuple[str, int]]]:
-    """The scheduler's read-back through this server's own query endpoint."""
+class _SelfReader:
+    """The scheduler's read-back through this server's own query endpoint.
 
-    def visible(tenant: str, ids: list[str]) -> list[tuple[str, int]]:
+    One client for the server's life: a client made a request sets up its
+    TLS context each time, tens of milliseconds of the interpreter's time
+    a read-back chunk, which every agent request waited behind."""
+
+    def __init__(self, base_url: str, key: str) -> None:
+        self._base_url, self._key = base_url, key
+        self._lock = threading.Lock()
+        self._client: httpx.Client | None = None
+
+    def _open(self) -> httpx.Client:
+        with self._lock:  # made again after a close: an app may be started more than once (tests)
+            if self._client is None:
+                self._client = httpx.Client(base_url=self._base_url, headers={"x-api-key": self._key}, timeout=30)
+            return self._client
+
+    def __call__(self, tenant: str, ids: list[str]) -> list[tuple[str, int]]:
+        client = self._open()
         found: list[tuple[str, int]] = []
         for start in range(0, len(ids), 100):  # keep the request line short
             chunk = ids[start : start + 100]
-            response = httpx.get(
-                f"{base_url}/v1/memories",
-                params={"tenant": tenant, "ids": chunk, "limit": len(chunk), "content": "false"},
-                headers={"x-api-key": key},
-                timeout=30,
+            response = client.get(
+                "/v1/memories", params={"tenant": tenant, "ids": chunk, "limit": len(chunk), "content": "false"}
             )
             response.raise_for_status()
             found.extend((m["memory_id"], m["version"]) for m in response.json()["memories"])
         return found
 
-    return visible
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None

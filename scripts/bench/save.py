@@ -123,7 +123,8 @@ class SameWrites:
         texts = {(r[0], r[1]): r for r in conn.execute("SELECT tenant, memory_id, * FROM texts")}
         index = {r[0]: r for r in conn.execute("SELECT rowid, rowid, summary, content FROM memories_fts")}
         counters = list(conn.execute("SELECT week, counter FROM stats"))
-        columns = {t: len(next(iter(conn.execute(f"SELECT * FROM {t} LIMIT 1")))) for t in ("events", "memories", "texts")}
+        tables = ("events", "memories", "texts")
+        columns = {t: len(next(iter(conn.execute(f"SELECT * FROM {t} LIMIT 1")))) for t in tables}
         conn.close()
         rows = []
         for m in items:
@@ -202,9 +203,7 @@ def main() -> None:
         return singles / seconds
 
     single_writes = SameWrites.captured(folder, [memory(0, i) for i in range(singles)], "single")
-    batch_writes = SameWrites.captured(
-        folder, [memory(k, i) for k in range(batches) for i in range(batch)], "batch"
-    )
+    batch_writes = SameWrites.captured(folder, [memory(k, i) for k in range(batches) for i in range(batch)], "batch")
 
     def same_single() -> float:
         conn = single_writes.store(folder / f"same-single-{next(counter)}.db")
@@ -290,10 +289,11 @@ def main() -> None:
     srv = statistics.median(single_revoked)
     sweeps = [sweep() for _ in range(runs)]
     sw, swf, expired = statistics.median(r[0] for r in sweeps), statistics.median(r[1] for r in sweeps), sweeps[0][2]
+    # fmt: off
     metrics = [
         Metric("single durable save vs the same writes, raw", s, "saves/s", ss, s / ss, ">= 0.5", s / ss >= 0.5),
         Metric("single durable save vs raw one-row commit (info: event and text only)", s, "saves/s", sr, s / sr,
-               "(info)", True),  # fmt: skip
+               "(info)", True),
         Metric(
             "single save in a store of 1,000 revocations vs in one of none",
             srv,
@@ -306,7 +306,7 @@ def main() -> None:
         Metric(f"batch save ({batch:,} a batch) vs the same writes, raw", m, "saves/s", ms, m / ms, ">= 0.2",
                m / ms >= 0.2),
         Metric("batch save vs raw executemany (info: event and text only)", m, "saves/s", mr, m / mr, "(info)",
-               True),  # fmt: skip
+               True),
         Metric("batch save vs single save", m, "saves/s", s, m / s, "(info)", True),
         Metric(
             f"expiry sweep of {expired:,} (of {swept:,})",
@@ -318,6 +318,7 @@ def main() -> None:
             sw <= 0.4 or swept != 100_000,
         ),
     ]
+    # fmt: on
     report("the save path", metrics, args.json_path)
 
 
