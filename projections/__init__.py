@@ -13,7 +13,7 @@ spelling what its SQL says its own way. The fold (``_fold``), the selectors
 from __future__ import annotations
 
 from ._access import Access
-from ._agent_page import AgentPage, AgentQuery, Evidence
+from ._agent_page import AgentPage, AgentQuery
 from ._asof import PointView, story
 from ._errors import AppendRefused, ProjectionDamaged
 from ._fold import (
@@ -28,7 +28,8 @@ from ._fold import (
     revoke_row,
 )
 from ._fts_documents import stored_texts
-from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_path
+from ._open import UnknownBackend, open_store, sqlite_path
+from ._port import Evidence, Store, Texts, ViewReader, ViewWriter, Write
 from ._rows import VIEW_COLUMNS, Key, parent_refs
 from ._runner import CheckResult, Projection, Projector, default_projections
 from ._selector import (

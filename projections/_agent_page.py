@@ -12,13 +12,10 @@ needs its evidence read too (PostgreSQL: ``_postgres_store``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar, Unpack
 
 from ._access import Access
 from ._rows import VIEW_COLUMNS
-
-if TYPE_CHECKING:
-    from ._port import ViewReader
 
 
 class AgentQuery(TypedDict):
@@ -34,9 +31,20 @@ class AgentQuery(TypedDict):
     offset: int
 
 
+class PageView(Protocol):
+    """What ``read_page`` asks of a view: a part of the port's ``ViewReader``,
+    named here because the port's module imports this one."""
+
+    def position(self) -> int: ...
+    def policies(self) -> dict[str, str]: ...
+    def agent_query(self, **query: Unpack[AgentQuery]) -> list[tuple[Any, ...]]: ...
+
+
+View = TypeVar("View", bound=PageView)
 # what the engine finds about a page's derived rows, read in the page's
-# own state: (view, policies, rows) -> by memory id
-Evidence = Callable[["ViewReader", dict[str, str], list[tuple[Any, ...]]], dict[str, Any]]
+# own state: (view, policies, rows) -> by memory id; the view is the
+# port's ``ViewReader`` (``Evidence`` in ``_port``)
+PageEvidence = Callable[[View, dict[str, str], list[tuple[Any, ...]]], dict[str, Any]]
 
 _DERIVED_FROM = VIEW_COLUMNS.index("derived_from")
 
@@ -59,7 +67,7 @@ def holds_derived(rows: Sequence[tuple[Any, ...]]) -> bool:
     return any(row[_DERIVED_FROM] != "[]" for row in rows)
 
 
-def read_page(view: ViewReader, query: AgentQuery, evidence: Evidence) -> AgentPage:
+def read_page(view: View, query: AgentQuery, evidence: PageEvidence[View]) -> AgentPage:
     """The page, read in ``view``'s snapshot."""
     rows = view.agent_query(**query)
     policies = view.policies()
