@@ -21,6 +21,7 @@ from ._access import Access
 from ._agent_page import AgentQuery
 from ._embedding_reads import EmbeddingReads
 from ._fold import TERMINAL_SQL
+from ._named import DueRow, Expiring, ReadbackState, Retiring, TenantCount, ViewRow
 from ._rows import (
     SELECT_MEMORIES,
     TEXT_JOIN,
@@ -144,11 +145,12 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
         where, args = self._naming("memory_id", memory_id, tenant, access)
         return [row_dict(r) for r in self.conn.execute(f"{SELECT_MEMORIES} WHERE {where} LIMIT ?", [*args, limit])]
 
-    def named_with_text(self, memory_id: str, *, tenant: str | None, access: Access) -> list[tuple[Any, ...]]:
+    def named_with_text(self, memory_id: str, *, tenant: str | None, access: Access) -> list[ViewRow]:
         """``named`` as ``VIEW_COLUMNS`` rows with their summary and stored
         content last (``get``: one statement for the row and its text)."""
         where, args = self._naming("memory_id", memory_id, tenant, access, alias="m")
-        return select_rows_with_text(self.conn, VIEW_COLUMNS, where, args, "LIMIT 2", texts=self.TEXTS)
+        found = select_rows_with_text(self.conn, VIEW_COLUMNS, where, args, "LIMIT 2", texts=self.TEXTS)
+        return [ViewRow._make(values) for values in found]
 
     def tenant_names(self, access: Access, limit: int = 1000) -> list[str]:
         """The tenants holding memories that ``access`` lets the caller read."""
@@ -204,10 +206,10 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
         ):
             yield checksum, None if content is None else bytes(content)
 
-    def agent_query(self, **query: Unpack[AgentQuery]) -> list[tuple[Any, ...]]:
+    def agent_query(self, **query: Unpack[AgentQuery]) -> list[ViewRow]:
         """One page of the agent query (``agent_query_sql``)."""
         sql, params = self.agent_query_sql(**query)
-        return self.conn.execute(sql, params).fetchall()
+        return [ViewRow._make(values) for values in self.conn.execute(sql, params).fetchall()]
 
     def agent_query_sql(
         self,
@@ -280,9 +282,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
 
     # -- what the scheduler and re-verification look for ----------------------------------
 
-    def past_expiry(
-        self, now: str, limit: int, after: tuple[str, str, str] | None = None
-    ) -> list[tuple[str, str, int, str]]:
+    def past_expiry(self, now: str, limit: int, after: tuple[str, str, str] | None = None) -> list[Expiring]:
         """(tenant, memory_id, version, expires_at) of usable memories at or past
         their expiry, the earliest first, after the (expires_at, tenant,
         memory_id) ``after``: a sweep pages on from where it stopped rather
@@ -293,12 +293,13 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
         if after is not None:
             where = " AND (expires_at, tenant, memory_id) > (?, ?, ?)"
             args.extend(after)
-        return self.conn.execute(
+        found = self.conn.execute(
             # the expiry index, not the status index, drives this
             f"SELECT tenant, memory_id, version, expires_at FROM memories WHERE {self.STATUS_UNINDEXED} = 'usable' "
             f"AND expires_at IS NOT NULL AND expires_at <= ?{where} ORDER BY expires_at, tenant, memory_id LIMIT ?",
             (*args, limit),
         ).fetchall()
+        return [Expiring._make(values) for values in found]
 
     def of_kinds(self, kinds: Iterable[str]) -> set[Key]:
         """(tenant, memory_id) of every memory of the given kinds."""
@@ -309,17 +310,17 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
             ).fetchall()
         )
 
-    def due(self, now: str, access: Access) -> list[tuple[str, str, str, str]]:
+    def due(self, now: str, access: Access) -> list[DueRow]:
         """(tenant, memory_id, source_url, reason) of what must be re-verified,
         in precedence (a memory may come more than once: the first counts):
         invalidated as ``revoked``, past expiry, failed checks, older policy
         versions; every statement confined to ``access``."""
         allowed, params = self.confine(access)
-        found: list[tuple[str, str, str, str]] = []
+        found: list[DueRow] = []
 
         def add(sql: str, args: list[Any], reason: str) -> None:
             found.extend(
-                (tenant, memory_id, url, reason)
+                DueRow(tenant, memory_id, url, reason)
                 for tenant, memory_id, url in self.conn.execute(
                     f"SELECT tenant, memory_id, source_url FROM memories WHERE {sql} AND {allowed}", [*args, *params]
                 )
@@ -368,13 +369,13 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
         ).fetchall()
         return [dict(zip(REVOCATION_FIELDS, row, strict=True)) for row in rows]
 
-    def would_revoke(self, selector: dict[str, Any]) -> list[tuple[str, int]]:
+    def would_revoke(self, selector: dict[str, Any]) -> list[TenantCount]:
         """(tenant, count) of the memories a revocation of ``selector``
         issued now would take out: the fold's own WHERE, counted."""
         where, params = selector_sql(selector)
         return [
-            (r[0], r[1])
-            for r in self.conn.execute(
+            TenantCount(tenant, count)
+            for tenant, count in self.conn.execute(
                 f"SELECT tenant, count(*) FROM memories WHERE ({where}) "
                 f"AND status NOT IN {TERMINAL_SQL} GROUP BY tenant ORDER BY tenant",
                 params,
@@ -388,13 +389,13 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
             f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND status NOT IN {TERMINAL_SQL}", params
         ).fetchall()
 
-    def would_retire(self, policy: str, version: str) -> list[tuple[str, int, int]]:
+    def would_retire(self, policy: str, version: str) -> list[Retiring]:
         """(tenant, count, Memory API count) of the memories a change of
         ``policy`` away from ``version`` (its current version key) would
         retire: those checked under it that are not already out for good."""
         return [
-            (r[0], r[1], r[2])
-            for r in self.conn.execute(
+            Retiring(tenant, count, memory_api)
+            for tenant, count, memory_api in self.conn.execute(
                 "SELECT tenant, count(*), sum(CASE WHEN kind = 'agent_memory' THEN 1 ELSE 0 END) FROM memories "
                 f"WHERE policy = ? AND revocation_version = ? AND status NOT IN {TERMINAL_SQL} "
                 "GROUP BY tenant ORDER BY tenant",
@@ -421,12 +422,12 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
             )
         ]
 
-    def readback_state(self, revocation_id: str) -> tuple[str | None, str | None] | None:
+    def readback_state(self, revocation_id: str) -> ReadbackState | None:
         """(readback_status, leaked_ids JSON) of a revocation; None if there is none."""
         row = self.conn.execute(
             "SELECT readback_status, leaked_ids FROM revocations WHERE revocation_id = ?", (revocation_id,)
         ).fetchone()
-        return (row[0], row[1]) if row else None
+        return ReadbackState(row[0], row[1]) if row else None
 
     def revoked_by(self, revocation: dict[str, Any]) -> list[Key]:
         """(tenant, memory_id) of what ``revocation`` covers, by memory id."""

@@ -43,6 +43,7 @@ import numpy as np
 import structlog
 from memwarden.events import EVENT_TYPES
 
+from ._named import VectorChange
 from ._vector_files import IndexFiles
 from ._vector_kinds import KINDS, Exact, Hnsw, normalised
 
@@ -61,16 +62,19 @@ class VectorReads:
 
     conn: Any
 
-    def vectors_since(self, tenant: str, dims: int, after_seq: int) -> list[tuple[str, Any]]:
+    def vectors_since(self, tenant: str, dims: int, after_seq: int) -> list[VectorChange]:
         """(memory_id, vector bytes or None) of the tenant's memories changed
         after ``after_seq``: None where the current version has no vector of
         ``dims`` (never had one, or it was erased)."""
         return list(
-            self.conn.execute(
-                "SELECT m.memory_id, v.vector FROM memories m LEFT JOIN vectors v ON v.tenant = m.tenant "
-                "AND v.memory_id = m.memory_id AND v.version = m.version AND v.dims = ? "
-                "WHERE m.tenant = ? AND m.last_seq > ?",
-                (dims, tenant, after_seq),
+            map(
+                VectorChange._make,
+                self.conn.execute(
+                    "SELECT m.memory_id, v.vector FROM memories m LEFT JOIN vectors v ON v.tenant = m.tenant "
+                    "AND v.memory_id = m.memory_id AND v.version = m.version AND v.dims = ? "
+                    "WHERE m.tenant = ? AND m.last_seq > ?",
+                    (dims, tenant, after_seq),
+                ),
             )
         )
 
@@ -96,7 +100,7 @@ class VectorView(Protocol):
     backends that implement the port import this module."""
 
     def position(self) -> int: ...
-    def vectors_since(self, tenant: str, dims: int, after_seq: int) -> list[tuple[str, Any]]: ...
+    def vectors_since(self, tenant: str, dims: int, after_seq: int) -> list[VectorChange]: ...
     def current_vectors(self, tenant: str, dims: int, memory_ids: list[str]) -> dict[str, Any]: ...
 
 
