@@ -2,7 +2,8 @@
 store the engine reaches them through.
 
 ``Store`` (``_port``) is the port: what the engine asks of storage, in its
-own words. ``SQLiteStore`` (``_sqlite_store``) is the embedded backend,
+own words, its rows named (``_named``); ``open_store`` (``_open``) opens the
+backend a URL names, so the port imports none. ``SQLiteStore`` (``_sqlite_store``) is the embedded backend,
 ``PostgresStore`` (``_postgres_store``, imported when a URL names it) the
 shared one; every question either answers, the agent query's SQL among
 them, is a method of ``SQLView`` (``_sql_view``), each backend's view
