@@ -1,4 +1,9 @@
-"""memwarden.events: event models, the canonical encoding and the log backends."""
+"""memwarden.events: event models, the canonical encoding and the log backends.
+
+What only one backend's store shares with its log has a public module of
+its own: ``memwarden.events.sqlite`` (schema helpers) and
+``memwarden.events.postgres`` (the PostgreSQL log, which needs the driver,
+an extra; its names are also here, imported when first asked for)."""
 
 from __future__ import annotations
 
