@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
@@ -203,3 +205,12 @@ def test_the_store_port_names_no_backend() -> None:
     assert not backends, f"projections/_port.py imports the backends {backends}"
     tree = ast.parse((ROOT / "projections" / "_port.py").read_text("utf-8"))
     assert not imports(tree) & DRIVERS
+
+
+def test_events_and_the_store_import_without_the_postgresql_driver() -> None:
+    """psycopg is an extra: only ``memwarden.events.postgres`` and the
+    PostgreSQL store need it, imported when a URL names PostgreSQL."""
+    blocked = "import sys; sys.modules['psycopg'] = sys.modules['psycopg_pool'] = None; "
+    code = blocked + "import memwarden.events, memwarden.projections, memwarden.engine"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
