@@ -68,7 +68,7 @@ class SharedBackoff(HostBackoff):
     def waits_until(self, host: str) -> float:
         with self.warden.reading() as view:
             held = view.backoff(host)
-        return held[1] if held is not None else 0.0
+        return held.until if held is not None else 0.0
 
     def record(self, host: str, ok: bool, now: float, rule: Rule | None = None) -> float:
         if ok:
@@ -79,7 +79,8 @@ class SharedBackoff(HostBackoff):
                 tx.view.clear_backoff(host)
             return 0.0
         with self.warden.transaction() as tx:
-            failures = (tx.view.backoff(host) or (0, 0.0))[0] + 1
+            held = tx.view.backoff(host)
+            failures = (held.failures if held is not None else 0) + 1
             until = now + self.delay(failures, rule)
             tx.view.set_backoff(host, failures, until)
         return until

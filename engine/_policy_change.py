@@ -27,9 +27,9 @@ def _retiring(view: ViewReader, policy: str) -> dict[str, Any]:
     """What leaving the current version of ``policy`` retires now."""
     tenants = view.would_retire(policy, version_key(version_of(view, policy)))
     return {
-        "retired": sum(n for _, n, _ in tenants),
-        "memory_api": sum(m for _, _, m in tenants),
-        "tenants": [{"tenant": t, "retired": n, "memory_api": m} for t, n, m in tenants],
+        "retired": sum(t.count for t in tenants),
+        "memory_api": sum(t.memory_api for t in tenants),
+        "tenants": [{"tenant": t.tenant, "retired": t.count, "memory_api": t.memory_api} for t in tenants],
     }
 
 

@@ -127,8 +127,10 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
         current = tx.view.readback_state(revocation_id)
         if current is None:
             raise RevocationNotFound(revocation_id)
-        status, previous = current
-        if status == "confirmed" or (status == "failed" and leaked and json.loads(previous or "[]") == sorted(leaked)):
+        status = current.status
+        if status == "confirmed" or (
+            status == "failed" and leaked and json.loads(current.leaked_ids or "[]") == sorted(leaked)
+        ):
             return {**revocation_of(warden, revocation_id), "written": False}
         if leaked:
             event: Any = ReadbackFailed(

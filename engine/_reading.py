@@ -13,7 +13,7 @@ from memwarden.events import (
     content_checksum,
     unstorable,
 )
-from memwarden.projections import STATUSES, TERMINAL, AgentQuery, ViewReader
+from memwarden.projections import STATUSES, TERMINAL, AgentQuery, ViewReader, ViewRow
 
 from ._core import Core, log
 from ._derivation import Judge
@@ -22,7 +22,7 @@ from ._gate import ParentState, decide
 from ._limits import MAX_PAGE
 from ._rights import Principal, confine_agent, confine_tenant, operation, shows_text, told_of
 from ._versions import in_force, version_of
-from ._views import CHECKSUM, DERIVED_FROM, POLICY, STATUS, TENANT, MemoryView, derivation_row, gate_row
+from ._views import MemoryView, derivation_row, gate_row
 
 MAX_LIMIT = MAX_PAGE
 MAX_OFFSET = 100_000
@@ -45,44 +45,44 @@ def get(
         if len(found) > 1:
             raise AmbiguousMemory(memory_id)
         values = found[0]
-        policy_version = version_of(view, values[POLICY])
+        policy_version = version_of(view, values.policy)
         parents = Judge(view, now, view.policies()).parents(derivation_row(values))
     return _judge(core, values, policy_version, now, parents, caller)
 
 
 def _judge(
     core: Core,
-    values: Sequence[Any],
+    values: ViewRow,
     policy_version: int,
     now: str,
     parents: Sequence[ParentState],
     caller: Principal,
 ) -> MemoryView:
     """Apply the gate to one row selected as ``VIEW_COLUMNS`` with its
-    summary and stored content (the last two values), its evidence
+    summary and stored content, its evidence
     already judged; on a checksum mismatch, record it, quarantine, and
     try a resync. What the caller is told of it is ``_rights``': a detail
     naming evidence it may not see is said without that evidence's state
     (``told_of``), and of a memory whose text it may not receive
     (``shows_text``) it gets no summary and no checksum (a short text is
     found again from its hash)."""
-    status, data = values[STATUS], values[-1]
-    tenant = values[TENANT]
+    status, data = values.status, values.content
+    tenant = values.tenant
 
     def judged(row: Any, content_ok: bool | None) -> Any:
         decision = decide(row, now=now, policy_version=policy_version, content_ok=content_ok, parents=parents)
         return told_of(caller, tenant, decision, parents)
 
     if status == "erased" or status == "revoked":
-        view = MemoryView.of_values(values, judged(gate_row(values), None), None, values[-2])
-    elif (ok := actual_checksum(data) == values[CHECKSUM]) and status != "quarantined":
+        view = MemoryView.of_values(values, judged(gate_row(values), None), None, values.summary)
+    elif (ok := actual_checksum(data) == values.checksum) and status != "quarantined":
         decision = judged(gate_row(values), True)
-        view = MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, values[-2])
+        view = MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, values.summary)
     else:
-        row, ok, text = _integrity(core, (tenant, values[0]), data, ok)
+        row, ok, text = _integrity(core, (tenant, values.memory_id), data, ok)
         if row is None:
-            raise MemoryNotFound(values[0])
-        view = MemoryView.of(row, judged(row, ok), text if ok else None, values[-2])
+            raise MemoryNotFound(values.memory_id)
+        view = MemoryView.of(row, judged(row, ok), text if ok else None, values.summary)
     if not shows_text(caller, view.status):
         view = view._replace(summary=None, checksum=None)
     return view
@@ -199,9 +199,9 @@ def query(
     wanted = limit + offset
     position = 0
 
-    def evidence(view: ViewReader, policies: dict[str, str], rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+    def evidence(view: ViewReader, policies: dict[str, str], rows: list[ViewRow]) -> dict[str, Any]:
         judge = Judge(view, now, policies)
-        return {v[0]: judge.parents(derivation_row(v)) for v in rows if v[DERIVED_FROM] != "[]"}
+        return {v.memory_id: judge.parents(derivation_row(v)) for v in rows if v.derived_from != "[]"}
 
     while len(views) < wanted:
         size = max(wanted - len(views), 16)
@@ -217,8 +217,8 @@ def query(
         )
         page = core.agent_page(min_seq, query, evidence)
         for values in page.rows:
-            parents = page.evidence.get(values[0], ())
-            view = _judge(core, values, in_force(page.policies, values[POLICY]), now, parents, caller)
+            parents = page.evidence.get(values.memory_id, ())
+            view = _judge(core, values, in_force(page.policies, values.policy), now, parents, caller)
             if not with_content:
                 view = _without_content(view)
             if include_unusable or view.usable:

@@ -30,7 +30,7 @@ from typing import Any
 
 import structlog
 from memwarden.events import MemoryReembedded, Vector
-from memwarden.projections import TERMINAL
+from memwarden.projections import TERMINAL, StaleVector
 
 from ._core import Core
 from ._embedders import Embedder
@@ -88,9 +88,9 @@ def embedding_status(core: Core, *, tenant: str | None = None, caller: Principal
         "embedder": embedder.name if embedder is not None else None,
         "dims": embedder.dims if embedder is not None else None,
         "tenant": tenant,
-        "versions": sum(n for _, _, n in counts),
+        "versions": sum(c.versions for c in counts),
         "stale": stale,
-        "by_embedder": [{"embedder": e, "dims": d, "versions": n} for e, d, n in counts],
+        "by_embedder": [{"embedder": c.embedder, "dims": c.dims, "versions": c.versions} for c in counts],
     }
 
 
@@ -122,7 +122,7 @@ def reembed(
             rows = view.stale_vectors(embedder.name, embedder.dims, batch, after, tenant)
         if not rows:
             break
-        after = (rows[-1][0], rows[-1][1])
+        after = (rows[-1].tenant, rows[-1].memory_id)
         _one_batch(core, embedder, rows, result, actor or caller.actor)
         result.batches += 1
     with core.reading() as view:
@@ -137,10 +137,10 @@ def reembed(
     return result
 
 
-def _one_batch(core: Core, embedder: Embedder, rows: list[Any], result: ReembedResult, actor: str) -> None:
-    texts: list[tuple[Any, str]] = []
+def _one_batch(core: Core, embedder: Embedder, rows: list[StaleVector], result: ReembedResult, actor: str) -> None:
+    texts: list[tuple[StaleVector, str]] = []
     for row in rows:
-        t, m, v, checksum = row[0], row[1], row[2], row[3]
+        t, m, v, checksum = row.tenant, row.memory_id, row.version, row.checksum
         summary = core.texts.summary(t, m, v)
         content = core.texts.content(t, m, v, checksum)
         if summary is None or content is None:
@@ -151,10 +151,10 @@ def _one_batch(core: Core, embedder: Embedder, rows: list[Any], result: ReembedR
         return
     vectors = embedder.embed([text for _, text in texts])
     with core.transaction() as tx:
-        now = tx.view.rows([(row[0], row[1]) for row, _ in texts])
+        now = tx.view.rows([(row.tenant, row.memory_id) for row, _ in texts])
         events, kept = [], []
         for (row, _), vector in zip(texts, vectors, strict=True):
-            t, m, v = row[0], row[1], row[2]
+            t, m, v = row.tenant, row.memory_id, row.version
             current = now.get((t, m))
             if current is None or current["version"] != v or current["status"] in NEVER:
                 _skip(result, t, m, v, "changed_meanwhile")
@@ -167,8 +167,8 @@ def _one_batch(core: Core, embedder: Embedder, rows: list[Any], result: ReembedR
                     version=v,
                     embedder=embedder.name,
                     embedding_dims=embedder.dims,
-                    previous_embedder=row[4],
-                    previous_dims=row[5],
+                    previous_embedder=row.embedder,
+                    previous_dims=row.dims,
                     actor=actor,
                 )
             )

@@ -79,9 +79,9 @@ def preview_revocation(
         "selector": sel.model_dump(mode="json", exclude_defaults=True),
         "effective_at": effective,
         "everything": sel.everything,
-        "covered": sum(n for _, n in tenants),
+        "covered": sum(t.count for t in tenants),
         "cascaded": cascaded,
-        "tenants": [{"tenant": t, "covered": n} for t, n in tenants],
+        "tenants": [{"tenant": t.tenant, "covered": t.count} for t in tenants],
     }
 
 

@@ -95,7 +95,7 @@ class Scheduler:
             if not rows:
                 return written
             last = rows[-1]
-            after = (last[3], last[0], last[1])
+            after = (last.expires_at, last.tenant, last.memory_id)
             events = [
                 MemoryExpired(
                     event_id=expiry_event_id(t, m, v, e),

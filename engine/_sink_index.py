@@ -46,7 +46,7 @@ class IndexSink:
         if embedder is not None:
             found.add(embedder.dims)
         with self.core.reading() as view:
-            found.update(d for _, d, _ in view.embedding_counts(tenant) if d is not None)
+            found.update(c.dims for c in view.embedding_counts(tenant) if c.dims is not None)
         return sorted(found)
 
     def held(self, notice_id: str, ids: dict[str, list[str]]) -> dict[str, list[str]]:

@@ -268,8 +268,8 @@ def due(warden: Core, *, limit: int | None = None, caller: Principal) -> list[Du
     items: dict[tuple[str, str], DueItem] = {}
     with warden.reading() as view:
         rows = view.due(now, caller.access)
-    for tenant, memory_id, url, reason in rows:  # the first reason a memory comes with counts
-        items.setdefault((memory_id, tenant), DueItem(memory_id, url, reason, tenant))
+    for row in rows:  # the first reason a memory comes with counts
+        items.setdefault((row.memory_id, row.tenant), DueItem(row.memory_id, row.source_url, row.reason, row.tenant))
     ordered = sorted(items)  # by memory id, then tenant
     return [items[k] for k in (ordered[:limit] if limit is not None else ordered)]
 

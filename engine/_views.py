@@ -3,43 +3,36 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from memwarden.events import version_value
-from memwarden.projections import VIEW_COLUMNS, parent_refs
+from memwarden.projections import VIEW_COLUMNS, ViewRow, parent_refs
 
 from ._gate import Decision
 
 _view_values = operator.itemgetter(*VIEW_COLUMNS)
-# Every reader of a row by position lives in this module, held to the
-# names by tests/test_query.py.
-STATUS, CHECKSUM, POLICY, DERIVED_FROM, TENANT = (
-    VIEW_COLUMNS.index(c) for c in ("status", "checksum", "policy", "derived_from", "tenant")
-)
 
 
-def gate_row(v: Sequence[Any]) -> dict[str, Any]:
-    """What the gate reads of a row selected as ``VIEW_COLUMNS``: the one
-    place that reads a row by position, since a literal is much quicker
-    than zipping names (BENCHMARKS.md, "Choices in the code"); tests hold it
-    to the names."""
+def gate_row(v: ViewRow) -> dict[str, Any]:
+    """What the gate reads of a row the store selected as ``VIEW_COLUMNS``:
+    a dict literal of the row's fields (quicker than zipping names,
+    BENCHMARKS.md, "Choices in the code")."""
     return {
-        "memory_id": v[0],
-        "status": v[2],
-        "tenant": v[5],
-        "expires_at": v[13],
-        "policy": v[15],
-        "revocation_version": v[16],
-        "revoked_by": v[19],
-        "invalidation_reason": v[20],
+        "memory_id": v.memory_id,
+        "status": v.status,
+        "tenant": v.tenant,
+        "expires_at": v.expires_at,
+        "policy": v.policy,
+        "revocation_version": v.revocation_version,
+        "revoked_by": v.revoked_by,
+        "invalidation_reason": v.invalidation_reason,
     }
 
 
-def derivation_row(v: Sequence[Any]) -> dict[str, Any]:
+def derivation_row(v: ViewRow) -> dict[str, Any]:
     """What ``Judge.parents`` reads of a row selected as ``VIEW_COLUMNS``."""
-    return {"memory_id": v[0], "tenant": v[5], "derived_from": v[DERIVED_FROM]}
+    return {"memory_id": v.memory_id, "tenant": v.tenant, "derived_from": v.derived_from}
 
 
 class MemoryView(NamedTuple):
@@ -72,35 +65,43 @@ class MemoryView(NamedTuple):
 
     @classmethod
     def of(cls, row: dict[str, Any], decision: Decision, content: str | None, summary: str | None) -> MemoryView:
-        return cls.of_values(_view_values(row), decision, content, summary)
+        """From a whole row (a dict of every column), as ``of_values``."""
+        return cls.of_values(ViewRow._make((*_view_values(row), summary, None)), decision, content, summary)
 
     @classmethod
-    def of_values(cls, v: Sequence[Any], decision: Decision, content: str | None, summary: str | None) -> MemoryView:
-        """From a row selected as ``VIEW_COLUMNS`` (no dict in between, and
-        ``_make`` rather than the generated ``__new__``: a query makes a
-        hundred of these per call)."""
+    def of_values(cls, v: ViewRow, decision: Decision, content: str | None, summary: str | None) -> MemoryView:
+        """From a row the store selected as ``VIEW_COLUMNS`` (no dict in
+        between, and ``_make`` rather than the generated ``__new__``: a
+        query makes a hundred of these per call)."""
         return cls._make(
             (
-                v[0],
-                v[1],
-                v[2],
+                v.memory_id,
+                v.version,
+                v.status,
                 decision.usable,
                 decision.reason,
                 decision.action,
                 decision.detail,
-                v[3],
+                v.kind,
                 summary,
-                None if v[2] == "erased" else v[4],
+                None if v.status == "erased" else v.checksum,
                 content if decision.usable else None,
-                {"tenant": v[5], "project": v[6], "permission": v[7], "user": v[8], "agent": v[9], "tool": v[10]},
-                v[11],
-                v[12],
-                v[13],
-                v[14],
-                v[15],
-                version_value(v[16]),
-                parent_refs(v[0], v[17]),
-                v[18],
+                {
+                    "tenant": v.tenant,
+                    "project": v.project,
+                    "permission": v.permission,
+                    "user": v.user,
+                    "agent": v.agent,
+                    "tool": v.tool,
+                },
+                v.source_url,
+                v.fetched_at,
+                v.expires_at,
+                v.verified_at,
+                v.policy,
+                version_value(v.revocation_version),
+                parent_refs(v.memory_id, v.derived_from),
+                v.last_seq,
             )
         )
 

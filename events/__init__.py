@@ -1,4 +1,9 @@
-"""memwarden.events: event models, the canonical encoding and the log backends."""
+"""memwarden.events: event models, the canonical encoding and the log backends.
+
+What only one backend's store shares with its log has a public module of
+its own: ``memwarden.events.sqlite`` (schema helpers) and
+``memwarden.events.postgres`` (the PostgreSQL log, which needs the driver,
+an extra; its names are also here, imported when first asked for)."""
 
 from __future__ import annotations
 
@@ -44,12 +49,14 @@ from ._models import (
     new_id,
 )
 from ._recorded import (
+    ROW_COLUMNS,
     ChainReport,
     EventLog,
     Head,
     LegacyTenants,
     RecordedEvent,
     current_schema_version,
+    event_from_row,
     register_upcaster,
 )
 from ._sqlite import SQLiteEventLog, Synchronous, WriteTransaction, connect, legacy_tenants
@@ -79,6 +86,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "GENESIS_HASH",
+    "ROW_COLUMNS",
     "SERVER_ERRORS",
     "SUMMARY_TEXT",
     "TEXT_JOIN",
@@ -137,6 +145,7 @@ __all__ = [
     "connect",
     "content_checksum",
     "current_schema_version",
+    "event_from_row",
     "format_ts",
     "has_user_info",
     "iso_week",
@@ -167,7 +176,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     # the PostgreSQL log needs the driver, an extra: imported when asked for
     if name in ("PostgresEventLog", "PostgresTextStore", "QmarkConnection"):
-        from . import _postgres
+        from . import postgres
 
-        return getattr(_postgres, name)
+        return getattr(postgres, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,7 +26,7 @@ from ._recorded import (
     Head,
     LegacyTenants,
     RecordedEvent,
-    Row,
+    StoredRow,
     check_rows,
     event_from_row,
 )
@@ -84,7 +84,7 @@ def parse_text_line(text: str, line_no: int) -> Texts:
     return Texts(body["tenant"], body["memory_id"], body["version"], body["summary"], body["content"])
 
 
-def parse_line(text: str, line_no: int) -> Row:
+def parse_line(text: str, line_no: int) -> StoredRow:
     """One JSONL line as a row, or ``LogDamaged`` naming the line."""
     data = _json_object(text, line_no)
     keys = set(data)
@@ -99,7 +99,7 @@ def parse_line(text: str, line_no: int) -> Row:
             raise LogDamaged(f"{key}: must be a string", line=line_no)
     if not isinstance(data["payload"], dict):
         raise LogDamaged("payload: must be a JSON object", line=line_no)
-    return (
+    return StoredRow(
         data["seq"],
         data["event_id"],
         data["type"],
@@ -148,40 +148,40 @@ def read_verified(path: str | Path, *, validate: bool = True, max_line: int | No
         numbered = iter_lines(fh, max_line)
         line_of: dict[int, int] = {}
 
-        def rows() -> Iterator[Row]:
+        def rows() -> Iterator[StoredRow]:
             for number, text in numbered:
                 if is_text_line(text):
                     continue  # an export's texts: read_texts checks them
                 row = parse_line(text, number)
-                line_of[row[0]] = number
+                line_of[row.seq] = number
                 learn_tenant(tenants, row)
                 yield row
 
         prev_seq = 0
         for row, damage in check_rows(rows(), prev_seq=0, prev_hash=EMPTY_HEAD.hash, prev_time=None):
-            line = line_of.pop(row[0], None)
+            line = line_of.pop(row.seq, None)
             if damage is not None:
-                raise LogDamaged(damage.problem, line=line, seq=row[0])
+                raise LogDamaged(damage.problem, line=line, seq=row.seq)
             record = event_from_row(row, tenants)
             if validate:
                 try:
                     record.to_model()
                 except ValueError as exc:
                     raise LogDamaged(
-                        f"event at seq {row[0]} is not a valid {row[2]}: {exc}", line=line, seq=row[0]
+                        f"event at seq {row.seq} is not a valid {row.type}: {exc}", line=line, seq=row.seq
                     ) from None
-            prev_seq = row[0]
+            prev_seq = row.seq
             yield record
         del prev_seq
 
 
-def learn_tenant(tenants: LegacyTenants, row: Row) -> None:
+def learn_tenant(tenants: LegacyTenants, row: StoredRow) -> None:
     """Rows read in seq order teach ``tenants`` each schema-1 stream's
     tenant from its first save, which comes before its other events."""
-    if row[2] == "memory.saved" and row[8] == 1:
-        scope = json.loads(row[9]).get("scope")
+    if row.type == "memory.saved" and row.schema_version == 1:
+        scope = json.loads(row.payload).get("scope")
         if isinstance(scope, dict) and isinstance(scope.get("tenant"), str):
-            tenants.learn(row[3], scope["tenant"])
+            tenants.learn(row.stream, scope["tenant"])
 
 
 Checksums = dict[tuple[str, str, int], tuple[str, str]]
@@ -302,10 +302,10 @@ class JsonlEventLog:
                 fh.truncate(good)
                 os.fsync(fh.fileno())
 
-    def _remember(self, row: Row) -> None:
-        self._ids[row[1]] = (row[0], row[2], row[3], row[9])
-        self._versions[row[3]] = row[4]
-        self._head = Head(row[0], row[11], row[6])
+    def _remember(self, row: StoredRow) -> None:
+        self._ids[row.event_id] = (row.seq, row.type, row.stream, row.payload)
+        self._versions[row.stream] = row.stream_version
+        self._head = Head(row.seq, row.hash, row.recorded_at)
 
     def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
         with self._lock:
@@ -333,7 +333,7 @@ class JsonlEventLog:
                 self._cut_back(size)
                 raise
             for r in batch.records:
-                self._remember(r.row())
+                self._remember(StoredRow._make(r.row()))
             return batch.positions
 
     def _cut_back(self, size: int) -> None:
@@ -346,7 +346,7 @@ class JsonlEventLog:
         except OSError:
             log.error("jsonl_cut_back_failed", path=str(self.path), size=size)
 
-    def _rows(self) -> Iterator[Row]:
+    def _rows(self) -> Iterator[StoredRow]:
         with open(self.path, "rb") as fh:
             for number, text in iter_lines(fh):
                 row = parse_line(text, number)
@@ -357,9 +357,11 @@ class JsonlEventLog:
         self, after_seq: int = 0, until_seq: int | None = None, until_time: str | None = None
     ) -> Iterator[RecordedEvent]:
         for row in self._rows():
-            if row[0] <= after_seq:
+            if row.seq <= after_seq:
                 continue
-            if (until_seq is not None and row[0] > until_seq) or (until_time is not None and row[6] > until_time):
+            if (until_seq is not None and row.seq > until_seq) or (
+                until_time is not None and row.recorded_at > until_time
+            ):
                 return
             yield event_from_row(row, self._tenants)
 
@@ -374,10 +376,10 @@ class JsonlEventLog:
             for row, damage in check_rows(self._rows(), prev_seq=0, prev_hash=EMPTY_HEAD.hash, prev_time=None):
                 if damage is not None:
                     return ChainReport(False, self._head.seq, last.hash, checked, damage.first_bad, damage.problem)
-                if row[0] >= from_seq:
+                if row.seq >= from_seq:
                     checked += 1
-                last = Head(row[0], row[11], row[6])
-                if to_seq is not None and row[0] >= to_seq:
+                last = Head(row.seq, row.hash, row.recorded_at)
+                if to_seq is not None and row.seq >= to_seq:
                     break
         except LogDamaged as exc:
             return ChainReport(False, self._head.seq, last.hash, checked, last.seq + 1, str(exc))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -31,21 +31,17 @@ from ._errors import StorageError
 from ._log_reads import LogReads
 from ._models import Event
 from ._postgres_schema import PlannerStatistics, install_schema
-from ._postgres_write import PostgresWriteTransaction, look_up
+from ._postgres_write import PostgresWriteTransaction, Reactor, Subscriber, look_up
 from ._recorded import (
     EMPTY_HEAD,
     ChainReport,
     Head,
     LegacyTenants,
-    RecordedEvent,
     chain_end,
     check_rows,
 )
 from ._texts import ERASED_TEXT, TextStore
 from ._time import Clock, SystemClock
-
-Subscriber = Callable[[psycopg.Connection, Sequence[RecordedEvent]], None]
-
 
 _HEAD_FOR_UPDATE = "SELECT seq, hash, recorded_at FROM log_head FOR UPDATE"
 _BEGIN_LOCKED = f"BEGIN; {_HEAD_FOR_UPDATE}"
@@ -205,7 +201,7 @@ class PostgresEventLog(LogReads):
         self.path = redacted(url)
         self.clock: Clock = clock or SystemClock()
         self.subscribers: list[Subscriber] = list(subscribers)
-        self.reactors: list[Callable[[PostgresWriteTransaction, Sequence[RecordedEvent]], None]] = []
+        self.reactors: list[Reactor] = []
         # writes go through one connection under one lock; reads take a
         # connection of the pool, so they never wait for a write (a long
         # revocation, a rebuild) and a server's threads read side by side

@@ -5,9 +5,9 @@ the transaction and holds its lock; this module is what runs inside it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.copy import LibpqWriter
@@ -16,9 +16,7 @@ from ._append import Existing, check_imported, prepare_batch
 from ._errors import LogDamaged
 from ._models import Event
 from ._recorded import ROW_COLUMNS, ROW_WIDTH, Head, RecordedEvent, Row, imported_tail
-
-if TYPE_CHECKING:
-    from ._postgres import PostgresEventLog
+from ._time import Clock
 
 # every commit that appends tells the processes LISTENing here its new head
 NOTIFY_CHANNEL = "memwarden_log"
@@ -111,11 +109,26 @@ class _CopyStream:
             self._opened.__exit__(*exc_info)  # an error propagating ends the COPY as failed
 
 
+# runs in every write transaction after its events are written, on its connection
+Subscriber = Callable[[psycopg.Connection, Sequence[RecordedEvent]], None]
+# runs after the subscribers and may append what the new events imply
+Reactor = Callable[["PostgresWriteTransaction", Sequence[RecordedEvent]], None]
+
+
+class Publishing(Protocol):
+    """What a transaction needs of the log that opened it (``PostgresEventLog``),
+    named here so that this module need not import the log back."""
+
+    clock: Clock
+    subscribers: list[Subscriber]
+    reactors: list[Reactor]
+
+
 class PostgresWriteTransaction:
     """A write transaction holding the log head's row lock: no other writer,
     on any host, appends until it commits."""
 
-    def __init__(self, log: PostgresEventLog, conn: psycopg.Connection, head: Head) -> None:
+    def __init__(self, log: Publishing, conn: psycopg.Connection, head: Head) -> None:
         self.log = log
         self.conn = conn
         self.recorded: list[RecordedEvent] = []

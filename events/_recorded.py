@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ._canonical import GENESIS_HASH, canonical_json, chain_hash, content_checksum, preimage_bytes
 from ._errors import EventRowDamaged, LogDiverged
@@ -193,6 +193,29 @@ ROW_WIDTH = len(ROW_COLUMNS.split(", "))
 Row = tuple[int, str, str, str, int, str, str, str, int, str, str, str]
 
 
+class StoredRow(NamedTuple):
+    """A ``Row`` by name, where memwarden builds the row itself (a JSONL
+    line) rather than a driver fetching it: the fields are ``ROW_COLUMNS``."""
+
+    seq: int
+    event_id: str
+    type: str
+    stream: str
+    stream_version: int
+    occurred_at: str
+    recorded_at: str
+    actor: str
+    schema_version: int
+    payload: str  # canonical JSON text
+    prev_hash: str
+    hash: str
+
+
+# the JSONL rows are named by the columns every backend selects, in that order
+if StoredRow._fields != tuple(ROW_COLUMNS.split(", ")):
+    raise AssertionError(f"StoredRow's fields are not ROW_COLUMNS: {StoredRow._fields}")
+
+
 def row_hash(row: Row) -> str:
     """The hash a stored row should carry, recomputed from its content."""
     # preimage_bytes takes its fields in ROW_COLUMNS order: the row up to its hash
@@ -282,9 +305,12 @@ class Damage(NamedTuple):
     first_bad: int
 
 
+AnyRow = TypeVar("AnyRow", bound=Row)
+
+
 def check_rows(
-    rows: Iterable[Row], *, prev_seq: int, prev_hash: str | None, prev_time: str | None
-) -> Iterator[tuple[Row, Damage | None]]:
+    rows: Iterable[AnyRow], *, prev_seq: int, prev_hash: str | None, prev_time: str | None
+) -> Iterator[tuple[AnyRow, Damage | None]]:
     """Walk rows in seq order; yield each row with the damage found, if any.
 
     Shared by every backend so that "what counts as damage" is defined once.

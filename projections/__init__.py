@@ -2,7 +2,8 @@
 store the engine reaches them through.
 
 ``Store`` (``_port``) is the port: what the engine asks of storage, in its
-own words. ``SQLiteStore`` (``_sqlite_store``) is the embedded backend,
+own words, its rows named (``_named``); ``open_store`` (``_open``) opens the
+backend a URL names, so the port imports none. ``SQLiteStore`` (``_sqlite_store``) is the embedded backend,
 ``PostgresStore`` (``_postgres_store``, imported when a URL names it) the
 shared one; every question either answers, the agent query's SQL among
 them, is a method of ``SQLView`` (``_sql_view``), each backend's view
@@ -13,7 +14,7 @@ spelling what its SQL says its own way. The fold (``_fold``), the selectors
 from __future__ import annotations
 
 from ._access import Access
-from ._agent_page import AgentPage, AgentQuery, Evidence
+from ._agent_page import AgentPage, AgentQuery
 from ._asof import PointView, story
 from ._errors import AppendRefused, ProjectionDamaged
 from ._fold import (
@@ -28,7 +29,21 @@ from ._fold import (
     revoke_row,
 )
 from ._fts_documents import stored_texts
-from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_path
+from ._named import (
+    Backoff,
+    Child,
+    DueRow,
+    EmbeddingCount,
+    Expiring,
+    ReadbackState,
+    Retiring,
+    StaleVector,
+    TenantCount,
+    VectorChange,
+    ViewRow,
+)
+from ._open import UnknownBackend, open_store, sqlite_path
+from ._port import Evidence, Store, Texts, ViewReader, ViewWriter, Write
 from ._rows import VIEW_COLUMNS, Key, parent_refs
 from ._runner import CheckResult, Projection, Projector, default_projections
 from ._selector import (
@@ -66,8 +81,13 @@ __all__ = [
     "AgentPage",
     "AgentQuery",
     "AppendRefused",
+    "Backoff",
     "CheckResult",
+    "Child",
+    "DueRow",
+    "EmbeddingCount",
     "Evidence",
+    "Expiring",
     "IndexSettings",
     "Key",
     "LogWrite",
@@ -76,16 +96,22 @@ __all__ = [
     "Projection",
     "ProjectionDamaged",
     "Projector",
+    "ReadbackState",
+    "Retiring",
     "SQLView",
     "SQLiteStore",
     "SQLiteView",
+    "StaleVector",
     "StatsProjection",
     "Store",
+    "TenantCount",
     "Texts",
     "UnknownBackend",
     "UsableProjection",
+    "VectorChange",
     "VectorIndex",
     "ViewReader",
+    "ViewRow",
     "ViewWriter",
     "Write",
     "blocking_revocation",

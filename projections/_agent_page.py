@@ -12,13 +12,10 @@ needs its evidence read too (PostgreSQL: ``_postgres_store``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar, Unpack
 
 from ._access import Access
-from ._rows import VIEW_COLUMNS
-
-if TYPE_CHECKING:
-    from ._port import ViewReader
+from ._named import ViewRow
 
 
 class AgentQuery(TypedDict):
@@ -34,11 +31,20 @@ class AgentQuery(TypedDict):
     offset: int
 
 
-# what the engine finds about a page's derived rows, read in the page's
-# own state: (view, policies, rows) -> by memory id
-Evidence = Callable[["ViewReader", dict[str, str], list[tuple[Any, ...]]], dict[str, Any]]
+class PageView(Protocol):
+    """What ``read_page`` asks of a view: a part of the port's ``ViewReader``,
+    named here because the port's module imports this one."""
 
-_DERIVED_FROM = VIEW_COLUMNS.index("derived_from")
+    def position(self) -> int: ...
+    def policies(self) -> dict[str, str]: ...
+    def agent_query(self, **query: Unpack[AgentQuery]) -> list[ViewRow]: ...
+
+
+View = TypeVar("View", bound=PageView)
+# what the engine finds about a page's derived rows, read in the page's
+# own state: (view, policies, rows) -> by memory id; the view is the
+# port's ``ViewReader`` (``Evidence`` in ``_port``)
+PageEvidence = Callable[[View, dict[str, str], list[ViewRow]], dict[str, Any]]
 
 
 class AgentPage(NamedTuple):
@@ -47,19 +53,18 @@ class AgentPage(NamedTuple):
 
     position: int
     policies: dict[str, str]
-    # ``VIEW_COLUMNS`` with their summary and stored content
-    rows: list[tuple[Any, ...]]
+    rows: list[ViewRow]
     # what ``Evidence`` found for the rows drawn from other memories ({} if none is)
     evidence: dict[str, Any]
 
 
-def holds_derived(rows: Sequence[tuple[Any, ...]]) -> bool:
+def holds_derived(rows: Sequence[ViewRow]) -> bool:
     """Whether a row of the page was drawn from other memories: its
     evidence must be read in the same state as the row."""
-    return any(row[_DERIVED_FROM] != "[]" for row in rows)
+    return any(row.derived_from != "[]" for row in rows)
 
 
-def read_page(view: ViewReader, query: AgentQuery, evidence: Evidence) -> AgentPage:
+def read_page(view: View, query: AgentQuery, evidence: PageEvidence[View]) -> AgentPage:
     """The page, read in ``view``'s snapshot."""
     rows = view.agent_query(**query)
     policies = view.policies()

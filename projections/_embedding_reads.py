@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._fold import TERMINAL_SQL
+from ._named import EmbeddingCount, StaleVector
 
 # the current version's vector, if any (of any length)
 _CURRENT = (
@@ -30,12 +31,12 @@ _STALE = (
 class EmbeddingReads:
     conn: Any
 
-    def embedding_counts(self, tenant: str | None = None) -> list[tuple[str | None, int | None, int]]:
+    def embedding_counts(self, tenant: str | None = None) -> list[EmbeddingCount]:
         """(embedder, dims, versions) of the current versions that may yet be
         used, by what made their vectors (None, None: no vector)."""
         where, args = ("", ()) if tenant is None else (" AND m.tenant = ?", (tenant,))
         return [
-            (e, d, int(n))
+            EmbeddingCount(e, d, int(n))
             for e, d, n in self.conn.execute(
                 f"SELECT v.embedder, v.dims, COUNT(*) {_CURRENT}{where} GROUP BY v.embedder, v.dims "
                 "ORDER BY COUNT(*) DESC",
@@ -45,17 +46,20 @@ class EmbeddingReads:
 
     def stale_vectors(
         self, embedder: str, dims: int, limit: int, after: tuple[str, str] = ("", ""), tenant: str | None = None
-    ) -> list[tuple[str, str, int, str, str | None, int | None]]:
+    ) -> list[StaleVector]:
         """Up to ``limit`` current versions (after the key ``after``, in key
         order) whose vector ``embedder`` of ``dims`` did not make: (tenant,
         memory_id, version, checksum, embedder, dims) of each."""
         where, args = ("", ()) if tenant is None else (" AND m.tenant = ?", (tenant,))
         return list(
-            self.conn.execute(
-                f"SELECT m.tenant, m.memory_id, m.version, m.checksum, v.embedder, v.dims {_CURRENT} AND {_STALE} "
-                f"AND (m.tenant > ? OR (m.tenant = ? AND m.memory_id > ?)){where} "
-                "ORDER BY m.tenant, m.memory_id LIMIT ?",
-                (embedder, dims, dims, after[0], after[0], after[1], *args, limit),
+            map(
+                StaleVector._make,
+                self.conn.execute(
+                    f"SELECT m.tenant, m.memory_id, m.version, m.checksum, v.embedder, v.dims {_CURRENT} AND {_STALE} "
+                    f"AND (m.tenant > ? OR (m.tenant = ? AND m.memory_id > ?)){where} "
+                    "ORDER BY m.tenant, m.memory_id LIMIT ?",
+                    (embedder, dims, dims, after[0], after[0], after[1], *args, limit),
+                ),
             )
         )
 

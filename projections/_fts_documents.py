@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN
-from memwarden.events._sqlite_schema import has_table
+from memwarden.events.sqlite import has_table
 
 from ._rows import Connection, Key, chunks, value_marks
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._fold import SETTLED_SQL
+from ._named import Child
 from ._rows import Connection, Key
 from ._selector import selector_sql
 
@@ -74,23 +75,26 @@ def descendants(conn: Connection, keys: Iterable[Key], step: str = JOIN_STEP) ->
     return found
 
 
-def children(conn: Connection, parents: Iterable[Key]) -> list[tuple[str, str, int, str]]:
+def children(conn: Connection, parents: Iterable[Key]) -> list[Child]:
     """Memories drawn from ``parents`` that are still in the read paths,
     sorted by child so that the log's order does not depend on SQLite's plan."""
     by_tenant: dict[str, list[str]] = {}
     for tenant, memory_id in parents:
         by_tenant.setdefault(tenant, []).append(memory_id)
-    children: list[tuple[str, str, int, str]] = []
+    children: list[Child] = []
     for tenant, ids in by_tenant.items():
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            children += conn.execute(
-                "SELECT d.tenant, d.child_id, m.version, d.parent_id FROM derivations d JOIN memories m "
-                "ON m.tenant = d.tenant AND m.memory_id = d.child_id "
-                f"WHERE d.tenant = ? AND d.parent_id IN ({','.join('?' * len(chunk))}) "
-                f"AND m.status NOT IN {SETTLED_SQL}",
-                [tenant, *chunk],
-            ).fetchall()
+            children += map(
+                Child._make,
+                conn.execute(
+                    "SELECT d.tenant, d.child_id, m.version, d.parent_id FROM derivations d JOIN memories m "
+                    "ON m.tenant = d.tenant AND m.memory_id = d.child_id "
+                    f"WHERE d.tenant = ? AND d.parent_id IN ({','.join('?' * len(chunk))}) "
+                    f"AND m.status NOT IN {SETTLED_SQL}",
+                    [tenant, *chunk],
+                ),
+            )
     return sorted(children)
 
 

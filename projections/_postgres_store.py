@@ -20,16 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from memwarden.events import (
-    Clock,
-    PostgresEventLog,
-    PostgresTextStore,
-    QmarkConnection,
-    RecordedEvent,
-)
+from memwarden.events import Clock, RecordedEvent
+from memwarden.events.postgres import PostgresEventLog, PostgresTextStore, QmarkConnection
 
-from ._agent_page import AgentPage, AgentQuery, Evidence, holds_derived, read_page
+from ._agent_page import AgentPage, AgentQuery, holds_derived, read_page
 from ._asof import PointView
+from ._port import Evidence
 from ._postgres_usable import (
     C_TEXT,
     INDEXES,

@@ -23,7 +23,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from memwarden.events import RecordedEvent
-from memwarden.events._postgres import no_statistics
+from memwarden.events.postgres import no_statistics
 
 from ._fold import STATUSES
 from ._fts_documents import index_changes

@@ -11,6 +11,7 @@ from memwarden.events import PostgresTextStore
 
 from ._agent_page import AgentPage, AgentQuery
 from ._graph import LATERAL_STEP
+from ._named import ViewRow
 from ._postgres_usable import search_query
 from ._rows import POLICIES, Connection
 from ._runner import TRACKED, Projector
@@ -68,7 +69,8 @@ class PostgresView(SQLView):
         sql, params = self.agent_query_sql(**query)
         found = self.conn.execute(_PAGE_AT_ONCE + sql + _PAGE_AT_ONCE_END, params).fetchall()
         tracked, policies = found[0][:_OPENED]
-        rows = [row[_OPENED:] for row in found if row[_OPENED] is not None]  # memory_id: NULL only without rows
+        # memory_id is NULL only on the one row of an empty page
+        rows = [ViewRow._make(row[_OPENED:]) for row in found if row[_OPENED] is not None]
         position = self._projector.position_of((name, int(seq)) for name, seq in tracked)
         return AgentPage(position, dict(policies), rows, {})
 

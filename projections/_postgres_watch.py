@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 import structlog
 from memwarden.events import QmarkConnection
-from memwarden.events._postgres_write import NOTIFY_CHANNEL as CHANNEL
+from memwarden.events.postgres import NOTIFY_CHANNEL as CHANNEL
 
 log = structlog.get_logger("memwarden")
 

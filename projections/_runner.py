@@ -15,8 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memwarden.events import RecordedEvent, canonical_json, legacy_tenants
-from memwarden.events._recorded import ROW_COLUMNS, event_from_row
+from memwarden.events import ROW_COLUMNS, RecordedEvent, canonical_json, event_from_row, legacy_tenants
 
 from ._errors import ProjectionDamaged
 from ._rows import Connection

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _graph
+from ._named import Child
 from ._rows import Connection, Key
 
 
@@ -31,7 +32,7 @@ class GraphReads:
         """Every memory drawn from the given ones, at any depth."""
         return _graph.descendants(self.conn, keys, self.GRAPH_STEP)
 
-    def children(self, parents: Iterable[Key]) -> list[tuple[str, str, int, str]]:
+    def children(self, parents: Iterable[Key]) -> list[Child]:
         """(tenant, child_id, child version, parent_id) drawn directly from ``parents``."""
         return _graph.children(self.conn, parents)
 

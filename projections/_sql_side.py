@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ._named import Backoff
 from ._rows import Connection
 
 
@@ -51,10 +52,10 @@ class SideTables:
     # -- sources that failed lately: a table beside the view, shared by every
     # scheduler on the store (not events: a retry schedule is not history) ----------------
 
-    def backoff(self, host: str) -> tuple[int, float] | None:
+    def backoff(self, host: str) -> Backoff | None:
         """(failures in a row, the time before which not to try) of a source; None if it is fine."""
         row = self.conn.execute("SELECT failures, until FROM host_backoff WHERE host = ?", (host,)).fetchone()
-        return (int(row[0]), float(row[1])) if row else None
+        return Backoff(int(row[0]), float(row[1])) if row else None
 
     def set_backoff(self, host: str, failures: int, until: float) -> None:
         self.conn.execute(

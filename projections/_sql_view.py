@@ -8,7 +8,11 @@ A backend's view subclasses ``SQLView`` and gives what its SQL spells its
 own way: the text index (``MATCHING``, ``match_query``), how a stored text
 is read (``TEXTS``), and the purge of erased words. The agent query's SQL
 is ``SQLView.agent_query``; a caller's confinement (``Access``) becomes SQL
-in ``SQLView.confine`` and nowhere else."""
+in ``SQLView.confine`` and nowhere else. The questions of other tables are
+mixins, one module each: revocations and policies (``_sql_revocations``),
+the derivation graph (``_sql_graph``), the vectors (``_vector_index``),
+what made them (``_embedding_reads``) and the side tables of keys and
+back-offs (``_sql_side``)."""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from . import _rows
 from ._access import Access
 from ._agent_page import AgentQuery
 from ._embedding_reads import EmbeddingReads
-from ._fold import TERMINAL_SQL
+from ._named import DueRow, Expiring, ViewRow
 from ._rows import (
     SELECT_MEMORIES,
     TEXT_JOIN,
@@ -32,31 +36,14 @@ from ._rows import (
     select_rows,
     select_rows_with_text,
 )
-from ._rules import highest_numbered, policy_problem
 from ._runner import Projector
-from ._selector import COVERED_SQL, selector_sql
 from ._sql_graph import GraphReads
 from ._sql_outbox import Outbox
+from ._sql_revocations import RevocationReads
 from ._sql_side import SideTables
 from ._stats import weekly
 from ._usable_schema import RECHECK
 from ._vector_index import VectorReads
-
-REVOCATION_FIELDS = (
-    "revocation_id",
-    "seq",
-    "selector",
-    "reason",
-    "issued_by",
-    "effective_at",
-    "recorded_at",
-    "covered",
-    "readback_status",
-    "readback_seq",
-    "readback_latency_ms",
-    "still_visible",
-    "leaked_ids",
-)
 
 # the scope filters of the agent query: argument name -> column
 SCOPE_FILTERS = (
@@ -70,7 +57,7 @@ SCOPE_FILTERS = (
 )
 
 
-class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
+class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationReads, ABC):
     """The usable view as one connection sees it."""
 
     # a version's summary (text), and its summary and stored content
@@ -144,11 +131,12 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
         where, args = self._naming("memory_id", memory_id, tenant, access)
         return [row_dict(r) for r in self.conn.execute(f"{SELECT_MEMORIES} WHERE {where} LIMIT ?", [*args, limit])]
 
-    def named_with_text(self, memory_id: str, *, tenant: str | None, access: Access) -> list[tuple[Any, ...]]:
+    def named_with_text(self, memory_id: str, *, tenant: str | None, access: Access) -> list[ViewRow]:
         """``named`` as ``VIEW_COLUMNS`` rows with their summary and stored
         content last (``get``: one statement for the row and its text)."""
         where, args = self._naming("memory_id", memory_id, tenant, access, alias="m")
-        return select_rows_with_text(self.conn, VIEW_COLUMNS, where, args, "LIMIT 2", texts=self.TEXTS)
+        found = select_rows_with_text(self.conn, VIEW_COLUMNS, where, args, "LIMIT 2", texts=self.TEXTS)
+        return [ViewRow._make(values) for values in found]
 
     def tenant_names(self, access: Access, limit: int = 1000) -> list[str]:
         """The tenants holding memories that ``access`` lets the caller read."""
@@ -204,10 +192,10 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
         ):
             yield checksum, None if content is None else bytes(content)
 
-    def agent_query(self, **query: Unpack[AgentQuery]) -> list[tuple[Any, ...]]:
+    def agent_query(self, **query: Unpack[AgentQuery]) -> list[ViewRow]:
         """One page of the agent query (``agent_query_sql``)."""
         sql, params = self.agent_query_sql(**query)
-        return self.conn.execute(sql, params).fetchall()
+        return [ViewRow._make(values) for values in self.conn.execute(sql, params).fetchall()]
 
     def agent_query_sql(
         self,
@@ -280,9 +268,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
 
     # -- what the scheduler and re-verification look for ----------------------------------
 
-    def past_expiry(
-        self, now: str, limit: int, after: tuple[str, str, str] | None = None
-    ) -> list[tuple[str, str, int, str]]:
+    def past_expiry(self, now: str, limit: int, after: tuple[str, str, str] | None = None) -> list[Expiring]:
         """(tenant, memory_id, version, expires_at) of usable memories at or past
         their expiry, the earliest first, after the (expires_at, tenant,
         memory_id) ``after``: a sweep pages on from where it stopped rather
@@ -293,12 +279,13 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
         if after is not None:
             where = " AND (expires_at, tenant, memory_id) > (?, ?, ?)"
             args.extend(after)
-        return self.conn.execute(
+        found = self.conn.execute(
             # the expiry index, not the status index, drives this
             f"SELECT tenant, memory_id, version, expires_at FROM memories WHERE {self.STATUS_UNINDEXED} = 'usable' "
             f"AND expires_at IS NOT NULL AND expires_at <= ?{where} ORDER BY expires_at, tenant, memory_id LIMIT ?",
             (*args, limit),
         ).fetchall()
+        return [Expiring._make(values) for values in found]
 
     def of_kinds(self, kinds: Iterable[str]) -> set[Key]:
         """(tenant, memory_id) of every memory of the given kinds."""
@@ -309,17 +296,17 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
             ).fetchall()
         )
 
-    def due(self, now: str, access: Access) -> list[tuple[str, str, str, str]]:
+    def due(self, now: str, access: Access) -> list[DueRow]:
         """(tenant, memory_id, source_url, reason) of what must be re-verified,
         in precedence (a memory may come more than once: the first counts):
         invalidated as ``revoked``, past expiry, failed checks, older policy
         versions; every statement confined to ``access``."""
         allowed, params = self.confine(access)
-        found: list[tuple[str, str, str, str]] = []
+        found: list[DueRow] = []
 
         def add(sql: str, args: list[Any], reason: str) -> None:
             found.extend(
-                (tenant, memory_id, url, reason)
+                DueRow(tenant, memory_id, url, reason)
                 for tenant, memory_id, url in self.conn.execute(
                     f"SELECT tenant, memory_id, source_url FROM memories WHERE {sql} AND {allowed}", [*args, *params]
                 )
@@ -340,128 +327,6 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, ABC):
                 "policy_changed",
             )
         return found
-
-    # -- revocations and policies ----------------------------------------------------------
-
-    def revocations(self, tenant: str | None = None) -> list[dict[str, Any]]:
-        """Every revocation's id, selector and effective time, oldest first;
-        with ``tenant``, only those whose selector may cover its memories."""
-        return self._projector.revocations(self.conn, tenant)
-
-    def revocation_shares(self, tenants: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-        """``revocations(tenant)`` for each of ``tenants``, in one read."""
-        return self._projector.revocation_shares(self.conn, tenants)
-
-    def revocation(self, revocation_id: str) -> dict[str, Any] | None:
-        """A revocation as the view holds it (selector and leaked ids as JSON text)."""
-        row = self.conn.execute(
-            f"SELECT {', '.join(REVOCATION_FIELDS)} FROM revocations WHERE revocation_id = ?", (revocation_id,)
-        ).fetchone()
-        return dict(zip(REVOCATION_FIELDS, row, strict=True)) if row else None
-
-    def revocation_list(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
-        """Revocations as the view holds them, newest first (selector and
-        leaked ids as JSON text)."""
-        rows = self.conn.execute(
-            f"SELECT {', '.join(REVOCATION_FIELDS)} FROM revocations ORDER BY seq DESC LIMIT ? OFFSET ?",
-            (limit, offset),
-        ).fetchall()
-        return [dict(zip(REVOCATION_FIELDS, row, strict=True)) for row in rows]
-
-    def would_revoke(self, selector: dict[str, Any]) -> list[tuple[str, int]]:
-        """(tenant, count) of the memories a revocation of ``selector``
-        issued now would take out: the fold's own WHERE, counted."""
-        where, params = selector_sql(selector)
-        return [
-            (r[0], r[1])
-            for r in self.conn.execute(
-                f"SELECT tenant, count(*) FROM memories WHERE ({where}) "
-                f"AND status NOT IN {TERMINAL_SQL} GROUP BY tenant ORDER BY tenant",
-                params,
-            )
-        ]
-
-    def would_revoke_keys(self, selector: dict[str, Any]) -> list[Key]:
-        """(tenant, memory_id) of what ``would_revoke`` counts."""
-        where, params = selector_sql(selector)
-        return self.conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND status NOT IN {TERMINAL_SQL}", params
-        ).fetchall()
-
-    def would_retire(self, policy: str, version: str) -> list[tuple[str, int, int]]:
-        """(tenant, count, Memory API count) of the memories a change of
-        ``policy`` away from ``version`` (its current version key) would
-        retire: those checked under it that are not already out for good."""
-        return [
-            (r[0], r[1], r[2])
-            for r in self.conn.execute(
-                "SELECT tenant, count(*), sum(CASE WHEN kind = 'agent_memory' THEN 1 ELSE 0 END) FROM memories "
-                f"WHERE policy = ? AND revocation_version = ? AND status NOT IN {TERMINAL_SQL} "
-                "GROUP BY tenant ORDER BY tenant",
-                (policy, version),
-            )
-        ]
-
-    def checked_under(self, policy: str, version: str) -> list[Key]:
-        """(tenant, memory_id) of the memories checked under ``version`` of
-        ``policy`` and not out for good: what a change away from it retires."""
-        return self.conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE policy = ? AND revocation_version = ? "
-            f"AND status NOT IN {TERMINAL_SQL} ORDER BY tenant, memory_id",
-            (policy, version),
-        ).fetchall()
-
-    def unconfirmed_revocations(self) -> list[str]:
-        """Revocations with no read-back yet, or a failed one, oldest first."""
-        return [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT revocation_id FROM revocations WHERE readback_status IS NULL OR readback_status = 'failed' "
-                "ORDER BY seq"
-            )
-        ]
-
-    def readback_state(self, revocation_id: str) -> tuple[str | None, str | None] | None:
-        """(readback_status, leaked_ids JSON) of a revocation; None if there is none."""
-        row = self.conn.execute(
-            "SELECT readback_status, leaked_ids FROM revocations WHERE revocation_id = ?", (revocation_id,)
-        ).fetchone()
-        return (row[0], row[1]) if row else None
-
-    def revoked_by(self, revocation: dict[str, Any]) -> list[Key]:
-        """(tenant, memory_id) of what ``revocation`` covers, by memory id."""
-        where, params = selector_sql(revocation["selector"])
-        return self.conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND {COVERED_SQL} ORDER BY memory_id",
-            [*params, revocation["revocation_id"], revocation["seq"], revocation["effective_at"]],
-        ).fetchall()
-
-    def policies(self) -> dict[str, str]:
-        """Each policy ever set and its current version key."""
-        return _rows.current_policies(self.conn)
-
-    def policy_version(self, policy: str) -> str | None:
-        """The current version key of ``policy``, or None if it was never set."""
-        row = self.conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
-        return row[0] if row else None
-
-    def policy_seq(self, policy: str) -> int | None:
-        """The seq that made the current version of ``policy`` current."""
-        row = self.conn.execute("SELECT seq FROM policies WHERE policy = ?", (policy,)).fetchone()
-        return row[0] if row else None
-
-    def policy_problem(self, policy: str, version: str) -> str | None:
-        """Why ``policy`` may not be made current at ``version`` now (the
-        rule every append passes: ``_rules.policy_problem``), or None."""
-        return policy_problem(self.conn, policy, version)
-
-    def highest_numbered(self, policy: str) -> int | None:
-        """The highest numbered version ``policy`` has ever been at."""
-        return highest_numbered(self.conn, policy)
-
-    def retired_version(self, policy: str, version: str) -> int | None:
-        """The seq that retired ``version`` of ``policy``; None if it never was."""
-        return _rows.retired_version(self.conn, policy, version)
 
     def weekly(self) -> list[dict[str, Any]]:
         """The counters per ISO week."""

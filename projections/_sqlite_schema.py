@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from memwarden.events._sqlite_schema import database
+from memwarden.events.sqlite import database
 
 
 def create_keys_table(conn: sqlite3.Connection) -> None:

@@ -26,10 +26,11 @@ from memwarden.events import (
     migrate_blobs,
 )
 
-from ._agent_page import AgentPage, AgentQuery, Evidence, read_page
+from ._agent_page import AgentPage, AgentQuery, read_page
 from ._asof import PointView
 from ._errors import ProjectionDamaged
 from ._fts_documents import stored_texts
+from ._port import Evidence
 from ._rules import AppendRules
 from ._runner import CheckResult, Projector
 from ._sql_outbox import Outbox, outbox_schema, upgrade_outbox

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json, version_key
-from memwarden.events._sqlite_schema import column_types
+from memwarden.events.sqlite import column_types
 
 from ._fold import COLUMNS, TERMINAL_SQL, fold_memory
 from ._fts_documents import TextSource, fill_documents, stored_texts, write_documents

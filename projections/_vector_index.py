@@ -43,13 +43,12 @@ import numpy as np
 import structlog
 from memwarden.events import EVENT_TYPES
 
+from ._named import VectorChange
 from ._vector_files import IndexFiles
 from ._vector_kinds import KINDS, Exact, Hnsw, normalised
 
 if TYPE_CHECKING:
     from memwarden.events import EventLog
-
-    from ._port import ViewReader
 
 log = structlog.get_logger("memwarden")
 
@@ -63,16 +62,19 @@ class VectorReads:
 
     conn: Any
 
-    def vectors_since(self, tenant: str, dims: int, after_seq: int) -> list[tuple[str, Any]]:
+    def vectors_since(self, tenant: str, dims: int, after_seq: int) -> list[VectorChange]:
         """(memory_id, vector bytes or None) of the tenant's memories changed
         after ``after_seq``: None where the current version has no vector of
         ``dims`` (never had one, or it was erased)."""
         return list(
-            self.conn.execute(
-                "SELECT m.memory_id, v.vector FROM memories m LEFT JOIN vectors v ON v.tenant = m.tenant "
-                "AND v.memory_id = m.memory_id AND v.version = m.version AND v.dims = ? "
-                "WHERE m.tenant = ? AND m.last_seq > ?",
-                (dims, tenant, after_seq),
+            map(
+                VectorChange._make,
+                self.conn.execute(
+                    "SELECT m.memory_id, v.vector FROM memories m LEFT JOIN vectors v ON v.tenant = m.tenant "
+                    "AND v.memory_id = m.memory_id AND v.version = m.version AND v.dims = ? "
+                    "WHERE m.tenant = ? AND m.last_seq > ?",
+                    (dims, tenant, after_seq),
+                ),
             )
         )
 
@@ -92,12 +94,22 @@ class VectorReads:
         )
 
 
+class VectorView(Protocol):
+    """What the index reads of a view (``VectorReads`` is how ``SQLView``
+    answers it): named here, not as the port's view reader, because the
+    backends that implement the port import this module."""
+
+    def position(self) -> int: ...
+    def vectors_since(self, tenant: str, dims: int, after_seq: int) -> list[VectorChange]: ...
+    def current_vectors(self, tenant: str, dims: int, memory_ids: list[str]) -> dict[str, Any]: ...
+
+
 class Followed(Protocol):
     """What the index needs of a store: its log, its view and news of the log."""
 
     @property
     def log(self) -> EventLog: ...
-    def reading(self, floor: int = 0) -> AbstractContextManager[ViewReader]: ...
+    def reading(self, floor: int = 0) -> AbstractContextManager[VectorView]: ...
     def wait_for_events(self, after_seq: int, timeout: float) -> int: ...
 
 
@@ -152,7 +164,7 @@ class VectorIndex:
 
     # -- searching ------------------------------------------------------------
 
-    def nearest(self, view: ViewReader, tenant: str, query: Any, k: int) -> list[tuple[str, float]]:
+    def nearest(self, view: VectorView, tenant: str, query: Any, k: int) -> list[tuple[str, float]]:
         """The ``k`` memories of ``tenant`` whose vectors are closest to
         ``query`` (cosine, best first), in the state ``view`` reads."""
         q = np.asarray(query, dtype=np.float64)  # the norm in 64 bits, as ``normalised``
@@ -168,7 +180,7 @@ class VectorIndex:
         with self._lock:
             return sorted(d for t, d in self._tenants if t == tenant)
 
-    def _caught_up(self, view: ViewReader, tenant: str, dims: int) -> _Tenant:
+    def _caught_up(self, view: VectorView, tenant: str, dims: int) -> _Tenant:
         position = view.position()
         key = (tenant, dims)
         t = self._tenants.get(key)
@@ -181,7 +193,7 @@ class VectorIndex:
         self._maybe_build(t)
         return t
 
-    def _opened(self, view: ViewReader, tenant: str, dims: int, position: int) -> _Tenant:
+    def _opened(self, view: VectorView, tenant: str, dims: int, position: int) -> _Tenant:
         saved = self.files.read(tenant, dims) if self.files is not None else None
         if saved is not None:
             at = saved.meta.get("position")
@@ -209,7 +221,7 @@ class VectorIndex:
         event = self._store.log.get(position)
         return event.hash if event is not None else "?"
 
-    def _catch_up(self, tenants: list[_Tenant], view: ViewReader, position: int) -> None:
+    def _catch_up(self, tenants: list[_Tenant], view: VectorView, position: int) -> None:
         """Apply to each of ``tenants`` the memory events after its position, up to ``position``."""
         by_name: dict[str, list[_Tenant]] = {}
         for t in tenants:

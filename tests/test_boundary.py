@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
@@ -133,3 +135,82 @@ def test_the_engine_modules_import_each_other_without_a_cycle() -> None:
 
     for name in graph:
         assert cycle_from(name) is None, f"import cycle: {' -> '.join(cycle_from(name) or [])}"
+
+
+def sibling_imports(package: str) -> dict[str, set[str]]:
+    """Each module of ``package`` -> the modules of it that it imports,
+    for types only as well (a cycle behind TYPE_CHECKING is still one)."""
+    modules = {p.stem: p for p in (ROOT / package).glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps.update([node.module] if node.module else [a.name for a in node.names])
+            elif isinstance(node, ast.ImportFrom) and node.module == f"memwarden.{package}":
+                deps.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(f"memwarden.{package}."):
+                deps.add((node.module or "").rsplit(".", 1)[1])
+        graph[name] = deps & set(modules)
+    return graph
+
+
+def a_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (a depth-first walk), or None."""
+    done: set[str] = set()
+
+    def walk(node: str, path: list[str]) -> list[str] | None:
+        for dep in sorted(graph[node]):
+            if dep in path:
+                return [*path[path.index(dep) :], dep]
+            if dep not in done:
+                found = walk(dep, [*path, dep])
+                if found:
+                    return found
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        if start not in done and (found := walk(start, [start])):
+            return found
+    return None
+
+
+def test_the_detector_finds_a_cycle() -> None:
+    assert a_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert a_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_events_and_projections_modules_import_each_other_without_a_cycle() -> None:
+    for package in ("events", "projections"):
+        cycle = a_cycle(sibling_imports(package))
+        assert cycle is None, f"import cycle in {package}/: {' -> '.join(cycle or [])}"
+
+
+def test_projections_use_only_the_public_events_api() -> None:
+    for path in sorted((ROOT / "projections").glob("*.py")):
+        used = imports(ast.parse(path.read_text("utf-8")))
+        private = sorted(m for m in used if m.startswith("memwarden.events._"))
+        assert not private, f"projections/{path.name} reaches into {private}: export it from memwarden.events"
+
+
+BACKEND_MODULES = re.compile(r"^_(sqlite|postgres)_")
+
+
+def test_the_store_port_names_no_backend() -> None:
+    """The backends import the port; the port importing one back would be
+    a circle (opening the backend a URL names is ``_open``'s)."""
+    used = sibling_imports("projections")["_port"]
+    backends = sorted(m for m in used if BACKEND_MODULES.match(m) or m in ("_sql_view", "_open"))
+    assert not backends, f"projections/_port.py imports the backends {backends}"
+    tree = ast.parse((ROOT / "projections" / "_port.py").read_text("utf-8"))
+    assert not imports(tree) & DRIVERS
+
+
+def test_events_and_the_store_import_without_the_postgresql_driver() -> None:
+    """psycopg is an extra: only ``memwarden.events.postgres`` and the
+    PostgreSQL store need it, imported when a URL names PostgreSQL."""
+    blocked = "import sys; sys.modules['psycopg'] = sys.modules['psycopg_pool'] = None; "
+    code = blocked + "import memwarden.events, memwarden.projections, memwarden.engine"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr

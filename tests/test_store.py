@@ -46,6 +46,6 @@ def test_a_postgresql_url_opens_the_postgresql_store(backend: Backend) -> None:
 
 
 def test_a_password_never_shows_in_the_store_path() -> None:
-    from memwarden.events._postgres import redacted
+    from memwarden.events.postgres import redacted
 
     assert redacted("postgresql://app:s3cret@db.example:5432/m") == "postgresql://app:***@db.example:5432/m"

@@ -34,8 +34,7 @@ from pathlib import Path
 
 from _common import Metric, arguments, fresh_store, median_of, report, scratch_dir, timed
 from memwarden.engine import OPERATOR
-from memwarden.events import SQLiteEventLog, TextStore
-from memwarden.events._recorded import ROW_COLUMNS
+from memwarden.events import ROW_COLUMNS, SQLiteEventLog, TextStore
 from memwarden.projections import COLUMNS, Projector
 
 CHILD = """

@@ -41,6 +41,7 @@ from _common import Metric, RawConnection, arguments, fresh_store, report
 from memwarden.engine import OPERATOR, Scheduler, Warden
 from memwarden.events import (
     GENESIS_HASH,
+    ROW_COLUMNS,
     MemorySaved,
     ParentRef,
     Scope,
@@ -49,7 +50,6 @@ from memwarden.events import (
     memory_stream,
 )
 from memwarden.events._canonical import chain_hash, preimage_bytes
-from memwarden.events._recorded import ROW_COLUMNS
 from query import fill
 
 

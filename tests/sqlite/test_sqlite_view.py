@@ -1,5 +1,5 @@
 """The SQLite store's view: the indexes the agent query and due walk, an older database's indexes
-replaced, values read by position equal to rows read by name."""
+replaced, the rows the agent query selects equal to rows read whole."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from memwarden.engine import OPERATOR, Warden
 from memwarden.engine._gate import decide
 from memwarden.engine._views import MemoryView, gate_row
-from memwarden.projections import RECHECK, VIEW_COLUMNS
+from memwarden.projections import RECHECK, VIEW_COLUMNS, ViewRow
 from memwarden.projections._rows import fetch_row, select_rows_with_text
 from memwarden.projections._sqlite_view import fts5_query
 
@@ -71,22 +71,25 @@ def test_indexes_of_an_older_database_are_replaced(tmp_path: Path) -> None:
 
 
 def test_views_from_selected_values_match_views_from_rows(scoped: Warden) -> None:
-    """The query path builds views and gate inputs by position from
-    ``VIEW_COLUMNS``; the same memory through full rows must agree field by field."""
+    """The query path builds views and gate inputs from rows selected as
+    ``VIEW_COLUMNS`` (``ViewRow``); the same memory through full rows must
+    agree field by field."""
     scoped.revoke({"tenant": "acme", "project": "p2"}, reason="test", caller=OPERATOR)
     with scoped.reading() as view:
         conn = view.conn
-        selected = select_rows_with_text(conn, VIEW_COLUMNS, "m.tenant = ?", ("acme",), "ORDER BY m.memory_id")
-        rows = [fetch_row(conn, "acme", v[0]) for v in selected]
+        found = select_rows_with_text(conn, VIEW_COLUMNS, "m.tenant = ?", ("acme",), "ORDER BY m.memory_id")
+        selected = [ViewRow._make(values) for values in found]
+        rows = [fetch_row(conn, "acme", v.memory_id) for v in selected]
     assert [r["memory_id"] for r in rows] == ["a", "b", "c"]
     now = scoped.now()
     for values, row in zip(selected, rows, strict=True):
-        assert values[-1] is not None and values[-2] is not None  # summary and stored text come last
+        assert values.content is not None and values.summary is not None  # summary and stored text come last
+        assert {c: getattr(values, c) for c in VIEW_COLUMNS} == {c: row[c] for c in VIEW_COLUMNS}
         assert gate_row(values) == {k: row[k] for k in gate_row(values)}
         decision = decide(row, now=now, policy_version=1)
         assert decide(gate_row(values), now=now, policy_version=1) == decision
         assert MemoryView.of_values(values, decision, "text", "s") == MemoryView.of(row, decision, "text", "s")
-    assert {v[0]: v[2] for v in selected} == {"a": "usable", "b": "revoked", "c": "usable"}
+    assert {v.memory_id: v.status for v in selected} == {"a": "usable", "b": "revoked", "c": "usable"}
 
 
 def test_memories_named_by_key_are_found_through_the_primary_key(warden: Warden) -> None:

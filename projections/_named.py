@@ -1,0 +1,131 @@
+"""The rows the view's questions answer with, by name.
+
+Named tuples rather than dicts or dataclasses: they cost what a tuple
+costs to make and to read, still unpack where a caller wants every field,
+and let callers read ``row.expires_at`` instead of counting positions.
+Each is made where a backend's statement returns it (``SQLView`` and its
+mixins), from the columns that statement selects, in that order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ._rows import VIEW_COLUMNS
+
+
+class ViewRow(NamedTuple):
+    """A memory as the agent query and ``get`` select it: ``VIEW_COLUMNS``,
+    then its summary and its stored content (bytes; None without one)."""
+
+    memory_id: str
+    version: int
+    status: str
+    kind: str
+    checksum: str | None
+    tenant: str
+    project: str | None
+    permission: str | None
+    user: str | None
+    agent: str | None
+    tool: str | None
+    source_url: str
+    fetched_at: str
+    expires_at: str | None
+    verified_at: str | None
+    policy: str
+    revocation_version: int | str
+    derived_from: str
+    last_seq: int
+    revoked_by: str | None
+    invalidation_reason: str | None
+    summary: str | None
+    content: bytes | None
+
+
+# the statements select VIEW_COLUMNS by that list, so the names must be it
+if ViewRow._fields != (*VIEW_COLUMNS, "summary", "content"):
+    raise AssertionError(f"ViewRow's fields are not VIEW_COLUMNS + summary, content: {ViewRow._fields}")
+
+
+class Expiring(NamedTuple):
+    """A usable memory at or past its expiry (``past_expiry``)."""
+
+    tenant: str
+    memory_id: str
+    version: int
+    expires_at: str
+
+
+class DueRow(NamedTuple):
+    """A memory to re-verify and why (``due``)."""
+
+    tenant: str
+    memory_id: str
+    source_url: str
+    reason: str
+
+
+class Child(NamedTuple):
+    """A memory drawn from another that is still in the read paths (``children``)."""
+
+    tenant: str
+    memory_id: str  # the child's
+    version: int  # the child's current version
+    parent_id: str
+
+
+class VectorChange(NamedTuple):
+    """A memory changed since a position and its current vector (``vectors_since``)."""
+
+    memory_id: str
+    vector: Any  # bytes (bytea on PostgreSQL), or None: no vector of these dims
+
+
+class EmbeddingCount(NamedTuple):
+    """How many current versions one embedder's vectors of one size cover
+    (``embedding_counts``; None, None: versions without a vector)."""
+
+    embedder: str | None
+    dims: int | None
+    versions: int
+
+
+class StaleVector(NamedTuple):
+    """A current version whose vector the wanted embedder did not make (``stale_vectors``)."""
+
+    tenant: str
+    memory_id: str
+    version: int
+    checksum: str
+    embedder: str | None  # what made its vector (None: it has none)
+    dims: int | None
+
+
+class TenantCount(NamedTuple):
+    """How many of a tenant's memories a revocation would take out (``would_revoke``)."""
+
+    tenant: str
+    count: int
+
+
+class Retiring(NamedTuple):
+    """How many of a tenant's memories a policy change would retire (``would_retire``)."""
+
+    tenant: str
+    count: int
+    memory_api: int  # of those, the Memory API's (kind agent_memory)
+
+
+class ReadbackState(NamedTuple):
+    """A revocation's read-back so far (``readback_state``)."""
+
+    status: str | None
+    leaked_ids: str | None  # JSON text
+
+
+class Backoff(NamedTuple):
+    """A source that failed lately (``backoff``)."""
+
+    failures: int  # in a row
+    until: float  # the time before which not to try it again

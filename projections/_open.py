@@ -1,0 +1,78 @@
+"""Opening the backend a ``--db`` URL names.
+
+Beside the port rather than in it: this is the one place that knows every
+backend, and the backends import the port, so the port imports none of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from memwarden.events import Clock, Refusal
+
+from ._port import Store
+from ._sqlite_store import SQLiteStore
+
+
+class UnknownBackend(Refusal, ValueError):
+    """A ``--db`` URL naming no backend this installation has."""
+
+    def __init__(self, url: str, problem: str, field: str = "db") -> None:
+        super().__init__(f"--{field} {url!r}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+def sqlite_path(url: str | Path) -> str | None:
+    """The file a ``--db`` value names for SQLite, or None for another backend.
+
+    A bare path is SQLite; so is ``sqlite:///relative.db`` or
+    ``sqlite:////absolute.db`` (SQLAlchemy's spelling, which operators
+    know) and ``sqlite:///:memory:``."""
+    text = str(url)
+    if "://" not in text:
+        return text
+    parts = urlsplit(text)
+    if parts.scheme != "sqlite":
+        return None
+    if parts.netloc:
+        raise UnknownBackend(text, "an SQLite URL names a file, not a host: sqlite:///relative.db or sqlite:////abs.db")
+    path = unquote(parts.path)[1:]  # the third slash ends the empty host
+    if not path:
+        raise UnknownBackend(text, "names no file")
+    return path
+
+
+def open_store(url: str | Path, *, clock: Clock, read_url: str | None = None, **options: Any) -> Store:
+    """The backend ``url`` names, opened (see ``sqlite_path`` for SQLite's
+    forms); ``read_url`` names a streaming replica to read from (PostgreSQL)."""
+    path = sqlite_path(url)
+    if path is not None:
+        if read_url is not None:
+            raise UnknownBackend(read_url, "a read replica needs the PostgreSQL backend", field="read-db")
+        return SQLiteStore(path, clock=clock, **options)
+    scheme = urlsplit(str(url)).scheme
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from memwarden.events.postgres import redacted
+
+            from ._postgres_store import PostgresStore  # the driver is an extra
+        except ImportError:
+            raise UnknownBackend(
+                str(url), "the PostgreSQL backend needs its driver: pip install 'memwarden[postgres]'"
+            ) from None
+        import psycopg
+
+        try:
+            return PostgresStore(str(url), clock=clock, read_url=read_url, **options)
+        except psycopg.OperationalError as exc:
+            if exc.sqlstate is not None:
+                raise  # the server answered (a lock timeout, say): not the URL's fault
+            # a server that refuses or a database that is not there (libpq
+            # gives these no SQLSTATE): the URL is what to fix (its password
+            # never printed)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UnknownBackend(redacted(str(url)), f"cannot connect to PostgreSQL: {reason}") from None
+    raise UnknownBackend(str(url), f"no backend for {scheme!r} URLs (a file path or sqlite:/// is SQLite)")
