@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import structlog
-from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts, unstorable
+from memwarden.events import Clock, EventLog, Synchronous, SystemClock, format_ts, unstorable
 from memwarden.projections import (
     Access,
     AgentPage,
@@ -31,7 +31,7 @@ from memwarden.projections import (
 from ._collector import collector_paused
 from ._derivation import cascade
 from ._embedders import Embedder
-from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView
+from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView, StoreDamaged
 from ._fetchers import Fetchers
 from ._joined import Joined
 from ._limits import Limits
@@ -120,11 +120,13 @@ class Core:
 
     def file_problems(self) -> list[str]:
         """What the backend's own check finds wrong with its files (the hash
-        chain cannot see damage to the projections or the texts)."""
+        chain cannot see damage to the projections or the texts): a file
+        that cannot even be checked is one problem; a store that cannot be
+        reached is ``StoreUnavailable``, raised, since nothing was checked."""
         try:
             problems = self.store.file_problems()
-        except DATABASE_ERRORS as exc:
-            return [str(exc)]
+        except StoreDamaged as exc:
+            return [exc.detail]
         if problems:
             log.error("database_damaged", path=self.path, problems=problems[:10])
         return problems

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from ._append import Existing, check_imported, prepare_batch
-from ._errors import LogDamaged, StorageError
+from ._errors import LogDamaged, StorageError, StoreDamaged, StoreFailed, StoreUnavailable
 from ._heap import trim_heap
 from ._log_reads import LogReads
 from ._models import Event
@@ -27,6 +27,7 @@ from ._recorded import (
 from ._sqlite_chain import verify_chain
 from ._sqlite_readers import ReaderPool
 from ._time import Clock, SystemClock
+from ._translated import translated
 
 Subscriber = Callable[[sqlite3.Connection, Sequence[RecordedEvent]], None]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
@@ -122,6 +123,25 @@ def legacy_tenants(conn: sqlite3.Connection, lock: threading.RLock | None = None
         return [(stream, tenant) for stream, tenant, _ in rows if isinstance(tenant, str)]
 
     return LegacyTenants(load)
+
+
+def sqlite_failure(exc: Exception, path: str | None, operation: str) -> StoreFailed | None:
+    """What an SQLite error leaving the store means (``_translated``): a
+    file locked, closed or that cannot be opened is unavailable; any other
+    is a file that no longer reads as this database. None: not SQLite's."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    detail = str(exc) or type(exc).__name__
+    text = detail.lower()
+    if isinstance(exc, sqlite3.ProgrammingError) or (
+        isinstance(exc, sqlite3.OperationalError) and any(word in text for word in _UNAVAILABLE)
+    ):
+        return StoreUnavailable(detail, where=path, operation=operation)
+    return StoreDamaged(detail, where=path, operation=operation)
+
+
+# SQLite's words for a file that is there and sound but cannot be used now
+_UNAVAILABLE = ("locked", "busy", "unable to open", "readonly", "closed", "interrupted")
 
 
 def _storage_failure(exc: sqlite3.OperationalError) -> bool:
@@ -244,6 +264,7 @@ class WriteTransaction:
         return found
 
 
+@translated
 class SQLiteEventLog(LogReads):
     """The append-only, hash-chained event log in one SQLite database.
 
@@ -292,6 +313,9 @@ class SQLiteEventLog(LogReads):
                 raise
 
     # -- writing -----------------------------------------------------------
+
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        return sqlite_failure(exc, self.__dict__.get("path"), operation)
 
     @contextmanager
     def transaction(self) -> Iterator[WriteTransaction]:

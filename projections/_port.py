@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol, Unpack
 from urllib.parse import unquote, urlsplit
 
-from memwarden.events import Clock, Event, EventLog, Head, RecordedEvent, Refusal
+from memwarden.events import Clock, Event, EventLog, Head, RecordedEvent, Refusal, StoreUnavailable
 
 from ._access import Access
 from ._agent_page import AgentPage, AgentQuery, Evidence
@@ -206,12 +206,13 @@ def open_store(url: str | Path, *, clock: Clock, read_url: str | None = None, **
 
         try:
             return PostgresStore(str(url), clock=clock, read_url=read_url, **options)
-        except psycopg.OperationalError as exc:
-            if exc.sqlstate is not None:
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, psycopg.OperationalError) or cause.sqlstate is not None:
                 raise  # the server answered (a lock timeout, say): not the URL's fault
             # a server that refuses or a database that is not there (libpq
-            # gives these no SQLSTATE): the URL is what to fix (its password
-            # never printed)
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            # gives these no SQLSTATE) when the store opens: the URL is what
+            # to fix (its password never printed)
+            reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
             raise UnknownBackend(redacted(str(url)), f"cannot connect to PostgreSQL: {reason}") from None
     raise UnknownBackend(str(url), f"no backend for {scheme!r} URLs (a file path or sqlite:/// is SQLite)")

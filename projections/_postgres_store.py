@@ -26,7 +26,10 @@ from memwarden.events import (
     PostgresTextStore,
     QmarkConnection,
     RecordedEvent,
+    StoreFailed,
 )
+from memwarden.events._postgres import postgres_failure
+from memwarden.events._translated import translated
 
 from ._agent_page import AgentPage, AgentQuery, Evidence, holds_derived, read_page
 from ._asof import PointView
@@ -118,6 +121,7 @@ def _purge(conn: Any, mark: str, database: str) -> bool:
     return cleared
 
 
+@translated
 class PostgresStore:
     """The log, the texts and the usable view in one PostgreSQL database."""
 
@@ -146,7 +150,7 @@ class PostgresStore:
         self._build_indexes()
         with self.log.transaction() as tx:
             # under the head lock: one process at a time creates or catches up
-            self.texts = PostgresTextStore(tx.conn)
+            self.texts = PostgresTextStore(tx.conn, where=self.path)
             view = QmarkConnection(tx.conn)
             self.projector.install(view)
             view.execute(KEYS_SCHEMA)
@@ -192,6 +196,9 @@ class PostgresStore:
                     log.info("index_built", index=index, seconds=round(time.monotonic() - started, 3))
                 for index in retired:
                     conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
+
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        return postgres_failure(exc, self.__dict__.get("path"), operation)
 
     def close(self) -> None:
         if self.replica is not None:

@@ -20,11 +20,14 @@ from memwarden.events import (
     Clock,
     RecordedEvent,
     SQLiteEventLog,
+    StoreFailed,
     Synchronous,
     TextStore,
     WriteTransaction,
     migrate_blobs,
 )
+from memwarden.events._sqlite import sqlite_failure
+from memwarden.events._translated import translated
 
 from ._agent_page import AgentPage, AgentQuery, Evidence, read_page
 from ._asof import PointView
@@ -45,6 +48,7 @@ log = structlog.get_logger("memwarden")
 Reactor = Callable[[LogWrite, Sequence[RecordedEvent]], None]
 
 
+@translated
 class SQLiteStore:
     """The log, the texts and the usable view in one SQLite database."""
 
@@ -74,7 +78,7 @@ class SQLiteStore:
         )
         self.conn = self.log.conn
         with self.log.transaction() as tx:
-            self.texts = TextStore(tx.conn)
+            self.texts = TextStore(tx.conn, where=self.path)
             self.log.subscribers.append(self.texts.on_append)  # erasure is final in the text store
             migrate_blobs(tx.conn, self.texts, self.log.legacy_tenants)
             self.projector.install(tx.conn)
@@ -93,6 +97,9 @@ class SQLiteStore:
         if behind:
             # a copied database or a new projection: catch up before serving
             self.projector.catch_up(self.conn, lambda after: self.log.read(after_seq=after))
+
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        return sqlite_failure(exc, self.__dict__.get("path"), operation)
 
     def close(self) -> None:
         self.log.close()
