@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import structlog
-from memwarden.events import Clock, EventLog, Synchronous, SystemClock, format_ts, unstorable
+from memwarden.events import Clock, EventLog, SQLiteOptions, Synchronous, SystemClock, format_ts, unstorable
 from memwarden.projections import (
     Access,
     AgentPage,
@@ -83,9 +83,10 @@ class Core:
         # called with each revocation id after it commits (the scheduler's
         # immediate read-back hooks in here)
         self.revocation_listeners: list[Callable[[str], None]] = []
-        self.store: Store = open_store(
-            path, clock=self.clock, synchronous=synchronous, mmap_mb=mmap_mb, cache_mb=cache_mb, read_url=read_url
-        )
+        # the knobs are the SQLite backend's (a PostgreSQL store has its
+        # server's settings): kept here as keywords for the callers that set them
+        sqlite = SQLiteOptions(synchronous=synchronous, mmap_mb=mmap_mb, cache_mb=cache_mb)
+        self.store: Store = open_store(path, clock=self.clock, read_url=read_url, sqlite=sqlite)
         self.vector_index = VectorIndex(self.store, vector_index, _beside(self.store))
         # the copies outside memwarden a revocation must reach (``_sinks``)
         self.sinks: tuple[SinkSpec, ...] = tuple(sinks)

@@ -55,7 +55,7 @@ from ._recorded import (
     current_schema_version,
     register_upcaster,
 )
-from ._sqlite import SQLiteEventLog, Synchronous, WriteTransaction, connect, legacy_tenants
+from ._sqlite import SQLiteEventLog, SQLiteOptions, Synchronous, WriteTransaction, connect, legacy_tenants
 from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
 from ._time import (
     CLOCK_SKEW,
@@ -118,6 +118,7 @@ __all__ = [
     "Refusal",
     "RevocationIssued",
     "SQLiteEventLog",
+    "SQLiteOptions",
     "Scope",
     "Selector",
     "SinkReadbackRecorded",

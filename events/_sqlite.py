@@ -7,8 +7,9 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 
 from ._append import Existing, check_imported, prepare_batch
 from ._errors import LogDamaged, StorageError, StoreDamaged, StoreFailed, StoreUnavailable
@@ -67,6 +68,52 @@ RELEASE_AFTER_ROWS = 1000
 RELEASE_EVERY = 256
 
 
+_SYNCHRONOUS: tuple[str, ...] = get_args(Synchronous)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SQLiteOptions:
+    """The SQLite backend's tuning knobs, which mean nothing to another
+    backend (a PostgreSQL server has its own settings): given to
+    ``SQLiteStore`` as one value, or in a ``sqlite:///`` URL's query
+    (``sqlite:///m.db?synchronous=normal&cache_mb=128``, ``from_query``).
+
+    ``synchronous``: when a commit waits for the disk (FULL: every commit is
+    durable). ``mmap_mb``: reads through a memory map of this size (0: off).
+    ``cache_mb``: the page cache each connection keeps (``connect``)."""
+
+    synchronous: Synchronous = "FULL"
+    mmap_mb: int = 1024
+    cache_mb: int = 64
+
+    def __post_init__(self) -> None:
+        if self.synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous: {self.synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
+        for name in ("mmap_mb", "cache_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}: {value!r} is not a whole number of megabytes (0 or more)")
+
+    @classmethod
+    def from_query(cls, query: str, base: SQLiteOptions | None = None) -> SQLiteOptions:
+        """``base`` (the defaults if None) with what a URL's query string
+        sets; a name that is no option, or a value that does not read as
+        one, is a ``ValueError`` naming it."""
+        known = {f.name for f in fields(cls)}
+        given: dict[str, Any] = {}
+        for pair in (part for part in query.split("&") if part):
+            name, _, value = pair.partition("=")
+            if name not in known:
+                raise ValueError(f"{name}: not an SQLite option (known: {', '.join(sorted(known))})")
+            if name == "synchronous":
+                given[name] = value.upper()
+            elif value.isascii() and value.isdigit():
+                given[name] = int(value)
+            else:
+                raise ValueError(f"{name}: {value!r} is not a whole number of megabytes")
+        return cls(**{**vars(base or cls()), **given})
+
+
 def connect(
     path: str | Path,
     *,
@@ -76,7 +123,7 @@ def connect(
     mmap_mb: int = 1024,
 ) -> sqlite3.Connection:
     """Open a connection the way every memwarden connection is opened."""
-    if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+    if synchronous not in _SYNCHRONOUS:
         raise ValueError(f"synchronous: {synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
     try:

@@ -28,7 +28,7 @@ from ._fold import (
     revoke_row,
 )
 from ._fts_documents import stored_texts
-from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_path
+from ._port import Store, Texts, UnknownBackend, ViewReader, ViewWriter, Write, open_store, sqlite_options, sqlite_path
 from ._rows import VIEW_COLUMNS, Key, parent_refs
 from ._runner import CheckResult, Projection, Projector, default_projections
 from ._selector import (
@@ -102,6 +102,7 @@ __all__ = [
     "search_tokens",
     "selector_covers",
     "selector_sql",
+    "sqlite_options",
     "sqlite_path",
     "stored_texts",
     "story",

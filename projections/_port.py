@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol, Unpack
 from urllib.parse import unquote, urlsplit
 
-from memwarden.events import Clock, Event, EventLog, Head, RecordedEvent, Refusal, StoreUnavailable
+from memwarden.events import Clock, Event, EventLog, Head, RecordedEvent, Refusal, SQLiteOptions, StoreUnavailable
 
 from ._access import Access
 from ._agent_page import AgentPage, AgentQuery, Evidence
@@ -184,14 +184,34 @@ def sqlite_path(url: str | Path) -> str | None:
     return path
 
 
-def open_store(url: str | Path, *, clock: Clock, read_url: str | None = None, **options: Any) -> Store:
+def sqlite_options(url: str | Path, base: SQLiteOptions | None = None) -> SQLiteOptions:
+    """The SQLite options a ``sqlite:///`` URL's query sets over ``base``
+    (``sqlite:///m.db?synchronous=normal``); a bare path has no query (a
+    file's name may hold a ``?``)."""
+    text = str(url)
+    query = urlsplit(text).query if text.startswith("sqlite://") else ""
+    try:
+        return SQLiteOptions.from_query(query, base)
+    except ValueError as exc:
+        raise UnknownBackend(text, str(exc)) from None
+
+
+def open_store(
+    url: str | Path,
+    *,
+    clock: Clock,
+    read_url: str | None = None,
+    sqlite: SQLiteOptions | None = None,
+) -> Store:
     """The backend ``url`` names, opened (see ``sqlite_path`` for SQLite's
-    forms); ``read_url`` names a streaming replica to read from (PostgreSQL)."""
+    forms); ``read_url`` names a streaming replica to read from (PostgreSQL).
+    ``sqlite``: the SQLite backend's options, which the URL's query may
+    override; a PostgreSQL store has none (its server has its settings)."""
     path = sqlite_path(url)
     if path is not None:
         if read_url is not None:
             raise UnknownBackend(read_url, "a read replica needs the PostgreSQL backend", field="read-db")
-        return SQLiteStore(path, clock=clock, **options)
+        return SQLiteStore(path, clock=clock, options=sqlite_options(url, sqlite))
     scheme = urlsplit(str(url)).scheme
     if scheme in ("postgresql", "postgres"):
         try:
@@ -205,7 +225,7 @@ def open_store(url: str | Path, *, clock: Clock, read_url: str | None = None, **
         import psycopg
 
         try:
-            return PostgresStore(str(url), clock=clock, read_url=read_url, **options)
+            return PostgresStore(str(url), clock=clock, read_url=read_url)
         except StoreUnavailable as exc:
             cause = exc.__cause__
             if not isinstance(cause, psycopg.OperationalError) or cause.sqlstate is not None:

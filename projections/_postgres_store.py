@@ -135,7 +135,6 @@ class PostgresStore:
         read_url: str | None = None,
         replica_wait: float = 0.5,
         erasure_wait: float = 30.0,
-        **_sqlite_options: Any,
     ) -> None:
         self.erasure_wait = erasure_wait
         self.log = PostgresEventLog(url, clock=clock)

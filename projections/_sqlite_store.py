@@ -20,8 +20,8 @@ from memwarden.events import (
     Clock,
     RecordedEvent,
     SQLiteEventLog,
+    SQLiteOptions,
     StoreFailed,
-    Synchronous,
     TextStore,
     WriteTransaction,
     migrate_blobs,
@@ -59,22 +59,21 @@ class SQLiteStore:
         path: str | Path,
         *,
         clock: Clock,
-        synchronous: Synchronous = "FULL",
-        mmap_mb: int = 1024,
-        cache_mb: int = 64,
+        options: SQLiteOptions | None = None,
     ) -> None:
         self.path = str(path)
+        self.options = options = options or SQLiteOptions()
         self._claims: dict[str, threading.Lock] = {}
         self._erasure_pending = False
         self.projector = Projector()
         self.log = SQLiteEventLog(
             path,
             clock=clock,
-            synchronous=synchronous,
+            synchronous=options.synchronous,
             # the promises an import must keep as a live write does, before the fold
             subscribers=[AppendRules().check, self.projector.on_append],
-            mmap_mb=mmap_mb,
-            cache_mb=cache_mb,
+            mmap_mb=options.mmap_mb,
+            cache_mb=options.cache_mb,
         )
         self.conn = self.log.conn
         with self.log.transaction() as tx:
