@@ -191,6 +191,10 @@ class StoreFailed(Refusal):
     field = "db"
     hint: ClassVar[str] = ""
     GENERIC: ClassVar[str] = "the database could not answer; see the server log"
+    # what a client's copy (``from_answer``, no constructor run) lacks
+    detail: str = "could not answer"
+    where: str | None = None
+    operation: str | None = None
 
     def __init__(self, detail: str = "", *, where: str | None = None, operation: str | None = None) -> None:
         named = ": ".join(part for part in (where, operation, detail) if part)

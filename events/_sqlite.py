@@ -379,8 +379,11 @@ class SQLiteEventLog(LogReads):
                     # after an I/O error SQLite may already have rolled back
                     with suppress(sqlite3.Error):
                         self.conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError) and _storage_failure(exc):
-                    raise StorageError(self.path, exc) from exc
+                # a store call inside the transaction (the texts') has named
+                # the driver's error already: a full disk is told by its cause
+                failure = exc.__cause__ if isinstance(exc, StoreFailed) else exc
+                if isinstance(failure, sqlite3.OperationalError) and _storage_failure(failure):
+                    raise StorageError(self.path, failure) from failure
                 raise
             # committed: nothing after this may report the write as failed
             with suppress(sqlite3.Error):

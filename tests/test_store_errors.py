@@ -94,3 +94,16 @@ def test_the_audit_names_a_file_it_cannot_read_as_damaged(tmp_path: Path) -> Non
     result = CliRunner().invoke(cli, ["--db", str(_junk(tmp_path)), "audit", "verify", "--json"])
     assert result.exit_code == 2, result.output
     assert "file is not a database" in result.stderr and "memwarden audit verify" in result.stderr
+
+
+def test_a_full_disk_met_by_a_store_call_inside_a_write_is_still_a_storage_error(tmp_path: Path) -> None:
+    from memwarden.events import SQLiteEventLog, StorageError
+
+    log = SQLiteEventLog(tmp_path / "full.db")
+    try:
+        # what the texts' own translation makes of SQLite's full disk, met inside the log's transaction
+        with pytest.raises(StorageError, match="nothing was appended"), log.transaction():
+            raise StoreDamaged("database or disk is full") from sqlite3.OperationalError("database or disk is full")
+        assert log.head().seq == 0
+    finally:
+        log.close()
