@@ -29,6 +29,7 @@ from memwarden.events import (
     StoreFailed,
 )
 from memwarden.events._postgres import postgres_failure
+from memwarden.events._sqlite import sqlite_failure
 from memwarden.events._translated import translated
 
 from ._agent_page import AgentPage, AgentQuery, Evidence, holds_derived, read_page
@@ -197,7 +198,10 @@ class PostgresStore:
                     conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
 
     def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
-        return postgres_failure(exc, self.__dict__.get("path"), operation)
+        # the as-of views and the check's rebuild are private SQLite databases
+        return postgres_failure(exc, self.__dict__.get("path"), operation) or sqlite_failure(
+            exc, "a private view", operation
+        )
 
     def close(self) -> None:
         if self.replica is not None:

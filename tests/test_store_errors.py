@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from memwarden.engine import OPERATOR, KeyStore, StoreDamaged, Warden, answer
+from memwarden.engine import OPERATOR, KeyStore, StoreDamaged, StoreUnavailable, Warden, answer
 from memwarden.engine.faces.http import create_app
 from memwarden.events import StoreFailed
 
@@ -107,3 +107,56 @@ def test_a_full_disk_met_by_a_store_call_inside_a_write_is_still_a_storage_error
         assert log.head().seq == 0
     finally:
         log.close()
+
+
+def test_every_kind_of_public_method_translates_what_leaves_it() -> None:
+    from contextlib import contextmanager
+
+    from memwarden.events._sqlite import sqlite_failure
+    from memwarden.events._translated import translated
+
+    broken = sqlite3.DatabaseError("database disk image is malformed")
+
+    @translated
+    class Backend:
+        def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+            return sqlite_failure(exc, "b.db", operation)
+
+        def call(self) -> None:
+            raise broken
+
+        def rows(self) -> Iterator[int]:
+            yield 1
+            raise broken
+
+        def lazily(self) -> Iterator[int]:
+            return self._rows()
+
+        def _rows(self) -> Iterator[int]:
+            yield 1
+            raise broken
+
+        @contextmanager
+        def reading(self) -> Iterator[int]:
+            yield 1
+
+        def refuses(self) -> None:
+            raise KeyError("not a database failure")
+
+    b = Backend()
+    for run, operation in (
+        (b.call, "call"),
+        (lambda: list(b.rows()), "rows"),
+        (lambda: list(b.lazily()), "lazily"),
+    ):
+        with pytest.raises(StoreDamaged) as raised:
+            run()
+        assert raised.value.__cause__ is broken and raised.value.operation == operation
+    with pytest.raises(StoreDamaged) as raised, b.reading():
+        raise broken  # the caller's body, thrown through the context manager
+    assert raised.value.operation == "reading" and raised.value.where == "b.db"
+    with pytest.raises(KeyError):
+        b.refuses()
+    # a locked file is not a damaged one
+    locked = sqlite_failure(sqlite3.OperationalError("database is locked"), "b.db", "call")
+    assert isinstance(locked, StoreUnavailable) and "damaged" not in str(locked)
