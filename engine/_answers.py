@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from memwarden.events import DATABASE_ERRORS, SERVER_ERRORS, Refusal
+from memwarden.events import Refusal
 from pydantic import ValidationError
 
 from ._validation import field_error
@@ -48,18 +48,6 @@ def answer(exc: BaseException) -> Answer | None:
         )
     if isinstance(exc, ValidationError):  # a model checked outside the engine's own checks
         return answer(field_error(exc))
-    if isinstance(exc, DATABASE_ERRORS):
-        # the detail may name the server's host or the file's path: the
-        # command line (the operator's own) shows it, a remote caller does not
-        hint = "" if isinstance(exc, SERVER_ERRORS) else " (is the file damaged? run 'memwarden audit verify')"
-        return Answer(
-            "database",
-            503,
-            2,
-            "db",
-            "the database could not answer; see the server log",
-            f"database: {exc}{hint}",
-        )
     # what the standard library raises for bad input reaching it, as the
     # kind of refusal it resembles (a bug shows as its own type in the log)
     if isinstance(exc, ValueError):

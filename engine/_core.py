@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import structlog
-from memwarden.events import DATABASE_ERRORS, Clock, EventLog, Synchronous, SystemClock, format_ts, unstorable
+from memwarden.events import Clock, EventLog, SQLiteOptions, Synchronous, SystemClock, format_ts, unstorable
 from memwarden.projections import (
     Access,
     AgentPage,
@@ -31,7 +31,7 @@ from memwarden.projections import (
 from ._collector import collector_paused
 from ._derivation import cascade
 from ._embedders import Embedder
-from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView
+from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView, StoreDamaged
 from ._fetchers import Fetchers
 from ._joined import Joined
 from ._limits import Limits
@@ -83,9 +83,10 @@ class Core:
         # called with each revocation id after it commits (the scheduler's
         # immediate read-back hooks in here)
         self.revocation_listeners: list[Callable[[str], None]] = []
-        self.store: Store = open_store(
-            path, clock=self.clock, synchronous=synchronous, mmap_mb=mmap_mb, cache_mb=cache_mb, read_url=read_url
-        )
+        # the knobs are the SQLite backend's (a PostgreSQL store has its
+        # server's settings): kept here as keywords for the callers that set them
+        sqlite = SQLiteOptions(synchronous=synchronous, mmap_mb=mmap_mb, cache_mb=cache_mb)
+        self.store: Store = open_store(path, clock=self.clock, read_url=read_url, sqlite=sqlite)
         self.vector_index = VectorIndex(self.store, vector_index, _beside(self.store))
         # the copies outside memwarden a revocation must reach (``_sinks``)
         self.sinks: tuple[SinkSpec, ...] = tuple(sinks)
@@ -120,11 +121,13 @@ class Core:
 
     def file_problems(self) -> list[str]:
         """What the backend's own check finds wrong with its files (the hash
-        chain cannot see damage to the projections or the texts)."""
+        chain cannot see damage to the projections or the texts): a file
+        that cannot even be checked is one problem; a store that cannot be
+        reached is ``StoreUnavailable``, raised, since nothing was checked."""
         try:
             problems = self.store.file_problems()
-        except DATABASE_ERRORS as exc:
-            return [str(exc)]
+        except StoreDamaged as exc:
+            return [exc.detail]
         if problems:
             log.error("database_damaged", path=self.path, problems=problems[:10])
         return problems

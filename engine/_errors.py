@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memwarden.events import Refusal
+# the store's own errors (raised below the port in the driver's stead) are the engine's too
+from memwarden.events import Refusal, StoreDamaged, StoreFailed, StoreUnavailable  # noqa: F401
 
 
 class InvalidInput(Refusal, ValueError):
@@ -246,18 +247,6 @@ class Unauthorized(Refusal, PermissionError):
     field = "x-api-key"
 
     def __init__(self, problem: str = "a valid x-api-key header is required") -> None:
-        super().__init__(problem)
-
-
-class StoreUnavailable(Refusal, ConnectionError):
-    """The store could not answer (a server down, a file that cannot be
-    read): nothing the caller did; the detail is in the server's log."""
-
-    code = "database"
-    status = 503
-    field = "db"
-
-    def __init__(self, problem: str = "the database could not answer; see the server log") -> None:
         super().__init__(problem)
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memwarden.events import (
-    DATABASE_ERRORS,
     GENESIS_HASH,
     ChainReport,
     LogDamaged,
+    StoreDamaged,
     actual_checksum,
     read_texts,
     read_verified,
@@ -58,7 +58,7 @@ def audit_verify(
     # one check of the files and the chain at a time per server: a request
     # arriving meanwhile joins it (the anchor, cheap, is checked per request)
     damage, report, texts = warden.chain_check.run(lambda advance: _check(warden, advance), progress)
-    if isinstance(report, Exception):
+    if isinstance(report, StoreDamaged):
         exc = report
         return {
             "ok": False,
@@ -66,10 +66,10 @@ def audit_verify(
             "head_hash": None,
             "checked": 0,
             "first_bad_seq": None,
-            "problem": f"database file damaged: {exc}",
+            "problem": f"database file damaged: {exc.detail}",
             "against": against,
             "extends_anchor": None,
-            "file_problems": damage or [str(exc)],
+            "file_problems": damage or [exc.detail],
         }
     out = {
         **report.as_dict(),
@@ -106,13 +106,16 @@ def audit_verify(
     return out
 
 
-def _check(warden: Core, advance: Callable[[int], None]) -> tuple[list[str], ChainReport | Exception, int]:
+def _check(warden: Core, advance: Callable[[int], None]) -> tuple[list[str], ChainReport | StoreDamaged, int]:
     """The files, the chain and the texts checked once: what every joined
-    ``audit_verify`` reads its answer from."""
+    ``audit_verify`` reads its answer from. A file that cannot be read is
+    the answer (damage found); a store that cannot be reached (a server
+    down) is raised, ``StoreUnavailable``: nothing was checked, nothing is
+    known to be damaged."""
     damage = warden.file_problems()
     try:
         report = _verify_in_stretches(warden, advance)
-    except DATABASE_ERRORS as exc:
+    except StoreDamaged as exc:
         return damage, exc, 0
     return damage, report, texts_damaged(warden)
 

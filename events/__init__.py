@@ -19,6 +19,9 @@ from ._errors import (
     LogDiverged,
     Refusal,
     StorageError,
+    StoreDamaged,
+    StoreFailed,
+    StoreUnavailable,
     TextErased,
     VersionConflict,
 )
@@ -59,7 +62,7 @@ from ._recorded import (
     event_from_row,
     register_upcaster,
 )
-from ._sqlite import SQLiteEventLog, Synchronous, WriteTransaction, connect, legacy_tenants
+from ._sqlite import SQLiteEventLog, SQLiteOptions, Synchronous, WriteTransaction, connect, legacy_tenants
 from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
 from ._time import (
     CLOCK_SKEW,
@@ -75,6 +78,7 @@ from ._time import (
     parse_ts,
     to_utc,
 )
+from ._translated import translated
 from ._types import PolicyVersion, version_key, version_number, version_value
 from ._urls import has_user_info, spelled
 from ._vectors import Vector, check_vector
@@ -123,10 +127,14 @@ __all__ = [
     "Refusal",
     "RevocationIssued",
     "SQLiteEventLog",
+    "SQLiteOptions",
     "Scope",
     "Selector",
     "SinkReadbackRecorded",
     "StorageError",
+    "StoreDamaged",
+    "StoreFailed",
+    "StoreUnavailable",
     "Synchronous",
     "SystemClock",
     "TextErased",
@@ -162,6 +170,7 @@ __all__ = [
     "sha256_hex",
     "spelled",
     "to_utc",
+    "translated",
     "unstorable",
     "unstorable_fields",
     "verify_export",

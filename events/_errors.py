@@ -18,9 +18,10 @@ except ImportError:  # pragma: no cover - without the extra
 else:
     _POSTGRES_ERRORS = (_PostgresError,)
 
-# What a store raises when its database cannot answer (a damaged file, a
-# failing disk, a server gone): the faces catch these without knowing the
-# backend.
+# What a driver raises when its database cannot answer (a damaged file, a
+# failing disk, a server gone). Only the backends catch these, to raise
+# ``StoreUnavailable`` or ``StoreDamaged`` in their stead (``_translated``):
+# no driver error crosses the store port.
 DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError, *_POSTGRES_ERRORS)
 # those of them a database server raises, each naming its own cause (a lock
 # timeout, a dropped connection), where SQLite's mean a damaged file
@@ -176,3 +177,43 @@ class InvalidField(Refusal, ValueError):
         super().__init__(f"{field}: {problem}")
         self.field = field
         self.problem = problem
+
+
+class StoreFailed(Refusal):
+    """The store could not answer: nothing the caller did. A remote caller
+    is told only that (the detail may name the server's host or the file's
+    path); the operator's command line and the server log get the whole
+    line, which names the store, the operation and the driver's words (the
+    driver's exception is the ``__cause__``)."""
+
+    code = "database"
+    status = 503
+    field = "db"
+    hint: ClassVar[str] = ""
+    GENERIC: ClassVar[str] = "the database could not answer; see the server log"
+    # what a client's copy (``from_answer``, no constructor run) lacks
+    detail: str = "could not answer"
+    where: str | None = None
+    operation: str | None = None
+
+    def __init__(self, detail: str = "", *, where: str | None = None, operation: str | None = None) -> None:
+        named = ": ".join(part for part in (where, operation, detail) if part)
+        super().__init__(f"database: {named or 'could not answer'}{self.hint}")
+        self.problem = self.GENERIC
+        self.detail = detail or "could not answer"  # the driver's own words
+        self.where = where
+        self.operation = operation
+
+
+class StoreUnavailable(StoreFailed, ConnectionError):
+    """The store cannot be reached now: a server down or gone mid-session, a
+    lost connection, a timeout, a file another process holds locked or that
+    cannot be opened. Worth trying again later; nothing is damaged."""
+
+
+class StoreDamaged(StoreFailed, RuntimeError):
+    """The store's file or data no longer reads as a database (a garbled
+    page, a file that is not SQLite): ``memwarden audit verify`` says how
+    far, ``memwarden rebuild`` or a backup repairs it."""
+
+    hint = " (is the file damaged? run 'memwarden audit verify')"

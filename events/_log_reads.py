@@ -15,8 +15,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from ._errors import StoreFailed
 from ._models import Event, memory_stream
 from ._recorded import EMPTY_HEAD, ROW_COLUMNS, Head, LegacyTenants, RecordedEvent, Row, event_from_row
+from ._translated import translated
 
 PAGE = 5000
 # What a memory's fold reads besides its own stream. Spelled with literals,
@@ -32,11 +34,17 @@ def marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
+@translated
 class LogReads(ABC):
     conn: Any
     _lock: threading.RLock
     legacy_tenants: LegacyTenants
     MARK = "?"
+
+    @abstractmethod
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        """The engine's error for a driver's ``exc`` leaving ``operation``
+        (None: not a database failure), as ``_translated`` asks."""
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[Any]:

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ._errors import StorageError
+from ._errors import StorageError, StoreDamaged, StoreFailed, StoreUnavailable
 from ._log_reads import LogReads
 from ._models import Event
 from ._postgres_schema import PlannerStatistics, install_schema
@@ -42,6 +42,7 @@ from ._recorded import (
 )
 from ._texts import ERASED_TEXT, TextStore
 from ._time import Clock, SystemClock
+from ._translated import translated
 
 _HEAD_FOR_UPDATE = "SELECT seq, hash, recorded_at FROM log_head FOR UPDATE"
 _BEGIN_LOCKED = f"BEGIN; {_HEAD_FOR_UPDATE}"
@@ -97,6 +98,23 @@ def no_statistics(table: str, columns: tuple[str, ...]) -> str:
     END $$"""
 
 
+def postgres_failure(exc: Exception, where: str | None, operation: str) -> StoreFailed | None:
+    """What a psycopg error leaving the store means (``_translated``): the
+    server reports data it found corrupt as such; anything else (a server
+    down or gone, a lost connection, a lock or statement timeout, a
+    refusal) is a server that could not answer now. None: not psycopg's."""
+    if not isinstance(exc, psycopg.DatabaseError):
+        return None
+    detail = str(exc).strip() or type(exc).__name__
+    if exc.sqlstate in _CORRUPT:
+        return StoreDamaged(detail, where=where, operation=operation)
+    return StoreUnavailable(detail, where=where, operation=operation)
+
+
+_CORRUPT = ("XX001", "XX002")  # data_corrupted, index_corrupted
+
+
+@translated
 class PostgresTextStore(TextStore):
     """Each memory version's summary and content as ``bytea``: UTF-8 bytes
     as they were hashed. An erasure deletes the rows; the store's purge
@@ -150,8 +168,11 @@ class PostgresTextStore(TextStore):
     SUMMARY = "convert_from(t.summary, 'UTF8')"
     SUMMARY_BYTES = "t.summary"
 
-    def __init__(self, conn: psycopg.Connection) -> None:
-        super().__init__(QmarkConnection(conn))
+    def __init__(self, conn: psycopg.Connection, *, where: str | None = None) -> None:
+        super().__init__(QmarkConnection(conn), where=where)
+
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        return postgres_failure(exc, self.__dict__.get("where"), f"texts.{operation}")
 
     def _first_erased(self, versions: list[tuple[str, str, int]], exc: Exception) -> tuple[str, str, int]:
         # the failed statement aborted the transaction: the trigger names its row
@@ -180,6 +201,7 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, parts.fragment))
 
 
+@translated
 class PostgresEventLog(LogReads):
     """The append-only, hash-chained event log in one PostgreSQL database.
 
@@ -215,6 +237,10 @@ class PostgresEventLog(LogReads):
         with self._lock:
             install_schema(self.conn)
         self.legacy_tenants = LegacyTenants(self._legacy_streams)
+
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        # before the URL is redacted, no URL: its password must not be printed
+        return postgres_failure(exc, self.__dict__.get("path"), operation)
 
     def _legacy_streams(self) -> list[tuple[str, str]]:
         """(stream, tenant) of each memory stream's first save written before schema 2."""

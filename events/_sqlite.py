@@ -7,11 +7,12 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 
 from ._append import Existing, check_imported, prepare_batch
-from ._errors import LogDamaged, StorageError
+from ._errors import LogDamaged, StorageError, StoreDamaged, StoreFailed, StoreUnavailable
 from ._heap import trim_heap
 from ._log_reads import LogReads
 from ._models import Event
@@ -27,6 +28,7 @@ from ._recorded import (
 from ._sqlite_chain import verify_chain
 from ._sqlite_readers import ReaderPool
 from ._time import Clock, SystemClock
+from ._translated import translated
 
 Subscriber = Callable[[sqlite3.Connection, Sequence[RecordedEvent]], None]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
@@ -66,6 +68,52 @@ RELEASE_AFTER_ROWS = 1000
 RELEASE_EVERY = 256
 
 
+_SYNCHRONOUS: tuple[str, ...] = get_args(Synchronous)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SQLiteOptions:
+    """The SQLite backend's tuning knobs, which mean nothing to another
+    backend (a PostgreSQL server has its own settings): given to
+    ``SQLiteStore`` as one value, or in a ``sqlite:///`` URL's query
+    (``sqlite:///m.db?synchronous=normal&cache_mb=128``, ``from_query``).
+
+    ``synchronous``: when a commit waits for the disk (FULL: every commit is
+    durable). ``mmap_mb``: reads through a memory map of this size (0: off).
+    ``cache_mb``: the page cache each connection keeps (``connect``)."""
+
+    synchronous: Synchronous = "FULL"
+    mmap_mb: int = 1024
+    cache_mb: int = 64
+
+    def __post_init__(self) -> None:
+        if self.synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous: {self.synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
+        for name in ("mmap_mb", "cache_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}: {value!r} is not a whole number of megabytes (0 or more)")
+
+    @classmethod
+    def from_query(cls, query: str, base: SQLiteOptions | None = None) -> SQLiteOptions:
+        """``base`` (the defaults if None) with what a URL's query string
+        sets; a name that is no option, or a value that does not read as
+        one, is a ``ValueError`` naming it."""
+        known = {f.name for f in fields(cls)}
+        given: dict[str, Any] = {}
+        for pair in (part for part in query.split("&") if part):
+            name, _, value = pair.partition("=")
+            if name not in known:
+                raise ValueError(f"{name}: not an SQLite option (known: {', '.join(sorted(known))})")
+            if name == "synchronous":
+                given[name] = value.upper()
+            elif value.isascii() and value.isdigit():
+                given[name] = int(value)
+            else:
+                raise ValueError(f"{name}: {value!r} is not a whole number of megabytes")
+        return cls(**{**vars(base or cls()), **given})
+
+
 def connect(
     path: str | Path,
     *,
@@ -75,7 +123,7 @@ def connect(
     mmap_mb: int = 1024,
 ) -> sqlite3.Connection:
     """Open a connection the way every memwarden connection is opened."""
-    if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+    if synchronous not in _SYNCHRONOUS:
         raise ValueError(f"synchronous: {synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
     try:
@@ -122,6 +170,25 @@ def legacy_tenants(conn: sqlite3.Connection, lock: threading.RLock | None = None
         return [(stream, tenant) for stream, tenant, _ in rows if isinstance(tenant, str)]
 
     return LegacyTenants(load)
+
+
+def sqlite_failure(exc: Exception, path: str | None, operation: str) -> StoreFailed | None:
+    """What an SQLite error leaving the store means (``_translated``): a
+    file locked, closed or that cannot be opened is unavailable; any other
+    is a file that no longer reads as this database. None: not SQLite's."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    detail = str(exc) or type(exc).__name__
+    text = detail.lower()
+    if isinstance(exc, sqlite3.ProgrammingError) or (
+        isinstance(exc, sqlite3.OperationalError) and any(word in text for word in _UNAVAILABLE)
+    ):
+        return StoreUnavailable(detail, where=path, operation=operation)
+    return StoreDamaged(detail, where=path, operation=operation)
+
+
+# SQLite's words for a file that is there and sound but cannot be used now
+_UNAVAILABLE = ("locked", "busy", "unable to open", "readonly", "closed", "interrupted")
 
 
 def _storage_failure(exc: sqlite3.OperationalError) -> bool:
@@ -244,6 +311,7 @@ class WriteTransaction:
         return found
 
 
+@translated
 class SQLiteEventLog(LogReads):
     """The append-only, hash-chained event log in one SQLite database.
 
@@ -293,6 +361,9 @@ class SQLiteEventLog(LogReads):
 
     # -- writing -----------------------------------------------------------
 
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        return sqlite_failure(exc, self.__dict__.get("path"), operation)
+
     @contextmanager
     def transaction(self) -> Iterator[WriteTransaction]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; rolls back on any error."""
@@ -308,8 +379,11 @@ class SQLiteEventLog(LogReads):
                     # after an I/O error SQLite may already have rolled back
                     with suppress(sqlite3.Error):
                         self.conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError) and _storage_failure(exc):
-                    raise StorageError(self.path, exc) from exc
+                # a store call inside the transaction (the texts') has named
+                # the driver's error already: a full disk is told by its cause
+                failure = exc.__cause__ if isinstance(exc, StoreFailed) else exc
+                if isinstance(failure, sqlite3.OperationalError) and _storage_failure(failure):
+                    raise StorageError(self.path, failure) from failure
                 raise
             # committed: nothing after this may report the write as failed
             with suppress(sqlite3.Error):

@@ -25,10 +25,12 @@ import structlog
 
 from ._bytes import UnstorableText, check_storable
 from ._canonical import content_checksum
-from ._errors import DATABASE_ERRORS, TextErased
+from ._errors import DATABASE_ERRORS, StoreFailed, TextErased
 from ._models import memory_stream
 from ._recorded import LegacyTenants, RecordedEvent
+from ._sqlite import sqlite_failure
 from ._sqlite_schema import has_table
+from ._translated import translated
 from ._vectors import PUT_VECTOR, VECTOR_SCHEMA, Vector, vector_rows
 
 _log = structlog.get_logger("memwarden.texts")
@@ -79,6 +81,7 @@ class Texts(NamedTuple):
     content: str | None
 
 
+@translated
 class TextStore:
     """Summary and content of each memory version, as UTF-8 bytes, in
     SQLite (a backend's subclass gives its own schema and reads; its
@@ -89,10 +92,14 @@ class TextStore:
     SUMMARY = SUMMARY_TEXT
     SUMMARY_BYTES = "CAST(t.summary AS BLOB)"
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, *, where: str | None = None) -> None:
         self.conn = conn
+        self.where = where  # the file or the server, named in its errors
         for statement in self.SCHEMA:
             conn.execute(statement)
+
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        return sqlite_failure(exc, self.__dict__.get("where"), f"texts.{operation}")
 
     def put(self, tenant: str, memory_id: str, version: int, summary: str | None, content: str | None) -> None:
         """Keep a version's texts; ``TextErased`` for a version erased,

@@ -7,7 +7,7 @@ without it, and importing this module is what needs it."""
 
 from __future__ import annotations
 
-from ._postgres import PostgresEventLog, PostgresTextStore, QmarkConnection, no_statistics, redacted
+from ._postgres import PostgresEventLog, PostgresTextStore, QmarkConnection, no_statistics, postgres_failure, redacted
 from ._postgres_write import NOTIFY_CHANNEL
 
 __all__ = [
@@ -16,5 +16,6 @@ __all__ = [
     "PostgresTextStore",
     "QmarkConnection",
     "no_statistics",
+    "postgres_failure",
     "redacted",
 ]

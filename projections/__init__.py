@@ -42,7 +42,7 @@ from ._named import (
     VectorChange,
     ViewRow,
 )
-from ._open import UnknownBackend, open_store, sqlite_path
+from ._open import UnknownBackend, open_store, sqlite_options, sqlite_path
 from ._port import Evidence, Store, Texts, ViewReader, ViewWriter, Write
 from ._rows import VIEW_COLUMNS, Key, parent_refs
 from ._runner import CheckResult, Projection, Projector, default_projections
@@ -128,6 +128,7 @@ __all__ = [
     "search_tokens",
     "selector_covers",
     "selector_sql",
+    "sqlite_options",
     "sqlite_path",
     "stored_texts",
     "story",

@@ -7,10 +7,9 @@ backend, and the backends import the port, so the port imports none of them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from memwarden.events import Clock, Refusal
+from memwarden.events import Clock, Refusal, SQLiteOptions, StoreUnavailable
 
 from ._port import Store
 from ._sqlite_store import SQLiteStore
@@ -45,14 +44,34 @@ def sqlite_path(url: str | Path) -> str | None:
     return path
 
 
-def open_store(url: str | Path, *, clock: Clock, read_url: str | None = None, **options: Any) -> Store:
+def sqlite_options(url: str | Path, base: SQLiteOptions | None = None) -> SQLiteOptions:
+    """The SQLite options a ``sqlite:///`` URL's query sets over ``base``
+    (``sqlite:///m.db?synchronous=normal``); a bare path has no query (a
+    file's name may hold a ``?``)."""
+    text = str(url)
+    query = urlsplit(text).query if text.startswith("sqlite://") else ""
+    try:
+        return SQLiteOptions.from_query(query, base)
+    except ValueError as exc:
+        raise UnknownBackend(text, str(exc)) from None
+
+
+def open_store(
+    url: str | Path,
+    *,
+    clock: Clock,
+    read_url: str | None = None,
+    sqlite: SQLiteOptions | None = None,
+) -> Store:
     """The backend ``url`` names, opened (see ``sqlite_path`` for SQLite's
-    forms); ``read_url`` names a streaming replica to read from (PostgreSQL)."""
+    forms); ``read_url`` names a streaming replica to read from (PostgreSQL).
+    ``sqlite``: the SQLite backend's options, which the URL's query may
+    override; a PostgreSQL store has none (its server has its settings)."""
     path = sqlite_path(url)
     if path is not None:
         if read_url is not None:
             raise UnknownBackend(read_url, "a read replica needs the PostgreSQL backend", field="read-db")
-        return SQLiteStore(path, clock=clock, **options)
+        return SQLiteStore(path, clock=clock, options=sqlite_options(url, sqlite))
     scheme = urlsplit(str(url)).scheme
     if scheme in ("postgresql", "postgres"):
         try:
@@ -66,13 +85,14 @@ def open_store(url: str | Path, *, clock: Clock, read_url: str | None = None, **
         import psycopg
 
         try:
-            return PostgresStore(str(url), clock=clock, read_url=read_url, **options)
-        except psycopg.OperationalError as exc:
-            if exc.sqlstate is not None:
+            return PostgresStore(str(url), clock=clock, read_url=read_url)
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, psycopg.OperationalError) or cause.sqlstate is not None:
                 raise  # the server answered (a lock timeout, say): not the URL's fault
             # a server that refuses or a database that is not there (libpq
-            # gives these no SQLSTATE): the URL is what to fix (its password
-            # never printed)
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            # gives these no SQLSTATE) when the store opens: the URL is what
+            # to fix (its password never printed)
+            reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
             raise UnknownBackend(redacted(str(url)), f"cannot connect to PostgreSQL: {reason}") from None
     raise UnknownBackend(str(url), f"no backend for {scheme!r} URLs (a file path or sqlite:/// is SQLite)")

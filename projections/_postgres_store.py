@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from memwarden.events import Clock, RecordedEvent
-from memwarden.events.postgres import PostgresEventLog, PostgresTextStore, QmarkConnection
+from memwarden.events import Clock, RecordedEvent, StoreFailed, translated
+from memwarden.events.postgres import PostgresEventLog, PostgresTextStore, QmarkConnection, postgres_failure
+from memwarden.events.sqlite import sqlite_failure
 
 from ._agent_page import AgentPage, AgentQuery, holds_derived, read_page
 from ._asof import PointView
@@ -114,6 +115,7 @@ def _purge(conn: Any, mark: str, database: str) -> bool:
     return cleared
 
 
+@translated
 class PostgresStore:
     """The log, the texts and the usable view in one PostgreSQL database."""
 
@@ -127,7 +129,6 @@ class PostgresStore:
         read_url: str | None = None,
         replica_wait: float = 0.5,
         erasure_wait: float = 30.0,
-        **_sqlite_options: Any,
     ) -> None:
         self.erasure_wait = erasure_wait
         self.log = PostgresEventLog(url, clock=clock)
@@ -142,7 +143,7 @@ class PostgresStore:
         self._build_indexes()
         with self.log.transaction() as tx:
             # under the head lock: one process at a time creates or catches up
-            self.texts = PostgresTextStore(tx.conn)
+            self.texts = PostgresTextStore(tx.conn, where=self.path)
             view = QmarkConnection(tx.conn)
             self.projector.install(view)
             view.execute(KEYS_SCHEMA)
@@ -188,6 +189,12 @@ class PostgresStore:
                     log.info("index_built", index=index, seconds=round(time.monotonic() - started, 3))
                 for index in retired:
                     conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
+
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        # the as-of views and the check's rebuild are private SQLite databases
+        return postgres_failure(exc, self.__dict__.get("path"), operation) or sqlite_failure(
+            exc, "a private view", operation
+        )
 
     def close(self) -> None:
         if self.replica is not None:

@@ -20,11 +20,14 @@ from memwarden.events import (
     Clock,
     RecordedEvent,
     SQLiteEventLog,
-    Synchronous,
+    SQLiteOptions,
+    StoreFailed,
     TextStore,
     WriteTransaction,
     migrate_blobs,
+    translated,
 )
+from memwarden.events.sqlite import sqlite_failure
 
 from ._agent_page import AgentPage, AgentQuery, read_page
 from ._asof import PointView
@@ -46,6 +49,7 @@ log = structlog.get_logger("memwarden")
 Reactor = Callable[[LogWrite, Sequence[RecordedEvent]], None]
 
 
+@translated
 class SQLiteStore:
     """The log, the texts and the usable view in one SQLite database."""
 
@@ -56,26 +60,25 @@ class SQLiteStore:
         path: str | Path,
         *,
         clock: Clock,
-        synchronous: Synchronous = "FULL",
-        mmap_mb: int = 1024,
-        cache_mb: int = 64,
+        options: SQLiteOptions | None = None,
     ) -> None:
         self.path = str(path)
+        self.options = options = options or SQLiteOptions()
         self._claims: dict[str, threading.Lock] = {}
         self._erasure_pending = False
         self.projector = Projector()
         self.log = SQLiteEventLog(
             path,
             clock=clock,
-            synchronous=synchronous,
+            synchronous=options.synchronous,
             # the promises an import must keep as a live write does, before the fold
             subscribers=[AppendRules().check, self.projector.on_append],
-            mmap_mb=mmap_mb,
-            cache_mb=cache_mb,
+            mmap_mb=options.mmap_mb,
+            cache_mb=options.cache_mb,
         )
         self.conn = self.log.conn
         with self.log.transaction() as tx:
-            self.texts = TextStore(tx.conn)
+            self.texts = TextStore(tx.conn, where=self.path)
             self.log.subscribers.append(self.texts.on_append)  # erasure is final in the text store
             migrate_blobs(tx.conn, self.texts, self.log.legacy_tenants)
             self.projector.install(tx.conn)
@@ -94,6 +97,9 @@ class SQLiteStore:
         if behind:
             # a copied database or a new projection: catch up before serving
             self.projector.catch_up(self.conn, lambda after: self.log.read(after_seq=after))
+
+    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
+        return sqlite_failure(exc, self.__dict__.get("path"), operation)
 
     def close(self) -> None:
         self.log.close()

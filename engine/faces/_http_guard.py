@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
 from memwarden.engine import InvalidInput, KeyStore, Principal, Unauthorized, answer
-from memwarden.events import DATABASE_ERRORS, Refusal
+from memwarden.events import Refusal
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -235,7 +235,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _refused(request: Request, exc: Exception) -> JSONResponse:
         return answered(exc, request.url.path)
 
-    for kind in (Refusal, ValueError, *DATABASE_ERRORS):
+    for kind in (Refusal, ValueError):
         app.add_exception_handler(kind, _refused)
 
 

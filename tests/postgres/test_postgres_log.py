@@ -17,6 +17,7 @@ from memwarden.events import (
     RevocationIssued,
     Selector,
     SQLiteEventLog,
+    StoreUnavailable,
     VersionConflict,
 )
 
@@ -227,8 +228,9 @@ def test_a_write_that_cannot_take_the_head_lock_leaves_the_connection_usable(pg_
         log.conn.execute("SET lock_timeout = '100ms'")
         with holder.transaction():
             holder.execute("SELECT 1 FROM log_head FOR UPDATE")
-            with pytest.raises(psycopg.errors.LockNotAvailable):
+            with pytest.raises(StoreUnavailable, match="lock timeout") as raised:
                 log.append([saved(1)])
+            assert isinstance(raised.value.__cause__, psycopg.errors.LockNotAvailable)
         assert log.append([saved(1)]) == [1]
     finally:
         holder.close()
@@ -247,13 +249,15 @@ def test_a_single_append_refused_at_its_commit_appends_nothing(pg_url: str, cloc
                 "INSERT INTO events SELECT 2, 'intruder', type, 'elsewhere', 1, occurred_at, recorded_at, actor, "
                 "schema_version, payload, prev_hash, hash FROM events WHERE seq = 1"
             )
-        with pytest.raises(psycopg.errors.UniqueViolation):
+        with pytest.raises(StoreUnavailable) as raised:
             log.append([saved(2)])
+        assert isinstance(raised.value.__cause__, psycopg.errors.UniqueViolation)
         with log.snapshot() as conn:
             assert conn.execute("SELECT seq FROM log_head").fetchone()[0] == 1
             assert conn.execute("SELECT count(*) FROM events WHERE event_id <> 'intruder'").fetchone()[0] == 1
         assert log.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # usable again
-        with pytest.raises(psycopg.errors.UniqueViolation):  # refused again, the same way
+        with pytest.raises(StoreUnavailable) as raised:  # refused again, the same way
             log.append([saved(3)])
+        assert isinstance(raised.value.__cause__, psycopg.errors.UniqueViolation)
     finally:
         log.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from memwarden.engine import OPERATOR, Warden
+from memwarden.engine import OPERATOR, StoreUnavailable, Warden
 from memwarden.projections._postgres_watch import Claims
 
 from ..conftest import Cli
@@ -181,8 +181,9 @@ def test_a_lock_timeout_while_opening_is_named_as_one_not_as_an_unreachable_serv
     writer.execute("SELECT seq FROM log_head FOR UPDATE")  # another node's write in progress
     waiting = f"{pg_url}?options=-c%20lock_timeout%3D200"
     try:
-        with pytest.raises(psycopg.errors.LockNotAvailable, match="lock timeout"):
+        with pytest.raises(StoreUnavailable, match="lock timeout") as raised:
             Warden(waiting)
+        assert isinstance(raised.value.__cause__, psycopg.errors.LockNotAvailable)
         result = Cli(waiting)("query", "--tenant", "t1", "--json")
         assert result.exit_code == 2, result.output
         assert "lock timeout" in result.stderr

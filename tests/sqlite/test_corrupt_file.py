@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import random
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
-from memwarden.engine import OPERATOR, Warden
+from memwarden.engine import OPERATOR, StoreDamaged, StoreUnavailable, Warden
 from memwarden.events import content_checksum
 
 from .._sizes import larger
@@ -68,13 +67,13 @@ def check_one(db: Path, texts: dict[str, str]) -> bool:
     # whatever can still be read is never corrupted text served as usable
     try:
         w = Warden(db)
-    except sqlite3.DatabaseError:
+    except (StoreDamaged, StoreUnavailable):
         return detected
     try:
         for memory_id, text in texts.items():
             try:
                 view = w.get(memory_id, caller=OPERATOR)
-            except (sqlite3.DatabaseError, LookupError, OSError):
+            except (StoreDamaged, LookupError, OSError):
                 continue
             if view.usable:
                 assert view.content == text and view.checksum == content_checksum(text)

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from memwarden.engine import OPERATOR, Warden
+from memwarden.engine import OPERATOR, StoreDamaged, Warden
 from memwarden.projections import purge_text_index, text_index_levels
 from memwarden.projections._text_index import MAX_LEVELS
 
@@ -60,8 +60,9 @@ def test_a_rebuild_recovers_a_text_index_that_no_longer_opens(warden: Warden, ru
         save_memory(warden, f"m{i}", content=f"복구 recoverable {i}")
     # what 2,000 levels of growth left behind: a structure that does not decode
     warden.store.conn.execute("UPDATE memories_fts_data SET block = ? WHERE id = 10", (bytes(4) + b"\x90\x00\x00",))
-    with pytest.raises(sqlite3.DatabaseError):
+    with pytest.raises(StoreDamaged) as raised:
         warden.query(tenant="acme", text="recoverable", caller=OPERATOR)
+    assert isinstance(raised.value.__cause__, sqlite3.DatabaseError)  # the driver's words kept below it
     assert run_cli("rebuild").exit_code == 0
     assert len(warden.query(tenant="acme", text="recoverable", caller=OPERATOR)) == 5
     warden.store.conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
