@@ -117,9 +117,9 @@ class RecordedEvent(NamedTuple):
     """One committed event. ``payload`` is upcast to the current schema;
     ``payload_json`` is its stored canonical text.
 
-    A named tuple (immutable, and made four times faster than a frozen
-    dataclass): every append builds one per event and every read or
-    rebuild one per row.
+    A named tuple (immutable, and made several times faster than a frozen
+    dataclass; BENCHMARKS.md): every append builds one per event and every
+    read or rebuild one per row.
     """
 
     seq: int
