@@ -143,10 +143,9 @@ def envelope_preimage(
     envelope without its hash. The payload is given as the canonical text
     the log stores, and stands in the envelope as the value it encodes.
 
-    The one definition. Its faster spellings are ``preimage_bytes`` (append),
-    the verify loop in ``_recorded.check_rows`` and the audit's SQL
-    (``_sqlite_chain.PREIMAGE_SQL``); ``tests/test_canonical.py`` and
-    ``tests/sqlite/test_sqlite_chain.py`` hold each one equal to this.
+    The one definition. Its one faster spelling is ``preimage_bytes``, which
+    both the append and the audit (``_recorded.check_rows``) hash;
+    ``tests/test_canonical.py`` holds it equal to this.
     """
     return canonical_json(
         {
