@@ -8,9 +8,10 @@ The standard library's ``json`` settings below define the encoding, and
 ``json`` encodes whatever may hold a float. orjson writes the same bytes for
 data without floats (it spells small and non-finite floats otherwise), and
 writes the event payloads the log appends, whose models hold none
-(``Event.FLOATS``): it holds the batched append's target (>= 1/3 of raw
-``executemany``; BENCHMARKS.md, "Tricks measured"). ``tests/test_canonical.py``
-holds the two equal over arbitrary float-free data, timestamps and models.
+(``Event.FLOATS``): it holds the batched append's targets (>= 3x
+eventsourcing, >= 1/3 of raw ``executemany``; BENCHMARKS.md, "Tricks
+measured"). ``tests/test_canonical.py`` holds the two equal over arbitrary
+float-free data, timestamps and models.
 """
 
 from __future__ import annotations
