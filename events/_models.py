@@ -47,8 +47,8 @@ class Event(Model):
     """Base of all events. Subclasses fix ``type`` and add payload fields."""
 
     SCHEMA_VERSION: ClassVar[int] = 1
-    # whether a payload may hold a float: canonical_json spells those with
-    # care, and is faster when told there are none
+    # whether a payload may hold a float: canonical_json leaves those to
+    # json, and takes the faster orjson when told there are none
     FLOATS: ClassVar[bool] = False
 
     type: str
