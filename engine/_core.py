@@ -28,7 +28,6 @@ from memwarden.projections import (
     open_store,
 )
 
-from ._collector import collector_paused
 from ._derivation import cascade
 from ._embedders import Embedder
 from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView, StoreDamaged
@@ -176,9 +175,8 @@ class Core:
     def transaction(self, size: int = 1) -> Iterator[Write]:
         """A write transaction: appends and the view's changes commit
         together. ``size``: how many memories it writes, so that a large one
-        lets the small ones waiting go first (``_write_turns``). The
-        collector waits until it ends (``_collector``)."""
-        with self.write_turns.turn(size), collector_paused(), self.store.writing() as tx:
+        lets the small ones waiting go first (``_write_turns``)."""
+        with self.write_turns.turn(size), self.store.writing() as tx:
             yield tx
         EVENTS.inc(len(tx.recorded))
         if tx.erased:

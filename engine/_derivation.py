@@ -313,7 +313,7 @@ def cascade(tx: Write, records: Sequence[RecordedEvent]) -> None:
         # The walk went to every depth: what these invalidations would take
         # out is among them already, so their records, coming back to this
         # reactor, are not walked again (a 10,000-descendant cascade asked
-        # the children of every one of them: 26 ms of its 340)
+        # the children of every one of them; BENCHMARKS.md, revoke)
         walked = _WALKED.set(True)
         try:
             tx.append(_INVALIDATIONS.validate_python(fields))

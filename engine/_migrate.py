@@ -40,8 +40,6 @@ def migrate(core: Core, to: str, *, caller: Principal) -> dict[str, Any]:
                 f"{len(uncarried)} texts cannot be carried (no store keeps them; nothing was written): {shown}{more}",
             )
         copied = texts = 0
-        # the store's own transaction, not the engine's: one this long keeps
-        # the garbage collector running (engine/_collector.py)
         with core.store.reading() as source, target.store.writing() as tx:
             head = core.log.head()
             for version in list(core.texts.all()):

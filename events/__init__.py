@@ -29,7 +29,6 @@ from ._jsonl import JsonlEventLog, read_texts, read_verified, verify_export, ver
 from ._models import (
     EVENT_ADAPTER,
     EVENT_TYPES,
-    CacheKey,
     Event,
     MemoryErased,
     MemoryExpired,
@@ -40,16 +39,12 @@ from ._models import (
     MemorySaved,
     MemoryVerificationFailed,
     MemoryVerified,
-    ParentRef,
     PolicyVersionChanged,
     ReadbackConfirmed,
     ReadbackFailed,
     RevocationIssued,
-    Scope,
-    Selector,
     SinkReadbackRecorded,
     memory_stream,
-    new_id,
 )
 from ._recorded import (
     ROW_COLUMNS,
@@ -81,6 +76,7 @@ from ._time import (
 from ._translated import translated
 from ._types import PolicyVersion, version_key, version_number, version_value
 from ._urls import has_user_info, spelled
+from ._values import CacheKey, ParentRef, Scope, Selector, new_id
 from ._vectors import Vector, check_vector
 
 __all__ = [

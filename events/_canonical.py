@@ -4,12 +4,14 @@ Sorted keys, no spaces, UTF-8 text (never ``\\u`` escapes for non-ASCII),
 timestamps as fixed-width UTC ``Z`` strings. Korean or any other Unicode
 text round-trips byte for byte.
 
-The standard library's ``json`` settings below define the encoding. orjson
-writes the same bytes several times faster, except for floats under 1e-4
-(``0.00001`` where ``json`` writes ``1e-05``) and non-finite floats (``null``
-where ``json`` refuses): its output is kept only when it holds neither
-spelling, else ``json`` encodes. ``tests/test_canonical.py`` holds the two
-equal over arbitrary JSON data, timestamps and models.
+The standard library's ``json`` settings below define the encoding, and
+``json`` encodes whatever may hold a float. orjson writes the same bytes for
+data without floats (it spells small and non-finite floats otherwise), and
+writes the event payloads the log appends, whose models hold none
+(``Event.FLOATS``): it holds the batched append's targets (>= 3x
+eventsourcing, >= 1/3 of raw ``executemany``; BENCHMARKS.md, "Tricks
+measured"). ``tests/test_canonical.py`` holds the two equal over arbitrary
+float-free data, timestamps and models.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import hashlib
 import json
 from datetime import datetime
 from enum import Enum
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 from uuid import UUID
 
@@ -54,63 +55,24 @@ _ENCODER = json.JSONEncoder(
     allow_nan=False,
     default=_default,
 )
-# The same settings, as the C encoder json.JSONEncoder.encode would build on
-# every call; made once, it spares each payload's encoding (the log's hot
-# path) that work. Without markers there is no cycle check: what is
-# encoded here comes from pydantic models and the log, never cyclic.
-_C_ENCODER = (
-    c_make_encoder(None, _default, encode_basestring, None, ":", ",", True, False, False)
-    if c_make_encoder is not None
-    else None
-)
 
 
 # datetimes and dataclasses go to _default, as they do under json
 _ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-_DIGITS = frozenset(b"0123456789")
-
-
-def _may_differ(data: bytes) -> bool:
-    """Whether orjson's bytes may hold a spelling json would write otherwise:
-    a NaN or infinity (``null``), a float under 1e-4 as ``0.0000...`` (not
-    preceded by a digit: a timestamp's ``30.000000`` is not a float) or with
-    a one-digit negative exponent (``1.5e-7``; json writes ``1.5e-07``).
-    Text that merely looks like these only takes the slow path. Finds, not a
-    regular expression: ``re`` took 12 us over a 500-byte payload."""
-    if b"null" in data:
-        return True
-    digits = _DIGITS
-    at = data.find(b"0.0000")
-    while at >= 0:
-        if at == 0 or data[at - 1] not in digits:
-            return True
-        at = data.find(b"0.0000", at + 1)
-    at = data.find(b"e-")
-    while at >= 0:
-        if 0 < at < len(data) - 2 and data[at - 1] in digits and data[at + 2] in digits:
-            if at + 3 == len(data) or data[at + 3] not in digits:
-                return True
-        at = data.find(b"e-", at + 1)
-    return False
 
 
 def canonical_json(value: Any, *, floats: bool = True) -> str:
     """Encode ``value`` canonically (a ``str``; its bytes are its UTF-8).
 
     ``floats=False`` says ``value`` holds no float (an event payload whose
-    model has no float field: ``Event.FLOATS``), which spares the search
-    for orjson's float spellings, a third of the cost on the append path.
+    model has no float field: ``Event.FLOATS``), which orjson then encodes.
     """
-    try:
-        data = orjson.dumps(value, default=_default, option=_ORJSON_OPTIONS)
-    except TypeError:  # what orjson refuses (non-str keys, huge ints, lone surrogates), json decides
-        pass
-    else:
-        if not (floats and _may_differ(data)):
-            return data.decode("utf-8")
-    if _C_ENCODER is None:
-        return _ENCODER.encode(value)
-    return "".join(_C_ENCODER(value, 0))
+    if not floats:
+        try:
+            return orjson.dumps(value, default=_default, option=_ORJSON_OPTIONS).decode("utf-8")
+        except TypeError:  # what orjson refuses (non-str keys, huge ints, lone surrogates), json decides
+            pass
+    return _ENCODER.encode(value)
 
 
 def sha256_hex(data: str | bytes) -> str:
@@ -143,10 +105,9 @@ def envelope_preimage(
     envelope without its hash. The payload is given as the canonical text
     the log stores, and stands in the envelope as the value it encodes.
 
-    The one definition. Its faster spellings are ``preimage_bytes`` (append),
-    the verify loop in ``_recorded.check_rows`` and the audit's SQL
-    (``_sqlite_chain.PREIMAGE_SQL``); ``tests/test_canonical.py`` and
-    ``tests/sqlite/test_sqlite_chain.py`` hold each one equal to this.
+    The one definition. Its one faster spelling is ``preimage_bytes``, which
+    both the append and the audit (``_recorded.check_rows``) hash;
+    ``tests/test_canonical.py`` holds it equal to this.
     """
     return canonical_json(
         {

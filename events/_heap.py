@@ -3,11 +3,11 @@
 SQLite's page cache allocates its pages one by one on the C heap. Given
 back (``PRAGMA shrink_memory``), they return to glibc's free lists, which
 keep them: they are scattered among live allocations, so the heap cannot
-shrink from its top. A process that had saved 100,000 memories in batches
-still held 70 MB of private memory with its cache released, 50 MB after
-``malloc_trim``, which returns whole free pages from anywhere in the heap
-(one fill, measured like scripts/bench/peers.py). Elsewhere than glibc
-this does nothing.
+shrink from its top. ``malloc_trim`` returns whole free pages from
+anywhere in the heap. Elsewhere than glibc this does nothing.
+
+Kept for one target: private memory <= 1.5x LangGraph's after 100,000
+saves (``peers.py``; BENCHMARKS.md, "Tricks measured, 2026-12-04").
 """
 
 from __future__ import annotations

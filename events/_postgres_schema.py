@@ -30,8 +30,8 @@ SCHEMA = (
     )""",
     # What the planner needs of the log is its size and its keys: a sample
     # of 3,000 rows (not 30,000) and no statistics over the payload and the
-    # hashes, which no query filters on. An ANALYZE of 64,000 events took
-    # 240-290 ms, now 11 (the writers run it as the log grows)
+    # hashes, which no query filters on: the writers run ANALYZE as the log
+    # grows, so it must stay cheap (BENCHMARKS.md)
     "ALTER TABLE events "
     + ", ".join(
         f"ALTER COLUMN {column} SET STATISTICS {0 if column in _UNFILTERED else 10}"
@@ -109,10 +109,10 @@ class PlannerStatistics:
     server has it off). Until then the planner takes grown tables for small
     ones, and worse, each connection keeps the generic plan it made of a
     prepared statement at its sixth run: made on a fresh store, that plan
-    scans whole tables ever after (a save went from 5.4 ms to 10.2 over a
-    new store's first 12,000; an ANALYZE makes every connection plan
-    again). A page of rows read by seq (the audit after an import) sorted
-    50,000 rows on disk instead of walking the key (45 ms against 1.4), and
+    scans whole tables ever after (a save grew slower over a new store's
+    first thousands; an ANALYZE makes every connection plan again). A page
+    of rows read by seq (the audit after an import) sorted the whole range
+    on disk instead of walking the key, and
     the agent query joined each text on its tenant alone. Every table of
     the store: the view's and the texts' grow with the log. Doubling keeps
     the cost per event bounded.
@@ -131,6 +131,6 @@ class PlannerStatistics:
         if self._unanalyzed >= _ANALYZE_AFTER or grown:
             self._unanalyzed, self._analyzed_at = 0, after
             # the store's own tables: a bare ANALYZE also samples the ~60
-            # system catalogs (70 ms of a store of 1,000 events)
+            # system catalogs, most of its cost on a small store
             tables = [row[0] for row in conn.execute(_OWN_TABLES)]
             conn.execute(SQL("ANALYZE {}").format(SQL(", ").join(map(Identifier, tables))))

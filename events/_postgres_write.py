@@ -53,8 +53,9 @@ _PLANNED_EACH_TIME = 16
 def id_array(values: Sequence[str]) -> str:
     """Identifiers as one text for ``string_to_array(%s, chr(31))``.
 
-    psycopg dumps a list element by element in Python (2 ms for 1,000 ids
-    against 0.2 ms for one string, measured on the append path's lookup).
+    psycopg dumps a list element by element in Python, many times the cost
+    of one string on the append path's lookup (BENCHMARKS.md, "Choices in
+    the code").
     Identifiers hold no control character, so the separator splits exactly.
     """
     joined = _ID_SEPARATOR.join(values)
@@ -70,9 +71,9 @@ def look_up(conn: psycopg.Connection, event_ids: Sequence[str], streams: Sequenc
     A small batch's lookup is planned afresh each time. A prepared one keeps
     the generic plan PostgreSQL makes at its sixth run, and on a fresh store
     that plan was made while the log was a page long: it scans the whole
-    events table on every append ever after (a single append went from
-    1.1 ms to 3.1 ms over a new log's first 2,000 events, until an ANALYZE
-    replans it; BENCHMARKS.md, postgres). A large batch's lookup stays
+    events table on every append ever after, so a single append grows
+    slower with the log until an ANALYZE replans it (BENCHMARKS.md,
+    postgres). A large batch's lookup stays
     prepared: planning a thousand ids costs more than the scan it avoids.
     """
     prepare = None if len(event_ids) > _PLANNED_EACH_TIME else False

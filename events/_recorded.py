@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from json.encoder import encode_basestring
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -117,9 +115,9 @@ class RecordedEvent(NamedTuple):
     """One committed event. ``payload`` is upcast to the current schema;
     ``payload_json`` is its stored canonical text.
 
-    A named tuple (immutable, and made four times faster than a frozen
-    dataclass): every append builds one per event and every read or
-    rebuild one per row.
+    A named tuple (immutable, and made several times faster than a frozen
+    dataclass; BENCHMARKS.md): every append builds one per event and every
+    read or rebuild one per row.
     """
 
     seq: int
@@ -308,6 +306,37 @@ class Damage(NamedTuple):
 AnyRow = TypeVar("AnyRow", bound=Row)
 
 
+def _as_written(row: Row) -> bool:
+    """Whether every column holds the kind of value the log writes: a number
+    rewritten as 1.5, or text as a blob, must not pass for the 1 it truncates
+    to or the text it spells (``row_hash`` would take either)."""
+    seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, payload, prev, _ = row
+    return (
+        type(seq) is int
+        and type(sv) is int
+        and type(schema) is int
+        and type(event_id) is str
+        and type(type_) is str
+        and type(stream) is str
+        and type(occurred) is str
+        and type(recorded) is str
+        and type(actor) is str
+        and type(payload) is str
+        and type(prev) is str
+    )
+
+
+def _stored_hash(row: Row) -> str | None:
+    """``row_hash`` of a row as written, the one definition the append used;
+    None for a row no append could have written."""
+    if not _as_written(row):
+        return None
+    try:
+        return row_hash(row)
+    except (TypeError, ValueError):  # a lone surrogate (UnicodeEncodeError), a payload no encoder wrote
+        return None
+
+
 def check_rows(
     rows: Iterable[AnyRow], *, prev_seq: int, prev_hash: str | None, prev_time: str | None
 ) -> Iterator[tuple[AnyRow, Damage | None]]:
@@ -317,10 +346,8 @@ def check_rows(
     ``prev_hash=None`` skips the first link (a range checked on its own,
     whose link to the range before is checked by the caller).
     """
-    e = encode_basestring
-    sha = hashlib.sha256
     for row in rows:
-        seq, event_id, type_, stream, sv, occurred, recorded, actor, schema, payload, prev, stored = row
+        seq, recorded, prev, stored = row[0], row[6], row[10], row[11]
         problem: str | None = None
         first_bad = seq
         if seq != prev_seq + 1:
@@ -330,22 +357,7 @@ def check_rows(
             else:
                 problem = f"reordering: seq {seq} appears after seq {prev_seq}"
         else:
-            # envelope_preimage() written out (a fast spelling of the one
-            # definition): this loop is the cost of verify_chain, and
-            # tests/test_canonical.py holds it to the definition's output
-            try:
-                digest: str | None = sha(
-                    (
-                        f'{prev}{{"actor":{e(actor)},"event_id":{e(event_id)},"occurred_at":{e(occurred)},'
-                        f'"payload":{payload},"prev_hash":{e(prev)},"recorded_at":{e(recorded)},'
-                        # as stored, not int(): a number rewritten as 1.5 must
-                        # not pass for the 1 it truncates to
-                        f'"schema_version":{schema},"seq":{seq},"stream":{e(stream)},'
-                        f'"stream_version":{sv},"type":{e(type_)}}}'
-                    ).encode()
-                ).hexdigest()
-            except (TypeError, UnicodeEncodeError):
-                digest = None  # a column rewritten to a kind of value the log never writes
+            digest = _stored_hash(row)
             if digest != stored:
                 problem = "hash mismatch: the stored hash does not match the event's content"
             elif prev_hash is not None and prev != prev_hash:

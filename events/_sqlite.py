@@ -137,7 +137,7 @@ def connect(
     # The bound on the pages a connection keeps: the pages a write
     # transaction changes wait here for its commit. SQLite's default, 2 MB,
     # spills a 10,000-memory revocation's to the WAL before it commits, and
-    # 16 MB made the 10,000-descendant cascade at 1M memories 1.4x slower;
+    # 16 MB slowed the 10,000-descendant cascade at 1M memories (BENCHMARKS.md, save);
     # reads of the file come through the memory map below without a copy.
     # The log gives the clean pages back after its commits (_release_pages).
     conn.execute(f"PRAGMA cache_size=-{cache_mb * 1024}")
@@ -394,10 +394,9 @@ class SQLiteEventLog(LogReads):
         now and then after small ones. A transaction's changed pages need
         the cache until it commits (``cache_mb`` bounds them); after that
         they are copies of what the file holds, and reads come through the
-        memory map. Kept, they filled the 64 MB bound for good: a process
-        that had saved 100,000 memories and read 4,000 held 121 MB of
-        private memory, 54 MB with them released and the heap trimmed
-        (scripts/bench/peers.py).
+        memory map. Kept, they filled the cache's bound for good, and a
+        long-lived process's private memory with them (scripts/bench/peers.py;
+        BENCHMARKS.md, save).
         The next transactions read the pages they need again."""
         self._commits += 1
         if changed >= RELEASE_AFTER_ROWS or self._commits % RELEASE_EVERY == 0:

@@ -1,18 +1,12 @@
-"""``verify_chain`` for the SQLite log: split across processes, with the
-envelope text built by SQLite itself.
+"""``verify_chain`` for the SQLite log: a long range split across processes.
 
-Hashing is the cost of an audit, and in Python most of it is handing twelve
-columns to the interpreter and formatting them. Here SQLite concatenates
-each row's hash preimage (``json_quote`` escapes text exactly as the
-canonical encoder does; tests hold the two equal) and Python only hashes
-it. Any row that does not check out this way, or whose column types are
-not the ones the log writes, is handed to ``check_rows``, the one
-definition of damage, which names what is wrong.
+Each process checks its range with ``check_rows``, the one definition of
+damage, which hashes each row with the append's own preimage
+(``row_hash``); the links between the ranges are checked here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
 import sqlite3
@@ -38,23 +32,10 @@ class ChainedFile(Protocol):
     def head_in(self, conn: sqlite3.Connection) -> Head: ...
 
 
-PARALLEL_FROM = 200_000  # below this a second process costs more than it saves
+# The pool holds audit verify >= 300,000 events/s over 1M (BENCHMARKS.md, append);
+# below this a second process costs more than it saves
+PARALLEL_FROM = 200_000
 PAGE = 5000
-
-# envelope_preimage() as SQL, prefixed with prev_hash (the chain hash input);
-# NULL for a row with a column of an unexpected type, left to check_rows.
-# Read as a BLOB: its UTF-8 bytes go to sha256 without a round trip via str.
-PREIMAGE_SQL = (
-    "CASE WHEN typeof(event_id) = 'text' AND typeof(type) = 'text' AND typeof(stream) = 'text' "
-    "AND typeof(stream_version) = 'integer' AND typeof(occurred_at) = 'text' AND typeof(recorded_at) = 'text' "
-    "AND typeof(actor) = 'text' AND typeof(schema_version) = 'integer' AND typeof(payload) = 'text' "
-    "AND typeof(prev_hash) = 'text' THEN "
-    "prev_hash || '{\"actor\":' || json_quote(actor) || ',\"event_id\":' || json_quote(event_id) "
-    "|| ',\"occurred_at\":' || json_quote(occurred_at) || ',\"payload\":' || payload "
-    "|| ',\"prev_hash\":' || json_quote(prev_hash) || ',\"recorded_at\":' || json_quote(recorded_at) "
-    "|| ',\"schema_version\":' || schema_version || ',\"seq\":' || seq || ',\"stream\":' || json_quote(stream) "
-    "|| ',\"stream_version\":' || stream_version || ',\"type\":' || json_quote(type) || '}' END"
-)
 
 Fetch = Callable[[str, tuple[Any, ...]], list[Any]]
 
@@ -98,53 +79,12 @@ def _full_rows(fetch: Fetch, after: int, until: int) -> Iterator[Row]:
         last = page[-1][0]
 
 
-def scan_range(fetch: Fetch, after: int, until: int, prev: Head | None) -> RangeResult:
-    """Check rows ``after < seq <= until``: hash SQLite-built preimages while
-    all is well; from the first doubt on, ``check_range`` decides."""
-    sha = hashlib.sha256
-    prev_seq, prev_hash = after, prev.hash if prev else None
-    prev_time = prev.recorded_at if prev else None
-    checked = 0
-    first: tuple[int, str, str] | None = None
-    last = prev or Head(after, "", None)
-    while prev_seq < until:
-        page = fetch(
-            f"SELECT seq, prev_hash, hash, recorded_at, CAST({PREIMAGE_SQL} AS BLOB) FROM events "
-            f"WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT {PAGE}",
-            (prev_seq, until),
-        )
-        if not page:
-            break
-        for seq, link, stored, recorded, preimage in page:
-            if (
-                preimage is None
-                or seq != prev_seq + 1
-                or (prev_hash is not None and link != prev_hash)
-                or (prev_time is not None and recorded < prev_time)
-                or sha(preimage).hexdigest() != stored
-            ):
-                held = Head(prev_seq, prev_hash, prev_time) if prev_hash is not None else None
-                rest = check_range(_full_rows(fetch, prev_seq, until), prev_seq, held)
-                return RangeResult(
-                    checked + rest.checked,
-                    rest.last,
-                    first or rest.first,
-                    rest.first_bad,
-                    rest.problem,
-                )
-            if first is None:
-                first = (seq, link, recorded)
-            checked += 1
-            prev_seq, prev_hash, prev_time = seq, stored, recorded
-        last = Head(prev_seq, prev_hash or "", prev_time)
-    return RangeResult(checked, last, first)
-
-
 def verify_range(path: str, after: int, until: int) -> RangeResult:
     """A worker process's share of ``verify_chain``."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     try:
-        return scan_range(lambda sql, params: conn.execute(sql, params).fetchall(), after, until, None)
+        rows = _full_rows(lambda sql, params: conn.execute(sql, params).fetchall(), after, until)
+        return check_range(rows, after, None)
     finally:
         conn.close()
 
@@ -192,7 +132,7 @@ def verify_chain(
         pool = ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork"))
         futures = [pool.submit(verify_range, log.path, bounds[k], bounds[k + 1]) for k in range(1, workers)]
     try:
-        parts.append(scan_range(locked, bounds[0], bounds[1], prev))
+        parts.append(check_range(_full_rows(locked, bounds[0], bounds[1]), bounds[0], prev))
         parts.extend(f.result() for f in futures)
     finally:
         if pool is not None:

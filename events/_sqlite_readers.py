@@ -3,10 +3,10 @@
 WAL lets readers and the writer work at once: a reader sees the last
 commit before its first statement and is never blocked by a write
 transaction. With one connection behind one lock, every read waited for
-every write, so six 5,000-item batches in a row held an agent's query for
-3.4 s (``scripts/bench/hostile.py``, big batches alone, at p99). Each read
-transaction now takes a connection of its own from a small pool; the pool
-is bounded (a burst beyond it waits for a connection, not for the writer),
+every write, so a run of large batches held an agent's query for seconds
+(``scripts/bench/hostile.py``; BENCHMARKS.md, "Choices in the code").
+Each read transaction now takes a connection of its own from a small pool;
+the pool is bounded (a burst beyond it waits for a connection, not for the writer),
 and its connections are read-only (``query_only``), so no write can take a
 path that skips the log's lock.
 

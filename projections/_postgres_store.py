@@ -165,7 +165,7 @@ class PostgresStore:
         rows with ``CREATE INDEX CONCURRENTLY``, before the install takes the
         head lock, so the processes still on the older version go on
         appending meanwhile (under the lock, the covering index kept every
-        writer of every node waiting 3.6 s at 1M). One process builds, under
+        writer of every node waiting for seconds at 1M). One process builds, under
         a claim; one opening beside it finds the index's name taken and
         leaves it to the builder. An index a dead build left invalid is
         dropped and built again by the next process to hold the claim; an

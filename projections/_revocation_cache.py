@@ -2,9 +2,9 @@
 
 Every save asks whether a revocation covers it (no resurrection), twice:
 the engine before it appends, the fold as it applies. Both read every
-revocation ever issued and parse its selector, so a store holding 1,000
-revocations made each save 12 ms instead of 1 (``scripts/bench/save.py``,
-"single save with 1,000 revocations"). The four columns read here
+revocation ever issued and parse its selector, so a save cost more the
+more a store had revoked (``scripts/bench/save.py``, "single save with
+1,000 revocations"; BENCHMARKS.md, save). The four columns read here
 (id, selector, effective time, seq) never change once a revocation is written,
 and revocations are only ever added, in seq order; a rebuild writes the
 same rows again from the same log.

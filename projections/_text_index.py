@@ -11,8 +11,8 @@ malformed" (about 1,000 erasures in; our mixed run found it). Newer SQLite
 (3.51 here) stops at 65 levels. We keep the same bound from outside: when
 the structure holds more than ``MAX_LEVELS``, ``rebuild`` rewrites the index
 from its own content table with a fresh structure. An ``optimize`` already
-rewrites the whole index and a rebuild costs about three of them, so one
-rebuild per ~30 erasures adds ~10% to erasure time.
+rewrites the whole index and a rebuild costs about three of them, so a
+rebuild every few dozen erasures adds little to erasure time (BENCHMARKS.md).
 """
 
 from __future__ import annotations

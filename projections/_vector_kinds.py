@@ -10,11 +10,10 @@ read-only). FAISS is far larger and hnswlib is unmaintained.
 The HNSW index stores f16 (half the memory of f32; the ranking of the
 top ten over 384 dimensions is unchanged in our measurements, see
 BENCHMARKS.md) with 16 links per node and a search breadth of
-``EXPANSION``: on ``scripts/bench/recall.py``'s corpus (50,000 hash
-embeddings of 384 dimensions in one tenant) recall@10 against exact is
-0.92 at 256, 0.97 at 512 and 0.99 at 1,024, for 2.2, 3.7 and 6.0 ms a
-query; f32 instead of f16 changes it by under 0.01 (the breadth, not the
-precision, decides).
+``EXPANSION``: the least breadth that holds recall@10 against exact at
+0.95 on ``scripts/bench/recall.py``'s corpus, each doubling of it costing
+a query more time (the figures: BENCHMARKS.md); f32 instead of f16 barely
+changes recall (the breadth, not the precision, decides).
 
 A vector that leaves an HNSW index (an erasure, a new version) leaves its
 bytes in the freed slot until another vector takes it: ``scrub`` fills
@@ -37,7 +36,7 @@ EXPANSION = 512  # recall@10 >= 0.95 on the benchmark corpus (see above)
 _FILLER_KEYS = 1 << 63  # fillers' keys: above every memory's
 # exact rows added at a time: a quarter more (at least 64), so an append is
 # amortised (not a copy per vector) while a small tenant's matrix stays near
-# its size (a fixed 1,024 rows made 100 tenants of 50 vectors hold 11x their bytes)
+# its size (a fixed block made small tenants hold many times their bytes)
 _GROW_MIN = 64
 _GROW_SHARE = 4
 

@@ -160,7 +160,7 @@ def test_the_verify_loop_hashes_exactly_like_append(event_id: str, stream: str, 
     assert [p for _, p in check_rows([good], prev_seq=seq - 1, prev_hash=prev, prev_time=None)] == [None]
 
 
-# -- orjson writes the bytes; json's settings define them -------------------
+# -- orjson writes float-free data; json's settings define the bytes ---------
 
 _json_scalars = st.one_of(
     st.none(),

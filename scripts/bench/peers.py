@@ -46,8 +46,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from memwarden.engine import OPERATOR
-
 # scripts/bench/http.py would shadow the standard library's http package:
 # look in this folder last, not first
 _HERE = str(Path(__file__).resolve().parent)
@@ -116,7 +114,7 @@ def disk_mb(path: Path) -> float:
 
 
 def ours(folder: Path, n: int, singles: int) -> dict[str, float]:
-    from memwarden.engine import Scheduler, Warden
+    from memwarden.engine import OPERATOR, Scheduler, Warden
     from memwarden.events import FrozenClock
 
     def saved(m: dict[str, Any]) -> dict[str, Any]:
