@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._bytes import check_payload
 from ._canonical import canonical_json, chain_hash, preimage_bytes
@@ -160,3 +161,23 @@ def _expected_by_stream(events: list[Event], expected_version: int | dict[str, i
             f"{len(streams)}; pass a mapping of stream to version"
         )
     return {streams.pop(): int(expected_version)}
+
+
+class PublishingWrite:
+    """What every backend's write transaction does once an append's rows
+    are in: its subscribers (the projections) see the records on the
+    transaction's connection, then its reactors may append what those
+    events imply, in this same transaction. An import brings those
+    consequences with it, so it does not react."""
+
+    conn: Any
+    log: Any  # its ``subscribers`` and ``reactors``
+    recorded: list[RecordedEvent]
+
+    def _publish(self, records: list[RecordedEvent], *, react: bool = True) -> None:
+        self.recorded.extend(records)
+        for subscriber in self.log.subscribers:
+            subscriber(self.conn, records)
+        if react:
+            for reactor in self.log.reactors:
+                reactor(self, records)

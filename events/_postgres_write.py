@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import psycopg
 from psycopg.copy import LibpqWriter
 
-from ._append import Existing, check_imported, prepare_batch
+from ._append import Existing, PublishingWrite, check_imported, prepare_batch
 from ._errors import LogDamaged
 from ._models import Event
 from ._recorded import ROW_COLUMNS, ROW_WIDTH, Head, RecordedEvent, Row, imported_tail
@@ -125,7 +125,7 @@ class Publishing(Protocol):
     reactors: list[Reactor]
 
 
-class PostgresWriteTransaction:
+class PostgresWriteTransaction(PublishingWrite):
     """A write transaction holding the log head's row lock: no other writer,
     on any host, appends until it commits."""
 
@@ -213,14 +213,6 @@ class PostgresWriteTransaction:
     def _move_head(self, head: Head) -> None:
         self.conn.execute(_MOVE_HEAD, _moved(head))
         self._head = head  # before publishing: reactors append after it
-
-    def _publish(self, records: list[RecordedEvent], *, react: bool = True) -> None:
-        self.recorded.extend(records)
-        for subscriber in self.log.subscribers:
-            subscriber(self.conn, records)
-        if react:
-            for reactor in self.log.reactors:
-                reactor(self, records)
 
     def _lookup(self, event_ids: list[str], streams: list[str]) -> tuple[dict[str, Existing], dict[str, int]]:
         existing: dict[str, Existing] = {}

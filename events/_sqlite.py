@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ._append import Existing, check_imported, prepare_batch
+from ._append import Existing, PublishingWrite, check_imported, prepare_batch
 from ._errors import LogDamaged, StorageError, StoreDamaged, StoreFailed, StoreUnavailable
 from ._heap import trim_heap
 from ._log_reads import LogReads
@@ -196,7 +196,7 @@ def _storage_failure(exc: sqlite3.OperationalError) -> bool:
     return "disk" in text or "full" in text or "i/o" in text
 
 
-class WriteTransaction:
+class WriteTransaction(PublishingWrite):
     """A write transaction holding the database's write lock.
 
     Reads through ``conn`` see a state no other writer can change until
@@ -266,16 +266,6 @@ class WriteTransaction:
             self._publish(new, react=False)
             self._head = Head(new[-1].seq, new[-1].hash, new[-1].recorded_at)
         return len(new)
-
-    def _publish(self, records: list[RecordedEvent], *, react: bool = True) -> None:
-        self.recorded.extend(records)
-        for subscriber in self.log.subscribers:
-            subscriber(self.conn, records)
-        # reactors may append what these events imply, in this same transaction;
-        # an import brings those consequences with it, so it does not react
-        if react:
-            for reactor in self.log.reactors:
-                reactor(self, records)
 
     def _lookup(self, event_ids: list[str], streams: list[str]) -> tuple[dict[str, Existing], dict[str, int]]:
         return self._find_existing(event_ids), self._stream_versions(streams)
