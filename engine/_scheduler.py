@@ -246,9 +246,11 @@ class Scheduler:
         }
 
     def run_job(self, job: str) -> Any:
-        """One job once, failing alone (its failure recorded, None returned)."""
+        """One job once, failing alone (its failure recorded, None returned).
+        The job's name is bound into the log's context for its run, so every
+        line it writes, down to the sinks and the fetchers, says which job."""
         name, step = self._steps()[job]
-        with self._locks[job]:
+        with self._locks[job], structlog.contextvars.bound_contextvars(job=job):
             return step() if job == "sinks" else self._guarded(name, step)
 
     def run_once(self) -> dict[str, Any]:
@@ -324,12 +326,13 @@ class Scheduler:
             )
 
     def _tick(self, job: str) -> None:
-        try:
-            done = self.run_job(job)
-        finally:
-            scheduler_ran()
-        if done and job in ("expiry", "readback", "reverify"):
-            log.info("scheduler_ran", job=job, done=done if isinstance(done, int) else len(done))
+        with structlog.contextvars.bound_contextvars(job=job):
+            try:
+                done = self.run_job(job)
+            finally:
+                scheduler_ran()
+            if done and job in ("expiry", "readback", "reverify"):
+                log.info("scheduler_ran", done=done if isinstance(done, int) else len(done))
 
     def stop(self, wait: bool = True) -> None:
         """Stop after the job that is running, if any."""

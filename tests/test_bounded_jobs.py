@@ -73,6 +73,20 @@ def test_each_job_fails_alone_and_is_logged_once(warden: Warden, monkeypatch: py
     assert [e["job"] for e in logs if e["event"] == "scheduler_job_recovered"] == [f"read-back {first.revocation_id}"]
 
 
+def test_every_line_a_job_logs_names_the_job(warden: Warden, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+    real = Scheduler.expire_due
+
+    def watched(self: Scheduler) -> int:
+        seen.update(structlog.contextvars.get_contextvars())  # what every log line of the job is merged with
+        return real(self)
+
+    monkeypatch.setattr(Scheduler, "expire_due", watched)
+    Scheduler(warden).run_job("expiry")
+    assert seen == {"job": "expiry"}
+    assert "job" not in structlog.contextvars.get_contextvars()  # unbound once the job is done
+
+
 def test_a_waited_revocation_over_a_poisoned_summary_answers_committed(server: Server) -> None:  # noqa: F811
     with server.client("agent") as c:
         for n, summary in enumerate(POISONED):
