@@ -21,7 +21,7 @@ from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
 from ._limits import MAX_PAGE
 from ._rights import Principal, confine_agent, confine_tenant, operation, shows_text, told_of
-from ._versions import in_force, version_of
+from ._versions import in_force
 from ._views import MemoryView, derivation_row, gate_row
 
 MAX_LIMIT = MAX_PAGE
@@ -45,9 +45,9 @@ def get(
         if len(found) > 1:
             raise AmbiguousMemory(memory_id)
         values = found[0]
-        policy_version = version_of(view, values.policy)
-        parents = Judge(view, now, view.policies()).parents(derivation_row(values))
-    return _judge(core, values, policy_version, now, parents, caller)
+        policies = view.policies()  # one read for the memory's version and its evidence's
+        parents = Judge(view, now, policies).parents(derivation_row(values))
+    return _judge(core, values, in_force(policies, values.policy), now, parents, caller)
 
 
 def _judge(
