@@ -75,7 +75,7 @@ from ._time import (
 )
 from ._translated import translated
 from ._types import PolicyVersion, version_key, version_number, version_value
-from ._urls import has_user_info, spelled
+from ._urls import has_user_info, redacted, scrubbed, spelled
 from ._values import CacheKey, ParentRef, Scope, Selector, new_id
 from ._vectors import Vector, check_vector
 
@@ -162,7 +162,9 @@ __all__ = [
     "parse_ts",
     "read_texts",
     "read_verified",
+    "redacted",
     "register_upcaster",
+    "scrubbed",
     "sha256_hex",
     "spelled",
     "to_utc",

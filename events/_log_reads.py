@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ._errors import StoreFailed
@@ -53,9 +53,16 @@ class LogReads(ABC):
     def _sql(self, sql: str) -> str:
         return sql if self.MARK == "?" else sql.replace("?", self.MARK)
 
-    def _fetch(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+    @contextmanager
+    def _read_conn(self) -> Iterator[Any]:
+        """The connection a read of the log runs on: the write connection
+        under the lock, unless the backend reads beside its writer."""
         with self._lock:
-            return self.conn.execute(self._sql(sql), params).fetchall()
+            yield self.conn
+
+    def _fetch(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        with self._read_conn() as conn:
+            return conn.execute(self._sql(sql), params).fetchall()
 
     # -- writing -----------------------------------------------------------
 
@@ -86,8 +93,8 @@ class LogReads(ABC):
         return Head(*row) if row else EMPTY_HEAD
 
     def head(self) -> Head:
-        with self._lock:
-            return self.head_in(self.conn)
+        with self._read_conn() as conn:
+            return self.head_in(conn)
 
     def rows(
         self,
@@ -178,11 +185,11 @@ class LogReads(ABC):
         on the primary key rather than an index on time.
         """
         sql = self._sql("SELECT recorded_at FROM events WHERE seq = ?")
-        with self._lock:
-            lo, hi = 0, self.head_in(self.conn).seq
+        with self._read_conn() as conn:
+            lo, hi = 0, self.head_in(conn).seq
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                row = self.conn.execute(sql, (mid,)).fetchone()
+                row = conn.execute(sql, (mid,)).fetchone()
                 if row is not None and row[0] <= when:
                     lo = mid
                 else:

@@ -19,10 +19,9 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -43,6 +42,7 @@ from ._recorded import (
 from ._texts import ERASED_TEXT, TextStore
 from ._time import Clock, SystemClock
 from ._translated import translated
+from ._urls import redacted
 
 _HEAD_FOR_UPDATE = "SELECT seq, hash, recorded_at FROM log_head FOR UPDATE"
 _BEGIN_LOCKED = f"BEGIN; {_HEAD_FOR_UPDATE}"
@@ -171,6 +171,10 @@ class PostgresTextStore(TextStore):
     def __init__(self, conn: psycopg.Connection, *, where: str | None = None) -> None:
         super().__init__(QmarkConnection(conn), where=where)
 
+    def rebind(self, conn: psycopg.Connection) -> None:
+        """Use ``conn``, the log's write connection opened again after a loss."""
+        self.conn = QmarkConnection(conn)
+
     def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
         return postgres_failure(exc, self.__dict__.get("where"), f"texts.{operation}")
 
@@ -188,17 +192,6 @@ class _ThreadState(threading.local):
 
     writing = False
     reading: psycopg.Connection | None = None
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    user = f"{parts.username}:***@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, parts.fragment))
 
 
 @translated
@@ -228,6 +221,9 @@ class PostgresEventLog(LogReads):
         # connection of the pool, so they never wait for a write (a long
         # revocation, a rebuild) and a server's threads read side by side
         self.conn = psycopg.connect(url, autocommit=True)
+        self._closed = False
+        # told the new write connection when the server's was lost (the texts hold it)
+        self.reopened: list[Callable[[psycopg.Connection], None]] = []
         self._lock = threading.RLock()
         self._thread = _ThreadState()
         self.statistics = PlannerStatistics()
@@ -242,13 +238,34 @@ class PostgresEventLog(LogReads):
         # before the URL is redacted, no URL: its password must not be printed
         return postgres_failure(exc, self.__dict__.get("path"), operation)
 
+    def _writer(self) -> psycopg.Connection:
+        """The write connection (under the lock). One the server dropped (a
+        restart, a failover, ``pg_terminate_backend``) is opened again here,
+        so writes come back with the database: the write that met the loss
+        was refused as unavailable, the next one runs. Only when no write
+        transaction is open on it: a loss inside one is that one's failure."""
+        if (self.conn.closed or self.conn.broken) and not self._closed:
+            self.conn = psycopg.connect(self.url, autocommit=True)
+            for told in self.reopened:
+                told(self.conn)
+        return self.conn
+
+    def ping(self) -> None:
+        """One round trip on the write connection (opened again if it was lost)."""
+        with self._lock:
+            self._writer().execute("SELECT 1")
+
     def _legacy_streams(self) -> list[tuple[str, str]]:
         """(stream, tenant) of each memory stream's first save written before schema 2."""
         with self._lock:
-            rows = self.conn.execute(
-                "SELECT DISTINCT ON (stream) stream, payload::jsonb #>> '{scope,tenant}' FROM events "
-                "WHERE type = 'memory.saved' AND schema_version = 1 ORDER BY stream, seq"
-            ).fetchall()
+            rows = (
+                self._writer()
+                .execute(
+                    "SELECT DISTINCT ON (stream) stream, payload::jsonb #>> '{scope,tenant}' FROM events "
+                    "WHERE type = 'memory.saved' AND schema_version = 1 ORDER BY stream, seq"
+                )
+                .fetchall()
+            )
         return [(stream, tenant) for stream, tenant in rows if isinstance(tenant, str)]
 
     # -- writing -----------------------------------------------------------
@@ -277,6 +294,7 @@ class PostgresEventLog(LogReads):
         ``looking_up`` names the events it is for, looked up in that trip.
         """
         with self._lock:
+            self._writer()
             self._thread.writing = True
             try:
                 if looking_up and all(isinstance(e, Event) for e in looking_up):
@@ -365,21 +383,37 @@ class PostgresEventLog(LogReads):
         if state.reading is not None:
             yield state.reading, None
             return
-        with self._reader() as conn:
-            # one round trip to open it and run what every read of the view
-            # asks first (its position, the policies), as one simple query:
-            # not BEGIN, SET TRANSACTION, then each statement on its own
-            state.reading = conn
-            try:
-                cursor = conn.execute("; ".join(("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", *opening)))
-                results: list[list[tuple[Any, ...]]] = []
-                while cursor.nextset():  # the first result is BEGIN's
-                    results.append(cursor.fetchall())
-                yield conn, results
-            finally:
-                state.reading = None
-                if not conn.closed:
-                    conn.execute("COMMIT")  # a failed one ends as a rollback
+        for last_try in (False, True):
+            with self._reader() as conn:
+                # one round trip to open it and run what every read of the view
+                # asks first (its position, the policies), as one simple query:
+                # not BEGIN, SET TRANSACTION, then each statement on its own
+                state.reading = conn
+                try:
+                    try:
+                        cursor = conn.execute("; ".join(("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", *opening)))
+                        results: list[list[tuple[Any, ...]]] = []
+                        while cursor.nextset():  # the first result is BEGIN's
+                            results.append(cursor.fetchall())
+                    except psycopg.OperationalError:
+                        if last_try or not conn.broken:
+                            raise
+                        self._drop_lost_readers()  # nothing was read yet: once more, on a live one
+                        continue
+                    yield conn, results
+                    return
+                finally:
+                    state.reading = None
+                    if not conn.closed:
+                        conn.execute("COMMIT")  # a failed one ends as a rollback
+
+    def _drop_lost_readers(self) -> None:
+        """The pool's idle connections checked and the dropped ones let go:
+        a connection the server closed while it sat in the pool (a restart,
+        ``pg_terminate_backend``) fails its first statement, and the ones
+        idle beside it were dropped with it. A read that met one tries once
+        more, before it has read anything."""
+        self._readers.check()
 
     def _reader(self) -> AbstractContextManager[psycopg.Connection]:
         if self._readers.closed:
@@ -400,8 +434,15 @@ class PostgresEventLog(LogReads):
                 return self.conn.execute(self._sql(sql), params).fetchall()
         if state.reading is not None:
             return state.reading.execute(self._sql(sql), params).fetchall()
-        with self._reader() as conn:
-            return conn.execute(self._sql(sql), params).fetchall()
+        for last_try in (False, True):
+            with self._reader() as conn:
+                try:
+                    return conn.execute(self._sql(sql), params).fetchall()
+                except psycopg.OperationalError:
+                    if last_try or not conn.broken:
+                        raise
+            self._drop_lost_readers()
+        raise AssertionError("unreachable")  # the last try returned or raised
 
     @property
     def lock(self) -> threading.RLock:
@@ -440,5 +481,6 @@ class PostgresEventLog(LogReads):
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self.conn.close()
         self._readers.close()

@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -105,6 +105,8 @@ class SQLiteOptions:
             name, _, value = pair.partition("=")
             if name not in known:
                 raise ValueError(f"{name}: not an SQLite option (known: {', '.join(sorted(known))})")
+            if name in given:  # which one was meant? a durability setting is not weakened by a typo's twin
+                raise ValueError(f"{name}: given more than once")
             if name == "synchronous":
                 given[name] = value.upper()
             elif value.isascii() and value.isdigit():
@@ -426,6 +428,13 @@ class SQLiteEventLog(LogReads):
                 self._lock.release()
         with self._readers.transaction() as conn:
             yield conn
+
+    def _read_conn(self) -> AbstractContextManager[sqlite3.Connection]:
+        # the log's reads go beside a write transaction too: an explain, the
+        # console's memory page or an export reading the log never waits for
+        # a batch's commit (the rows are append-only: a page read on a reader
+        # is the page the writer would have read)
+        return self.reading()
 
     @property
     def lock(self) -> threading.RLock:

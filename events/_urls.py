@@ -7,6 +7,7 @@ export, a re-fold)."""
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 _AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/\\?#]*)(.*)$", re.DOTALL)
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -98,3 +99,44 @@ def _path(path: str) -> str:
         else:
             kept.append(segment)
     return "/" + "/".join(kept)
+
+
+# libpq's query parameters that carry a secret (``?password=``)
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+
+
+def redacted(url: str) -> str:
+    """``url`` without its secrets, for messages and logs: the password of
+    its user information (split at the last ``@``, as the URL is parsed
+    whatever the password holds) and every secret query parameter. Read
+    from the text alone, so a URL too broken to connect with (a port out
+    of range) is redacted all the same."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not even a URL's shape (an unclosed IPv6 bracket)
+        return "<a URL memwarden cannot read>" if "@" in url or "password" in url.lower() else url
+    netloc = parts.netloc
+    if "@" in netloc:
+        user_info, _, host = netloc.rpartition("@")
+        user, colon, _ = user_info.partition(":")
+        netloc = f"{user}:***@{host}" if colon else f"{user}@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(name.lower() in _SECRET_PARAMETERS for name, _ in pairs):
+            query = urlencode([(n, "***" if n.lower() in _SECRET_PARAMETERS else v) for n, v in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` (a driver's message about ``url``) with the URL's secrets
+    shown as ``***``: a message may quote what the driver read as a host."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return text
+    secrets = [parts.netloc.rpartition("@")[0].partition(":")[2]] if "@" in parts.netloc else []
+    secrets += [v for n, v in parse_qsl(parts.query, keep_blank_values=True) if n.lower() in _SECRET_PARAMETERS]
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text

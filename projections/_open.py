@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from memwarden.events import Clock, Refusal, SQLiteOptions, StoreUnavailable
+from memwarden.events import Clock, Refusal, SQLiteOptions, StoreUnavailable, redacted, scrubbed
 
 from ._port import Store
 from ._sqlite_store import SQLiteStore
@@ -70,17 +70,15 @@ def open_store(
     path = sqlite_path(url)
     if path is not None:
         if read_url is not None:
-            raise UnknownBackend(read_url, "a read replica needs the PostgreSQL backend", field="read-db")
+            raise UnknownBackend(redacted(read_url), "a read replica needs the PostgreSQL backend", field="read-db")
         return SQLiteStore(path, clock=clock, options=sqlite_options(url, sqlite))
     scheme = urlsplit(str(url)).scheme
     if scheme in ("postgresql", "postgres"):
         try:
-            from memwarden.events.postgres import redacted
-
             from ._postgres_store import PostgresStore  # the driver is an extra
         except ImportError:
             raise UnknownBackend(
-                str(url), "the PostgreSQL backend needs its driver: pip install 'memwarden[postgres]'"
+                redacted(str(url)), "the PostgreSQL backend needs its driver: pip install 'memwarden[postgres]'"
             ) from None
         import psycopg
 
@@ -94,5 +92,7 @@ def open_store(
             # gives these no SQLSTATE) when the store opens: the URL is what
             # to fix (its password never printed)
             reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-            raise UnknownBackend(redacted(str(url)), f"cannot connect to PostgreSQL: {reason}") from None
-    raise UnknownBackend(str(url), f"no backend for {scheme!r} URLs (a file path or sqlite:/// is SQLite)")
+            raise UnknownBackend(
+                redacted(str(url)), f"cannot connect to PostgreSQL: {scrubbed(reason, str(url))}"
+            ) from None
+    raise UnknownBackend(redacted(str(url)), f"no backend for {scheme!r} URLs (a file path or sqlite:/// is SQLite)")

@@ -144,6 +144,7 @@ class PostgresStore:
         with self.log.transaction() as tx:
             # under the head lock: one process at a time creates or catches up
             self.texts = PostgresTextStore(tx.conn, where=self.path)
+            self.log.reopened.append(self.texts.rebind)
             view = QmarkConnection(tx.conn)
             self.projector.install(view)
             view.execute(KEYS_SCHEMA)
@@ -334,8 +335,7 @@ class PostgresStore:
     def file_problems(self) -> list[str]:
         """PostgreSQL checks its own pages (with data checksums where the
         cluster has them): nothing for memwarden to add."""
-        with self.log.lock:
-            self.log.conn.execute("SELECT 1")
+        self.log.ping()
         return []
 
     def after_erasure(self) -> bool:

@@ -46,6 +46,29 @@ def test_a_postgresql_url_opens_the_postgresql_store(backend: Backend) -> None:
 
 
 def test_a_password_never_shows_in_the_store_path() -> None:
-    from memwarden.events.postgres import redacted
+    from memwarden.events import redacted, scrubbed
 
     assert redacted("postgresql://app:s3cret@db.example:5432/m") == "postgresql://app:***@db.example:5432/m"
+    # libpq's own parameter, in the query
+    assert redacted("postgresql://app@db/m?password=Qsecret1&sslmode=require") == (
+        "postgresql://app@db/m?password=***&sslmode=require"
+    )
+    assert "Zpw5" not in redacted("postgresql://app@db/m?sslpassword=Zpw5")
+    # a password holding @ is split at the last one, as the URL is parsed
+    assert redacted("postgresql://postgres:Qa:b@c@127.0.0.1:5432/m") == "postgresql://postgres:***@127.0.0.1:5432/m"
+    # a URL too broken to connect with is redacted all the same
+    assert redacted("postgresql://app:s3cret@db:99999/m") == "postgresql://app:***@db:99999/m"
+    assert "s3cret" not in redacted("postgresql://app:s3cret@[::1:5432/m")
+    assert scrubbed("failed to resolve host for password Qsecret1", "postgresql://a@h/m?password=Qsecret1") == (
+        "failed to resolve host for password ***"
+    )
+
+
+def test_a_password_in_the_query_never_shows_in_a_refusal(tmp_path: Path) -> None:
+    result = Cli("postgresql://postgres@127.0.0.1:1/m?password=Qsecret1")("query", "--tenant", "t")
+    assert result.exit_code == 2 and "Qsecret1" not in result.stderr + result.stdout, result.stderr
+    assert "password=***" in result.stderr, result.stderr
+    result = Cli(tmp_path / "m.db")(
+        "--read-db", "postgresql://postgres@127.0.0.1/x?password=Zpw5", "query", "--tenant", "t"
+    )
+    assert result.exit_code == 2 and "Zpw5" not in result.stderr + result.stdout, result.stderr

@@ -46,6 +46,14 @@ def test_a_server_gone_mid_session_is_unavailable_not_damaged(pg_url: str, pg_ad
         found = answer(exc)
         assert found is not None and (found.status, found.exit_code, found.code) == (503, 2, "database")
         assert "damaged" not in found.message and "audit verify" not in found.message
+        # the database is back: the next writes run on a connection opened again,
+        # a revocation and an erasure among them, and the texts are read through it
+        save_memory(w, "m2")
+        w.revoke({"tenant": "acme", "ids": ["m1"]}, reason="after the loss", caller=OPERATOR)
+        assert not w.get("m1", tenant="acme", caller=OPERATOR).usable
+        assert w.get("m2", tenant="acme", caller=OPERATOR).content is not None
+        w.erase(memory_id="m2", tenant="acme", reason="after the loss", caller=OPERATOR)
+        assert w.store.file_problems() == []
     finally:
         w.close()
 
@@ -65,7 +73,10 @@ def test_http_answers_503_with_json_when_the_server_is_gone(pg_url: str, pg_admi
         with TestClient(create_app(w, scheduler=False, mcp=False)) as client:
             _terminate_others(pg_admin, pg_url)
             response = client.post("/v1/memories", json=body, headers={"x-api-key": key})
-        assert response.status_code == 503, response.text
-        assert response.json() == {"error": "database", "field": "db", "problem": StoreFailed.GENERIC}
+            assert response.status_code == 503, response.text
+            assert response.json() == {"error": "database", "field": "db", "problem": StoreFailed.GENERIC}
+            again = client.post("/v1/memories", json=body, headers={"x-api-key": key})
+            assert again.status_code == 201, again.text  # the server serves writes again, no restart
+            assert client.get("/readyz").json()["ready"] is True
     finally:
         w.close()

@@ -87,3 +87,47 @@ def test_an_in_memory_log_reads_on_its_one_connection() -> None:
             assert conn is log.conn
     finally:
         log.close()
+
+
+def test_no_read_of_any_face_waits_for_a_write_transaction(tmp_path: Path) -> None:
+    """A key's check (every request), get, query, explain and the log's own
+    reads answer while another thread holds a write transaction open (a
+    batch committing), and see the state before it."""
+    from memwarden.engine import OPERATOR, KeyStore, Warden
+
+    from ..conftest import save_memory
+
+    w = Warden(tmp_path / "m.db")
+    keys = KeyStore(w)
+    key = keys.create("agent", tenants=["acme"], caller=OPERATOR)[0]
+    save_memory(w, "m1")
+    inside, release = threading.Event(), threading.Event()
+
+    def holding() -> None:
+        with w.transaction():
+            inside.set()
+            release.wait(10)
+
+    writer = threading.Thread(target=holding)
+    writer.start()
+    try:
+        assert inside.wait(5)
+        done: list[str] = []
+
+        def reads() -> None:
+            assert keys.authenticate(key) is not None
+            assert w.get("m1", tenant="acme", caller=OPERATOR).usable
+            assert [v.memory_id for v in w.query(tenant="acme", caller=OPERATOR)] == ["m1"]
+            assert w.explain("m1", tenant="acme", caller=OPERATOR)["history"]
+            assert w.log.head().seq == w.head_seq() > 0
+            assert [e.type for e in w.log.read()] and w.log.seq_at("9999-01-01T00:00:00Z") == w.head_seq()
+            done.append("all")
+
+        reader = threading.Thread(target=reads)
+        reader.start()
+        reader.join(5)  # the writer still holds its transaction
+        assert done == ["all"], "a read waited for the write transaction"
+    finally:
+        release.set()
+        writer.join(10)
+        w.close()

@@ -40,6 +40,8 @@ def test_a_url_query_sets_them_over_the_keywords(tmp_path: Path, clock: FrozenCl
         ("synchronous=sometimes", "synchronous"),
         ("cache_mb=-1", "cache_mb"),
         ("mmap_mb=x", "mmap_mb"),
+        ("synchronous=full&synchronous=off", "synchronous"),  # given twice: which was meant?
+        ("cache_mb=1&cache_mb=2", "cache_mb"),
     ],
 )
 def test_a_query_that_is_no_option_is_refused_naming_it(query: str, named: str) -> None:
