@@ -7,12 +7,22 @@ backend, and the backends import the port, so the port imports none of them.
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote
+from urllib.parse import urlsplit as _urlsplit
 
 from memwarden.events import Clock, Refusal, SQLiteOptions, StoreUnavailable, redacted, scrubbed
 
 from ._port import Store
 from ._sqlite_store import SQLiteStore
+
+
+def urlsplit(url: str) -> SplitResult:
+    """``url``'s parts, or ``UnknownBackend`` naming it (its password
+    left out) where it is not even a URL's shape (``[::1:5432``)."""
+    try:
+        return _urlsplit(url)
+    except ValueError as exc:
+        raise UnknownBackend(redacted(url), f"is not a URL memwarden can read: {exc}") from None
 
 
 class UnknownBackend(Refusal, ValueError):

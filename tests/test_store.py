@@ -64,6 +64,13 @@ def test_a_password_never_shows_in_the_store_path() -> None:
     )
 
 
+@pytest.mark.parametrize("db", [":memory:", "sqlite:///:memory:"])
+def test_a_one_shot_command_refuses_an_in_memory_store(db: str) -> None:
+    result = Cli(db)("save", "m1", "--kind", "fact", "--summary", "s", "--content", "c", "--source-url",
+                     "https://example.org/a", "--tenant", "t")  # fmt: skip
+    assert result.exit_code == 2 and "--db" in result.stderr and "in-memory" in result.stderr, result.stderr
+
+
 def test_a_password_in_the_query_never_shows_in_a_refusal(tmp_path: Path) -> None:
     result = Cli("postgresql://postgres@127.0.0.1:1/m?password=Qsecret1")("query", "--tenant", "t")
     assert result.exit_code == 2 and "Qsecret1" not in result.stderr + result.stdout, result.stderr

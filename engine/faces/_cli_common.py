@@ -282,6 +282,13 @@ def cli(ctx: click.Context, db: str, read_db: str | None, policy_file: str | Non
         configure_logging(level="CRITICAL", quiet=True)
     else:
         configure_logging(level=level)
+    if db in (":memory:", "sqlite:///:memory:") and ctx.invoked_subcommand not in SERVICES:
+        # a store that ends with this command: what it saves would be gone
+        # when it says "saved" (a service keeps one for its life, for a demo)
+        raise click.BadParameter(
+            "an in-memory store lasts only as long as one process: name a file (or use serve, scheduler or mcp)",
+            param_hint="'--db'",
+        )
     state = State(db, policy_file, read_db)
     ctx.obj = state
     ctx.call_on_close(state.close)
