@@ -4,20 +4,19 @@ A write builds thousands of short-lived containers (event models, payload
 dicts, chained records: ~10 per event) that hold no cycles and die at the
 commit. Each 700 of them start a young-generation collection, every tenth
 a middle one, and now and then an old one that walks all the process keeps
-alive: a 10,000-descendant cascade ran ~180 collections and spent 25-80 ms
-of its commit in them (timed with ``gc.callbacks``, 200,000 memories), more
-in a process holding more. Paused, the same containers are freed by their
-reference counts as usual; the collector runs again at the next allocation
-after the writer leaves. Kept because the cascade's commit misses its
-target without it (within 2.5x its floor, ``scripts/bench/revoke.py``).
+alive, so a large cascade spends a part of its commit in collections that
+free nothing (BENCHMARKS.md, "Tricks measured"). Paused, the same
+containers are freed by their reference counts as usual; the collector
+runs again at the next allocation after the writer leaves. Kept because
+the cascade's commit misses its target without it (within 2.5x its
+floor, ``scripts/bench/revoke.py``).
 
 The pause begins once the transaction holds the store (``Core.transaction``:
 inside ``Store.writing``, which waits for the database's lock), never while
 a writer waits for its turn or for another process's transaction: writers
 that waited with the collector off kept it off for good under a steady
-stream of writes. Nested writers
-share one count, so it is re-enabled only when none is inside, and only if
-it was enabled before.
+stream of writes. Nested writers share one count, so it is re-enabled only
+when none is inside, and only if it was enabled before.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Whose write transaction runs next, in one process.
 
 The store runs one write transaction at a time, and a batch of thousands
-of memories holds it for half a second. Left to the lock, whoever asks
-next goes next, so six batches queued from one key held an agent's single
-save for seven seconds (``scripts/bench/hostile.py``, big batches alone,
-p99). Here a small write (a save, a revocation, an erasure, a policy
+of memories holds it for a long while. Left to the lock, whoever asks
+next goes next, so a queue of batches from one key held an agent's single
+save behind all of them (``scripts/bench/hostile.py``, big batches alone;
+BENCHMARKS.md, "hostile"). Here a small write (a save, a revocation, an erasure, a policy
 change) waits only for the transaction running now; a large one (``size``
 at least ``LARGE``: a batch, an import) lets every small one waiting go
 first, for at most ``PATIENCE`` seconds, so a steady stream of small

@@ -385,9 +385,9 @@ def create_app(
 class _SelfReader:
     """The scheduler's read-back through this server's own query endpoint.
 
-    One client for the server's life: a client made a request sets up its
-    TLS context each time, tens of milliseconds of the interpreter's time
-    a read-back chunk, which every agent request waited behind."""
+    One client for the server's life: a client made for each request sets
+    up its TLS context each time, interpreter time every agent request
+    waited behind (BENCHMARKS.md, "hostile, 2026-12-04 evening")."""
 
     def __init__(self, base_url: str, key: str) -> None:
         self._base_url, self._key = base_url, key
