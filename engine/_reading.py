@@ -37,6 +37,8 @@ def get(
     the lookup is confined to what ``caller`` may read."""
     if not isinstance(memory_id, str) or unstorable(memory_id) is not None:
         raise MemoryNotFound(str(memory_id))  # no store holds such an id: none to find
+    if tenant is not None:
+        check_storable("tenant", tenant)  # refused naming it, as the query refuses it
     now = core.now()
     with core.reading(min_seq) as view:
         found = view.named_with_text(memory_id, tenant=tenant, access=caller.access)

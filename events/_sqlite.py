@@ -71,6 +71,9 @@ RELEASE_EVERY = 256
 _SYNCHRONOUS: tuple[str, ...] = get_args(Synchronous)
 
 
+_MOST_MB = 1 << 20  # a tebibyte: past it a value is a typo, not a cache
+
+
 @dataclass(frozen=True, kw_only=True)
 class SQLiteOptions:
     """The SQLite backend's tuning knobs, which mean nothing to another
@@ -91,8 +94,8 @@ class SQLiteOptions:
             raise ValueError(f"synchronous: {self.synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
         for name in ("mmap_mb", "cache_mb"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name}: {value!r} is not a whole number of megabytes (0 or more)")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MOST_MB:
+                raise ValueError(f"{name}: {value!r} is not a whole number of megabytes from 0 to {_MOST_MB}")
 
     @classmethod
     def from_query(cls, query: str, base: SQLiteOptions | None = None) -> SQLiteOptions:

@@ -158,6 +158,11 @@ def test_ids_no_store_holds_are_refused_or_not_found_naming_the_field(warden: Wa
         args = {"agent": "a", "key": "k", field: bad}
         refused(warden, field, lambda a=args: warden.memory_save(tenant="acme", content="x", caller=OPERATOR, **a))
     refused(warden, "tenant", lambda: warden.query(tenant="t\x00", caller=OPERATOR))
+    save_memory(warden, "m1")
+    for tenant in ("t\x00", "t\ud800"):  # the same refusal naming the tenant on every path that takes one
+        refused(warden, "tenant", lambda t=tenant: warden.get("m1", tenant=t, caller=OPERATOR))
+        refused(warden, "tenant", lambda t=tenant: warden.explain("m1", tenant=t, caller=OPERATOR))
+        refused(warden, "tenant", lambda t=tenant: warden.erase(memory_id="m1", tenant=t, reason="r", caller=OPERATOR))
     for missing in (bad, "id\x00"):  # an id no store can hold is one no store holds
         with pytest.raises(Exception) as caught:
             warden.get(missing, caller=OPERATOR)

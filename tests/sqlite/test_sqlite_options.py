@@ -42,6 +42,8 @@ def test_a_url_query_sets_them_over_the_keywords(tmp_path: Path, clock: FrozenCl
         ("mmap_mb=x", "mmap_mb"),
         ("synchronous=full&synchronous=off", "synchronous"),  # given twice: which was meant?
         ("cache_mb=1&cache_mb=2", "cache_mb"),
+        ("cache_mb=99999999999999999999", "cache_mb"),  # no cache that large: a typo
+        ("mmap_mb=99999999999999", "mmap_mb"),
     ],
 )
 def test_a_query_that_is_no_option_is_refused_naming_it(query: str, named: str) -> None:
