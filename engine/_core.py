@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any, Self
 
 import structlog
-from memwarden.events import Clock, EventLog, SQLiteOptions, Synchronous, SystemClock, format_ts, unstorable
+from memwarden.events import (
+    Clock,
+    EventLog,
+    SQLiteOptions,
+    Synchronous,
+    SystemClock,
+    check_storable,
+    format_ts,
+    unstorable,
+)
 from memwarden.projections import (
     Access,
     AgentPage,
@@ -194,8 +203,8 @@ class Core:
         caller's tenants needs the tenant named."""
         if not isinstance(memory_id, str) or not memory_id or unstorable(memory_id) is not None:
             raise MemoryNotFound(str(memory_id))  # no store holds such an id: none to find
-        if tenant is not None and (problem := unstorable(tenant)) is not None:
-            raise InvalidInput("tenant", problem)  # as the query and get refuse it
+        if tenant is not None:
+            check_storable("tenant", tenant)  # refused naming it, as the query and get refuse it
         found = view.named(memory_id, tenant=tenant, access=access)
         if not found:
             raise MemoryNotFound(memory_id)

@@ -21,7 +21,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -112,6 +112,9 @@ def postgres_failure(exc: Exception, where: str | None, operation: str) -> Store
 
 
 _CORRUPT = ("XX001", "XX002")  # data_corrupted, index_corrupted
+
+
+_T = TypeVar("_T")
 
 
 @translated
@@ -383,37 +386,47 @@ class PostgresEventLog(LogReads):
         if state.reading is not None:
             yield state.reading, None
             return
+
+        def opened(conn: psycopg.Connection) -> list[list[tuple[Any, ...]]]:
+            # one round trip to open it and run what every read of the view
+            # asks first (its position, the policies), as one simple query:
+            # not BEGIN, SET TRANSACTION, then each statement on its own
+            cursor = conn.execute("; ".join(("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", *opening)))
+            results: list[list[tuple[Any, ...]]] = []
+            while cursor.nextset():  # the first result is BEGIN's
+                results.append(cursor.fetchall())
+            return results
+
+        with self._live_reader(opened) as (conn, results):
+            state.reading = conn
+            try:
+                yield conn, results
+            finally:
+                state.reading = None
+                if not conn.closed:
+                    conn.execute("COMMIT")  # a failed one ends as a rollback
+
+    @contextmanager
+    def _live_reader(self, first: Callable[[psycopg.Connection], _T]) -> Iterator[tuple[psycopg.Connection, _T]]:
+        """A connection of the read pool with what ``first`` read on it. A
+        connection the server closed while it sat in the pool (a restart,
+        ``pg_terminate_backend``) fails its first statement, and the ones
+        idle beside it were dropped with it: those are let go and ``first``
+        tries once more, before anything was read."""
         for last_try in (False, True):
             with self._reader() as conn:
-                # one round trip to open it and run what every read of the view
-                # asks first (its position, the policies), as one simple query:
-                # not BEGIN, SET TRANSACTION, then each statement on its own
-                state.reading = conn
                 try:
-                    try:
-                        cursor = conn.execute("; ".join(("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", *opening)))
-                        results: list[list[tuple[Any, ...]]] = []
-                        while cursor.nextset():  # the first result is BEGIN's
-                            results.append(cursor.fetchall())
-                    except psycopg.OperationalError:
-                        if last_try or not conn.broken:
-                            raise
-                        self._drop_lost_readers()  # nothing was read yet: once more, on a live one
-                        continue
-                    yield conn, results
+                    answer = first(conn)
+                except psycopg.OperationalError:
+                    if last_try or not conn.broken:
+                        raise
+                    lost = True
+                else:
+                    lost = False
+                    yield conn, answer
                     return
-                finally:
-                    state.reading = None
-                    if not conn.closed:
-                        conn.execute("COMMIT")  # a failed one ends as a rollback
-
-    def _drop_lost_readers(self) -> None:
-        """The pool's idle connections checked and the dropped ones let go:
-        a connection the server closed while it sat in the pool (a restart,
-        ``pg_terminate_backend``) fails its first statement, and the ones
-        idle beside it were dropped with it. A read that met one tries once
-        more, before it has read anything."""
-        self._readers.check()
+            if lost:
+                self._readers.check()
 
     def _reader(self) -> AbstractContextManager[psycopg.Connection]:
         if self._readers.closed:
@@ -434,15 +447,8 @@ class PostgresEventLog(LogReads):
                 return self.conn.execute(self._sql(sql), params).fetchall()
         if state.reading is not None:
             return state.reading.execute(self._sql(sql), params).fetchall()
-        for last_try in (False, True):
-            with self._reader() as conn:
-                try:
-                    return conn.execute(self._sql(sql), params).fetchall()
-                except psycopg.OperationalError:
-                    if last_try or not conn.broken:
-                        raise
-            self._drop_lost_readers()
-        raise AssertionError("unreachable")  # the last try returned or raised
+        with self._live_reader(lambda conn: conn.execute(self._sql(sql), params).fetchall()) as (_, rows):
+            return rows
 
     @property
     def lock(self) -> threading.RLock:
