@@ -175,6 +175,13 @@ class VectorIndex:
         with self._lock:
             return self._caught_up(view, tenant, len(q)).index.nearest(q, k)
 
+    def held(self, tenant: str, dims: int, memory_id: str) -> np.ndarray | None:
+        """The vector ``tenant``'s index of ``dims`` holds for ``memory_id``
+        in this process (None: no such vector, or that index is not open here)."""
+        with self._lock:
+            t = self._tenants.get((tenant, dims))
+            return None if t is None else t.index.held(memory_id)
+
     def dims_of(self, tenant: str) -> list[int]:
         """The vector lengths of ``tenant``'s indexes this process has opened."""
         with self._lock:

@@ -104,6 +104,11 @@ class Exact:
         top = np.argpartition(-scores, k - 1)[:k] if k < count else np.arange(count)
         return _ranked(((self.ids[i], float(scores[i])) for i in top.tolist() if self.ids[i] is not None), k)  # type: ignore[misc]
 
+    def held(self, memory_id: str) -> np.ndarray | None:
+        """The vector this index holds for ``memory_id`` (a copy), or None."""
+        at = self.slot.get(memory_id)
+        return None if at is None else self.rows[at].copy()
+
     def live(self) -> tuple[list[str], np.ndarray]:
         """The memory ids and their rows, without the free slots."""
         at = sorted(self.slot.values())
@@ -178,6 +183,11 @@ class Hnsw:
         self.freed = max(0, self.freed - 1)
         self.key[memory_id] = key
         self.id_of[key] = memory_id
+
+    def held(self, memory_id: str) -> np.ndarray | None:
+        """The vector this graph holds for ``memory_id`` (in 32 bits, from its 16), or None."""
+        key = self.key.get(memory_id)
+        return None if key is None else np.asarray(self.index.get(key), dtype=np.float32)
 
     def scrub(self) -> None:
         if not self.unscrubbed or not self.freed:

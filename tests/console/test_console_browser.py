@@ -17,6 +17,8 @@ from memwarden.engine import OPERATOR, KeyStore, Warden
 
 from ..test_http import Server, save_body, start_server
 
+expect = pytest.importorskip("playwright.sync_api").expect  # the browser suite skips without it
+
 pytestmark = pytest.mark.usefixtures("browser")
 
 
@@ -89,14 +91,14 @@ def test_sign_in_search_and_tenant_wall(page: Any, server: Server) -> None:
     page.get_by_label("Text").fill("서울")
     page.get_by_role("button", name="Search").click()
     rows = page.locator("table.list tbody tr")
-    assert rows.count() == 2
+    expect(rows).to_have_count(2)  # waits for the answer: the click only starts the form's submission
     assert {rows.nth(i).locator("td").first.locator("a").inner_text() for i in range(2)} == {ids["src"], ids["other"]}
     checked(page)
     # an agent key sees only its own tenants: another tenant's memory is not found, as one that does not exist
     page.goto(f"{server.url}/console/memories/globex/g-1")
-    assert page.get_by_role("heading", name="Not found").is_visible()
+    expect(page.get_by_role("heading", name="Not found")).to_be_visible()
     page.goto(f"{server.url}/console/memories/globex/no-such-id")
-    assert page.get_by_role("heading", name="Not found").is_visible()
+    expect(page.get_by_role("heading", name="Not found")).to_be_visible()
     # and none of the staff's pages
     assert page.get_by_role("link", name="Revocations").count() == 0
     response = page.goto(f"{server.url}/console/revocations")
@@ -127,12 +129,12 @@ def test_search_by_meaning_scores_and_the_hidden_for_staff(page: Any, server: Se
     first.locator("td").first.locator("a").click()
     page.wait_for_url(re.compile(r"/console/memory\?"))
     assert page.url.endswith(f"/console/memory?tenant=acme&id={ids['src']}")
-    assert page.get_by_role("heading", name="Why (not) usable now").is_visible()
+    expect(page.get_by_role("heading", name="Why (not) usable now")).to_be_visible()
     # bad input stays on the page, saying why
     page.goto(f"{server.url}/console/memories")
     page.get_by_role("button", name="Find by meaning").click()
-    assert "query" in page.get_by_role("alert").inner_text()
-    assert page.get_by_role("table", name=re.compile("Closest in meaning")).count() == 0
+    expect(page.get_by_role("alert")).to_contain_text("query")
+    expect(page.get_by_role("table", name=re.compile("Closest in meaning"))).to_have_count(0)
     checked(page)
 
     # a staff key with "hidden ones too" sees it, with its reason
@@ -160,12 +162,12 @@ def test_revoked_evidence_reason_tree_and_the_moment_before(page: Any, server: S
     page.get_by_label("reason (kept in the log)").fill("source withdrawn")
     head = server.head()
     page.get_by_role("button", name="Dry run").click()
-    assert page.get_by_text("It would take out 1 memory in 1 tenant.").is_visible()
+    expect(page.get_by_text("It would take out 1 memory in 1 tenant.")).to_be_visible()
     assert server.head() == head, "a dry run writes nothing"
     checked(page)
     page.get_by_role("button", name="Issue the revocation").click()
     page.wait_for_url(re.compile(r"/console/revocations/rev_"))
-    assert page.get_by_text("nothing it covers is served by any read path").is_visible()
+    expect(page.get_by_text("nothing it covers is served by any read path")).to_be_visible()
     checked(page)
     revocation_id = page.url.rsplit("/", 1)[1]
     page.goto(f"{server.url}/console/revocations")

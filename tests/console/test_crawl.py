@@ -30,6 +30,8 @@ from memwarden.engine._scheduler import Scheduler
 
 from ..test_http import Server, start_server
 
+expect = pytest.importorskip("playwright.sync_api").expect  # the browser suite skips without it
+
 pytestmark = pytest.mark.usefixtures("browser")
 
 AWKWARD_TENANTS = ("a/b", "키", "x+y", "%41", "q?#1")
@@ -255,7 +257,7 @@ def test_status_is_the_gates_answer_and_tenants_are_offered(browser: Any, server
             page.get_by_role("button", name="Show then").click()
         assert answered.value.status == 422
         assert "as_of" in page.get_by_role("alert").inner_text()
-        assert page.get_by_role("heading", name=re.compile("Memory")).first.is_visible()
+        expect(page.get_by_role("heading", name=re.compile("Memory")).first).to_be_visible()
         assert page.get_by_label("As of (ISO 8601, with Z or an offset)").input_value() == "yesterday"
     finally:
         context.close()
@@ -285,8 +287,8 @@ def test_policy_change_dry_run_confirm_and_answer(browser: Any, server: Server) 
         page.get_by_label("policy", exact=True).fill("default")
         page.get_by_label("new version").fill("2")
         page.get_by_role("button", name="Dry run").click()
-        assert "already at version 2" in page.get_by_role("status").inner_text()
-        assert page.get_by_role("button", name="Make version 2 current").count() == 0
+        expect(page.get_by_role("status")).to_contain_text("already at version 2")
+        expect(page.get_by_role("button", name="Make version 2 current")).to_have_count(0)
         # a version the rule refuses (going back) keeps the form, with the reason
         page.goto(f"{server.url}/console/policies")
         page.get_by_label("policy", exact=True).fill("default")
@@ -294,7 +296,7 @@ def test_policy_change_dry_run_confirm_and_answer(browser: Any, server: Server) 
         with page.expect_response(re.compile(r"/console/policies/dry-run")) as answered:
             page.get_by_role("button", name="Dry run").click()
         assert 400 <= answered.value.status < 500
-        assert page.get_by_role("alert").is_visible()
+        expect(page.get_by_role("alert")).to_be_visible()
         assert page.get_by_label("new version").input_value() == "1"
     finally:
         context.close()

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from memwarden.engine import OPERATOR, IndexSettings, Warden
 
 from .._exact import exact_top
@@ -124,9 +125,16 @@ def check_equals_exact(w: Warden, rng: random.Random) -> dict[str, list[float]]:
     assert index["vectors"] == len(given) and index["position"] == w.head_seq(), index
     hits = sum(len(set(found(w, q)) & set(exact_top(given, q))) for q in queries)
     assert hits / (10 * len(queries)) >= 0.95
-    for memory_id in rng.sample(saved, min(30, len(saved))):  # none missing, none stale
-        # found by its own vector (among the nearest few: the graph is approximate and keeps float16)
-        assert memory_id in found(w, given[memory_id], 5)
+    sample = rng.sample(saved, min(30, len(saved)))
+    for memory_id in sample:  # none missing, none stale: each holds its own vector (float16 in a graph)
+        held = w.vector_index.held("acme", DIMS, memory_id)
+        assert held is not None, memory_id
+        expected = np.asarray(given[memory_id], dtype=np.float32)
+        cosine = float(held @ expected) / float(np.linalg.norm(held) * np.linalg.norm(expected))
+        assert cosine > 0.999, (memory_id, cosine)
+    # and is found by it, among the nearest few (a graph is approximate: one in thirty may hide)
+    found_by_itself = sum(memory_id in found(w, given[memory_id], 5) for memory_id in sample)
+    assert found_by_itself >= len(sample) - 1, found_by_itself
     return given
 
 
