@@ -11,22 +11,42 @@ the row the batch leaves (``Reads.saved``) instead, so a batch repeating
 one id is appended in one pass, as one of distinct ids is (#38).
 Every item is checked before anything is refused, so a refusal lists each
 bad item by index and field; nothing of the batch is written then.
+
+A large batch holds the store's one write transaction for a while, and
+every other writer waits for it, a revocation too. So its plain items'
+events are built before the lock is taken, from a reader's view
+(``_prepared``); under the lock each is taken as built when the row and
+the policy version it was built on are unchanged, and built again when
+not. The revocations are checked there, always: that is the state the
+batch commits on.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from memwarden.events import Event, Texts, Vector, format_ts
+from memwarden.events import Event, MemorySaved, Texts, Vector, format_ts
 from memwarden.projections import Key
 
 from ._core import Core, log
 from ._errors import BatchRefused
 from ._limits import MAX_PAGE
 from ._rights import Principal, operation
-from ._saving import Checked, Reads, check_input, embedded, retried, saved_event, vector_of
+from ._saving import (
+    Checked,
+    Reads,
+    built_event,
+    check_input,
+    embedded,
+    refuse_if_revoked,
+    retried,
+    saved_event,
+    vector_of,
+)
 from ._views import SaveResult
 
 MAX_BATCH = MAX_PAGE
@@ -62,6 +82,59 @@ def _plain(item: Checked) -> bool:
 
 def _keys(checked: Sequence[tuple[int, Checked]]) -> list[Key]:
     return [(item.scope.tenant, item.memory_id) for _, item in checked if isinstance(item.memory_id, str)]
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """A plain item's event built before the lock, and what it read to build it."""
+
+    event: MemorySaved
+    basis: tuple[Any, ...] | None  # the row's holder and version, None for a new memory
+    policy_version: int | str | None
+
+
+def _basis(row: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    return None if row is None else (row["tenant"], row["agent"], row["version"])
+
+
+def _prepared(core: Core, checked: Sequence[tuple[int, Checked]], caller: Principal) -> dict[int, _Ready]:
+    """The events of a large batch's plain items whose ids it names once,
+    by index, built in a reader's view. Large as the write turns count it:
+    a smaller batch holds the lock briefly, and is built there. An item
+    this view refuses is left to the lock, where its refusal is decided."""
+    if len(checked) < core.write_turns.large:
+        return {}
+    once = Counter(_keys(checked))
+    plain = [
+        (index, item)
+        for index, item in checked
+        if _plain(item) and isinstance(item.memory_id, str) and once[(item.scope.tenant, item.memory_id)] == 1
+    ]
+    ready: dict[int, _Ready] = {}
+    if not plain:
+        return ready
+    with core.reading() as view:
+        reads = Reads(view, _keys(plain))
+        for index, item in plain:
+            try:
+                event, _ = built_event(core, view, item, caller, reads)
+            except (ValueError, PermissionError, LookupError):
+                continue
+            policy = item.fields["policy"]
+            ready[index] = _Ready(
+                event,
+                _basis(reads.row(item.scope.tenant, event.memory_id)),
+                reads.version_of(policy) if isinstance(policy, str) else None,
+            )
+    return ready
+
+
+def _still(ready: _Ready, item: Checked, reads: Reads) -> bool:
+    """Whether what ``ready`` was built on is what the lock's view says."""
+    if _basis(reads.row(item.scope.tenant, ready.event.memory_id)) != ready.basis:
+        return False
+    policy = item.fields["policy"]
+    return not isinstance(policy, str) or reads.version_of(policy) == ready.policy_version
 
 
 @operation("save")
@@ -111,6 +184,7 @@ def save_many(
     if problems and len(problems) == len(given):
         _refuse(problems, len(given))
     checked = list(zip([i for i, _ in checked], embedded(core, [item for _, item in checked]), strict=True))
+    prepared = _prepared(core, checked, caller)
     results: list[tuple[Checked, Any] | SaveResult] = []
     with core.transaction(size=len(checked)) as tx:
         # each tenant's revocations read once for the batch (a save appends
@@ -123,9 +197,10 @@ def save_many(
         pending_keys: set[Key] = set()
         seq_of: dict[int, int] = {}  # id(event) -> its seq
 
-        def flush() -> None:
+        def flush(last: bool = False) -> None:
             """Append what is pending; the view then reads differently for
-            the memories it wrote, so their rows are read again."""
+            the memories it wrote, so their rows are read again (unless it
+            is the ``last``: nothing reads them after)."""
             if not pending:
                 return
             tx.texts.put_many(pending_texts)  # before the fold, which indexes them
@@ -135,7 +210,8 @@ def save_many(
             pending.clear()
             pending_texts.clear()
             pending_vectors.clear()
-            reads.refresh(pending_keys)
+            if not last:
+                reads.refresh(pending_keys)
             pending_keys.clear()
 
         for index, item in checked:
@@ -151,7 +227,12 @@ def save_many(
                 if first is not None:  # a retry of a save already recorded: its first answer
                     results.append(first)
                     continue
-                event, adopted = saved_event(core, tx.view, item, shares[item.scope.tenant], caller, reads)
+                ready = prepared.get(index)
+                if ready is not None and _still(ready, item, reads):
+                    event, adopted = ready.event, None
+                    refuse_if_revoked(shares[item.scope.tenant], event, reads.row(item.scope.tenant, event.memory_id))
+                else:
+                    event, adopted = saved_event(core, tx.view, item, shares[item.scope.tenant], caller, reads)
             except (ValueError, PermissionError, LookupError) as exc:
                 problems.append(_problem(index, exc))
                 continue
@@ -165,7 +246,7 @@ def save_many(
                 flush()  # the next save of this policy reads its version from the view
         if problems:
             _refuse(problems, len(given))  # raised inside: the transaction rolls back
-        flush()
+        flush(last=True)
     log.info("memories_saved", count=len(results), last_seq=max(seq_of.values(), default=None))
     return [
         result

@@ -258,7 +258,9 @@ class Reads:
 
     def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
         key = (tenant, memory_id)
-        return self._rows[key] if key in self._rows else self.view.row(tenant, memory_id)
+        if key not in self._rows:  # kept: the event and the revocations' check both ask
+            self._rows[key] = self.view.row(tenant, memory_id)
+        return self._rows[key]
 
     def version_of(self, policy: str) -> int | str:
         if policy not in self._policies:
@@ -279,10 +281,21 @@ def saved_event(
     id, evidence, policy versions, and no resurrection. A memory that was
     erased takes a new version: the erased ones never return (the text
     store refuses their texts), a new text starts afresh."""
+    reads = reads or Reads(view)
+    event, adopted = built_event(core, view, item, caller, reads)
+    refuse_if_revoked(revocations, event, reads.row(item.scope.tenant, event.memory_id))
+    return event, adopted
+
+
+def built_event(
+    core: Core, view: ViewReader, item: Checked, caller: Principal, reads: Reads
+) -> tuple[MemorySaved, Any]:
+    """``saved_event`` but for the revocations: what the event says, and
+    what it reads of the view to say it (``Reads``: the memory's row, its
+    holder and version, and its policy's version)."""
     f = item.fields
     tenant, memory_id = item.scope.tenant, item.memory_id
     access = caller.access
-    reads = reads or Reads(view)
     row = reads.row(tenant, memory_id) if isinstance(memory_id, str) else None
     if row is not None and not access.allows(row["tenant"], row["agent"]):
         raise MemoryIdTaken(memory_id)
@@ -320,7 +333,6 @@ def saved_event(
         **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] else {}),
     )
     check_source_url("source_url", event.source_url)
-    _refuse_if_revoked(revocations, event, row)
     return event, adopted
 
 
@@ -514,7 +526,7 @@ def _expiry(
     return None if rule_ttl is None else fetched + rule_ttl
 
 
-def _refuse_if_revoked(
+def refuse_if_revoked(
     revocations: Sequence[dict[str, Any]], event: MemorySaved, row: dict[str, Any] | None = None
 ) -> None:
     """No resurrection: a fetch older than a revocation covering it is

@@ -7,6 +7,7 @@ export, a re-fold)."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 _AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/\\?#]*)(.*)$", re.DOTALL)
@@ -22,6 +23,21 @@ def has_user_info(url: str) -> bool:
 
 
 def spelled(url: str) -> str:
+    """``spelling``, remembered for short URLs. Kept: a save spells its
+    source, then the fold spells the spelled form again under the write
+    lock (one spelling whichever path wrote the event), and most sources
+    are in their normal form already; a batch of 10,000 saves, each once
+    (BENCHMARKS.md, hostile). Only URLs of at most 200 characters are
+    kept, 16,384 of them: a few megabytes at most."""
+    return _remembered(url) if len(url) <= 200 else spelling(url)
+
+
+@lru_cache(maxsize=16_384)
+def _remembered(url: str) -> str:
+    return spelling(url)
+
+
+def spelling(url: str) -> str:
     """An http(s) URL (or the start of one) in its normal form (RFC 3986,
     6.2.2, and as web servers read a path): scheme and host in lower case,
     no default port, no trailing dot on the host; in the path, escapes of

@@ -34,6 +34,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from mcp import Client
 from memwarden.engine import OPERATOR, Fetchers, HashEmbedder, Scheduler, Warden
 from memwarden.engine._memory_ids import memory_id_of
+from memwarden.engine._write_turns import WriteTurns
 from memwarden.engine.faces.mcp import build_server
 from memwarden.events import FrozenClock, PolicyVersionChanged, content_checksum
 
@@ -69,6 +70,8 @@ class Promises(RuleBasedStateMachine):
         fetchers.register("src", lambda row: self.sources.get((row["tenant"], row["memory_id"]), "gone"))
         self.clock = FrozenClock(START)
         self.w = Warden(self.db, clock=self.clock, fetchers=fetchers, embedder=EMBEDDER)
+        # a batch of two is large here: built before the write lock, judged again under it
+        self.w.write_turns = WriteTurns(large=2)
         self.texts = itertools.count()
         # the model: what each promise forbids, from what was done
         self.saved_texts: dict[tuple[str, str], set[str]] = {}  # (tenant, id) -> texts ever saved under it
@@ -154,6 +157,20 @@ class Promises(RuleBasedStateMachine):
         if self._try(self.w.save_many, items, caller=OPERATOR):
             for t in texts:
                 self._remember(tenant, memory_id, t)
+
+    @rule(
+        tenant=st.sampled_from(TENANTS),
+        ids=st.lists(st.sampled_from(IDS), min_size=2, max_size=3, unique=True),
+        fetch=st.sampled_from(FETCHES),
+        as_agent=st.booleans(),
+    )
+    def save_batch_of_distinct_ids(self, tenant: str, ids: list[str], fetch: timedelta | None, as_agent: bool) -> None:
+        """A large batch (as this machine's write turns count it): its events are built before the lock."""
+        texts = {memory_id: self._text(memory_id) for memory_id in ids}
+        items = [self._record(tenant, memory_id, texts[memory_id], "prepared", fetch) for memory_id in ids]
+        if self._try(self.w.save_many, items, caller=KEYS[tenant] if as_agent else OPERATOR):
+            for memory_id, text in texts.items():
+                self._remember(tenant, memory_id, text)
 
     @rule(tenant=st.sampled_from(TENANTS), memory_id=st.sampled_from(IDS), fetch=st.sampled_from(FETCHES))
     def mcp_save(self, tenant: str, memory_id: str, fetch: timedelta | None) -> None:
