@@ -421,3 +421,23 @@ def test_a_batch_save_is_all_or_nothing_with_each_refusal_named(server: Server) 
         assert empty.status_code == 422 and empty.json()["field"] == "memories"
     with server.client("auditor") as c:
         assert c.post("/v1/memories/batch", json={"memories": [save_body("x")]}).status_code == 403
+
+
+def test_a_batch_body_checked_off_the_event_loop_is_refused_as_any_body(server: Server) -> None:
+    """The batch's body is checked in its worker thread, not by FastAPI in
+    the event loop's: the same refusals, naming the same fields."""
+    with server.client("agent") as c:
+        head = c.get("/healthz").json()["head_seq"]
+        unknown = save_body("b-1") | {"colour": "red"}
+        missing = {k: v for k, v in save_body("b-2").items() if k != "summary"}
+        refused = c.post("/v1/memories/batch", json={"memories": [save_body("b-0"), unknown, missing]})
+        assert refused.status_code == 422, refused.text
+        body = refused.json()
+        assert body["error"] == "invalid_input"
+        assert {e["field"] for e in body["errors"]} == {"memories.1.colour", "memories.2.summary"}
+        for shape in ({"memories": "all of them"}, ["not", "an", "object"], {"memories": [1]}, {}):
+            answer = c.post("/v1/memories/batch", json=shape)
+            assert answer.status_code == 422 and answer.json()["field"].startswith(("memories", "body")), answer.text
+        garbled = c.post("/v1/memories/batch", content=b'{"memories": [', headers={"content-type": "application/json"})
+        assert garbled.status_code == 400 and garbled.json()["field"] == "body"
+        assert c.get("/healthz").json()["head_seq"] == head, "a refused body writes nothing"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
+from fastapi.exceptions import RequestValidationError
 from memwarden.engine import MAX_PAGE
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidation, StrictBool, ValidationError
 
 # a vector's longest (``memwarden.events``' MAX_DIMS); the engine checks the
 # rest (the embedder's length, finite numbers, not all zeros) and names the field
@@ -69,6 +70,25 @@ class SaveBody(Body):
 
 class SaveManyBody(Body):
     memories: list[SaveBody] = Field(min_length=1, max_length=MAX_PAGE)
+
+
+M = TypeVar("M", bound=BaseModel)
+# A body FastAPI documents as the model but leaves unchecked, for the
+# endpoint to check with ``parsed`` in its worker thread: FastAPI checks a
+# body in the event loop's thread, and a batch of 10,000 memories held
+# every other request there for tens of milliseconds (BENCHMARKS.md, hostile)
+Unchecked = SkipValidation
+
+
+def parsed(model: type[M], raw: Any) -> M:
+    """``raw`` (a body taken ``Unchecked``) as ``model``, refused as FastAPI
+    refuses a body: the same errors, under ``body``."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**error, "loc": ("body", *error["loc"])} for error in exc.errors(include_url=False)]
+        ) from None
 
 
 class SelectorBody(Body):

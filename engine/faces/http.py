@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import httpx
 import structlog
 from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse
 from memwarden.engine import (
     MAX_PAGE,
     SYSTEM,
@@ -42,6 +43,8 @@ from ._http_models import (
     RevokeBody,
     SaveBody,
     SaveManyBody,
+    Unchecked,
+    parsed,
 )
 from ._http_ops import RequestId, install_operations
 from ._http_responses import documented
@@ -155,11 +158,13 @@ def create_app(
         return warden.save(**fields, caller=who).as_dict()
 
     @app.post("/v1/memories/batch", tags=["memories"], **documented(R.SavedMany, 201, 409))
-    def save_memories(body: SaveManyBody, who: Caller) -> dict[str, Any]:
+    def save_memories(body: Annotated[SaveManyBody, Unchecked], who: Caller) -> JSONResponse:
         """Record many memories in one transaction, all or none: a refusal
         (422 ``batch_refused``) lists each refused memory by index and field."""
-        fields = [save_fields(item) for item in body.memories]
-        return {"saved": [r.as_dict() for r in warden.save_many(fields, caller=who, check=sources_allowed)]}
+        # checked and answered here, in the worker thread: the event loop only reads the bytes
+        fields = [save_fields(item) for item in parsed(SaveManyBody, body).memories]
+        saved = warden.save_many(fields, caller=who, check=sources_allowed)
+        return JSONResponse({"saved": [r.as_dict() for r in saved]}, status_code=201)
 
     @app.get("/v1/memories", tags=["memories"], **documented(R.Memories, 200, 409))
     def query_memories(
