@@ -38,8 +38,17 @@ class Group(click.Group):
             return self._answered(ctx)
 
     def _answered(self, ctx: click.Context) -> Any:
+        given = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # the command's words, before they are parsed
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            asked_json = "--json" in given[: given.index("--")] if "--" in given else "--json" in given
+            if not asked_json:
+                raise
+            # a script reading stdout learns of a usage error as of any refusal
+            exc.show()
+            click.echo(canonical_json({"error": "usage", "field": _usage_field(exc), "problem": exc.format_message()}))
+            ctx.exit(exc.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as exc:
@@ -53,6 +62,15 @@ class Group(click.Group):
             else:
                 message = found.message
             _refuse(ctx, found.exit_code, found.code, message, found.field, found.problem, **found.details)
+
+
+def _usage_field(exc: click.UsageError) -> str | None:
+    """The option or argument a usage error is about, as the engine names fields."""
+    option = getattr(exc, "option_name", None)  # an unknown option, or one given without its value
+    if isinstance(option, str):
+        return option.lstrip("-").replace("-", "_")
+    param = getattr(exc, "param", None)
+    return param.name if param is not None else None
 
 
 def _refuse(
