@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from memwarden.events import MemoryErased, RevocationIssued, Selector, format_ts, new_id
+from memwarden.events import MemoryErased, RevocationIssued, Selector, check_storable, format_ts, new_id
 from memwarden.projections import SETTLED
 
 from ._core import Core, log
@@ -151,6 +151,8 @@ def erase(
         raise InvalidInput("memory_id", "give exactly one of memory_id or user")
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("reason", "is required")
+    if user is not None:
+        check_storable("user", user)  # named, as a tenant is: no store holds such a name
     with core.transaction() as tx:
         if memory_id is not None:
             rows = [core.find_row(tx.view, memory_id, tenant=tenant, access=caller.access)]

@@ -15,6 +15,7 @@ from memwarden.events import (
     ParentRef,
     Scope,
     Vector,
+    check_storable,
     content_checksum,
     format_ts,
     parse_duration,
@@ -485,6 +486,7 @@ def _evidence(
         )
         if not isinstance(parent_id, str) or not parent_id:
             raise InvalidInput("derived_from", "each parent must be a memory id")
+        check_storable("derived_from", parent_id)
         if parent_id == memory_id:
             raise InvalidInput("derived_from", f"memory {memory_id!r} cannot be derived from itself")
         parent = judge.row(tenant, parent_id)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memwarden.engine import OPERATOR, Warden, answer
+from memwarden.engine import OPERATOR, BatchRefused, Warden, answer
 from memwarden.events import UnstorableText
 
 from .backends import Backend, SQLiteBackend
@@ -163,6 +163,12 @@ def test_ids_no_store_holds_are_refused_or_not_found_naming_the_field(warden: Wa
         refused(warden, "tenant", lambda t=tenant: warden.get("m1", tenant=t, caller=OPERATOR))
         refused(warden, "tenant", lambda t=tenant: warden.explain("m1", tenant=t, caller=OPERATOR))
         refused(warden, "tenant", lambda t=tenant: warden.erase(memory_id="m1", tenant=t, reason="r", caller=OPERATOR))
+    # a parent or a user no store can hold, named as the field it came in
+    refused(warden, "derived_from", lambda: save_memory(warden, "child", derived_from=[bad]))
+    with pytest.raises(BatchRefused) as batch:
+        warden.save_many([{**item, "memory_id": "child", "ttl": "1h", "derived_from": ["m1", bad]}], caller=OPERATOR)
+    assert [(p["index"], p["field"]) for p in batch.value.problems] == [(0, "derived_from")]
+    refused(warden, "user", lambda: warden.erase(user="u\ud800", reason="r", caller=OPERATOR))
     for missing in (bad, "id\x00"):  # an id no store can hold is one no store holds
         with pytest.raises(Exception) as caught:
             warden.get(missing, caller=OPERATOR)
