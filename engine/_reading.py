@@ -48,7 +48,9 @@ def get(
             raise AmbiguousMemory(memory_id)
         values = found[0]
         policies = view.policies()  # one read for the memory's version and its evidence's
-        parents = Judge(view, now, policies).parents(derivation_row(values))
+        # a memory drawn from nothing has no evidence to judge: no Judge to
+        # build (as the query's ``evidence`` skips such rows)
+        parents = Judge(view, now, policies).parents(derivation_row(values)) if values.derived_from != "[]" else ()
     return _judge(core, values, in_force(policies, values.policy), now, parents, caller)
 
 

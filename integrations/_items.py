@@ -12,6 +12,7 @@ key (each label percent-quoted, so no two items share an id):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,11 +31,21 @@ Namespace = tuple[str, ...]
 ScopeOf = Callable[[Namespace], dict[str, str]]
 
 
+# what ``quote(..., safe="")`` leaves as it is: a label of only these needs no quoting
+_PLAIN = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
+def _quoted(label: str) -> str:
+    # every get and put makes an id: most labels are plain, and matching one
+    # costs a fraction of quote's encode, scan and join
+    return label if _PLAIN.fullmatch(label) else quote(label, safe="")
+
+
 def memory_id_of(namespace: Namespace, key: str) -> str:
     """The memory id of an item: its whole namespace and its key."""
     if not isinstance(key, str) or not key:
         raise ValueError("key: must be a non-empty string")
-    memory_id = PREFIX + "/".join(quote(label, safe="") for label in namespace) + ":" + quote(key, safe="")
+    memory_id = PREFIX + "/".join(map(_quoted, namespace)) + ":" + _quoted(key)
     if len(memory_id) > MAX_ID:
         raise ValueError(f"namespace and key: make an id of {len(memory_id)} characters; at most {MAX_ID}")
     return memory_id

@@ -66,7 +66,6 @@ from ._items import (
     memory_id_of,
     namespace_matches,
     summary_of,
-    under,
     value_of,
 )
 from ._steps import Ask, Embed, Plan, arun, run
@@ -117,6 +116,13 @@ class MemwardenStore(BaseStore):
         return await arun(self._batch(list(ops)), self.memories, self._embeddings, awaitable=self._async)
 
     def _batch(self, ops: list[Op]) -> Plan[list[Result]]:
+        if len(ops) == 1 and isinstance(ops[0], (GetOp, SearchOp)):
+            # ``get`` and ``search`` each come as a batch of one: the same plan,
+            # without sorting out puts and lists there are none of
+            op = ops[0]
+            if isinstance(op, GetOp):
+                return (yield from self._get_many([op]))
+            return [(yield from self._search(op))]
         results: list[Result] = [None] * len(ops)
         gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
         found = yield from self._get_many([op for _, op in gets])
@@ -150,7 +156,8 @@ class MemwardenStore(BaseStore):
                 view = yield Ask("get", {"memory_id": memory_id, "tenant": self._tenant(namespace)})
             except MemoryNotFound:
                 return [None]
-            return [_item(view)]
+            # the id was made here from these two: no need to read them back out of it
+            return [_item(view, (namespace, ops[0].key))]
         wanted: dict[str, list[str]] = {}
         ids = []
         for op in ops:
@@ -161,7 +168,7 @@ class MemwardenStore(BaseStore):
         for tenant, memory_ids in wanted.items():
             unique = list(dict.fromkeys(memory_ids))
             for view in (yield Ask("query", {"tenant": tenant, "ids": unique, "limit": len(unique)})):
-                item = _item(view)
+                item = _item(view, item_of(view.memory_id))
                 if item is not None:
                     found[(tenant, view.memory_id)] = item
         return [found.get(key) for key in ids]
@@ -302,9 +309,9 @@ def _page(wanted: int, op: SearchOp) -> int:
     return min(PAGE, max(wanted * (4 if op.filter else 1), 16))
 
 
-def _item(view: MemoryView, *, search: bool = False) -> Item | None:
-    """The item a memory is, if it is one of this store's and may be used now."""
-    found = item_of(view.memory_id)
+def _item(view: MemoryView, found: tuple[Namespace, str] | None, *, search: bool = False) -> Item | None:
+    """The item a memory is, if it is one of this store's (``found``: its
+    namespace and key, ``item_of`` its id) and may be used now."""
     if found is None or not view.usable or view.content is None:
         return None
     namespace, key = found
@@ -317,8 +324,11 @@ def _item(view: MemoryView, *, search: bool = False) -> Item | None:
 
 def _hit(view: MemoryView, prefix: Namespace, filter: dict[str, Any] | None) -> SearchItem | None:
     """A search's item for ``view``, if usable now, under ``prefix`` and through ``filter``."""
-    item = _item(view, search=True)
-    if item is None or not under(view.memory_id, prefix) or not matches(item.value, filter):
+    found = item_of(view.memory_id)  # once: both the item and the prefix test read it
+    if found is None or found[0][: len(prefix)] != prefix:
+        return None
+    item = _item(view, found, search=True)
+    if item is None or not matches(item.value, filter):
         return None
     return item  # type: ignore[return-value]
 
