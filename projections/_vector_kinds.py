@@ -31,8 +31,10 @@ import numpy as np
 from usearch.index import Index
 
 CONNECTIVITY = 16
-EXPANSION_ADD = 128
-EXPANSION = 512  # recall@10 >= 0.95 on the benchmark corpus (see above)
+EXPANSION_ADD = (
+    64  # half the build of 128 (the build is most of a large tenant's wait); the breadth below makes up the recall
+)
+EXPANSION = 2048  # recall@10 >= 0.95 at 200,000 on the benchmark corpus (BENCHMARKS.md)
 _FILLER_KEYS = 1 << 63  # fillers' keys: above every memory's
 # exact rows added at a time: a quarter more (at least 64), so an append is
 # amortised (not a copy per vector) while a small tenant's matrix stays near
