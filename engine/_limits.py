@@ -5,8 +5,9 @@ refusal (exit 2, HTTP 413/422, an MCP error)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from memwarden.events import check_storable, has_user_info, spelled
@@ -17,6 +18,10 @@ from ._errors import InvalidInput, TooLarge
 # the most items one batch carries: one number, so a face cannot allow more
 # than the engine answers
 MAX_PAGE = 10_000
+# the most content (UTF-8 bytes) one answer of a read holds: a page of
+# 10,000 memories of a mebibyte each would be ten gigabytes built in memory;
+# past this an answer stops and says so, and the caller pages on
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,8 @@ class Limits:
     max_parents: int = 1000
     # nesting of a Memory API content value (JSON arrays and objects)
     max_json_depth: int = 64
+    # content bytes of one answer of a read (query, search): ``answer_page``
+    max_answer_bytes: int = MAX_ANSWER_BYTES
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> Limits:
@@ -40,7 +47,11 @@ class Limits:
                 raise InvalidInput(f"limits.{key}", f"unknown limit (known: {', '.join(sorted(known))})")
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 2**31:
                 raise InvalidInput(f"limits.{key}", f"must be a whole number from 1 to {2**31}")
-        return cls(**settings)
+        out = cls(**settings)
+        if out.max_answer_bytes < out.max_content_bytes:
+            # else a memory of the largest content could be answered by no page
+            raise InvalidInput("limits.max_answer_bytes", "must be at least limits.max_content_bytes")
+        return out
 
     @property
     def longest_line(self) -> int:
@@ -61,6 +72,56 @@ class Limits:
         size = len(encoded(field, text))
         if size > limit:
             raise TooLarge(field, f"is {size} bytes; the limit is {limit} (limits.{limit_name})")
+
+
+T = TypeVar("T")
+
+
+class Page(list[T]):
+    """One answer of a read: a list, with ``truncated`` when the answer
+    stopped at ``Limits.max_answer_bytes`` before its limit (the caller
+    pages on from ``next_offset``, the offset of the first memory left out)."""
+
+    truncated: bool = False
+    next_offset: int | None = None
+
+    @classmethod
+    def of(cls, items: Iterable[T], *, truncated: bool = False, next_offset: int | None = None) -> Page[T]:
+        out = cls(items)
+        out.truncated, out.next_offset = truncated, next_offset if truncated else None
+        return out
+
+    def told(self, *, paged: bool = True) -> dict[str, Any]:
+        """The fields every face adds to its JSON answer: ``truncated``, and
+        where the read takes an offset (``paged``), ``next_offset`` (null
+        unless truncated)."""
+        return (
+            {"truncated": self.truncated, "next_offset": self.next_offset} if paged else {"truncated": self.truncated}
+        )
+
+
+class AnswerBudget:
+    """The one rule of an answer's size: memories are added while their
+    content bytes stay within ``budget``; the first is always added (no
+    memory is larger than the budget: ``Limits.from_settings``), so paging
+    always moves on."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.spent = 0
+        self.count = 0
+        self.truncated = False
+
+    def admits(self, content: str | None) -> bool:
+        """Whether a memory of ``content`` fits (and, if so, counts it)."""
+        # an ASCII text's length is its size (CPython knows it without a scan)
+        size = 0 if content is None else len(content) if content.isascii() else len(content.encode("utf-8"))
+        if self.count and self.spent + size > self.budget:
+            self.truncated = True
+            return False
+        self.spent += size
+        self.count += 1
+        return True
 
 
 def encoded(field: str, text: str) -> bytes:

@@ -21,6 +21,7 @@ from ._memory_ids import key_name_of, memory_id_of
 from ._reading import query
 from ._rights import Principal, confine_agent, one_tenant, operation
 from ._saving import save as save_memory
+from ._views import MemoryView
 
 KIND = "agent_memory"
 
@@ -134,7 +135,21 @@ def load(
     tenant = one_tenant(caller, tenant)
     agent = confine_agent(caller, agent) or agent
     prefix = memory_id_of(agent, "")
-    views = query(warden, tenant=tenant, agent=agent, kind=KIND, include_unusable=True, limit=MAX_PAGE, caller=caller)
+    views: list[MemoryView] = []
+    while len(views) < MAX_PAGE:  # every key (up to a page's count), paged on past an answer's size bound
+        found = query(
+            warden,
+            tenant=tenant,
+            agent=agent,
+            kind=KIND,
+            include_unusable=True,
+            limit=MAX_PAGE - len(views),
+            offset=len(views),
+            caller=caller,
+        )
+        views.extend(found)
+        if not found.truncated:
+            break
     memories, hidden = [], []
     for view in sorted(views, key=lambda v: v.memory_id):
         if not view.memory_id.startswith(prefix):

@@ -52,8 +52,17 @@ def revocation_of(warden: Core, revocation_id: str) -> dict[str, Any]:
 
 def python_path(warden: Core) -> ReadPath:
     def visible(tenant: str, ids: list[str]) -> list[tuple[str, int]]:
-        found = query(warden, tenant=tenant, ids=ids, limit=len(ids), with_content=True, caller=SYSTEM)
-        return [(v.memory_id, v.version) for v in found]
+        # with contents, as an agent reads them: paged on where an answer stops at its size bound
+        served: list[tuple[str, int]] = []
+        offset = 0
+        while True:
+            found = query(
+                warden, tenant=tenant, ids=ids, limit=len(ids), offset=offset, with_content=True, caller=SYSTEM
+            )
+            served.extend((v.memory_id, v.version) for v in found)
+            if not found.truncated:
+                return served
+            offset = found.next_offset or offset + len(found)
 
     return visible
 

@@ -19,7 +19,7 @@ from ._core import Core, log
 from ._derivation import Judge
 from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
 from ._gate import ParentState, decide
-from ._limits import MAX_PAGE
+from ._limits import MAX_PAGE, AnswerBudget, Page
 from ._rights import Principal, confine_agent, confine_tenant, operation, shows_text, told_of
 from ._versions import in_force
 from ._views import MemoryView, derivation_row, gate_row
@@ -171,7 +171,7 @@ def query(
     caller: Principal,
     status: str | None = None,
     offset: int = 0,
-) -> list[MemoryView]:
+) -> Page[MemoryView]:
     """Usable memories in a scope, newest first; with ``include_unusable``,
     every memory in it and why it is not usable. ``ids`` narrows the
     scope to those memories (read-back uses it to ask about exactly the
@@ -179,7 +179,9 @@ def query(
     itself is confined to what ``caller`` may read: a tenant it is not
     bound to is refused, and a bound key reads its own agent's memories. ``status``
     narrows to the view's stored status; ``offset`` skips that many
-    answers (a page of a listing)."""
+    answers (a page of a listing). The answer's contents are held to
+    ``Limits.max_answer_bytes``: past it the page stops early, ``truncated``,
+    and the next page starts at its ``next_offset``."""
     if not isinstance(tenant, str) or not tenant:
         raise InvalidInput("tenant", "is required")
     check_storable("tenant", tenant)
@@ -200,15 +202,17 @@ def query(
     match = search_words(text) if text is not None else None
     now = core.now()
     views: list[MemoryView] = []
-    wanted = limit + offset
+    budget = AnswerBudget(core.limits.max_answer_bytes)
+    skipped = 0  # answers before ``offset``: judged (the gate decides what counts), not kept
     position = 0
+    rows = _FIRST_ROWS
 
     def evidence(view: ViewReader, policies: dict[str, str], rows: list[ViewRow]) -> dict[str, Any]:
         judge = Judge(view, now, policies)
         return {v.memory_id: judge.parents(derivation_row(v)) for v in rows if v.derived_from != "[]"}
 
-    while len(views) < wanted:
-        size = max(wanted - len(views), 16)
+    while len(views) < limit and not budget.truncated:
+        size = max(min(limit + offset - skipped - len(views), rows), 16)
         query = AgentQuery(
             tenant=tenant,
             access=access,
@@ -225,14 +229,38 @@ def query(
             view = _judge(core, values, in_force(page.policies, values.policy), now, parents, caller)
             if not with_content:
                 view = _without_content(view)
-            if include_unusable or view.usable:
+            if not (include_unusable or view.usable):
+                continue
+            if skipped < offset:
+                skipped += 1
+            elif not budget.admits(view.content):
+                break
+            else:
                 views.append(view)
-                if len(views) >= wanted:
+                if len(views) >= limit:
                     break
         if len(page.rows) < size:
             break
         position += size
-    return views[offset:]
+        rows = _next_rows(rows, page.rows, core.limits.max_answer_bytes)
+    return Page.of(views, truncated=budget.truncated, next_offset=offset + len(views))
+
+
+# rows a page of the agent query reads at first, and the factor it grows by
+# while the rows' stored contents are small: every row read holds its
+# content, so a page of 10,000 large rows would hold gigabytes before the
+# answer's budget could stop it
+_FIRST_ROWS = 128
+_GROWTH = 4
+
+
+def _next_rows(rows: int, page: list[ViewRow], budget: int) -> int:
+    """How many rows the next page reads: more while a page's contents are
+    a small share of the answer's budget, fewer when they are not."""
+    held = sum(len(r.content) for r in page if r.content is not None)
+    if held * _GROWTH <= budget:
+        return rows * _GROWTH
+    return max(16, rows * budget // (held * _GROWTH))
 
 
 @operation("read")

@@ -27,6 +27,7 @@ from memwarden.events import unstorable
 from ._core import Core
 from ._embedders import vector_input
 from ._errors import InvalidInput
+from ._limits import AnswerBudget, Page
 from ._reading import MAX_LIMIT, query, search_words
 from ._rights import Principal, authorize, confine_tenant, operation
 from ._views import Found, MemoryView
@@ -56,11 +57,13 @@ def search(
     min_seq: int | None = None,
     with_content: bool = True,
     caller: Principal,
-) -> list[Found]:
+) -> Page[Found]:
     """The memories of ``tenant`` closest in meaning (and, in ``hybrid``, in
     words) to ``query_text`` (or to ``vector``), best first, usable now for
     ``caller``. ``include_hidden`` (staff) answers the ones the gate
-    refuses too, each with its reason."""
+    refuses too, each with its reason. The answer's contents are held to
+    ``Limits.max_answer_bytes`` (``truncated`` past it: ask for fewer, or
+    without content and ``get`` each)."""
     if mode not in MODES:
         raise InvalidInput("mode", f"must be one of {', '.join(MODES)}")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
@@ -89,11 +92,12 @@ def search(
     for name, value in filters.items():
         if isinstance(value, str) and (problem := unstorable(value)) is not None:
             raise InvalidInput(name, problem)
+    # the halves are judged without contents: only the answer's are read (``_with_contents``)
     gated = dict(
         tenant=tenant,
         include_unusable=include_hidden,
         min_seq=min_seq,
-        with_content=with_content,
+        with_content=False,
         caller=caller,
         **filters,
     )
@@ -105,7 +109,32 @@ def search(
         q = _query_vector(core, query_text, vector)
         if q is not None:
             vector_hits = _nearest_usable(core, q, limit, gated)
-    return _fused(text_hits, vector_hits, limit, weights)
+    found = _fused(text_hits, vector_hits, limit, weights)
+    return _with_contents(core, found, gated) if with_content else Page.of(found)
+
+
+def _with_contents(core: Core, found: list[Found], gated: dict[str, Any]) -> Page[Found]:
+    """The answer's contents, best first, within ``Limits.max_answer_bytes``
+    (``AnswerBudget``): the halves judged without them, so no candidate's
+    content is held beyond the answer's. Read in chunks no larger than the
+    budget can hold, so the read itself never stops early; a memory the
+    gate refuses by now (revoked meanwhile) leaves the answer."""
+    limits = core.limits
+    budget = AnswerBudget(limits.max_answer_bytes)
+    step = max(1, min(MAX_LIMIT, limits.max_answer_bytes // limits.max_content_bytes))
+    out: list[Found] = []
+    for start in range(0, len(found), step):
+        chunk = found[start : start + step]
+        asked = dict(gated, with_content=True)
+        views = {v.memory_id: v for v in query(core, ids=[f.view.memory_id for f in chunk], limit=len(chunk), **asked)}
+        for f in chunk:
+            view = views.get(f.view.memory_id)
+            if view is None:
+                continue
+            if not budget.admits(view.content):
+                return Page.of(out, truncated=True)
+            out.append(f._replace(view=view))
+    return Page.of(out)
 
 
 def _searchable(text: str) -> bool:

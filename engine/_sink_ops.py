@@ -137,7 +137,7 @@ def fill_cache(core: Core, name: str, *, tenant: str, limit: int = 10_000, calle
             )
             put += client.fill(found)
             offset += len(found)
-            if len(found) < page:
+            if len(found) < page and not found.truncated:  # short only at the end, or at the size bound
                 break
         return {"sink": name, "tenant": tenant, "put": put}
     finally:

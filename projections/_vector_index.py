@@ -245,9 +245,7 @@ class VectorIndex:
                 for at in range(0, len(ids), _CHUNK):
                     chunk = ids[at : at + _CHUNK]
                     vectors = view.current_vectors(name, t.dims, chunk)
-                    for memory_id in chunk:
-                        data = vectors.get(memory_id)
-                        t.index.put(memory_id, None if data is None else normalised(data))
+                    t.index.put_many([(m, None if (d := vectors.get(m)) is None else normalised(d)) for m in chunk])
                 t.index.scrub()  # a removed vector's bytes leave memory with the catch-up
                 t.position = position
                 t.changes += len(ids)

@@ -31,8 +31,10 @@ import numpy as np
 from usearch.index import Index
 
 CONNECTIVITY = 16
-EXPANSION_ADD = 128
-EXPANSION = 512  # recall@10 >= 0.95 on the benchmark corpus (see above)
+EXPANSION_ADD = (
+    64  # half the build of 128 (the build is most of a large tenant's wait); the breadth below makes up the recall
+)
+EXPANSION = 2048  # recall@10 >= 0.95 at 200,000 on the benchmark corpus (BENCHMARKS.md)
 _FILLER_KEYS = 1 << 63  # fillers' keys: above every memory's
 # exact rows added at a time: a quarter more (at least 64), so an append is
 # amortised (not a copy per vector) while a small tenant's matrix stays near
@@ -92,6 +94,10 @@ class Exact:
             self.slot[memory_id] = at
             self.ids[at] = memory_id
         self.rows[at] = vector
+
+    def put_many(self, changes: list[tuple[str, np.ndarray | None]]) -> None:
+        for memory_id, vector in changes:
+            self.put(memory_id, vector)
 
     def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
         count = len(self.ids)
@@ -183,6 +189,24 @@ class Hnsw:
         self.freed = max(0, self.freed - 1)
         self.key[memory_id] = key
         self.id_of[key] = memory_id
+
+    def put_many(self, changes: list[tuple[str, np.ndarray | None]]) -> None:
+        """``put`` of each (distinct memory ids), the new vectors added in one
+        call on every core: one ``add`` a vector is one thread and a Python
+        round trip each, most of a large catch-up's time."""
+        added = [(m, v) for m, v in changes if v is not None]
+        for memory_id, vector in changes:
+            if vector is None or memory_id in self.key:
+                self.put(memory_id, None)  # a removal, or the old vector of a new version
+        if not added:
+            return
+        keys = np.arange(self.next_key, self.next_key + len(added), dtype=np.uint64)
+        self.next_key += len(added)
+        self.index.add(keys, np.stack([v for _, v in added]), threads=0)
+        self.freed = max(0, self.freed - len(added))
+        for key, (memory_id, _) in zip(keys.tolist(), added, strict=True):
+            self.key[memory_id] = key
+            self.id_of[key] = memory_id
 
     def held(self, memory_id: str) -> np.ndarray | None:
         """The vector this graph holds for ``memory_id`` (in 32 bits, from its 16), or None."""

@@ -31,7 +31,7 @@ def run_search(warden: Warden, *, similar: str, mode: str, as_json: bool, **opti
     """The search's answer as ``{"results": [...], "seq"}``, or a table with each score."""
     seq = warden.head_seq()  # the head before the search: the answer is at least this fresh
     found = warden.search(query_text=similar, mode=mode, **options, caller=OPERATOR)
-    data = {"results": [f.as_dict() for f in found], "seq": seq}
+    data = {"results": [f.as_dict() for f in found], "seq": seq, **found.told(paged=False)}
 
     def show() -> None:
         table(

@@ -60,6 +60,10 @@ class Memory(Answer):
 
 class Memories(Answer):
     memories: list[Memory]
+    truncated: bool = Field(
+        False, description="the answer stopped at limits.max_answer_bytes of content before its limit"
+    )
+    next_offset: int | None = Field(None, description="where truncated: the offset of the next page")
 
 
 class SearchResult(Memory):
@@ -74,6 +78,7 @@ class SearchResult(Memory):
 class SearchResults(Answer):
     results: list[SearchResult]
     seq: int = Field(description="the log's head when the search began: the answer is at least this fresh")
+    truncated: bool = Field(False, description="the answer stopped at limits.max_answer_bytes of content")
 
 
 class Verified(Answer):

@@ -27,8 +27,9 @@ def install_search_routes(app: FastAPI, warden: Warden) -> None:
         index proposes, the gate decides, so a revoked, expired or erased
         memory is never answered whatever its score. ``include_hidden``
         (security and auditor keys) answers the refused ones too, with why.
-        A failing embedder is 503; another tenant's memories are never found."""
+        A failing embedder is 503; another tenant's memories are never found.
+        ``truncated``: the answer stopped at ``limits.max_answer_bytes`` of content."""
         # the head before the search: every answer is at least this fresh
         seq = warden.head_seq()
         found = warden.search(**body.search_args(), caller=who)  # type: ignore[arg-type]
-        return {"results": [f.as_dict() for f in found], "seq": seq}
+        return {"results": [f.as_dict() for f in found], "seq": seq, **found.told(paged=False)}

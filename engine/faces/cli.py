@@ -175,6 +175,12 @@ def get(warden: Warden, memory_id: str, tenant: str | None, min_seq: int | None,
     "--min-seq", type=click.IntRange(0, 2**62), default=None, help="Serve only a view that has applied this seq."
 )
 @click.option("--no-content", is_flag=True, help="Leave the texts out of the answer.")
+@click.option(
+    "--offset",
+    type=click.IntRange(0, 100_000),
+    default=0,
+    help="Skip this many answers: the next page of a truncated answer starts at its next_offset.",
+)
 @similar_options
 @json_option
 @with_warden
@@ -192,6 +198,7 @@ def query(
     limit: int,
     min_seq: int | None,
     no_content: bool,
+    offset: int,
     similar: str | None,
     mode: str,
     as_json: bool,
@@ -201,6 +208,8 @@ def query(
     if similar is not None:
         if text is not None:  # one search at a time: --similar's hybrid mode already matches words
             raise InvalidInput("text", "give --text or --similar, not both (--similar --mode text searches words)")
+        if offset:  # a search has no pages: its order is its scores'
+            raise InvalidInput("offset", "is for listings; a --similar search answers its best first, without pages")
         scope = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind)
         search = dict(include_hidden=include_unusable, limit=limit, min_seq=min_seq, with_content=not no_content)
         return run_search(warden, tenant=tenant, similar=similar, mode=mode, as_json=as_json, **scope, **search)
@@ -217,9 +226,10 @@ def query(
         limit=limit,
         min_seq=min_seq,
         with_content=not no_content,
+        offset=offset,
         caller=OPERATOR,
     )
-    data = {"memories": [v.as_dict() for v in views]}
+    data = {"memories": [v.as_dict() for v in views], **views.told()}
 
     def show() -> None:
         table(
@@ -235,6 +245,8 @@ def query(
                 for v in data["memories"]
             ],
         )
+        if views.truncated:  # the table says it too: a page cut short is not the whole scope
+            click.echo(f"(truncated at limits.max_answer_bytes: --offset {views.next_offset} for the rest)", err=True)
 
     emit(data, as_json, show)
 

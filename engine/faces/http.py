@@ -69,7 +69,9 @@ def create_app(
     back through this server's own query endpoint; ``per_key``: requests one
     caller has running at once (``FairShare``)."""
     if max_content is not None:  # serve --max-content: the one content limit, for every face
-        warden.limits = dataclasses.replace(warden.limits, max_content_bytes=max_content)
+        # an answer holds at least one memory of the largest content (Limits.from_settings' rule)
+        answer = max(warden.limits.max_answer_bytes, max_content)
+        warden.limits = dataclasses.replace(warden.limits, max_content_bytes=max_content, max_answer_bytes=answer)
     if allow_local_sources:  # development: file and git sources, and local addresses
         warden.fetchers = warden.fetchers.allowing_local()
     keys = KeyStore(warden)
@@ -187,7 +189,9 @@ def create_app(
     ) -> dict[str, Any]:
         """Usable memories in a scope (``all=true``: every memory and why not);
         ``status`` narrows to the view's stored status, ``offset`` skips that
-        many answers (a page of a listing)."""
+        many answers (a page of a listing). An answer holds at most
+        ``limits.max_answer_bytes`` of content: past it, ``truncated`` is true
+        and the next page starts at ``next_offset``."""
         views = warden.query(
             tenant=tenant,
             project=project,
@@ -206,7 +210,7 @@ def create_app(
             offset=offset,
             caller=who,
         )
-        return {"memories": [v.as_dict() for v in views]}
+        return {"memories": [v.as_dict() for v in views], **views.told()}
 
     install_search_routes(app, warden)
 

@@ -54,6 +54,8 @@ class QueryArgs(Body):
     include_hidden: bool = False
     limit: int = Field(default=20, ge=1, le=MAX_PAGE)
     min_seq: int | None = Field(default=None, ge=0, le=2**62)
+    # past an answer's size bound (truncated), the next page starts at its next_offset
+    offset: int = Field(default=0, ge=0, le=100_000)
 
 
 class GetArgs(Body):
@@ -214,7 +216,9 @@ def build_server(
     @tool(QueryArgs)
     def memory_query(args: QueryArgs, who: Principal) -> dict[str, Any]:
         """Memories you may use now in a scope, newest first. With include_hidden,
-        also the ones you may not use, each with its reason (no content)."""
+        also the ones you may not use, each with its reason (no content). An answer
+        holds at most limits.max_answer_bytes of content (16 MiB unless set): past it,
+        truncated is true and offset=next_offset gets the next page."""
         views = warden.query(
             tenant=args.tenant,
             project=args.project,
@@ -227,6 +231,7 @@ def build_server(
             include_unusable=args.include_hidden,
             limit=args.limit,
             min_seq=args.min_seq,
+            offset=args.offset,
             caller=who,
         )
         usable = [v.as_dict() for v in views if v.usable]
@@ -235,7 +240,7 @@ def build_server(
             for v in views
             if not v.usable
         ]
-        return {"memories": usable, "hidden": hidden}
+        return {"memories": usable, "hidden": hidden, **views.told()}
 
     @tool(SearchBody)
     def memory_search(args: SearchBody, who: Principal) -> dict[str, Any]:
@@ -244,7 +249,7 @@ def build_server(
         The body of POST /v1/memories/search."""
         seq = warden.head_seq()
         found = warden.search(**args.search_args(), caller=who)  # type: ignore[arg-type]
-        return {"results": [f.as_dict() for f in found], "seq": seq}
+        return {"results": [f.as_dict() for f in found], "seq": seq, **found.told(paged=False)}
 
     @tool(GetArgs)
     def memory_get(args: GetArgs, who: Principal) -> dict[str, Any]:

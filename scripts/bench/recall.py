@@ -202,7 +202,7 @@ def main() -> None:
     print(f"saved in {time.perf_counter() - started:.1f}s; loading the indexes ...", file=sys.stderr)
     for t in range(TENANTS):
         w.search(tenant=f"t{t:02}", vector=queries[0][1].tolist(), mode="vector", limit=1, caller=OPERATOR)
-    w.vector_index.settle()
+    w.vector_index.settle(timeout=3600.0)  # the figures are the graph's: wait for its build, however long (logged)
     w.search(tenant=BIG, vector=queries[0][1].tolist(), mode="vector", limit=1, caller=OPERATOR)
     kind = next(d["kind"] for d in w.vector_index.describe() if d["tenant"] == BIG)
 
