@@ -145,9 +145,20 @@ _MAX_POSITION = 16383
 _MAX_VECTOR = 1_000_000
 
 
+_MAX_LEXEME = 2047  # bytes: PostgreSQL refuses a longer word in a tsvector or a tsquery
+
+
+def _clipped(token: str) -> str:
+    """A token as the index keeps it: its first 2,047 bytes (whole
+    characters). A longer word is still found by its beginning, as a
+    prefix, where PostgreSQL would refuse the text that holds it."""
+    raw = token.encode("utf-8")
+    return token if len(raw) <= _MAX_LEXEME else raw[:_MAX_LEXEME].decode("utf-8", "ignore")
+
+
 def _lexeme(token: str) -> str:
     # tokens hold letters and digits only: nothing to escape inside quotes
-    return f"'{token}'"
+    return f"'{_clipped(token)}'"
 
 
 def search_vector(summary: str | None, content: str | None) -> str:
@@ -159,8 +170,9 @@ def search_vector(summary: str | None, content: str | None) -> str:
     size = 0
     for part in (summary, content):
         at += 1
-        for token in search_tokens(part or ""):
+        for word in search_tokens(part or ""):
             at += 1
+            token = _clipped(word)
             spots = positions.get(token)
             if spots is None:
                 size += len(token.encode("utf-8")) + 8

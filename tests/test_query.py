@@ -4,7 +4,7 @@ import pytest
 from memwarden.engine import OPERATOR, InvalidInput, StaleView, Warden, search_words
 from memwarden.events import FrozenClock
 
-from .conftest import Cli
+from .conftest import Cli, save_memory
 
 
 @pytest.mark.parametrize(
@@ -97,3 +97,18 @@ def test_status_and_offset_page_through_a_listing(scoped: Warden) -> None:
         scoped.query(tenant="acme", status="gone", caller=OPERATOR)
     with pytest.raises(InvalidInput, match="offset"):
         scoped.query(tenant="acme", offset=-1, caller=OPERATOR)
+
+
+def test_a_word_past_postgresqls_longest_is_kept_and_found_by_its_beginning(warden: Warden) -> None:
+    """PostgreSQL refuses a word of more than 2,047 bytes in a text index;
+    such a word is saved on both backends and found by its beginning."""
+    long_english, long_korean = "x" * 3000, "가" * 1000  # 3,000 bytes each
+    save_memory(warden, "long-en", content=f"start {long_english} end")
+    save_memory(warden, "long-ko", content=f"시작 {long_korean} 끝")
+    found = warden.query(tenant="acme", text="x" * 50, caller=OPERATOR)
+    assert [v.memory_id for v in found] == ["long-en"]
+    found = warden.query(tenant="acme", text="가" * 20, caller=OPERATOR)
+    assert [v.memory_id for v in found] == ["long-ko"]
+    # a search word that long is asked, not refused by the database
+    assert [v.memory_id for v in warden.query(tenant="acme", text=long_korean, caller=OPERATOR)] == ["long-ko"]
+    assert warden.get("long-en", caller=OPERATOR).content == f"start {long_english} end"
