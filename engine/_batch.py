@@ -36,17 +36,8 @@ from ._core import Core, log
 from ._errors import BatchRefused
 from ._limits import MAX_PAGE
 from ._rights import Principal, operation
-from ._saving import (
-    Checked,
-    Reads,
-    built_event,
-    check_input,
-    embedded,
-    refuse_if_revoked,
-    retried,
-    saved_event,
-    vector_of,
-)
+from ._save_events import Checked, Reads, built_event, refuse_if_revoked, saved_event
+from ._saving import check_input, embedded, retried, vector_of
 from ._views import SaveResult
 
 MAX_BATCH = MAX_PAGE

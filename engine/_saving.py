@@ -1,10 +1,11 @@
-"""Saving memories: checksums, expiry, evidence, and no resurrection."""
+"""Saving memories: a save's input checked (checksums, expiry, scope), and
+the save itself; its event as the view has it is ``_save_events``."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,24 +16,21 @@ from memwarden.events import (
     ParentRef,
     Scope,
     Vector,
-    check_storable,
     content_checksum,
     format_ts,
     parse_duration,
-    sha256_hex,
 )
-from memwarden.projections import Access, Key, ViewReader, blocking_revocation
+from memwarden.projections import ViewReader
 
 from ._core import Core, log
-from ._derivation import Judge
 from ._embedders import vector_input
-from ._errors import ChecksumMismatch, InvalidInput, MemoryIdTaken, RevokedScope
-from ._limits import CONTROL, TooLarge, check_source_url, encoded, normal_checksum, normal_url
+from ._errors import ChecksumMismatch, InvalidInput
+from ._limits import encoded, normal_checksum, normal_url
 from ._memory_ids import agent_named
 from ._metrics import SAVES
-from ._rights import Principal, may, operation, scope_for_save
+from ._rights import Principal, operation, scope_for_save
+from ._save_events import Checked, saved_event, tenant_event_id
 from ._validation import build, when
-from ._versions import IMPLICIT_VERSION, adopt, version_of
 from ._views import SaveResult
 
 # A fetch claimed this far in the future is a clock problem or a lie
@@ -62,23 +60,6 @@ def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResul
         return result
 
     return wrapper
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A save's input, checked as far as it can be without the view."""
-
-    memory_id: Any
-    kind: str
-    summary: str
-    content: str
-    checksum: str
-    fetched: datetime
-    expires: datetime | None
-    scope: Scope
-    fields: dict[str, Any]  # the rest of the event's fields, as given
-    vector: tuple[float, ...] | None = None  # the version's embedding (given, or the embedder's)
-    embedder: str | None = None  # what made it ("caller": given with the save)
 
 
 def check_input(
@@ -220,123 +201,6 @@ def _not_ahead(field: str, value: datetime | None, now: datetime) -> datetime | 
     return None if value is None else fetch_time(value, now, field)
 
 
-class Reads:
-    """What a save reads of the view before it writes: the memory's row and
-    its policy's version. A batch reads the rows of all its items at once
-    (``keys``) and each policy's version once, not once per item: on
-    PostgreSQL each read is a round trip, and a batch of 1,000 made 2,000
-    of them. A row not among ``keys`` is read when asked. A batch's own
-    appends change what these say, so it ``refresh``es them after each."""
-
-    def __init__(self, view: ViewReader, keys: Iterable[Key] = ()) -> None:
-        self.view = view
-        wanted = list(dict.fromkeys(keys))
-        found = view.rows(wanted) if wanted else {}
-        self._rows: dict[Key, dict[str, Any] | None] = {key: found.get(key) for key in wanted}
-        self._policies: dict[str, int | str] = {}
-
-    def refresh(self, changed: Iterable[Key]) -> None:
-        """After a batch's own appends: the rows of the memories they wrote
-        read again, and the policies' versions (an adoption may have
-        changed one). Only those: re-reading every remaining row after each
-        append made a batch repeating one id quadratic."""
-        wanted = list(dict.fromkeys(changed))
-        found = self.view.rows(wanted) if wanted else {}
-        self._rows.update((key, found.get(key)) for key in wanted)
-        self._policies.clear()
-
-    def saved(self, event: MemorySaved) -> None:
-        """A save pending in this batch: what the memory's row will say of
-        it (its holder and version), for a repeat of the id that follows
-        before the save is appended. ``refresh`` reads the real row again."""
-        scope = event.scope
-        self._rows[(scope.tenant, event.memory_id)] = {
-            "tenant": scope.tenant,
-            "memory_id": event.memory_id,
-            "agent": scope.agent,
-            "version": event.version,
-        }
-
-    def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
-        key = (tenant, memory_id)
-        if key not in self._rows:  # kept: the event and the revocations' check both ask
-            self._rows[key] = self.view.row(tenant, memory_id)
-        return self._rows[key]
-
-    def version_of(self, policy: str) -> int | str:
-        if policy not in self._policies:
-            self._policies[policy] = version_of(self.view, policy)
-        return self._policies[policy]
-
-
-def saved_event(
-    core: Core,
-    view: ViewReader,
-    item: Checked,
-    revocations: Sequence[dict[str, Any]],
-    caller: Principal,
-    reads: Reads | None = None,
-) -> tuple[MemorySaved, Any]:
-    """The ``memory.saved`` event of a checked input (and the policy
-    adoption it needs, or None), checked against the view: who holds the
-    id, evidence, policy versions, and no resurrection. A memory that was
-    erased takes a new version: the erased ones never return (the text
-    store refuses their texts), a new text starts afresh."""
-    reads = reads or Reads(view)
-    event, adopted = built_event(core, view, item, caller, reads)
-    refuse_if_revoked(revocations, event, reads.row(item.scope.tenant, event.memory_id))
-    return event, adopted
-
-
-def built_event(
-    core: Core, view: ViewReader, item: Checked, caller: Principal, reads: Reads
-) -> tuple[MemorySaved, Any]:
-    """``saved_event`` but for the revocations: what the event says, and
-    what it reads of the view to say it (``Reads``: the memory's row, its
-    holder and version, and its policy's version)."""
-    f = item.fields
-    tenant, memory_id = item.scope.tenant, item.memory_id
-    access = caller.access
-    row = reads.row(tenant, memory_id) if isinstance(memory_id, str) else None
-    if row is not None and not access.allows(row["tenant"], row["agent"]):
-        raise MemoryIdTaken(memory_id)
-    adopted = None
-    policy, revocation_version = f["policy"], f["revocation_version"]
-    if revocation_version is None:
-        revocation_version = reads.version_of(policy) if isinstance(policy, str) else IMPLICIT_VERSION
-    elif isinstance(policy, str):
-        adopted = adopt(view, policy, revocation_version, actor=f["actor"], may_set=may(caller, "set_policy"))
-    derived_from = f["derived_from"]
-    parents = _evidence(core, view, tenant, memory_id, derived_from, access) if derived_from else ()
-    event = build(
-        MemorySaved,
-        memory_id=memory_id,
-        version=(row["version"] + 1) if row else 1,
-        kind=item.kind,
-        summary_checksum=content_checksum(item.summary),
-        content_checksum=item.checksum,
-        content_length=len(item.content.encode("utf-8")),
-        source_url=f["source_url"],
-        source=f["source"],
-        repo=f["repo"],
-        branch=f["branch"],
-        fetched_at=item.fetched,
-        expires_at=item.expires,
-        verified_at=when("verified_at", f["verified_at"]),
-        scope=item.scope,
-        policy=policy,
-        revocation_version=revocation_version,
-        derived_from=parents,
-        cache_key=f["cache_key"],
-        embedder=item.embedder,
-        embedding_dims=len(item.vector) if item.vector is not None else None,
-        actor=f["actor"],
-        **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] else {}),
-    )
-    check_source_url("source_url", event.source_url)
-    return event, adopted
-
-
 @operation("save")
 @_records_refusal
 def save(
@@ -420,14 +284,6 @@ def save(
     return SaveResult(event.memory_id, event.version, item.checksum, seq, expires, item.scope.tenant)
 
 
-def tenant_event_id(tenant: str, event_id: Any) -> str:
-    """A caller's event id as the log keeps it: in its tenant, so that one
-    tenant's ids never meet (nor tell of) another's."""
-    if not isinstance(event_id, str) or not event_id or CONTROL.search(event_id) or len(event_id) > 512:
-        raise InvalidInput("event_id", "must be 1 to 512 characters without control characters")
-    return "cid_" + sha256_hex(f"{tenant}\x00{event_id}")[:40]
-
-
 def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     """The first save's result when ``item`` repeats it under the same
     event id (a client retrying after a lost answer); ``EventIdReused``
@@ -457,61 +313,6 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     return SaveResult(p["memory_id"], p["version"], p["content_checksum"], prior.seq, p.get("expires_at"), p["tenant"])
 
 
-def _evidence(
-    core: Core,
-    view: ViewReader,
-    tenant: str,
-    memory_id: str,
-    derived_from: Sequence[str | ParentRef | dict[str, Any]],
-    access: Access,
-) -> tuple[ParentRef, ...]:
-    """The parents of a new memory: each a memory of the same tenant that
-    the caller may read (one it may not answers as one that does not
-    exist), usable now (a conclusion cannot be drawn from evidence that
-    may not be used), and none descended from the memory itself."""
-    if isinstance(derived_from, str):
-        derived_from = [derived_from]
-    if len(derived_from) > core.limits.max_parents:
-        raise TooLarge(
-            "derived_from",
-            f"names {len(derived_from)} parents; the limit is {core.limits.max_parents} (limits.max_parents)",
-        )
-    judge = Judge(view, core.now(), view.policies())
-    refs: list[ParentRef] = []
-    for item in derived_from:
-        parent_id = (
-            item
-            if isinstance(item, str)
-            else (item.memory_id if isinstance(item, ParentRef) else item.get("memory_id"))
-        )
-        if not isinstance(parent_id, str) or not parent_id:
-            raise InvalidInput("derived_from", "each parent must be a memory id")
-        check_storable("derived_from", parent_id)
-        if parent_id == memory_id:
-            raise InvalidInput("derived_from", f"memory {memory_id!r} cannot be derived from itself")
-        parent = judge.row(tenant, parent_id)
-        if parent is None or not access.allows(parent["tenant"], parent["agent"]):
-            raise InvalidInput("derived_from", f"parent {parent_id!r} does not exist")
-        decision = judge.decide(parent)
-        if not decision.usable:
-            raise InvalidInput(
-                "derived_from",
-                f"parent {parent_id!r} is not usable ({decision.reason}): nothing may be drawn from it",
-            )
-        if parent_id not in {r.memory_id for r in refs}:
-            refs.append(ParentRef(memory_id=parent_id, version=parent["version"]))
-    if memory_id in view.ancestors(tenant, [r.memory_id for r in refs]):
-        raise InvalidInput("derived_from", f"a cycle: memory {memory_id!r} is already evidence for one of its parents")
-    limit = core.limits.max_derivation_depth
-    levels = view.depth(tenant, [r.memory_id for r in refs], limit) + 1
-    if levels > limit:
-        raise InvalidInput(
-            "derived_from",
-            f"would make a chain of derivations more than {limit} deep (limits.max_derivation_depth)",
-        )
-    return tuple(refs)
-
-
 def _expiry(
     core: Core, kind: str, fetched: datetime, expires_at: datetime | str | None, ttl: timedelta | str | None
 ) -> datetime | None:
@@ -526,27 +327,3 @@ def _expiry(
             raise InvalidInput("ttl", str(exc)) from None
     rule_ttl = core.policy.ttl_for(kind) if isinstance(kind, str) else None
     return None if rule_ttl is None else fetched + rule_ttl
-
-
-def refuse_if_revoked(
-    revocations: Sequence[dict[str, Any]], event: MemorySaved, row: dict[str, Any] | None = None
-) -> None:
-    """No resurrection: a fetch older than a revocation covering it is
-    refused, and so is one older than the last revocation that ever covered
-    a version of this memory (``row``), whatever scope the new one claims:
-    the fold would record it revoked, so the caller is told now."""
-    fetched = format_ts(event.fetched_at)
-    until = row.get("revoked_until") if row else None
-    if until is not None and fetched <= until:
-        raise RevokedScope(event.memory_id, row["last_revocation"], until, fetched)  # type: ignore[index]
-    candidate = {
-        "memory_id": event.memory_id,
-        "kind": event.kind,
-        "source_url": event.source_url,
-        **event.scope.model_dump(),
-    }
-    if event.cache_key and not candidate.get("tool"):
-        candidate["tool"] = event.cache_key.tool
-    rev = blocking_revocation(revocations, {**candidate, "fetched_at": fetched})
-    if rev is not None:
-        raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)
