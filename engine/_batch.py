@@ -15,10 +15,12 @@ bad item by index and field; nothing of the batch is written then.
 A large batch holds the store's one write transaction for a while, and
 every other writer waits for it, a revocation too. So its plain items'
 events are built before the lock is taken, from a reader's view
-(``_prepared``); under the lock each is taken as built when the row and
-the policy version it was built on are unchanged, and built again when
-not. The revocations are checked there, always: that is the state the
-batch commits on.
+(``_prepared``), and checked against that view's revocations; under the
+lock each is taken as built when the row, the policy version and the
+tenant's revocations it was built and checked on are unchanged, and built
+or checked again when not: the state the batch commits on decides. That
+preparation is paced (``_pace``), so that it takes at most half the
+interpreter from the requests beside it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memwarden.events import Event, MemorySaved, Texts, Vector, format_ts
@@ -35,6 +37,7 @@ from memwarden.projections import Key
 from ._core import Core, log
 from ._errors import BatchRefused
 from ._limits import MAX_PAGE
+from ._pace import Pace, unpaced
 from ._rights import Principal, operation
 from ._save_events import Checked, Reads, built_event, refuse_if_revoked, saved_event
 from ._saving import check_input, embedded, retried, vector_of
@@ -44,9 +47,9 @@ MAX_BATCH = MAX_PAGE
 
 
 def _problem(index: int, exc: Exception) -> dict[str, Any]:
-    field = getattr(exc, "field", None)
+    named = getattr(exc, "field", None)
     problem = getattr(exc, "problem", None) or str(exc)
-    return {"index": index, "field": field, "problem": problem, "error": type(exc).__name__}
+    return {"index": index, "field": named, "problem": problem, "error": type(exc).__name__}
 
 
 def _named(item: Checked) -> set[Key]:
@@ -77,51 +80,77 @@ def _keys(checked: Sequence[tuple[int, Checked]]) -> list[Key]:
 
 @dataclass(frozen=True)
 class _Ready:
-    """A plain item's event built before the lock, and what it read to build it."""
+    """A plain item's event built and checked before the lock, and what it
+    read to build it."""
 
     event: MemorySaved
-    basis: tuple[Any, ...] | None  # the row's holder and version, None for a new memory
+    basis: tuple[Any, ...] | None  # the row's holder, version and last revocation; None for a new memory
     policy_version: int | str | None
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """What a large batch built before the lock: its plain items' events by
+    index, and each tenant's revocations as the view they were checked in
+    had them."""
+
+    ready: dict[int, _Ready] = field(default_factory=dict)
+    revocations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
 def _basis(row: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
-    return None if row is None else (row["tenant"], row["agent"], row["version"])
+    if row is None:
+        return None
+    return (row["tenant"], row["agent"], row["version"], row["revoked_until"], row["last_revocation"])
 
 
-def _prepared(core: Core, checked: Sequence[tuple[int, Checked]], caller: Principal) -> dict[int, _Ready]:
+def _large(core: Core, checked: Sequence[object]) -> bool:
+    """Large as the write turns count it: a smaller batch holds the lock
+    briefly, and is prepared there, unpaced."""
+    return len(checked) >= core.write_turns.large
+
+
+def _prepared(
+    core: Core, checked: Sequence[tuple[int, Checked]], caller: Principal, pace: Callable[[], None]
+) -> _Prepared:
     """The events of a large batch's plain items whose ids it names once,
-    by index, built in a reader's view. Large as the write turns count it:
-    a smaller batch holds the lock briefly, and is built there. An item
-    this view refuses is left to the lock, where its refusal is decided."""
-    if len(checked) < core.write_turns.large:
-        return {}
+    by index, built and checked in a reader's view. An item this view
+    refuses is left to the lock, where its refusal is decided."""
+    if not _large(core, checked):
+        return _Prepared()
     once = Counter(_keys(checked))
     plain = [
         (index, item)
         for index, item in checked
         if _plain(item) and isinstance(item.memory_id, str) and once[(item.scope.tenant, item.memory_id)] == 1
     ]
-    ready: dict[int, _Ready] = {}
     if not plain:
-        return ready
+        return _Prepared()
+    ready: dict[int, _Ready] = {}
     with core.reading() as view:
         reads = Reads(view, _keys(plain))
+        shares = view.revocation_shares({item.scope.tenant for _, item in plain})
         for index, item in plain:
+            pace()
+            tenant = item.scope.tenant
             try:
                 event, _ = built_event(core, view, item, caller, reads)
+                row = reads.row(tenant, event.memory_id)
+                refuse_if_revoked(shares[tenant], event, row)
             except (ValueError, PermissionError, LookupError):
                 continue
             policy = item.fields["policy"]
             ready[index] = _Ready(
                 event,
-                _basis(reads.row(item.scope.tenant, event.memory_id)),
+                _basis(row),
                 reads.version_of(policy) if isinstance(policy, str) else None,
             )
-    return ready
+    return _Prepared(ready, shares)
 
 
 def _still(ready: _Ready, item: Checked, reads: Reads) -> bool:
-    """Whether what ``ready`` was built on is what the lock's view says."""
+    """Whether the row and the policy version ``ready`` was built on are
+    what the lock's view says."""
     if _basis(reads.row(item.scope.tenant, ready.event.memory_id)) != ready.basis:
         return False
     policy = item.fields["policy"]
@@ -157,7 +186,9 @@ def save_many(
         )
     problems: list[dict[str, Any]] = []
     checked: list[tuple[int, Checked]] = []
+    pace = Pace() if _large(core, given) else unpaced
     for index, fields in enumerate(given):
+        pace()
         try:
             if not isinstance(fields, Mapping):
                 raise TypeError("each memory must be an object of the fields of a save")
@@ -175,12 +206,16 @@ def save_many(
     if problems and len(problems) == len(given):
         _refuse(problems, len(given))
     checked = list(zip([i for i, _ in checked], embedded(core, [item for _, item in checked]), strict=True))
-    prepared = _prepared(core, checked, caller)
+    prepared = _prepared(core, checked, caller, pace)
     results: list[tuple[Checked, Any] | SaveResult] = []
     with core.transaction(size=len(checked)) as tx:
         # each tenant's revocations read once for the batch (a save appends
         # none), and every memory's row and policy version once, not per item
         shares = tx.view.revocation_shares({item.scope.tenant for _, item in checked})
+        # compared once a tenant, not once an item: where a tenant's
+        # revocations are those its items were checked on before the lock,
+        # (with their rows' own, in their basis) those checks hold
+        unchanged = {tenant for tenant, now in shares.items() if prepared.revocations.get(tenant) == now}
         reads = Reads(tx.view, _keys(checked))
         pending: list[Event] = []
         pending_texts: list[Texts] = []
@@ -218,10 +253,12 @@ def save_many(
                 if first is not None:  # a retry of a save already recorded: its first answer
                     results.append(first)
                     continue
-                ready = prepared.get(index)
+                ready = prepared.ready.get(index)
                 if ready is not None and _still(ready, item, reads):
                     event, adopted = ready.event, None
-                    refuse_if_revoked(shares[item.scope.tenant], event, reads.row(item.scope.tenant, event.memory_id))
+                    tenant = item.scope.tenant
+                    if tenant not in unchanged:
+                        refuse_if_revoked(shares[tenant], event, reads.row(tenant, event.memory_id))
                 else:
                     event, adopted = saved_event(core, tx.view, item, shares[item.scope.tenant], caller, reads)
             except (ValueError, PermissionError, LookupError) as exc:

@@ -36,9 +36,9 @@ def between(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Callable[[], None]
     prepared: list[int] = []
     original = _batch._prepared
 
-    def racing(core: Any, checked: Any, caller: Any) -> Any:
-        ready = original(core, checked, caller)
-        prepared.append(len(ready))
+    def racing(core: Any, checked: Any, caller: Any, pace: Any) -> Any:
+        ready = original(core, checked, caller, pace)
+        prepared.append(len(ready.ready))
         for write in writes:
             write()
         return ready

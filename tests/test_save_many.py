@@ -178,7 +178,9 @@ def test_a_batch_reads_the_view_a_fixed_number_of_times_not_once_per_item(warden
 
     reads(10, 0)  # the store's first batch, and its new versions of 0-*, set up what every later one finds
     few, many = reads(10, 1), reads(300, 2)
-    assert many <= few + 2, f"a batch of 300 read the view {many} times, one of 10 {few}"
+    # a large batch reads its rows and its tenants' revocations once more,
+    # before the lock (``_batch._prepared``): a fixed few, whatever its size
+    assert many <= few + 3, f"a batch of 300 read the view {many} times, one of 10 {few}"
     assert (
         warden.get("m2-299", tenant="t2", caller=OPERATOR).version == 1
         and warden.get("m0-0", tenant="t0", caller=OPERATOR).version == 3
