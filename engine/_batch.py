@@ -110,6 +110,14 @@ def _large(core: Core, checked: Sequence[object]) -> bool:
     return len(checked) >= core.write_turns.large
 
 
+def _pace(core: Core, given: Sequence[object]) -> Callable[[], None]:
+    """A large batch's pace where it shares the interpreter (a server):
+    alone in a process, a pause would only make it slower."""
+    if _large(core, given) and core.large_write_share < 1:
+        return Pace(share=core.large_write_share)
+    return unpaced
+
+
 def _prepared(
     core: Core, checked: Sequence[tuple[int, Checked]], caller: Principal, pace: Callable[[], None]
 ) -> _Prepared:
@@ -186,7 +194,7 @@ def save_many(
         )
     problems: list[dict[str, Any]] = []
     checked: list[tuple[int, Checked]] = []
-    pace = Pace() if _large(core, given) else unpaced
+    pace = _pace(core, given)
     for index, fields in enumerate(given):
         pace()
         try:

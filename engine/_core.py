@@ -89,6 +89,9 @@ class Core:
         self.limits = limits or Limits()
         self.chain_check: Joined[Any] = Joined()  # one chain verification at a time (``audit_verify``)
         self.write_turns = WriteTurns()  # small writes before queued batches (``_write_turns``)
+        # of the interpreter a large write's preparation may hold (``_pace``):
+        # all of it alone in a process; a server gives half to the requests beside it
+        self.large_write_share = 1.0
         # called with each revocation id after it commits (the scheduler's
         # immediate read-back hooks in here)
         self.revocation_listeners: list[Callable[[str], None]] = []

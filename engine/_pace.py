@@ -12,19 +12,19 @@ past each ``STEP``: the batch takes up to twice as long to prepare, and the
 requests beside it get half the interpreter whatever the batch holds.
 
 Only preparation is paced: under the write lock a pause would hold every
-other writer back as long.
+other writer back as long. Only a server paces (``Core.large_write_share``,
+set by the HTTP face): a batch alone in a process has no one to give way to.
 """
 
 from __future__ import annotations
 
 import time
 
-SHARE = 0.5  # of the interpreter's time a large write may hold
 STEP = 0.005  # seconds of work between pauses: the interpreter's own switch interval
 
 
 class Pace:
-    def __init__(self, *, share: float = SHARE, step: float = STEP) -> None:
+    def __init__(self, *, share: float, step: float = STEP) -> None:
         if not 0 < share <= 1:
             raise ValueError("share must be in (0, 1]")
         self.share = share

@@ -74,6 +74,8 @@ def create_app(
         warden.limits = dataclasses.replace(warden.limits, max_content_bytes=max_content, max_answer_bytes=answer)
     if allow_local_sources:  # development: file and git sources, and local addresses
         warden.fetchers = warden.fetchers.allowing_local()
+    # a large batch's preparation gives the requests beside it half the interpreter
+    warden.large_write_share = 0.5
     keys = KeyStore(warden)
     internal_key = "mw_internal_" + secrets.token_urlsafe(24)
     internal = Principal("internal", "security", internal=True)  # this server reading itself back
