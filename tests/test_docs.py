@@ -146,3 +146,15 @@ def test_the_python_reference_holds_the_warden_operations(site: Path) -> None:
     text = page_text(site, "reference/python")
     for operation in ("save", "save_many", "get", "query", "search", "revoke", "erase", "explain", "replay"):
         assert f"{operation}(" in text, f"the Python API reference has no Warden.{operation}"
+
+
+def test_no_library_comment_tells_a_benchmark_story() -> None:
+    """The figures live in BENCHMARKS.md and CHANGELOG.md; a comment says why the code is so."""
+    told = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for package in ("events", "projections", "engine", "client", "integrations")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "BENCHMARKS.md" in line or "scripts/bench" in line
+    ]
+    assert not told, f"benchmark stories in comments: {told}"

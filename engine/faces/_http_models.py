@@ -75,8 +75,8 @@ class SaveManyBody(Body):
 M = TypeVar("M", bound=BaseModel)
 # A body FastAPI documents as the model but leaves unchecked, for the
 # endpoint to check with ``parsed`` in its worker thread: FastAPI checks a
-# body in the event loop's thread, and a batch of 10,000 memories held
-# every other request there for tens of milliseconds (BENCHMARKS.md, hostile)
+# body in the event loop's thread, where a large batch's check holds every
+# other request
 Unchecked = SkipValidation
 
 
