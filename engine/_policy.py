@@ -103,14 +103,13 @@ def _rule(kind: str, spec: dict[str, Any]) -> KindRule:
     given = [k for k in ("ttl", "review", "events_only") if spec.get(k)]
     if len(given) != 1:
         raise InvalidInput(f"kinds.{kind}", "give exactly one of ttl, review or events_only = true")
+    if spec.get("events_only"):
+        return KindRule(kind, None, reverify=bool(spec.get("reverify")))
+    key = given[0]  # "ttl" or "review": the key a bad duration is named by
     try:
-        if spec.get("events_only"):
-            return KindRule(kind, None, reverify=bool(spec.get("reverify")))
-        if spec.get("review"):
-            return KindRule(kind, parse_duration(spec["review"]), review=True, reverify=bool(spec.get("reverify")))
-        return KindRule(kind, parse_duration(spec["ttl"]), reverify=bool(spec.get("reverify")))
+        return KindRule(kind, parse_duration(spec[key]), review=key == "review", reverify=bool(spec.get("reverify")))
     except ValueError as exc:
-        raise InvalidInput(f"kinds.{kind}", str(exc)) from None
+        raise InvalidInput(f"kinds.{kind}.{key}", str(exc)) from None
 
 
 FETCH_KEYS = {

@@ -6,7 +6,16 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi.exceptions import RequestValidationError
 from memwarden.engine import MAX_PAGE
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidation, StrictBool, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+)
 
 # a vector's longest (``memwarden.events``' MAX_DIMS); the engine checks the
 # rest (the embedder's length, finite numbers, not all zeros) and names the field
@@ -57,7 +66,7 @@ class SaveBody(Body):
     branch: str | None = None
     policy: str = "default"
     # checked by the engine, which names the field: a number or a key like "policy-42-v7"
-    revocation_version: int | str | None = None
+    revocation_version: StrictInt | str | None = None
     checksum: str | None = None
     cache_key: CacheKeyBody | None = None
     event_id: str | None = None
@@ -111,7 +120,7 @@ class RevokeBody(Body):
 
 
 class PolicyBody(Body):
-    version: int | str = Field(description='a number, or a key like "policy-42-v7"')
+    version: StrictInt | str = Field(description='a number, or a key like "policy-42-v7"')
 
 
 class EraseBody(Body):
