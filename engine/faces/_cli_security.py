@@ -208,7 +208,14 @@ def print_policy_preview(preview: dict[str, Any]) -> None:
 def policy_show(warden: Warden, as_json: bool) -> None:
     """Current version of every policy that has one."""
     policies = warden.policies(caller=OPERATOR)
-    emit({"policies": policies}, as_json, lambda: table(("policy", "version"), sorted(policies.items())))
+
+    def show() -> None:
+        if not policies:  # a header over nothing would say nothing
+            click.echo("no policy version has been set: every policy is at version 1 until `memwarden policy set`")
+            return
+        table(("policy", "version"), sorted(policies.items()))
+
+    emit({"policies": policies}, as_json, show)
 
 
 @cli.command()
