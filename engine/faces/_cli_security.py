@@ -137,7 +137,8 @@ def readback(warden: Warden, revocation_id: str, as_json: bool) -> None:
             click.echo(f"{revocation_id}: no read-back recorded yet")
         for r in data["records"]:
             click.echo(
-                f"{r['seq']:>8}  {r['recorded_at']}  {r['type']}  covered {r['covered']}  "
+                f"{r['seq']:>8}  {r['recorded_at']}  {r['type']}  "
+                f"checked {r['covered']} (covered and drawn from them)  "
                 f"still visible {r['still_visible']}  latency {r['latency_ms']:.1f} ms  "
                 f"paths {','.join(r['paths_checked'])}"
             )
