@@ -289,7 +289,12 @@ class KeySaved(Answer):
 
 
 class KeysLoaded(Answer):
-    memories: list[dict[str, Any]]
+    memories: list[dict[str, Any]] = Field(
+        description="each key: {key_name, content, saved_at, checksum, status, version, history?}. saved_at is "
+        "the time the content stands for: the saved_at of the content's own JSON envelope when it gave one, "
+        "else when memwarden took the save. With history, each version has saved_at in the same sense and "
+        "recorded_at, when the log recorded that save"
+    )
     hidden: list[dict[str, Any]] = Field(
         default_factory=list, description="keys whose content is withheld now: {key_name, reason, action}"
     )
