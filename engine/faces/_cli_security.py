@@ -47,7 +47,10 @@ def revoke(
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Take a scope out of every read path, at commit (--dry-run: count first)."""
+    """Take a scope out of every read path, at commit (--dry-run: count first).
+
+    It covers what was saved before it commits and does not block later saves: a memory fetched after it is
+    usable; only a save of content fetched at or before it is refused."""
     selector = {
         k: v
         for k, v in dict(
