@@ -286,7 +286,10 @@ def _content(content: str | None, content_file: str | None, limits: Limits) -> s
     envvar="MEMWARDEN_POLICY",
     default=None,
     type=click.Path(dir_okay=False),
-    help="TOML file of TTLs per kind (env MEMWARDEN_POLICY).",
+    help=(
+        "The policy file (TOML): TTLs per kind, fetch rules, limits, scheduler intervals, embedder, sinks; "
+        "every key in docs/reference/configuration.md (env MEMWARDEN_POLICY)."
+    ),
 )
 @click.option(
     "-v",
