@@ -49,6 +49,7 @@ from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
 from ._sink_clients import signed_headers
 from ._sink_config import NOTICE_TYPES, SinkSpec, sinks_from_table
 from ._sinks import SinkWorker
+from ._validation import field_problems
 from ._views import DueItem, ErasureResult, Found, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
 from ._warden import Warden
 
@@ -122,6 +123,7 @@ __all__ = [
     "configure_logging",
     "decide",
     "expiry_event_id",
+    "field_problems",
     "may",
     "metrics",
     "read_back",

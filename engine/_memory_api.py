@@ -157,6 +157,10 @@ def load(
         entry: dict[str, Any] = {
             "key_name": key_name_of(view.memory_id[len(prefix) :]),
             "content": view.content,
+            # the time the content stands for: the agent's own saved_at when its
+            # envelope gave a sane one, else when memwarden took the save (a
+            # re-verification moves it); each version in ``history`` says it
+            # the same way, beside ``recorded_at``, when the log recorded it
             "saved_at": view.fetched_at,
             "checksum": view.checksum,
             "status": "usable" if view.usable else view.reason,
@@ -178,7 +182,9 @@ def load(
 
 
 def versions(warden: Core, tenant: str, memory_id: str, *, reveal: bool = False) -> list[dict[str, Any]]:
-    """Every saved version, oldest first, with its text only while that
+    """Every saved version, oldest first: ``saved_at`` as ``load`` says it
+    (the time the content stands for) and ``recorded_at`` (when the log
+    recorded the save), with its text only while that
     version may still be served: not covered by any revocation (whatever
     was saved after it), never invalidated or quarantined, not erased, and
     still matching its checksum. An erased version shows no checksum, and
@@ -193,7 +199,7 @@ def versions(warden: Core, tenant: str, memory_id: str, *, reveal: bool = False)
             saved[p["version"]] = {
                 "version": p["version"],
                 "seq": event.seq,
-                "saved_at": event.recorded_at,
+                "recorded_at": event.recorded_at,
                 "checksum": p["content_checksum"],
                 "fetched_at": fetched_at(p, event),
                 "row": {
@@ -222,7 +228,8 @@ def versions(warden: Core, tenant: str, memory_id: str, *, reveal: bool = False)
         out.append(
             {
                 "version": version,
-                "saved_at": info["saved_at"],
+                "saved_at": info["fetched_at"],
+                "recorded_at": info["recorded_at"],
                 "checksum": info["checksum"] if not erased and (servable or reveal) else None,
                 "content": warden.texts.content(tenant, memory_id, version, info["checksum"]) if servable else None,
             }

@@ -61,6 +61,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# what a [kinds.KIND] table may hold, and the tables a policy file may have
+KIND_KEYS = ("ttl", "review", "events_only", "reverify")
+TABLES = ("embedder", "fetch", "kinds", "limits", "scheduler", "sinks")
+
+
 @dataclass(frozen=True)
 class KindRule:
     kind: str
@@ -97,20 +102,19 @@ class TtlPolicy:
 def _rule(kind: str, spec: dict[str, Any]) -> KindRule:
     if not isinstance(spec, dict):
         raise InvalidInput(f"kinds.{kind}", "must be a table")
-    unknown = set(spec) - {"ttl", "review", "events_only", "reverify"}
+    unknown = set(spec) - set(KIND_KEYS)
     if unknown:
         raise InvalidInput(f"kinds.{kind}", f"unknown keys {sorted(unknown)}")
     given = [k for k in ("ttl", "review", "events_only") if spec.get(k)]
     if len(given) != 1:
         raise InvalidInput(f"kinds.{kind}", "give exactly one of ttl, review or events_only = true")
+    if spec.get("events_only"):
+        return KindRule(kind, None, reverify=bool(spec.get("reverify")))
+    key = given[0]  # "ttl" or "review": the key a bad duration is named by
     try:
-        if spec.get("events_only"):
-            return KindRule(kind, None, reverify=bool(spec.get("reverify")))
-        if spec.get("review"):
-            return KindRule(kind, parse_duration(spec["review"]), review=True, reverify=bool(spec.get("reverify")))
-        return KindRule(kind, parse_duration(spec["ttl"]), reverify=bool(spec.get("reverify")))
+        return KindRule(kind, parse_duration(spec[key]), review=key == "review", reverify=bool(spec.get("reverify")))
     except ValueError as exc:
-        raise InvalidInput(f"kinds.{kind}", str(exc)) from None
+        raise InvalidInput(f"kinds.{kind}.{key}", str(exc)) from None
 
 
 FETCH_KEYS = {
@@ -156,12 +160,11 @@ class PolicyFile:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise InvalidInput("policy_file", f"{path}: {exc}") from None
-        known = ("embedder", "fetch", "kinds", "limits", "scheduler", "sinks")
-        unknown = set(data) - set(known)
+        unknown = set(data) - set(TABLES)
         if unknown:
-            raise InvalidInput("policy_file", f"{path}: unknown tables {sorted(unknown)} (known: {', '.join(known)})")
+            raise InvalidInput("policy_file", f"{path}: unknown tables {sorted(unknown)} (known: {', '.join(TABLES)})")
         tables = {}
-        for name in known:
+        for name in TABLES:
             tables[name] = data.get(name, {})
             if not isinstance(tables[name], dict):
                 raise InvalidInput("policy_file", f"{path}: [{name}] must be a table")

@@ -322,7 +322,7 @@ def _expiry(
         return when("expires_at", expires_at)
     if ttl is not None:
         try:
-            return fetched + (parse_duration(ttl) if isinstance(ttl, str) else ttl)
+            return fetched + parse_duration(ttl)
         except ValueError as exc:
             raise InvalidInput("ttl", str(exc)) from None
     rule_ttl = core.policy.ttl_for(kind) if isinstance(kind, str) else None

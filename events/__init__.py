@@ -61,6 +61,7 @@ from ._sqlite import SQLiteEventLog, SQLiteOptions, Synchronous, WriteTransactio
 from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
 from ._time import (
     CLOCK_SKEW,
+    MAX_DURATION,
     UTC,
     Clock,
     FrozenClock,
@@ -86,6 +87,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "GENESIS_HASH",
+    "MAX_DURATION",
     "ROW_COLUMNS",
     "SERVER_ERRORS",
     "SUMMARY_TEXT",

@@ -15,7 +15,7 @@ from typing import Protocol
 
 UTC = UTC
 
-_DURATION = re.compile(r"^\s*(\d{1,12})\s*([smhdw])\s*$")
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # the longest duration and the range of timestamps a caller may give: wide
 # enough for any real memory, narrow enough that no arithmetic overflows
@@ -114,11 +114,28 @@ def canonical_ts(text: str) -> str:
     return format_ts(parse_ts(text))
 
 
-def parse_duration(text: str) -> timedelta:
-    """``90s``, ``15m``, ``6h``, ``30d``, ``2w``."""
+def parse_duration(text: str | timedelta) -> timedelta:
+    """``90s``, ``15m``, ``6h``, ``30d``, ``2w`` (or a ``timedelta``), from
+    a second up to ``MAX_DURATION``: the one check of a duration, whichever
+    way it is given, so a TTL too long is refused in words about itself."""
+    if isinstance(text, timedelta):
+        if text <= timedelta(0):
+            raise ValueError(f"duration {_spoken(text)} must be positive")
+        if text > MAX_DURATION:
+            raise ValueError(f"duration {_spoken(text)} is longer than 36500d (100 years)")
+        return text
     if not isinstance(text, str):
         raise ValueError(f"duration {text!r} must look like 90s, 15m, 6h, 30d or 2w")
     return _duration(text)
+
+
+def _spoken(span: timedelta) -> str:
+    """A ``timedelta`` as a duration is written (``40000d``, ``-5m``)."""
+    seconds = span.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 @functools.lru_cache(maxsize=256)  # every save names its ttl: a handful of distinct texts
@@ -126,6 +143,8 @@ def _duration(text: str) -> timedelta:
     match = _DURATION.match(text)
     if match is None:
         raise ValueError(f"duration {text!r} must look like 90s, 15m, 6h, 30d or 2w")
+    if len(match.group(1).lstrip("0")) > 12:  # past any limit (and too long for ``int`` to read safely)
+        raise ValueError(f"duration {text!r} is longer than 36500d (100 years)")
     amount = int(match.group(1))
     if amount <= 0:
         raise ValueError(f"duration {text!r} must be positive")

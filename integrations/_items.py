@@ -12,13 +12,16 @@ key (each label percent-quoted, so no two items share an id):
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote, unquote
 
-from memwarden.events import canonical_json
+from memwarden.engine import InvalidInput
+from memwarden.events import MAX_DURATION, canonical_json
 
 PREFIX = "lg:"
 KIND = "store_item"
@@ -100,12 +103,28 @@ class NamespaceScope:
 
 def summary_of(value: Mapping[str, Any], key: str) -> str:
     """A memory's summary from an item's value: its first text field of
-    ``SUMMARY_FIELDS``, else the key."""
+    ``SUMMARY_FIELDS``, else the key. A NUL, which no store keeps as text,
+    becomes U+FFFD here: the summary is only derived, and the value itself
+    (JSON, where a NUL is ``\\u0000``) keeps it exactly, so an item that
+    holds one is stored rather than refused for a field its writer never gave."""
     for name in SUMMARY_FIELDS:
         text = value.get(name)
         if isinstance(text, str) and text.strip():
-            return text[:MAX_SUMMARY]
+            return text[:MAX_SUMMARY].replace("\x00", "\ufffd")
     return key
+
+
+def ttl_of(minutes: float | None) -> timedelta | None:
+    """A put's ``ttl`` (LangGraph's minutes) as the engine's duration, which
+    the engine checks; one past any date is refused here in the same words."""
+    if minutes is None:
+        return None
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or math.isnan(minutes):
+        raise InvalidInput("ttl", f"must be a number of minutes, not {minutes!r}")
+    try:
+        return timedelta(minutes=minutes)
+    except OverflowError:
+        raise InvalidInput("ttl", f"{minutes:g} minutes is longer than {MAX_DURATION.days}d (100 years)") from None
 
 
 def content_of(value: Mapping[str, Any]) -> str:

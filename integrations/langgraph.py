@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any
 
 from langgraph.store.base import (
@@ -66,6 +65,7 @@ from ._items import (
     memory_id_of,
     namespace_matches,
     summary_of,
+    ttl_of,
     value_of,
 )
 from ._steps import Ask, Embed, Plan, arun, run
@@ -276,7 +276,7 @@ class MemwardenStore(BaseStore):
             "content": content_of(value),
             "source_url": source if isinstance(source, str) else "langgraph:" + memory_id[3:],
             "scope": self.scope_of(namespace),
-            "ttl": timedelta(minutes=op.ttl) if op.ttl is not None else None,
+            "ttl": ttl_of(op.ttl),
             "embedding": embedding,
         }
 

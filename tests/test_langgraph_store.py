@@ -139,6 +139,15 @@ def test_the_async_methods(store: BaseStore) -> None:
     assert gone is None
 
 
+def test_a_value_holding_control_characters_round_trips(store: BaseStore) -> None:
+    # LangMem's tools put {"content": ...}: a NUL in it is the value's, kept
+    # exactly (the summary memwarden derives from it is never refused for it)
+    value = {"content": "before\x00after \x1b[2J 끝", "tags": ["a"]}
+    store.put(("memories",), "nul", value)
+    item = store.get(("memories",), "nul")
+    assert item is not None and item.value == value
+
+
 def test_bad_namespaces_are_refused(store: BaseStore) -> None:
     for bad in [(), ("a.b",), ("",)]:
         with pytest.raises(InvalidNamespaceError):

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from memwarden.engine import OPERATOR, InvalidInput, RevokedScope, Warden
+from memwarden.engine.faces.http import create_app
 from memwarden.events import FrozenClock
 
 from .conftest import Cli, save_memory
@@ -167,3 +169,25 @@ def test_revocations_are_counted_in_stats(populated: Warden, run_cli: Cli) -> No
     populated.revoke({"tenant": "acme"}, reason="r", caller=OPERATOR)
     week = run_cli.json("stats", "--weekly")["weeks"][0]
     assert week["revocations"] == 1 and week["blocked_by_revocation"] == 3 and week["saved"] == 4
+
+
+def test_a_revocation_covers_what_existed_and_says_so_where_it_is_issued(
+    populated: Warden, clock: FrozenClock, run_cli: Cli
+) -> None:
+    rev = populated.revoke({"tenant": "acme", "project": "p2"}, reason="leak", caller=OPERATOR)
+    clock.advance("1s")
+    # a later save of a fresh fetch in the same scope is not blocked: usable
+    later = save_memory(populated, "a7", tenant="acme", project="p2")
+    assert populated.get("a7", caller=OPERATOR).usable and later.version == 1
+    # a save of content fetched before it is refused
+    with pytest.raises(RevokedScope, match=rev.revocation_id):
+        save_memory(populated, "a8", tenant="acme", project="p2", fetched_at="2026-01-05T09:00:00Z")
+    # and both doors say it, in the same words
+    said = (
+        "It covers what was saved before it commits and does not block later saves: a memory fetched after it is "
+        "usable; only a save of content fetched at or before it is refused."
+    )
+    assert said in " ".join(run_cli("revoke", "--help").stdout.split())
+    with TestClient(create_app(populated, scheduler=False, mcp=False)) as client:
+        described = client.get("/openapi.json").json()["paths"]["/v1/revocations"]["post"]["description"]
+    assert said in " ".join(described.split())

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from memwarden.engine import OPERATOR, KeyStore, Warden, metrics
+from memwarden.engine import OPERATOR, KeyStore, Warden, metrics, read_back
 from memwarden.engine.faces.http import create_app
 
 from .conftest import Cli
@@ -145,3 +145,48 @@ def test_the_console_shows_each_sinks_line_and_the_metrics_count(app: Any) -> No
     assert metrics.REGISTRY.get_sample_value(
         "memwarden_sink_deliveries_total", {"sink": "cache", "outcome": "delivered"}
     )
+
+
+def test_the_revocation_page_says_what_each_count_counts_and_whole_seconds(app: Any) -> None:
+    client, w, keys = app
+    save_n(w, 3)  # project p1
+    w.save(
+        memory_id="digest",
+        kind="external_fact",
+        summary="drawn from m00000",
+        content="digest",
+        source_url="https://example.org/digest",
+        scope={"tenant": "acme", "project": "p2"},
+        derived_from=["m00000"],
+        caller=OPERATOR,
+    )
+    revoked = w.revoke({"tenant": "acme", "project": "p1"}, reason="r", caller=OPERATOR)
+    assert (revoked.covered, revoked.cascaded) == (3, 1)
+    read_back(w, revoked.revocation_id, caller=OPERATOR)
+    lines = w.settle_sinks(revoked.revocation_id, caller=OPERATOR)
+    assert {x["covered"] for x in lines} == {4} and all(x["checked_at"] for x in lines)
+    signed_in(client, keys["security"])
+    page = client.get(f"/console/revocations/{revoked.revocation_id}").text
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    # the page's 3 and the sinks' 4, each saying what it counts
+    assert "3 memories taken out directly at commit" in text, text
+    assert "What was drawn from them is invalidated with them" in text
+    assert re.search(r"Checked \(covered and drawn from them\)", text)
+    assert "Ids named" in text and "every memory drawn from them" in text
+    assert re.search(r'<th scope="row">index</th><td>.*?</td><td>4</td>', page), page
+    # every time a person reads is to the second (the exact value stays in the title)
+    fraction = re.search(r".{0,40}\d{2}:\d{2}:\d{2}\.\d.{0,20}", text)
+    assert fraction is None, fraction.group()
+
+
+def signed_in(client: TestClient, key: str) -> None:
+    form = client.get("/console/login").text
+    token = re.search(r'name="login_token" value="([^"]+)"', form)
+    assert token
+    signed = client.post(
+        "/console/login",
+        data={"login_token": token[1], "key": key, "next": "/console/revocations"},
+        headers={"origin": "http://testserver"},
+        follow_redirects=False,
+    )
+    assert signed.status_code == 303

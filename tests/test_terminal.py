@@ -184,3 +184,30 @@ def test_long_commands_show_a_progress_bar_on_a_terminal(
     # piped, the same command prints its answer and no bar
     piped = memwarden_subprocess(db_path, *args)
     assert "━" not in piped.stderr + piped.stdout
+
+
+def test_an_agents_escape_sequence_is_shown_never_dropped(warden: Warden, db_path: Path, run_cli: Cli) -> None:
+    # click strips what looks like a colour code from output that is not a
+    # terminal: an agent's ESC [2J must show as its escape there too
+    save_memory(warden, "esc", summary="before\x1b[2Jafter\x1b]0;title\x07")
+    piped = run_cli("get", "esc").stdout
+    assert "before\\u001b[2Jafter\\u001b]0;title\\u0007" in piped, piped
+    assert "\x1b" not in piped
+    warden.close()
+    shown = run_on_a_terminal(db_path, "get", "esc")
+    assert "before\\u001b[2Jafter" in shown and "\x1b[2J" not in shown, shown
+
+
+def test_a_subcommands_table_on_a_terminal_is_drawn_not_escaped(korean: Warden, db_path: Path) -> None:
+    # ``policy show`` runs inside two command groups: the table's own colours
+    # reach the terminal as colours, not as visible escapes
+    korean.close()
+    shown = run_on_a_terminal(db_path, "policy", "show")
+    assert "\\u001b" not in shown and "\x1b[" in shown, shown
+    assert "deploy" in shown and "policy-42-v7" in shown
+
+
+def test_policy_show_with_no_policy_says_so(run_cli: Cli, warden: Warden) -> None:
+    out = run_cli("policy", "show").stdout
+    assert out.strip() != "policy\tversion" and "no policy version has been set" in out, out
+    assert run_cli.json("policy", "show") == {"policies": {}}

@@ -34,6 +34,11 @@ class Group(click.Group):
     exit 1 when the answer is "no", 2 for bad input or a refusal."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # click.echo strips what looks like a colour code from output that is
+        # not a terminal: an agent's ESC [2J would vanish unseen. memwarden
+        # never colours through click (rich does, on a terminal), so nothing
+        # is stripped, and every control character is shown as its escape.
+        ctx.color = True
         with visible_output():  # no agent's text reaches a terminal raw (``_visible``)
             return self._answered(ctx)
 
@@ -281,7 +286,10 @@ def _content(content: str | None, content_file: str | None, limits: Limits) -> s
     envvar="MEMWARDEN_POLICY",
     default=None,
     type=click.Path(dir_okay=False),
-    help="TOML file of TTLs per kind (env MEMWARDEN_POLICY).",
+    help=(
+        "The policy file (TOML): TTLs per kind, fetch rules, limits, scheduler intervals, embedder, sinks; "
+        "every key in docs/reference/configuration.md (env MEMWARDEN_POLICY)."
+    ),
 )
 @click.option(
     "-v",

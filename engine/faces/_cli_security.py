@@ -47,7 +47,10 @@ def revoke(
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Take a scope out of every read path, at commit (--dry-run: count first)."""
+    """Take a scope out of every read path, at commit (--dry-run: count first).
+
+    It covers what was saved before it commits and does not block later saves: a memory fetched after it is
+    usable; only a save of content fetched at or before it is refused."""
     selector = {
         k: v
         for k, v in dict(
@@ -137,7 +140,8 @@ def readback(warden: Warden, revocation_id: str, as_json: bool) -> None:
             click.echo(f"{revocation_id}: no read-back recorded yet")
         for r in data["records"]:
             click.echo(
-                f"{r['seq']:>8}  {r['recorded_at']}  {r['type']}  covered {r['covered']}  "
+                f"{r['seq']:>8}  {r['recorded_at']}  {r['type']}  "
+                f"checked {r['covered']} (covered and drawn from them)  "
                 f"still visible {r['still_visible']}  latency {r['latency_ms']:.1f} ms  "
                 f"paths {','.join(r['paths_checked'])}"
             )
@@ -208,7 +212,14 @@ def print_policy_preview(preview: dict[str, Any]) -> None:
 def policy_show(warden: Warden, as_json: bool) -> None:
     """Current version of every policy that has one."""
     policies = warden.policies(caller=OPERATOR)
-    emit({"policies": policies}, as_json, lambda: table(("policy", "version"), sorted(policies.items())))
+
+    def show() -> None:
+        if not policies:  # a header over nothing would say nothing
+            click.echo("no policy version has been set: every policy is at version 1 until `memwarden policy set`")
+            return
+        table(("policy", "version"), sorted(policies.items()))
+
+    emit({"policies": policies}, as_json, show)
 
 
 @cli.command()

@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
-from memwarden.engine import InvalidInput, KeyStore, Principal, Unauthorized, answer
+from memwarden.engine import InvalidInput, KeyStore, Principal, Unauthorized, answer, field_problems
 from memwarden.events import Refusal
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
@@ -203,19 +203,18 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request", "type": ""}
+        errors = exc.errors() or [{"loc": ("body",), "msg": "invalid request", "type": ""}]
         if _not_json(errors):
             return error(
                 400, "invalid_input", "the body is not valid JSON (UTF-8, nested at most a few hundred levels)", "body"
             )
-        field = _field(first["loc"])
+        found = field_problems(errors, request=True, whole="body")
         return error(
             422,
             "invalid_input",
-            _message(first),
-            field,
-            errors=[{"field": _field(e["loc"]), "problem": _message(e)} for e in errors],
+            found[0][1],
+            found[0][0],
+            errors=[{"field": field, "problem": problem} for field, problem in found],
         )
 
     @app.exception_handler(StarletteHTTPException)
@@ -242,18 +241,6 @@ def install_error_handlers(app: FastAPI) -> None:
 def _not_json(errors: Any) -> bool:
     """Whether the body could not be read as JSON at all (400, not 422)."""
     return any(e.get("type") == "json_invalid" for e in errors)
-
-
-def _field(loc: Any) -> str:
-    parts = [str(p) for p in loc]
-    if parts[:1] in (["body"], ["query"], ["path"], ["header"]) and len(parts) > 1:
-        parts = parts[1:]
-    return ".".join(parts) or "body"
-
-
-def _message(error: Any) -> str:
-    # pydantic's words, without its links
-    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
 class McpAuth:

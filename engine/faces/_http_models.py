@@ -6,7 +6,16 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi.exceptions import RequestValidationError
 from memwarden.engine import MAX_PAGE
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidation, StrictBool, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+)
 
 # a vector's longest (``memwarden.events``' MAX_DIMS); the engine checks the
 # rest (the embedder's length, finite numbers, not all zeros) and names the field
@@ -63,7 +72,7 @@ class SaveBody(Body):
     branch: str | None = Field(None, description="the git branch of source (default HEAD)")
     policy: str = Field("default", description="the policy it was checked under")
     # checked by the engine, which names the field: a number or a key like "policy-42-v7"
-    revocation_version: int | str | None = Field(None, description="the policy's version (default: its current one)")
+    revocation_version: StrictInt | str | None = Field(None, description="the policy's version (default: its current one)")
     checksum: str | None = Field(None, description="sha256:<hex> the content must match")
     cache_key: CacheKeyBody | None = Field(None, description="a tool result's full cache key")
     event_id: str | None = Field(
@@ -119,7 +128,7 @@ class RevokeBody(Body):
 
 
 class PolicyBody(Body):
-    version: int | str = Field(description='a number, or a key like "policy-42-v7"')
+    version: StrictInt | str = Field(description='a number, or a key like "policy-42-v7"')
 
 
 class EraseBody(Body):

@@ -116,7 +116,10 @@ class SinkReadback(Answer):
 
     sink: str
     status: str = Field(description="pending, confirmed, leaked or unreachable")
-    covered: int
+    covered: int = Field(
+        description="the ids the sink's notice named: the memories the revocation took out and every memory "
+        "drawn from them, in the tenants the sink receives (so it can exceed the revocation's own covered)"
+    )
     latency_ms: float | None = Field(None, description="from the revocation's commit, once confirmed")
     leaked_ids: list[str] = Field(default_factory=list, description="the covered ids the sink still holds")
     attempts: int
@@ -137,7 +140,10 @@ class SinkAck(Answer):
 class Revocation(Answer):
     revocation_id: str
     seq: int
-    covered: int
+    covered: int = Field(description="the memories taken out directly, at commit")
+    cascaded: int | None = Field(
+        None, description="in a revoke's answer: the memories drawn from those, invalidated with them at commit"
+    )
     sinks: list[SinkReadback] | None = Field(None, description='with "wait": each sink\'s read-back as it stands')
 
 
@@ -283,7 +289,12 @@ class KeySaved(Answer):
 
 
 class KeysLoaded(Answer):
-    memories: list[dict[str, Any]]
+    memories: list[dict[str, Any]] = Field(
+        description="each key: {key_name, content, saved_at, checksum, status, version, history?}. saved_at is "
+        "the time the content stands for: the saved_at of the content's own JSON envelope when it gave one, "
+        "else when memwarden took the save. With history, each version has saved_at in the same sense and "
+        "recorded_at, when the log recorded that save"
+    )
     hidden: list[dict[str, Any]] = Field(
         default_factory=list, description="keys whose content is withheld now: {key_name, reason, action}"
     )

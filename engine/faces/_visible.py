@@ -59,9 +59,13 @@ class VisibleStream:
 
 @contextlib.contextmanager
 def visible_output() -> Iterator[None]:
-    """stdout and stderr through ``visible`` while the block runs."""
+    """stdout and stderr through ``visible`` while the block runs (once:
+    a command group inside another finds them so already)."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = VisibleStream(sys.stdout), VisibleStream(sys.stderr)  # type: ignore[assignment]
+    if not isinstance(sys.stdout, VisibleStream):
+        sys.stdout = VisibleStream(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, VisibleStream):
+        sys.stderr = VisibleStream(sys.stderr)  # type: ignore[assignment]
     try:
         yield
     finally:

@@ -248,9 +248,12 @@ def create_app(
 
     @app.post("/v1/revocations", tags=["security"], **documented(R.Revocation, 201))
     def revoke(body: RevokeBody, who: Caller) -> dict[str, Any]:
-        """Take a scope out of every read path, at commit. With ``wait``, the
-        answer carries the read-back too (once committed, a revocation is
-        answered with its result whatever the read-back meets)."""
+        """Take a scope out of every read path, at commit. It covers what was
+        saved before it commits and does not block later saves: a memory
+        fetched after it is usable; only a save of content fetched at or
+        before it is refused. With ``wait``, the answer carries the
+        read-back too (once committed, a revocation is answered with its
+        result whatever the read-back meets)."""
         selector = body.selector.model_dump(exclude_none=True, exclude_defaults=True)
         result = warden.revoke(selector, reason=body.reason, caller=who)
         data = result.as_dict()

@@ -30,6 +30,7 @@ from memwarden.engine import (
     Unauthorized,
     Warden,
     answer,
+    field_problems,
     refuse_local_source,
 )
 from memwarden.events import canonical_json
@@ -108,12 +109,11 @@ def checked(model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
     try:
         return model.model_validate(arguments)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in first["loc"]) or "arguments"
-        problem = "is not an argument of this tool" if first["type"] == "extra_forbidden" else first["msg"]
-        raise ToolError(
-            canonical_json({"error": "invalid_input", "field": field, "problem": problem.removeprefix("Value error, ")})
-        ) from None
+        errors = exc.errors(include_url=False)
+        field, problem = field_problems(errors, whole="arguments")[0]
+        if errors[0]["type"] == "extra_forbidden":
+            problem = "is not an argument of this tool"
+        raise ToolError(canonical_json({"error": "invalid_input", "field": field, "problem": problem})) from None
 
 
 def build_server(
