@@ -7,6 +7,7 @@ from memwarden.projections import Access, IndexSettings
 from . import _metrics as metrics  # the Prometheus families, for the faces that serve them
 from ._addresses import AddressPolicy, AddressRefused
 from ._answers import Answer, answer, refusal_from
+from ._committed import read_back_committed, settle_committed
 from ._embedders import CallableEmbedder, Embedder, EmbedderFailed, HashEmbedder, HttpEmbedder, register_embedder
 from ._errors import (
     AckRefused,
@@ -125,11 +126,13 @@ __all__ = [
     "may",
     "metrics",
     "read_back",
+    "read_back_committed",
     "readback_records",
     "refusal_from",
     "refuse_local_source",
     "register_embedder",
     "search_words",
+    "settle_committed",
     "signed_headers",
     "sinks_from_table",
 ]
