@@ -45,6 +45,7 @@ from ._readback import read_back, readback_records
 from ._reading import search_words
 from ._recall import MODES as SEARCH_MODES
 from ._recall import RRF_K
+from ._restore import restore
 from ._rights import OPERATOR, SYSTEM, Principal, may
 from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
 from ._sink_clients import signed_headers
@@ -131,6 +132,7 @@ __all__ = [
     "refusal_from",
     "refuse_local_source",
     "register_embedder",
+    "restore",
     "search_words",
     "settle_committed",
     "signed_headers",

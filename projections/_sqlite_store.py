@@ -25,6 +25,7 @@ from memwarden.events import (
     TextStore,
     WriteTransaction,
     migrate_blobs,
+    private_file,
     translated,
 )
 from memwarden.events.sqlite import sqlite_failure
@@ -111,6 +112,7 @@ class SQLiteStore:
         backup, in steps so that writers are held up for a step at most;
         the head the copy holds. A failure is an OSError naming it."""
         try:
+            private_file(target)  # before SQLite writes a page (its journal takes the file's mode)
             src = sqlite3.connect(self.path)
             try:
                 dst = sqlite3.connect(target)
