@@ -17,7 +17,10 @@ from ._core import Core, log
 from ._errors import InvalidInput
 from ._rights import Principal, operation
 
-PG_DUMP = "pg_dump --format=custom --file FILE URL (restore with pg_restore --dbname NEW_URL FILE)"
+PG_DUMP = (
+    "pg_dump --format=custom --file FILE URL (restore with pg_restore --dbname NEW_URL FILE, "
+    "then memwarden --db NEW_URL reapply-erasures URL: a dump keeps texts erased since)"
+)
 
 
 @operation("operate")
