@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from memwarden.events import Clock, MemoryErased, private_file, private_folder, redacted
+from memwarden.projections import UnknownBackend, sqlite_path
 
 from ._core import Core, log
 from ._errors import InvalidInput
@@ -122,9 +123,17 @@ def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None
     is a PostgreSQL URL, is open in another process, or exists and its
     erasures cannot be read; or when ``backup`` is no memwarden store or
     its chain does not verify."""
-    if "://" in str(store) or "://" in str(backup):
+    try:
+        path = sqlite_path(store)
+    except UnknownBackend as exc:
+        raise InvalidInput("db", exc.problem) from None
+    if path is None:
         raise InvalidInput("db", f"a PostgreSQL store is restored with {PG_RESTORE}")
-    target, source = Path(store), Path(backup)
+    if path == ":memory:":
+        raise InvalidInput("db", "a store in memory has no file to restore into")
+    if "://" in str(backup):
+        raise InvalidInput("backup", "is a file made by `memwarden backup`")
+    target, source = Path(path), Path(backup)
     if not source.is_file():
         raise InvalidInput("backup", f"{source}: no such file")
     if target.exists() and target.resolve() == source.resolve():

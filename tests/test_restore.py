@@ -105,6 +105,8 @@ def test_a_restore_over_a_store_it_cannot_read_or_in_use_is_refused(tmp_path: Pa
     assert done.exit_code == 0 and "no erasure recorded since the backup could be re-applied" in done.stdout
     with pytest.raises(InvalidInput, match="pg_restore"):
         restore("postgresql://127.0.0.1/x", backup)
+    # an SQLite URL names its file as a path does
+    assert restore(f"sqlite:///{db}", backup)["replaced"] is True
 
 
 def test_erasures_are_reapplied_after_an_operators_restore(tmp_path: Path, backend: Backend) -> None:
