@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from memwarden.events import Clock, MemoryErased, private_file, private_folder, redacted
-from memwarden.projections import UnknownBackend, sqlite_path
+from memwarden.events import Clock, MemoryErased, private_folder, redacted
+from memwarden.projections import UnknownBackend, copy_store_file, sqlite_path
 
 from ._core import Core, log
 from ._errors import InvalidInput
@@ -138,7 +137,6 @@ def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None
         raise InvalidInput("backup", f"{source}: no such file")
     if target.exists() and target.resolve() == source.resolve():
         raise InvalidInput("backup", "is the store itself: name the backup to restore")
-    _check_backup(source)
     replaced = target.exists()
     erasures = Erasures([], {})
     if replaced:
@@ -147,8 +145,10 @@ def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None
     staged = target.with_name(target.name + ".restoring")
     _remove(staged)
     try:
-        private_file(staged)  # its owner's alone before a page is copied
-        _copy(source, staged)
+        try:
+            copy_store_file(source, staged)  # private before a page is copied
+        except (OSError, ValueError) as exc:
+            raise InvalidInput("backup", str(exc)) from None
         with Core(staged, clock=clock) as core:
             chain = core.log.verify_chain()
             if not chain.ok:
@@ -189,20 +189,6 @@ def _read_erasures(store: str, clock: Clock | None) -> Erasures:
         ) from None
 
 
-def _check_backup(source: Path) -> None:
-    """A memwarden store (read: nothing in it is written)."""
-    try:
-        conn = sqlite3.connect(source)  # a plain connection: its last close leaves no -wal or -shm behind
-        try:
-            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise InvalidInput("backup", f"{source} is not an SQLite store: {exc}") from None
-    if found is None:
-        raise InvalidInput("backup", f"{source} holds no memwarden log: not a backup of a store")
-
-
 def _check_unused(target: Path) -> None:
     """SQLite removes a store's write-ahead files when its last connection
     closes (ours, just now): still there, another connection holds it."""
@@ -213,23 +199,6 @@ def _check_unused(target: Path) -> None:
                 f"{target} is open in another process (a server, a scheduler): stop it, then restore; "
                 "nothing was restored",
             )
-
-
-def _copy(source: Path, staged: Path) -> None:
-    """The backup's pages into ``staged`` (SQLite's backup API, reading
-    the backup, which nothing writes to)."""
-    try:
-        src = sqlite3.connect(source)
-        try:
-            dst = sqlite3.connect(staged)
-            try:
-                src.backup(dst)
-            finally:
-                dst.close()
-        finally:
-            src.close()
-    except sqlite3.Error as exc:
-        raise InvalidInput("backup", f"{source}: {exc}") from None
 
 
 def _remove(path: Path, *, side_files_only: bool = False) -> None:
