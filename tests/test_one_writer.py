@@ -75,7 +75,7 @@ def test_wait_true_races_the_scheduler_and_the_sink_job_and_answers_the_commit(
             dict(
                 memory_id=m,
                 kind="external_fact",
-                summary=f"note {m}",
+                summary=f"{m} noted",  # its own first word: the read-back searches for it
                 content=f"text {m}",
                 source_url=f"https://example.org/{m}",
                 scope={"tenant": "acme", "project": "p1"},
