@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from memwarden.engine import OPERATOR, KeyStore, Scheduler, Warden, sinks_from_table
+from memwarden.engine import OPERATOR, InvalidInput, KeyStore, Scheduler, SinkWorker, Warden, sinks_from_table
 from memwarden.engine._sink_records import deadline_event, outcome_event, record
 from memwarden.engine.faces.http import create_app
 
@@ -185,3 +185,30 @@ def _notice(w: Warden, revocation_id: str) -> str:
 
 def _state(status: str) -> dict[str, Any]:
     return {"status": status, "latency_ms": None, "leaked": [], "detail": None, "next_at": 0.0, "checked_at": START}
+
+
+def test_a_committed_revocation_whose_sinks_cannot_be_tried_is_answered_201(
+    served: tuple[TestClient, Warden, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, w, key = served
+
+    def refused(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        raise InvalidInput("sink", "refused for the test")
+
+    monkeypatch.setattr(SinkWorker, "settle", refused)  # the one try every face's wait makes
+    w.save(
+        memory_id="m1",
+        kind="external_fact",
+        summary="m1 noted",
+        content="its text",
+        source_url="https://example.org/1",
+        scope={"tenant": "acme", "project": "p1"},
+        caller=OPERATOR,
+    )
+    body = {"selector": {"tenant": "acme"}, "reason": "r", "wait": True}
+    answer = client.post("/v1/revocations", json=body, headers={"x-api-key": key})
+    assert answer.status_code == 201, answer.text
+    data = answer.json()
+    assert data["covered"] == 1 and data["readback"]["readback_status"] == "confirmed"
+    assert data["sinks_error"]["field"] == "sink" and [s["status"] for s in data["sinks"]] == ["pending"]
+    assert w.get("m1", caller=OPERATOR).reason == "revoked"  # in force all the same
