@@ -7,6 +7,7 @@ from memwarden.projections import Access, IndexSettings
 from . import _metrics as metrics  # the Prometheus families, for the faces that serve them
 from ._addresses import AddressPolicy, AddressRefused
 from ._answers import Answer, answer, refusal_from
+from ._committed import read_back_committed, settle_committed
 from ._embedders import CallableEmbedder, Embedder, EmbedderFailed, HashEmbedder, HttpEmbedder, register_embedder
 from ._errors import (
     AckRefused,
@@ -44,6 +45,7 @@ from ._readback import read_back, readback_records
 from ._reading import search_words
 from ._recall import MODES as SEARCH_MODES
 from ._recall import RRF_K
+from ._restore import restore
 from ._rights import OPERATOR, SYSTEM, Principal, may
 from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
 from ._sink_clients import signed_headers
@@ -127,11 +129,14 @@ __all__ = [
     "may",
     "metrics",
     "read_back",
+    "read_back_committed",
     "readback_records",
     "refusal_from",
     "refuse_local_source",
     "register_embedder",
+    "restore",
     "search_words",
+    "settle_committed",
     "signed_headers",
     "sinks_from_table",
 ]

@@ -11,11 +11,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from memwarden.events import private_file
+
 from ._core import Core, log
 from ._errors import InvalidInput
 from ._rights import Principal, operation
 
-PG_DUMP = "pg_dump --format=custom --file FILE URL (restore with pg_restore --dbname NEW_URL FILE)"
+PG_DUMP = (
+    "pg_dump --format=custom --file FILE URL (restore with pg_restore --dbname NEW_URL FILE, "
+    "then memwarden --db NEW_URL reapply-erasures URL: a dump keeps texts erased since)"
+)
 
 
 @operation("operate")
@@ -30,6 +35,10 @@ def backup(core: Core, path: str | Path, *, caller: Principal) -> dict[str, Any]
         raise InvalidInput("file", f"{target} exists: a backup goes to a new file")
     tmp = target.with_name(target.name + ".tmp")
     try:
+        # its owner's alone (``private_file``): a leftover of a killed backup
+        # is made again rather than written into with whatever mode it had
+        tmp.unlink(missing_ok=True)
+        private_file(tmp)
         head = core.store.backup(tmp)  # type: ignore[attr-defined]  (SQLite's store alone has it)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

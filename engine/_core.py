@@ -4,6 +4,7 @@ history) is a function of this in a module of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
@@ -21,6 +22,7 @@ from memwarden.events import (
     SystemClock,
     check_storable,
     format_ts,
+    private_folder,
     unstorable,
 )
 from memwarden.projections import (
@@ -99,7 +101,7 @@ class Core:
         # server's settings): kept here as keywords for the callers that set them
         sqlite = SQLiteOptions(synchronous=synchronous, mmap_mb=mmap_mb, cache_mb=cache_mb)
         self.store: Store = open_store(path, clock=self.clock, read_url=read_url, sqlite=sqlite)
-        self.vector_index = VectorIndex(self.store, vector_index, _beside(self.store))
+        self.vector_index = VectorIndex(self.store, vector_index, _vector_folder(self.store, vector_index))
         # the copies outside memwarden a revocation must reach (``_sinks``)
         self.sinks: tuple[SinkSpec, ...] = tuple(sinks)
         # seconds between runs of the scheduler's jobs the policy file names ([scheduler])
@@ -231,6 +233,20 @@ def _beside(store: Store) -> Path | None:
     if store.backend != "sqlite" or store.path == ":memory:":
         return None
     return Path(f"{store.path}.vectors")
+
+
+def _vector_folder(store: Store, settings: IndexSettings | None) -> Path | None:
+    """The folder beside the store, made now, private, where the index will
+    keep its files (the one the settings name, or the one beside an SQLite
+    file): its files hold vectors that can be inverted back into texts.
+    One that cannot be made now is left to the index, which names why."""
+    settings = settings or IndexSettings()
+    beside = _beside(store)
+    folder = settings.directory or beside
+    if folder is not None and settings.persist:
+        with contextlib.suppress(OSError):
+            private_folder(folder)
+    return beside
 
 
 def _check_seq(min_seq: object) -> None:

@@ -26,11 +26,16 @@ from ._sink_config import NOTICE_TYPES, SinkSpec
 Reactor = Callable[[Write, Sequence[RecordedEvent]], None]
 
 
-def notice_id(seq: int) -> str:
-    """A notice's id from the log position of the (first) event it announces:
+def notice_id(record: RecordedEvent) -> str:
+    """A notice's id from the chain hash of the (first) event it announces:
     the same on every retry and every node (the receiver's idempotency key,
-    Standard Webhooks' ``webhook-id``)."""
-    return f"ntc_{seq:012d}"
+    Standard Webhooks' ``webhook-id``), and never the id of another notice
+    for the life of the store. Not the event's seq: a backup restored
+    hands its seqs out again, and a receiver that de-duplicates by id would
+    drop the new notice as one it had. The hash covers the event's own id,
+    its time and the whole chain before it, so no other event has it,
+    across backup, restore and ``migrate`` (which carries events as recorded)."""
+    return f"ntc_{record.hash[:40]}"
 
 
 def outbox_writer(sinks: Callable[[], Sequence[SinkSpec]], now: Callable[[], tuple[str, float]]) -> Reactor:
@@ -46,14 +51,15 @@ def outbox_writer(sinks: Callable[[], Sequence[SinkSpec]], now: Callable[[], tup
         at, stamp = now()
         notices: list[dict[str, Any]] = []
         readbacks: list[dict[str, Any]] = []
-        for seq, kind, fields, keys in announced:
+        for first, kind, fields, keys in announced:
+            seq = first.seq
             for spec in specs:
                 if not spec.receives(kind):
                     continue
                 ids = _by_tenant(k for k in keys if spec.covers(k[0]))
                 if not ids and kind != "policy.version_changed":
                     continue
-                nid = notice_id(seq)
+                nid = notice_id(first)
                 body = {"notice_id": nid, "type": kind, "seq": seq, "recorded_at": at, **fields, "ids": ids}
                 notices.append(
                     {
@@ -87,18 +93,20 @@ def outbox_writer(sinks: Callable[[], Sequence[SinkSpec]], now: Callable[[], tup
     return react
 
 
-def _announcements(tx: Write, records: Sequence[RecordedEvent]) -> list[tuple[int, str, dict[str, Any], list[Key]]]:
-    """(seq, type, fields, memories) of each notice ``records`` call for."""
+def _announcements(
+    tx: Write, records: Sequence[RecordedEvent]
+) -> list[tuple[RecordedEvent, str, dict[str, Any], list[Key]]]:
+    """(first event, type, fields, memories) of each notice ``records`` call for."""
     view = tx.view
     absorbed = _absorbed(tx.recorded)
-    out: list[tuple[int, str, dict[str, Any], list[Key]]] = []
-    batch: dict[str, tuple[int, list[Key]]] = {}
+    out: list[tuple[RecordedEvent, str, dict[str, Any], list[Key]]] = []
+    batch: dict[str, tuple[RecordedEvent, list[Key]]] = {}
     for r in records:
         p = r.payload
         if r.type == "revocation.issued":
             out.append(
                 (
-                    r.seq,
+                    r,
                     r.type,
                     {"revocation_id": p["revocation_id"], "reason": p["reason"], "effective_at": p["effective_at"]},
                     _covered(view, r),
@@ -107,11 +115,11 @@ def _announcements(tx: Write, records: Sequence[RecordedEvent]) -> list[tuple[in
         elif r.type == "policy.version_changed":
             retired = view.checked_under(p["policy"], str(p["previous_version"]))
             fields = {"policy": p["policy"], "version": p["version"], "previous_version": p["previous_version"]}
-            out.append((r.seq, r.type, fields, list(retired)))
+            out.append((r, r.type, fields, list(retired)))
         elif r.type in ("memory.erased", "memory.invalidated") and r.seq not in absorbed:
-            batch.setdefault(r.type, (r.seq, []))[1].append((p["tenant"], p["memory_id"]))
-    out.extend((seq, kind, {}, keys) for kind, (seq, keys) in batch.items())
-    return sorted(out, key=lambda a: a[0])
+            batch.setdefault(r.type, (r, []))[1].append((p["tenant"], p["memory_id"]))
+    out.extend((first, kind, {}, keys) for kind, (first, keys) in batch.items())
+    return sorted(out, key=lambda a: a[0].seq)
 
 
 def _absorbed(recorded: Iterable[RecordedEvent]) -> set[int]:

@@ -19,11 +19,11 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
 
-from ._answers import answer
 from ._backoff import HostBackoff, SharedBackoff, host_of
+from ._committed import read_back_committed
 from ._metrics import SCHEDULER_FAILURES, scheduler_ran
 from ._policy import JOBS, schedule_from_table
-from ._readback import ReadPath, read_back, revocation_of
+from ._readback import ReadPath, read_back
 from ._rights import SYSTEM, Principal
 from ._sinks import SinkWorker
 from ._views import DueItem, VerifyResult
@@ -131,24 +131,8 @@ class Scheduler:
 
     def read_back_committed(self, revocation_id: str, *, caller: Principal) -> dict[str, Any]:
         """A committed revocation's read-back, for a caller waiting on it
-        (``revoke --wait``, ``"wait": true``): its record, or, when the
-        read-back could not run now, the revocation's state with the reason
-        (``readback_error``); never an exception, for the revocation is in
-        force whatever the read-back meets, and the scheduler goes on trying."""
-        try:
-            return self.read_back(revocation_id, caller=caller)
-        except Exception as exc:
-            found = answer(exc)
-            log.error("readback_failed_to_run", revocation_id=revocation_id, error=str(exc))
-            try:
-                state = revocation_of(self.warden, revocation_id)
-            except Exception:
-                state = {"revocation_id": revocation_id, "readback_status": None}
-            return {
-                **state,
-                "readback_error": found.body() if found is not None else {"error": "internal", "problem": str(exc)},
-                "written": False,
-            }
+        (``_committed.read_back_committed``): never an exception."""
+        return read_back_committed(self.warden, revocation_id, caller=caller, http=self.http_path)
 
     def _read_back_claimed(self, revocation_id: str) -> dict[str, Any] | None:
         # a scheduler's own runs: skipped while another process holds it

@@ -84,10 +84,20 @@ def deadline_event(spec: SinkSpec, row: dict[str, Any], last_error: str | None) 
 def record(core: Core, event: SinkReadbackRecorded, readback: dict[str, Any] | None = None) -> int:
     """Append ``event`` and, in the same transaction, update its read-back
     row (``readback``: ``Outbox.set_readback``'s fields; None leaves the row's
-    state as it is) and mark a final outcome's position. Its seq."""
+    state as it is) and mark a final outcome's position. Its seq.
+
+    One final outcome per read-back, whoever writes it: two writers can
+    read the same open read-back (the scheduler's sink job, a caller
+    waiting on the revocation, another node) and each find an outcome. The
+    first to commit is the record; the second, seeing it here under the
+    write lock, writes nothing and answers the first's position (its own
+    event, under the same id with another latency, would be refused)."""
     with core.transaction() as tx:
-        seq = tx.append([event])[0]
         outbox = tx.view.outbox()
+        settled = outbox.final_seq(event.revocation_id, event.sink)
+        if settled is not None:
+            return settled
+        seq = tx.append([event])[0]
         if readback is not None:
             outbox.set_readback(event.revocation_id, event.sink, **readback)
         if event.final:

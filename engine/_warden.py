@@ -18,6 +18,7 @@ from . import (
     _recall,
     _records,
     _reembed,
+    _restore,
     _revoking,
     _saving,
     _sink_acks,
@@ -98,6 +99,7 @@ class Warden(Core):
     import_log = _history.import_log
     migrate = _migrate.migrate
     backup = _backup.backup
+    reapply_erasures = _restore.reapply_erasures  # after a restore the engine did not make (pg_restore)
 
     def acting_as(self, caller: Principal) -> Acting:
         """This Warden as ``caller`` sees it: every operation with the caller

@@ -25,6 +25,7 @@ from ._errors import (
     TextErased,
     VersionConflict,
 )
+from ._files import FILE_MODE, FOLDER_MODE, private_file, private_folder, write_private
 from ._jsonl import JsonlEventLog, read_texts, read_verified, verify_export, verify_file, write_export
 from ._models import (
     EVENT_ADAPTER,
@@ -86,6 +87,8 @@ __all__ = [
     "DATABASE_ERRORS",
     "EVENT_ADAPTER",
     "EVENT_TYPES",
+    "FILE_MODE",
+    "FOLDER_MODE",
     "GENESIS_HASH",
     "MAX_DURATION",
     "ROW_COLUMNS",
@@ -162,6 +165,8 @@ __all__ = [
     "new_id",
     "parse_duration",
     "parse_ts",
+    "private_file",
+    "private_folder",
     "read_texts",
     "read_verified",
     "redacted",
@@ -179,6 +184,7 @@ __all__ = [
     "version_number",
     "version_value",
     "write_export",
+    "write_private",
 ]
 
 

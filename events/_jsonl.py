@@ -19,6 +19,7 @@ import structlog
 from ._append import Existing, prepare_batch
 from ._canonical import canonical_json, content_checksum
 from ._errors import LogDamaged
+from ._files import write_private
 from ._models import Event
 from ._recorded import (
     EMPTY_HEAD,
@@ -240,7 +241,7 @@ def write_export(records: Iterable[RecordedEvent], path: str | Path, texts: Iter
     target = Path(path)
     tmp = target.with_name(target.name + ".partial")
     count = 0
-    with open(tmp, "wb") as fh:
+    with write_private(tmp) as fh:  # every text it holds: its owner's to read alone
         for record in records:
             fh.write(record.to_json_line().encode("utf-8") + b"\n")
             count += 1

@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 
 from ._append import Existing, PublishingWrite, check_imported, prepare_batch
 from ._errors import LogDamaged, StorageError, StoreDamaged, StoreFailed, StoreUnavailable
+from ._files import private_file
 from ._heap import trim_heap
 from ._log_reads import LogReads
 from ._models import Event
@@ -130,6 +131,7 @@ def connect(
     """Open a connection the way every memwarden connection is opened."""
     if synchronous not in _SYNCHRONOUS:
         raise ValueError(f"synchronous: {synchronous!r} is not OFF, NORMAL, FULL or EXTRA")
+    _create_private(path)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -152,6 +154,18 @@ def connect(
     # the OS's page cache, shared). mmap_mb=0 turns it off.
     conn.execute(f"PRAGMA mmap_size={int(mmap_mb) * 1024 * 1024}")
     return conn
+
+
+def _create_private(path: str | Path) -> None:
+    """A new store's file, made private before SQLite writes to it (its
+    write-ahead files take its mode); one in memory or named by a URI is
+    SQLite's to make. A file that cannot be made here is left for SQLite,
+    whose error names the problem as it always has."""
+    name = str(path)
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return
+    with suppress(OSError):
+        private_file(name)
 
 
 def legacy_tenants(conn: sqlite3.Connection, lock: threading.RLock | None = None) -> LegacyTenants:

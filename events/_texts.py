@@ -150,6 +150,14 @@ class TextStore:
         ).fetchone()
         return int(row[0]) if row else 0
 
+    def erasure_marks(self) -> list[tuple[str, str, int]]:
+        """Every erased memory's mark, (tenant, memory_id, last version
+        erased), in key order: what a store knows it must never serve again."""
+        rows = self.conn.execute(
+            "SELECT tenant, memory_id, through_version FROM erased_texts ORDER BY tenant, memory_id"
+        ).fetchall()
+        return [(str(t), str(m), int(v)) for t, m, v in rows]
+
     def on_append(self, conn: Any, events: Sequence[RecordedEvent]) -> None:
         """The log's subscriber, inside every append's transaction: a
         ``memory.erased`` destroys the texts of the versions it names, up to

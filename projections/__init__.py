@@ -56,7 +56,7 @@ from ._selector import (
 )
 from ._sql_outbox import Outbox
 from ._sql_view import SQLView
-from ._sqlite_store import SQLiteStore, private_view
+from ._sqlite_store import SQLiteStore, copy_store_file, private_view
 from ._sqlite_view import SQLiteView
 from ._stats import COUNTERS, StatsProjection
 from ._text_index import purge_text_index, text_index_levels
@@ -115,6 +115,7 @@ __all__ = [
     "ViewWriter",
     "Write",
     "blocking_revocation",
+    "copy_store_file",
     "default_projections",
     "fetched_at",
     "fold_memory",

@@ -253,6 +253,13 @@ class Outbox:
         ).fetchall()
         return [_readback(r) for r in rows]
 
+    def final_seq(self, revocation_id: str, sink: str) -> int | None:
+        """The log position of the sink's final outcome for the revocation, once recorded."""
+        row = self.conn.execute(
+            "SELECT final_seq FROM sink_readbacks WHERE revocation_id = ? AND sink = ?", (revocation_id, sink)
+        ).fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
     def set_final(self, revocation_id: str, sink: str, seq: int) -> None:
         self.conn.execute(
             "UPDATE sink_readbacks SET final_seq = ? WHERE revocation_id = ? AND sink = ?", (seq, revocation_id, sink)
@@ -304,9 +311,11 @@ class Outbox:
         next_at: float,
         checked_at: str,
     ) -> None:
+        # a read-back whose final outcome is recorded is settled: a writer
+        # that read it before that (another node, a caller waiting) leaves it
         self.conn.execute(
             "UPDATE sink_readbacks SET status = ?, latency_ms = ?, leaked_ids = ?, attempts = attempts + 1, "
-            "next_at = ?, checked_at = ?, detail = ? WHERE revocation_id = ? AND sink = ?",
+            "next_at = ?, checked_at = ?, detail = ? WHERE revocation_id = ? AND sink = ? AND final_seq IS NULL",
             (
                 status,
                 latency_ms,

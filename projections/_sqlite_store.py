@@ -25,6 +25,7 @@ from memwarden.events import (
     TextStore,
     WriteTransaction,
     migrate_blobs,
+    private_file,
     translated,
 )
 from memwarden.events.sqlite import sqlite_failure
@@ -111,6 +112,7 @@ class SQLiteStore:
         backup, in steps so that writers are held up for a step at most;
         the head the copy holds. A failure is an OSError naming it."""
         try:
+            private_file(target)  # before SQLite writes a page (its journal takes the file's mode)
             src = sqlite3.connect(self.path)
             try:
                 dst = sqlite3.connect(target)
@@ -270,6 +272,30 @@ def _claim(lock: threading.Lock) -> Iterator[bool]:
     finally:
         if held:
             lock.release()
+
+
+def copy_store_file(source: str | Path, target: str | Path) -> None:
+    """Copy the SQLite store in ``source`` into ``target`` (made private
+    first) page by page with SQLite's backup API; ``source`` is only read.
+    ``ValueError`` when ``source`` holds no memwarden log, ``OSError``
+    naming what SQLite met otherwise. A plain connection to ``source``: its
+    close leaves no ``-wal`` or ``-shm`` beside a backup (a read-only one
+    would, being unable to remove them)."""
+    try:
+        src = sqlite3.connect(str(source))
+        try:
+            if src.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone() is None:
+                raise ValueError(f"{source} holds no memwarden log: not a backup of a store")
+            private_file(target)  # before SQLite writes a page
+            dst = sqlite3.connect(str(target))
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except sqlite3.Error as exc:
+        raise OSError(f"{source}: {exc}") from None
 
 
 def private_view(

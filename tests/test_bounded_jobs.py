@@ -107,10 +107,11 @@ def test_a_committed_revocation_is_answered_whatever_its_read_back_meets(
     save_memory(warden, "w")
     jobs = Scheduler(warden)
 
-    def refused(revocation_id: str, *, caller: Any) -> dict[str, Any]:
+    def refused(core: Any, revocation_id: str, *, caller: Any, http: Any = None) -> dict[str, Any]:
         raise InvalidInput("text", "must be at most 1000 characters")
 
-    monkeypatch.setattr(jobs, "read_back", refused)
+    # the one read-back every waiting caller's answer runs (the scheduler's, the faces')
+    monkeypatch.setattr("memwarden.engine._committed.read_back", refused)
     rev = warden.revoke({"ids": ["w"]}, reason="x", caller=OPERATOR)
     answered = jobs.read_back_committed(rev.revocation_id, caller=OPERATOR)
     assert answered["revocation_id"] == rev.revocation_id and answered["readback_status"] is None

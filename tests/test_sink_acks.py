@@ -26,7 +26,7 @@ from memwarden.engine.faces.http import create_app
 from standardwebhooks import Webhook
 
 from .sink_receiver import Receiver, new_secret
-from .test_sinks import LOOPBACK, receiver, save_n
+from .test_sinks import LOOPBACK, notice_of, receiver, save_n
 
 __all__ = ["receiver"]  # the fixture, shared
 
@@ -84,7 +84,7 @@ def test_an_ack_that_leaves_ids_out_is_a_leak_of_exactly_those(w: Warden, receiv
     assert line["status"] == "leaked" and line["leaked_ids"] == [ids[1], ids[4]]
     assert recorded(w) == [("leaked", False, [ids[1], ids[4]])]
     # a later acknowledgement (a callback) of the rest: confirmed
-    body, headers = receiver.ack(f"ntc_{result.seq:012d}", {"acme": [ids[1], ids[4]]})
+    body, headers = receiver.ack(notice_of(w, result.seq), {"acme": [ids[1], ids[4]]})
     assert w.sink_ack("index", body, headers, caller=OPERATOR)["removed"] == {"acme": [ids[1], ids[4]]}
     assert states(w, result.revocation_id)["index"]["status"] == "confirmed"
     assert recorded(w)[-1] == ("confirmed", True, [])
@@ -108,7 +108,7 @@ def test_a_callback_ack_over_http_needs_no_key_and_a_forged_or_replayed_one_is_r
         assert refused.json()["field"] == "webhook-signature"
         stranger = Receiver(new_secret())  # signed with another secret
         try:
-            other_body, other_headers = stranger.ack(f"ntc_{result.seq:012d}", {"acme": ids})
+            other_body, other_headers = stranger.ack(notice_of(w, result.seq), {"acme": ids})
         finally:
             stranger.stop()
         assert client.post(url, content=other_body, headers=other_headers).status_code == 401
@@ -117,7 +117,7 @@ def test_a_callback_ack_over_http_needs_no_key_and_a_forged_or_replayed_one_is_r
         assert states(w, result.revocation_id)["index"]["status"] == "unreachable"  # nothing accepted
         accepted = client.post(url, content=body, headers=headers)
         assert accepted.status_code == 200, accepted.text
-        assert accepted.json()["notice_id"] == f"ntc_{result.seq:012d}"
+        assert accepted.json()["notice_id"] == notice_of(w, result.seq)
         replayed = client.post(url, content=body, headers=headers)
         assert replayed.status_code == 401 and replayed.json()["field"] == "webhook-id"
         missing = client.post(url, content=body, headers={"content-type": "application/json"})

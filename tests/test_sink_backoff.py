@@ -16,7 +16,7 @@ from memwarden.engine import OPERATOR, Scheduler, SharedBackoff, SinkWorker, War
 from memwarden.events import FrozenClock
 
 from .sink_receiver import Receiver
-from .test_sinks import LOOPBACK, receiver, save_n
+from .test_sinks import LOOPBACK, notice_of, receiver, save_n
 
 __all__ = ["receiver"]  # the fixture, shared
 
@@ -133,7 +133,7 @@ def test_the_dead_letter_still_comes_after_the_bound_each_wait_the_hosts(
             clock.advance(timedelta(seconds=until - now))
         assert waits == pytest.approx([5, 8, 8])  # doubling from retry_base, up to retry_ceiling, in the shared state
         dead = w.sink_notices(sink="index", state="dead", caller=OPERATOR)
-        assert [n["notice_id"] for n in dead] == [f"ntc_{first.seq:012d}"] and dead[0]["attempts"] == 3
+        assert [n["notice_id"] for n in dead] == [notice_of(w, first.seq)] and dead[0]["attempts"] == 3
         # the line goes on behind it once the host may be tried, and the host is cleared
         assert worker.deliver(w.sinks[0])["delivered"] == 1
         assert [n["revocation_id"] for n in receiver.applied][-1] == second.revocation_id

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from .backends import Backend
 from .conftest import Cli
 from .sink_receiver import Receiver
-from .test_sinks import LOOPBACK, prefix, receiver, redis_server, save_n, sink_table
+from .test_sinks import LOOPBACK, notice_of, prefix, receiver, redis_server, save_n, sink_table
 
 __all__ = ["prefix", "receiver", "redis_server"]  # the fixtures, shared
 
@@ -75,7 +75,7 @@ def test_each_sinks_confirmed_read_back_is_recorded_once_in_the_log(
     for o in found:
         assert o["stream"] == result.revocation_id and o["revocation_id"] == result.revocation_id
         assert o["covered"] == 5 and o["latency_ms"] >= 0 and o["leaked_ids"] == []
-        assert o["notice_id"] == f"ntc_{result.seq:012d}"
+        assert o["notice_id"] == notice_of(clocked, result.seq)
         assert states[o["sink"]]["final_seq"] == o["seq"]  # the side table points at its event
     # read back again, and past the deadline: nothing more is written
     clocked.settle_sinks(result.revocation_id, caller=OPERATOR)

@@ -16,7 +16,17 @@ from memwarden.engine.faces.http import create_app
 
 from .conftest import Cli
 from .sink_receiver import Receiver
-from .test_sinks import open_warden, policy_file, prefix, receiver, redis_server, save_args, save_n, sink_table
+from .test_sinks import (
+    notice_of,
+    open_warden,
+    policy_file,
+    prefix,
+    receiver,
+    redis_server,
+    save_args,
+    save_n,
+    sink_table,
+)
 
 __all__ = ["prefix", "receiver", "redis_server"]  # the fixtures, shared
 
@@ -108,7 +118,7 @@ def test_the_http_api_lists_tests_and_redelivers_for_security_keys(app: Any) -> 
         "cache": ("confirmed", 10),
         "index": ("confirmed", 10),
     }
-    notice = f"ntc_{answer['seq']:012d}"
+    notice = notice_of(w, answer["seq"])
     redelivered = client.post("/v1/sinks/redeliver", json={"notice_id": notice}, headers=security).json()
     assert redelivered["requeued"] == 2
     refused = client.post("/v1/sinks/redeliver", json={"notice_id": "x"}, headers=security)

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 import click
-from memwarden.engine import OPERATOR, Scheduler, Warden, readback_records
+from memwarden.engine import OPERATOR, Warden, read_back_committed, readback_records, settle_committed
 
 from ._cli_common import VERSION, Group, cli, emit, json_option, scope_options, with_warden
 from ._cli_output import plural, table
@@ -80,7 +80,7 @@ def revoke(
         f" directly, {result.cascaded:,} drawn from them invalidated"
     )
     if wait:
-        readback = Scheduler(warden).read_back_committed(result.revocation_id, caller=OPERATOR)
+        readback = read_back_committed(warden, result.revocation_id, caller=OPERATOR)
         data["readback"] = {
             k: readback.get(k)
             for k in ("readback_status", "readback_latency_ms", "still_visible", "leaked_ids", "readback_error")
@@ -93,8 +93,11 @@ def revoke(
         if readback.get("leaked_ids"):
             text += f"; still visible: {', '.join(readback['leaked_ids'])}"
         if warden.sinks:  # the copies outside memwarden, as they stand after one try
-            data["sinks"] = warden.settle_sinks(result.revocation_id, caller=OPERATOR)
+            data["sinks"], problem = settle_committed(warden, result.revocation_id, caller=OPERATOR)
             text += "".join(f"\n{sink_text(s)}" for s in data["sinks"])
+            if problem is not None:  # committed all the same: said, never a refusal
+                data["sinks_error"] = problem
+                text += f"\nsinks could not be tried now: {problem.get('problem')}"
     emit(data, as_json, text)
     if wait and data["readback"]["readback_status"] != "confirmed":
         sys.exit(1)

@@ -9,8 +9,9 @@ import threading
 
 import click
 from memwarden.engine import OPERATOR, Scheduler, Warden
+from memwarden.engine import restore as restore_store
 
-from ._cli_common import Group, _refuse_damaged, cli, emit, json_option, with_warden
+from ._cli_common import Group, State, _refuse_damaged, cli, emit, json_option, with_warden
 from ._cli_output import table
 from ._fair import PER_LANE
 from ._http_server import HEAD_TIMEOUT_S, MAX_CONNECTIONS
@@ -158,6 +159,45 @@ def backup(warden: Warden, file: str, as_json: bool) -> None:
     """Copy the SQLite store to FILE while the server writes (PostgreSQL: use pg_dump)."""
     data = warden.backup(file, caller=OPERATOR)
     emit(data, as_json, f"backup of seq {data['head_seq']} in {data['file']} ({data['bytes']:,} bytes)")
+
+
+@cli.command()
+@click.argument("backup_file", metavar="BACKUP", type=click.Path(dir_okay=False))
+@json_option
+@click.pass_obj
+def restore(state: State, backup_file: str, as_json: bool) -> None:
+    """Put BACKUP (made by `memwarden backup`) in place of the --db store,
+    re-applying every erasure the store it replaces knew of (stop the
+    server first; PostgreSQL: pg_restore, then reapply-erasures)."""
+    state.close()  # this process's own connection to the store is not one that holds it
+    data = restore_store(state.db, backup_file)
+    again = data["erasures_reapplied"] + data["erasure_marks_carried"]
+    text = f"restored {data['backup']} (head seq {data['head_seq']}) in place of {data['file']}"
+    if not data["replaced"]:
+        text += "; there was no store to replace, so no erasure recorded since the backup could be re-applied"
+    elif again:
+        text += f"; re-applied {data['erasures_reapplied']} erasures made since the backup"
+        if data["erasure_marks_carried"]:
+            text += f" (and {data['erasure_marks_carried']} of versions the backup does not hold)"
+    emit(data, as_json, text)
+
+
+@cli.command("reapply-erasures")
+@click.argument("replaced", metavar="STORE")
+@json_option
+@with_warden
+def reapply_erasures(warden: Warden, replaced: str, as_json: bool) -> None:
+    """Erase again in the --db store everything STORE (the store it
+    replaces: a URL or file) knew was erased: after a pg_restore of a dump."""
+    data = warden.reapply_erasures(replaced, caller=OPERATOR)
+    emit(
+        data,
+        as_json,
+        f"re-applied {data['erasures_reapplied']} erasures of {data['replaced']}"
+        + (
+            f" (and {data['erasure_marks_carried']} of versions not held here)" if data["erasure_marks_carried"] else ""
+        ),
+    )
 
 
 @cli.command("mcp")

@@ -26,8 +26,10 @@ from memwarden.engine import (
     Scheduler,
     Warden,
     metrics,
+    read_back_committed,
     readback_records,
     refuse_local_source,
+    settle_committed,
 )
 from starlette.concurrency import run_in_threadpool
 
@@ -260,7 +262,9 @@ def create_app(
         if body.wait:
             data["readback"] = read_back_now(result.revocation_id, who)
             if warden.sinks:  # the copies outside memwarden, as they stand after one try
-                data["sinks"] = warden.settle_sinks(result.revocation_id, caller=who)
+                data["sinks"], problem = settle_committed(warden, result.revocation_id, caller=who)
+                if problem is not None:  # committed all the same: said beside the lines
+                    data["sinks_error"] = problem
         return data
 
     @app.post("/v1/revocations/dry-run", tags=["security"], **documented(R.RevocationPreview))
@@ -364,8 +368,7 @@ def create_app(
         """A committed revocation's read-back, for a caller waiting on it: its
         record, or the state it is in when the read-back could not run now
         (the scheduler goes on trying)."""
-        readback = Scheduler(warden, http_path=http_path)
-        return readback.read_back_committed(revocation_id, caller=who)
+        return read_back_committed(warden, revocation_id, caller=who, http=http_path)
 
     install_console(app, warden, keys, read_back=read_back_now)
 

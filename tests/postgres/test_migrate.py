@@ -10,6 +10,11 @@ from memwarden.engine._keys import KeyStore
 from memwarden.events import FrozenClock
 
 from ..conftest import START, Cli, save_memory
+from ..sink_receiver import Receiver
+from ..test_notice_ids import hook, revoke_and_deliver
+from ..test_sinks import LOOPBACK, receiver, save_n
+
+__all__ = ["receiver"]  # the fixture, shared
 
 KOREAN = "서울 본사의 3분기 매출은 12% 증가했다"
 
@@ -73,3 +78,23 @@ def _every(w: Warden) -> list:
     for tenant in ("t0", "t1", "t2"):
         views += w.query(tenant=tenant, include_unusable=True, limit=1000, caller=OPERATOR)
     return views
+
+
+def test_a_backup_moved_to_postgresql_hands_out_notice_ids_never_used(
+    tmp_path: Path, pg_url: str, receiver: Receiver
+) -> None:
+    """A backup migrated to PostgreSQL goes on from the backup's seqs, which
+    the SQLite store it was taken from had handed out since: the notices
+    written there are new ones to a receiver that keeps the ids it saw."""
+    live, backup = tmp_path / "live.db", tmp_path / "backup.db"
+    with Warden(live, sinks=hook(receiver), fetchers=LOOPBACK) as w:
+        ids = save_n(w, 2)
+        receiver.hold("acme", ids)
+        w.backup(backup, caller=OPERATOR)
+        moved_at = revoke_and_deliver(w, ids[0])
+    with Warden(backup) as w:
+        assert w.migrate(pg_url, caller=OPERATOR)["same_head"]
+    with Warden(pg_url, sinks=hook(receiver), fetchers=LOOPBACK) as w:
+        assert revoke_and_deliver(w, ids[1]) == moved_at  # the same seq, handed out again
+    assert receiver.duplicates == 0 and len({n["notice_id"] for n in receiver.applied}) == 2
+    assert receiver.held["acme"] == set()
