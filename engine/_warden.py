@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from . import (
 from ._core import Core
 from ._memories import Acting
 from ._rights import Principal, authorize, tenants_seen
+from ._tokens import Positions, Tokens, store_tokens
 from ._views import DueItem
 
 
@@ -104,6 +106,16 @@ class Warden(Core):
         named once (``memwarden.engine.Memories``, which the HTTP client
         implements too)."""
         return Acting(self, caller)
+
+    @functools.cached_property
+    def tokens(self) -> Tokens:
+        """The store's consistency tokens (``_tokens``): its secret, read or made once."""
+        return store_tokens(self)
+
+    def positions(self, caller: Principal) -> Positions:
+        """Log positions as ``caller`` is given them: seqs, or for a caller
+        that may not read the log, tokens (``_tokens``)."""
+        return Positions(caller, lambda: self.tokens)
 
     def scan_records(self, path: str | Path, *, caller: Principal) -> list[DueItem]:
         """What the article's scan prints for a file of records (nothing is written)."""
