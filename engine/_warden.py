@@ -26,6 +26,7 @@ from . import (
     _verify,
 )
 from ._core import Core
+from ._errors import InvalidInput
 from ._memories import Acting
 from ._rights import Principal, authorize, tenants_seen
 from ._tokens import Positions, Tokens, store_tokens
@@ -149,6 +150,13 @@ class Warden(Core):
 
     def events_after(self, after: int, limit: int, *, caller: Principal) -> list[dict[str, Any]]:
         """Up to ``limit`` events after seq ``after``, as envelopes (the feed
-        downstream caches follow)."""
+        downstream caches follow). An ``after`` beyond the head is refused at
+        once: it is no cursor of this log (a store restored from an older
+        backup, or a mistake), and a long-poll on it would wait its whole time."""
         authorize(caller, "review")
+        head = self.log.head().seq
+        if after > head:
+            raise InvalidInput(
+                "after", f"is beyond the log's head, seq {head}: no such position in this log; follow on from the head"
+            )
         return [e.envelope() for e in self.log.read(after_seq=after, until_seq=after + limit)]

@@ -264,18 +264,27 @@ class McpAuth:
     def __init__(self, app: ASGIApp, keys: KeyStore, routes: list[BaseRoute]) -> None:
         self.app = app
         self.keys = keys
-        self.routes = routes
+        self.routes = _flat(routes)
+
+    def allowed(self, scope: Scope) -> list[str]:
+        """The methods of the resource the path names: the routes of the
+        first path template that matches it, as the router chose it. Not
+        every template that matches: ``/v1/memories/x/verify`` is the verify
+        route (POST), though a memory id may also end in ``/verify`` (GET
+        ``/v1/memories/{id}``), and ``Allow`` lists what the API documents there."""
+        resource: str | None = None
+        methods: set[str] = set()
+        for route in self.routes:
+            if route.matches(scope)[0] is Match.NONE:
+                continue
+            resource = resource or route.path
+            if route.path == resource:
+                methods.update(route.methods or ())
+        return sorted(methods)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("path") != "/mcp":
-            allowed = sorted(
-                {
-                    method
-                    for route in self.routes
-                    if isinstance(route, Route) and route.matches(scope)[0] is Match.PARTIAL
-                    for method in (route.methods or ())
-                }
-            )
+            allowed = self.allowed(scope)
             if allowed:
                 await _answer(
                     send,
@@ -295,6 +304,19 @@ class McpAuth:
                 await _answer(send, 401, "unauthorized", "x-api-key", "a valid x-api-key header is required")
                 return
         await self.app(scope, receive, send)
+
+
+def _flat(routes: list[BaseRoute]) -> list[Route]:
+    """Every route in the order the router tries them, those of an included
+    router (the console's) among them: FastAPI keeps an included router
+    whole (``original_router``), its routes' paths already prefixed."""
+    flat: list[Route] = []
+    for route in routes:
+        if isinstance(route, Route):
+            flat.append(route)
+        elif (included := getattr(route, "original_router", None)) is not None:
+            flat.extend(_flat(list(included.routes)))
+    return flat
 
 
 async def _answer(
