@@ -25,6 +25,17 @@ log = structlog.get_logger("memwarden.http")
 # a seq in a query: bounded so that it always fits SQLite's integers
 Seq = Annotated[int, Query(ge=0, le=2**62)]
 
+# a read's min_seq: the positions earlier answers gave (``memwarden.engine._tokens``), checked
+# by the engine's ``Positions``, which names the field
+MinSeq = Annotated[
+    list[str] | None,
+    Query(
+        description="at least as fresh as these: the seq an earlier answer gave (a consistency token, "
+        "mwt_..., for an agent key; security and auditor keys may give seqs). Repeat it for several "
+        "(at most 32): the read waits for the newest",
+    ),
+]
+
 
 # a body past this many bytes is large: one at a time is read, parsed and
 # served (the rest wait their turn), so that the server's peak memory is
@@ -161,6 +172,18 @@ def principal(request: Request) -> Principal:
     return found
 
 
+def optional_caller(request: Request) -> Principal | None:
+    """The caller a request's key names (``x-api-key``, or ``Authorization:
+    Bearer``, as Prometheus sends a credential), or None without a valid
+    one: for the operator's endpoints, whose answer is for anyone and whose
+    figures are for staff."""
+    key = request.headers.get("x-api-key")
+    if key is None:
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+        key = credentials.strip() if scheme.lower() == "bearer" else None
+    return request.app.state.keys.authenticate(key) if key else None
+
+
 API_KEY = APIKeyHeader(name="x-api-key", auto_error=False, description="An API key: `memwarden keys create`.")
 
 
@@ -185,8 +208,9 @@ def answered(exc: BaseException, path: str) -> JSONResponse:
     elif found.status in (401, 403):
         log.warning("denied", status=found.status, path=path, reason=found.problem)
     response = JSONResponse(found.body(), status_code=found.status)
-    if found.code == "stale_view":
+    if found.code == "stale_view" and not found.details.get("ahead"):
         # the caller knows of a seq this view has not applied: worth retrying shortly
+        # (not one beyond the log's head, which no wait brings)
         response.headers["Retry-After"] = "1"
     return response
 
