@@ -33,18 +33,16 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 
+from ._core import Core
 from ._errors import InvalidInput, StaleView
 from ._limits import Page
 from ._rights import Principal, may
 from ._views import Found, MemoryView, SaveResult, VerifyResult
-
-if TYPE_CHECKING:
-    from ._core import Core
 
 TOKEN_PREFIX = "mwt_"
 _TOKEN = re.compile(r"mwt_[A-Za-z0-9_-]{48}")  # 12 bytes of nonce, 8 of seq, 16 of tag
