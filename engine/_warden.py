@@ -154,9 +154,9 @@ class Warden(Core):
         once: it is no cursor of this log (a store restored from an older
         backup, or a mistake), and a long-poll on it would wait its whole time."""
         authorize(caller, "review")
-        head = self.log.head().seq
-        if after > head:
+        events = [e.envelope() for e in self.log.read(after_seq=after, until_seq=after + limit)]
+        if not events and after > (head := self.log.head().seq):  # asked only of an empty answer
             raise InvalidInput(
                 "after", f"is beyond the log's head, seq {head}: no such position in this log; follow on from the head"
             )
-        return [e.envelope() for e in self.log.read(after_seq=after, until_seq=after + limit)]
+        return events
