@@ -29,6 +29,7 @@ from memwarden.engine import (
     DueItem,
     ErasureResult,
     Found,
+    InvalidInput,
     MemoryView,
     RevocationResult,
     SaveResult,
@@ -129,9 +130,12 @@ class _Base:
             data = {"error": "error", "problem": response.text[:500]}
         if response.status_code >= 400:
             refused = refusal_from(response.status_code, data)
-            if isinstance(refused, StaleView) and refused.ahead and added:
-                # positions beyond the log's head (a restored store, or a server that gave
-                # a false one): no read would ever be answered with them
+            ahead = isinstance(refused, StaleView) and refused.ahead
+            unknown = isinstance(refused, InvalidInput) and refused.field == "min_seq"
+            if added and (ahead or unknown):
+                # positions beyond the log's head (a store restored from an older backup),
+                # or that this store did not issue (another store behind the same address):
+                # no read would ever be answered with them, so they cost this one read
                 self._forget(added)
             raise refused
         if not 200 <= response.status_code < 300:

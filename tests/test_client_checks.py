@@ -11,12 +11,13 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from memwarden.client import AsyncClient, Client, UntrustedAnswer
-from memwarden.engine import StaleView, Warden
+from memwarden.engine import InvalidInput, StaleView, Warden
 from memwarden.engine._tokens import is_token
 
 from .test_client import CLIENTS, fields
@@ -176,12 +177,20 @@ def test_a_redirect_is_followed_only_within_the_origin() -> None:
                 mw.save(**fields("m1"))
 
 
-def test_a_position_beyond_the_head_costs_one_read_then_is_forgotten(live: Server) -> None:
-    """A server that answers a save with a position its log does not hold
-    (a store restored from an older backup, or a false server): the next
-    read is refused once, at once, and the client drops it."""
-    with Warden(live.db) as w:
-        ahead = w.tokens.issue(live.head() + 10**6)
+@pytest.mark.parametrize("kept", ["ahead", "foreign"])
+def test_a_position_no_read_can_honour_costs_one_read_then_is_forgotten(
+    live: Server, kept: str, tmp_path: Path
+) -> None:
+    """A save answered with a position the store cannot honour: one beyond
+    its log's head (a store restored from an older backup, or a false
+    server), or one another store issued (another store behind the same
+    address). The next read is refused once, at once, and the client drops it."""
+    if kept == "ahead":
+        with Warden(live.db) as w:
+            bad = w.tokens.issue(live.head() + 10**6)
+    else:
+        with Warden(tmp_path / "another.db") as other:
+            bad = other.tokens.issue(1)
 
     class Rewrites(httpx.BaseTransport, httpx.AsyncBaseTransport):
         def __init__(self) -> None:
@@ -190,7 +199,7 @@ def test_a_position_beyond_the_head_costs_one_read_then_is_forgotten(live: Serve
         def rewritten(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
             if request.method != "POST":
                 return response
-            body = {**json.loads(response.content), "seq": ahead}
+            body = {**json.loads(response.content), "seq": bad}
             return httpx.Response(response.status_code, json=body, request=request)
 
         def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -206,10 +215,12 @@ def test_a_position_beyond_the_head_costs_one_read_then_is_forgotten(live: Serve
     for kind, connect in CLIENTS.items():
         with connect(live.url, live.keys["agent"], transport=Rewrites()) as mw:
             memory_id = f"ahead-{kind}-{uuid.uuid4().hex[:6]}"
-            assert mw.save(**fields(memory_id)).seq == ahead and mw.positions == (ahead,)
-            with pytest.raises(StaleView) as refused:
+            assert mw.save(**fields(memory_id)).seq == bad and mw.positions == (bad,)
+            with pytest.raises(StaleView if kept == "ahead" else InvalidInput) as refused:
                 mw.get(memory_id)
-            assert refused.value.ahead is True and "no wait brings it" in str(refused.value)
+            assert refused.value.field == "min_seq"
+            if kept == "ahead":
+                assert refused.value.ahead is True and "no wait brings it" in str(refused.value)
             assert mw.positions == ()
             assert mw.get(memory_id).usable, "the next read is answered"
 
