@@ -1,6 +1,7 @@
 """Each operation of ``memwarden.engine.Memories`` as an HTTP call: the
-request it sends and how its answer becomes the engine's own result. Written
-once, run by the blocking and the asyncio client alike."""
+request it sends and how its answer becomes the engine's own result, once
+``_checks`` has found it is the answer to that request. Written once, run
+by the blocking and the asyncio client alike."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from memwarden.engine import DueItem, ErasureResult, Found, MemoryView, RevocationResult, SaveResult, VerifyResult
+from memwarden.engine import DueItem, ErasureResult, Found, RevocationResult, SaveResult, VerifyResult
+from memwarden.engine._tokens import Position
 from memwarden.events import format_ts
+
+from . import _checks as checks
 
 # what the answer of an HTTP call becomes
 Parse = Callable[[Any], Any]
@@ -22,8 +26,9 @@ Parse = Callable[[Any], Any]
 class Call:
     """One request. ``idempotent``: sending it twice does what sending it
     once does, so a lost answer may be retried; ``fresh``: a read that takes
-    ``min_seq`` (the client adds the seq of its last write); ``wrote``: the
-    answer's seqs move the client's seq forward."""
+    ``min_seq`` in its query (``fresh_body``: in its body; the client adds
+    the positions of its last writes where none is given); ``wrote``:
+    the positions the answer gives, in the log's order (the client keeps the last)."""
 
     method: str
     path: str
@@ -32,7 +37,8 @@ class Call:
     body: Any = None
     idempotent: bool = False
     fresh: bool = False
-    wrote: Callable[[Any], list[int]] | None = None
+    fresh_body: bool = False  # a read that takes min_seq in its body (a search: a POST)
+    wrote: Callable[[Any], list[Position]] | None = None
 
 
 def _path(memory_id: str) -> str:
@@ -98,30 +104,55 @@ def save_body(fields: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _seq(answer: Any) -> list[int]:
-    return [answer["seq"]] if isinstance(answer, dict) and isinstance(answer.get("seq"), int) else []
+def _seq(answer: Any) -> list[Position]:
+    """The answer's own position (``seq``), which it must give."""
+    return [checks.position(checks.obj(answer).get("seq"))]
+
+
+def _tenant(body: Mapping[str, Any]) -> Any:
+    scope = body.get("scope")
+    return scope.get("tenant") if isinstance(scope, dict) else None
+
+
+def _saved(answer: Any, body: Mapping[str, Any], where: str = "answer") -> SaveResult:
+    """A save's answer: the memory and tenant the body named, at a position a server can issue."""
+    result = checks.record(SaveResult, answer, where)
+    checks.same(answer, "memory_id", body.get("memory_id"), where)
+    checks.same(answer, "tenant", _tenant(body), where)
+    checks.position(result.seq, f"{where}.seq")
+    return result
 
 
 def save(fields: Mapping[str, Any]) -> Call:
-    return Call("POST", "/v1/memories", lambda a: SaveResult(**a), body=save_body(fields), idempotent=True, wrote=_seq)
+    body = save_body(fields)
+    return Call("POST", "/v1/memories", lambda a: _saved(a, body), body=body, idempotent=True, wrote=_seq)
+
+
+def _saved_many(answer: Any, bodies: list[dict[str, Any]]) -> list[SaveResult]:
+    saved = checks.items(answer, "saved")
+    if len(saved) != len(bodies):
+        raise checks.UntrustedAnswer("saved", f"holds {len(saved)} answers for the {len(bodies)} memories sent")
+    return [_saved(a, b, f"saved[{i}]") for i, (a, b) in enumerate(zip(saved, bodies, strict=True))]
 
 
 def save_many(memories: Iterable[Mapping[str, Any]]) -> Call:
+    bodies = [save_body(m) for m in memories]
     return Call(
         "POST",
         "/v1/memories/batch",
-        lambda a: [SaveResult(**s) for s in a["saved"]],
-        body={"memories": [save_body(m) for m in memories]},
+        lambda a: _saved_many(a, bodies),
+        body={"memories": bodies},
         idempotent=True,
-        wrote=lambda a: [s["seq"] for s in a.get("saved", [])],
+        # one transaction: a view that holds any of its events holds them all, the last the surest
+        wrote=lambda a: [checks.position(s.get("seq")) for s in checks.items(a, "saved")][-1:],
     )
 
 
-def get(memory_id: str, tenant: str | None, min_seq: int | None) -> Call:
+def get(memory_id: str, tenant: str | None, min_seq: Any) -> Call:
     return Call(
         "GET",
         f"/v1/memories/{_path(memory_id)}",
-        lambda a: MemoryView(**a),
+        lambda a: checks.view(a, tenant=tenant, memory_id=memory_id),
         params={"tenant": tenant, "min_seq": min_seq},
         idempotent=True,
         fresh=True,
@@ -155,18 +186,23 @@ def query(tenant: str, filters: Mapping[str, Any]) -> Call:
     params: dict[str, Any] = {"tenant": tenant}
     for name, value in filters.items():
         if value is not None:
-            params[QUERY_PARAMS[name]] = list(value) if name == "ids" else value
-    return Call(
-        "GET", "/v1/memories", lambda a: [MemoryView(**m) for m in a["memories"]], params, idempotent=True, fresh=True
-    )
+            params[QUERY_PARAMS[name]] = (
+                list(value) if name in ("ids", "min_seq") and not isinstance(value, str | int) else value
+            )
+    ids = params.get("ids")
+
+    def parse(answer: Any) -> list[Any]:
+        return checks.views(checks.items(answer, "memories"), tenant=tenant, ids=ids, key="memories")
+
+    return Call("GET", "/v1/memories", parse, params, idempotent=True, fresh=True)
 
 
-_FOUND_KEYS = ("score", "found_by", "similarity", "text_rank")
-
-
-def _found(answer: dict[str, Any]) -> Found:
-    view = MemoryView(**{k: v for k, v in answer.items() if k not in _FOUND_KEYS})
-    return Found(view, answer["score"], tuple(answer["found_by"]), answer.get("similarity"), answer.get("text_rank"))
+def _found(answer: Any, tenant: str, where: str) -> Found:
+    view = checks.view(answer, tenant=tenant, where=where)
+    score, found_by = answer.get("score"), answer.get("found_by")
+    if not isinstance(score, int | float) or not isinstance(found_by, list):
+        raise checks.UntrustedAnswer(f"{where}.score", "or found_by is missing")
+    return Found(view, score, tuple(found_by), answer.get("similarity"), answer.get("text_rank"))
 
 
 def search(tenant: str, query: str | None, vector: Any, options: Mapping[str, Any]) -> Call:
@@ -174,7 +210,23 @@ def search(tenant: str, query: str | None, vector: Any, options: Mapping[str, An
     body: dict[str, Any] = {"tenant": tenant, "query": query, "vector": list(vector) if vector is not None else None}
     body.update({k: list(v) if k == "weights" else v for k, v in options.items() if v is not None})
     body = {k: v for k, v in body.items() if v is not None}
-    return Call("POST", "/v1/memories/search", lambda a: [_found(r) for r in a["results"]], body=body, idempotent=True)
+
+    def parse(answer: Any) -> list[Found]:
+        return [_found(r, tenant, f"results[{i}]") for i, r in enumerate(checks.items(answer, "results"))]
+
+    return Call("POST", "/v1/memories/search", parse, body=body, idempotent=True, fresh_body=True)
+
+
+def _verified(answer: Any, memory_id: str, tenant: str | None) -> VerifyResult:
+    results = checks.items(answer, "results")
+    if len(results) != 1:
+        raise checks.UntrustedAnswer("results", f"holds {len(results)} answers for the one memory verified")
+    result = checks.record(VerifyResult, results[0], "results[0]")
+    checks.same(results[0], "memory_id", memory_id, "results[0]")
+    checks.same(results[0], "tenant", tenant, "results[0]")
+    if result.seq is not None:
+        checks.position(result.seq, "results[0].seq")
+    return result
 
 
 def verify(memory_id: str, tenant: str | None, accept: bool) -> Call:
@@ -183,21 +235,30 @@ def verify(memory_id: str, tenant: str | None, accept: bool) -> Call:
     return Call(
         "POST",
         f"/v1/memories/{_path(memory_id)}/verify",
-        lambda a: VerifyResult(**a["results"][0]),
+        lambda a: _verified(a, memory_id, tenant),
         params={"tenant": tenant, "accept": accept},
-        wrote=lambda a: [r["seq"] for r in a.get("results", []) if isinstance(r.get("seq"), int)],
+        wrote=lambda a: [checks.position(r["seq"]) for r in checks.items(a, "results") if r.get("seq") is not None],
     )
 
 
 def due(limit: int | None) -> Call:
-    return Call("GET", "/v1/due", lambda a: [DueItem(**d) for d in a["due"]], {"limit": limit}, idempotent=True)
+    def parse(answer: Any) -> list[DueItem]:
+        return [checks.record(DueItem, d, f"due[{i}]") for i, d in enumerate(checks.items(answer, "due"))]
+
+    return Call("GET", "/v1/due", parse, {"limit": limit}, idempotent=True)
+
+
+def _explained(answer: Any, memory_id: str, tenant: str | None) -> dict[str, Any]:
+    checks.same(checks.obj(answer), "memory_id", memory_id)
+    checks.same(answer, "tenant", tenant)
+    return answer
 
 
 def explain(memory_id: str, tenant: str | None, as_of: str | None) -> Call:
     return Call(
         "GET",
         f"/v1/memories/{_path(memory_id)}/explain",
-        lambda a: a,
+        lambda a: _explained(a, memory_id, tenant),
         {"tenant": tenant, "as_of": as_of},
         idempotent=True,
     )
@@ -206,52 +267,77 @@ def explain(memory_id: str, tenant: str | None, as_of: str | None) -> Call:
 def erase(memory_id: str | None, user: str | None, tenant: str | None, reason: str) -> Call:
     body = {"memory_id": memory_id, "user": user, "tenant": tenant, "reason": reason}
     return Call(
-        "POST", "/v1/erasures", lambda a: ErasureResult(**a), body={k: v for k, v in body.items() if v is not None}
+        "POST",
+        "/v1/erasures",
+        lambda a: checks.record(ErasureResult, a),
+        body={k: v for k, v in body.items() if v is not None},
     )
 
 
 def revoke(selector: Mapping[str, Any], reason: str) -> Call:
-    fields = RevocationResult.__dataclass_fields__
     return Call(
         "POST",
         "/v1/revocations",
-        lambda a: RevocationResult(**{k: a[k] for k in fields if k in a}),
+        lambda a: checks.record(RevocationResult, a),
         body={"selector": dict(selector), "reason": reason},
         wrote=_seq,
     )
 
 
 def preview_revocation(selector: Mapping[str, Any]) -> Call:
-    return Call("POST", "/v1/revocations/dry-run", lambda a: a, body={"selector": dict(selector), "reason": "dry run"})
+    return Call("POST", "/v1/revocations/dry-run", checks.obj, body={"selector": dict(selector), "reason": "dry run"})
 
 
 def revocation(revocation_id: str) -> Call:
-    return Call("GET", f"/v1/revocations/{quote(revocation_id, safe='')}", lambda a: a, idempotent=True)
+    def parse(answer: Any) -> dict[str, Any]:
+        checks.same(checks.obj(answer), "revocation_id", revocation_id)
+        return answer
+
+    return Call("GET", f"/v1/revocations/{quote(revocation_id, safe='')}", parse, idempotent=True)
 
 
 def revocations(limit: int, offset: int) -> Call:
-    return Call("GET", "/v1/revocations", lambda a: a["revocations"], {"limit": limit, "offset": offset}, True)
+    return Call(
+        "GET", "/v1/revocations", lambda a: checks.items(a, "revocations"), {"limit": limit, "offset": offset}, True
+    )
 
 
 def set_policy(policy: str, version: int | str) -> Call:
+    def parse(answer: Any) -> Position | None:
+        checks.same(checks.obj(answer), "policy", policy)
+        seq = answer.get("seq")
+        return None if seq is None else checks.position(seq)
+
     return Call(
-        "POST", f"/v1/policies/{quote(policy, safe='')}", lambda a: a["seq"], body={"version": version}, wrote=_seq
+        "POST",
+        f"/v1/policies/{quote(policy, safe='')}",
+        parse,
+        body={"version": version},
+        # the version already current writes nothing: no position to read after
+        wrote=lambda a: [] if checks.obj(a).get("seq") is None else _seq(a),
     )
 
 
 def policies() -> Call:
-    return Call("GET", "/v1/policies", lambda a: a["policies"], idempotent=True)
+    return Call("GET", "/v1/policies", lambda a: checks.obj(checks.obj(a).get("policies"), "policies"), idempotent=True)
 
 
 def tenants() -> Call:
-    return Call("GET", "/v1/tenants", lambda a: a["tenants"], idempotent=True)
+    return Call("GET", "/v1/tenants", lambda a: checks.items(a, "tenants"), idempotent=True)
+
+
+def _key_saved(answer: Any, agent: str, key: str) -> dict[str, Any]:
+    checks.same(checks.obj(answer), "agent", agent)
+    checks.same(answer, "key", key)
+    checks.position(answer.get("seq"))
+    return answer
 
 
 def memory_save(agent: str, key: str, content: str, tenant: str | None) -> Call:
     return Call(
         "POST",
         "/memory/save",
-        lambda a: a,
+        lambda a: _key_saved(a, agent, key),
         params={"tenant": tenant},
         body={"agent": agent, "key": key, "content": content},
         wrote=_seq,
@@ -260,8 +346,17 @@ def memory_save(agent: str, key: str, content: str, tenant: str | None) -> Call:
 
 def memory_load(agent: str, tenant: str | None, history: bool) -> Call:
     params = {"agent": agent, "tenant": tenant, "history": "1" if history else None}
-    return Call("GET", "/memory/load", lambda a: a, params, idempotent=True)
+
+    def parse(answer: Any) -> dict[str, Any]:
+        checks.items(answer, "memories")
+        return answer
+
+    return Call("GET", "/memory/load", parse, params, idempotent=True)
 
 
 def audit_head() -> Call:
-    return Call("GET", "/v1/audit/head", lambda a: a, idempotent=True)
+    def parse(answer: Any) -> dict[str, Any]:
+        checks.position(checks.obj(answer).get("seq"))
+        return answer
+
+    return Call("GET", "/v1/audit/head", parse, idempotent=True)

@@ -222,7 +222,9 @@ class Core:
         ``StaleView``. A ``min_seq`` beyond the log's head is refused at
         once: no view will reach a seq no event holds yet, and a caller
         could otherwise hold a thread for the whole wait at will."""
-        if time.monotonic() >= deadline or min_seq > self.log.head().seq:
+        if min_seq > self.log.head().seq:
+            raise StaleView(have, min_seq, ahead=True)
+        if time.monotonic() >= deadline:
             raise StaleView(have, min_seq)
         time.sleep(0.02)
 

@@ -127,20 +127,36 @@ class MemoryErased(Refusal, PermissionError):
 
 class StaleView(Refusal, TimeoutError):
     """The view has not applied the seq the caller has been told about
-    (worth retrying shortly: HTTP answers ``Retry-After``)."""
+    (worth retrying shortly: HTTP answers ``Retry-After``), or, ``ahead``,
+    the seq is beyond the log's head, which no wait brings (a store
+    restored from a backup older than the write). For a caller given
+    tokens (``_tokens``) neither seq is told: the view's position would
+    count every tenant's writes."""
 
     code = "stale_view"
     status = 409
     exit_code = 1
     field = "min_seq"
+    # as a client raises it again from an answer that did not tell them
+    have: int | None = None
+    need: int | None = None
+    ahead: bool = False
 
-    def __init__(self, have: int, need: int) -> None:
-        super().__init__(f"min_seq: the view is at seq {have}, the caller needs at least seq {need}")
+    def __init__(self, have: int | None, need: int | None, *, ahead: bool = False) -> None:
+        if have is None or need is None:
+            told = "the view has not applied the write this token stands for"
+        else:
+            told = f"the view is at seq {have}, the caller needs at least seq {need}"
+        if ahead:
+            told += "; the log holds no such write (a store restored from an older backup?): no wait brings it"
+        super().__init__(f"min_seq: {told}")
         self.have = have
         self.need = need
+        self.ahead = ahead
 
     def details(self) -> dict[str, Any]:
-        return {"have": self.have, "need": self.need}
+        known = {"have": self.have, "need": self.need} if self.have is not None else {}
+        return {**known, "ahead": self.ahead}
 
 
 class FetchFailed(Refusal, OSError):

@@ -6,6 +6,12 @@ caller already named.
 (``memwarden.client.Client``, whose caller is its key) implement, so code
 written against one runs against the other, and one contract suite
 (``tests/test_client.py``) holds both to the same answers.
+
+Both speak log positions as the caller is given them (``_tokens``): a
+caller that may not read the log (an agent key) is answered tokens in
+every ``seq`` and gives them back as ``min_seq``; staff get seqs. (The
+Warden's own methods, which take ``caller=`` each time, speak seqs: a
+process holding the Warden holds the store.)
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ._rights import Principal
+from ._tokens import MinSeq
 from ._views import DueItem, ErasureResult, Found, MemoryView, RevocationResult, SaveResult, VerifyResult
 
 
@@ -22,7 +29,7 @@ class Memories(Protocol):
 
     def save(self, **fields: Any) -> SaveResult: ...
     def save_many(self, memories: Iterable[Mapping[str, Any]]) -> list[SaveResult]: ...
-    def get(self, memory_id: str, *, tenant: str | None = None, min_seq: int | None = None) -> MemoryView: ...
+    def get(self, memory_id: str, *, tenant: str | None = None, min_seq: MinSeq = None) -> MemoryView: ...
     def query(self, *, tenant: str, **filters: Any) -> list[MemoryView]: ...
     def search(
         self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
@@ -47,39 +54,50 @@ class Memories(Protocol):
 
 class Acting:
     """A Warden acting for one caller: every operation of ``Memories``,
-    passed on with ``caller`` (``Warden.acting_as``)."""
+    passed on with ``caller``, its positions as the caller is given them."""
 
     def __init__(self, warden: Any, caller: Principal) -> None:  # the Warden, which imports this module
         if not isinstance(caller, Principal):
             raise TypeError(f"caller must be a Principal, not {type(caller).__name__}")
         self.warden = warden
         self.caller = caller
+        self.positions = warden.positions(caller)
 
     def save(self, **fields: Any) -> SaveResult:
-        return self.warden.save(**fields, caller=self.caller)
+        return self.positions.saved(self.warden.save(**fields, caller=self.caller))
 
     def save_many(self, memories: Iterable[Mapping[str, Any]]) -> list[SaveResult]:
-        return self.warden.save_many(memories, caller=self.caller)
+        return [self.positions.saved(r) for r in self.warden.save_many(memories, caller=self.caller)]
 
-    def get(self, memory_id: str, *, tenant: str | None = None, min_seq: int | None = None) -> MemoryView:
-        return self.warden.get(memory_id, tenant=tenant, min_seq=min_seq, caller=self.caller)
+    def get(self, memory_id: str, *, tenant: str | None = None, min_seq: MinSeq = None) -> MemoryView:
+        floor = self.positions.taken(min_seq)
+        with self.positions.waiting():
+            view = self.warden.get(memory_id, tenant=tenant, min_seq=floor, caller=self.caller)
+        return self.positions.view(view)
 
     def query(self, *, tenant: str, **filters: Any) -> list[MemoryView]:
-        return self.warden.query(tenant=tenant, **filters, caller=self.caller)
+        if "min_seq" in filters:
+            filters["min_seq"] = self.positions.taken(filters["min_seq"])
+        with self.positions.waiting():
+            return self.positions.views(self.warden.query(tenant=tenant, **filters, caller=self.caller))
 
     def search(
         self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
     ) -> list[Found]:
-        return self.warden.search(tenant=tenant, query_text=query, vector=vector, **options, caller=self.caller)
+        if "min_seq" in options:
+            options["min_seq"] = self.positions.taken(options["min_seq"])
+        with self.positions.waiting():
+            found = self.warden.search(tenant=tenant, query_text=query, vector=vector, **options, caller=self.caller)
+        return self.positions.found(found)
 
     def verify(self, memory_id: str, *, tenant: str | None = None, accept: bool = False) -> VerifyResult:
-        return self.warden.verify(memory_id, tenant=tenant, accept=accept, caller=self.caller)
+        return self.positions.verified(self.warden.verify(memory_id, tenant=tenant, accept=accept, caller=self.caller))
 
     def due(self, *, limit: int | None = None) -> list[DueItem]:
         return self.warden.due(limit=limit, caller=self.caller)
 
     def explain(self, memory_id: str, *, tenant: str | None = None, as_of: str | None = None) -> dict[str, Any]:
-        return self.warden.explain(memory_id, tenant=tenant, as_of=as_of, caller=self.caller)
+        return self.positions.explained(self.warden.explain(memory_id, tenant=tenant, as_of=as_of, caller=self.caller))
 
     def erase(
         self, *, memory_id: str | None = None, user: str | None = None, tenant: str | None = None, reason: str
@@ -108,7 +126,8 @@ class Acting:
         return self.warden.tenants(caller=self.caller)
 
     def memory_save(self, *, agent: str, key: str, content: str, tenant: str | None = None) -> dict[str, Any]:
-        return self.warden.memory_save(tenant=tenant, agent=agent, key=key, content=content, caller=self.caller)
+        saved = self.warden.memory_save(tenant=tenant, agent=agent, key=key, content=content, caller=self.caller)
+        return self.positions.answer(saved)
 
     def memory_load(self, *, agent: str, tenant: str | None = None, history: bool = False) -> dict[str, Any]:
         return self.warden.memory_load(tenant=tenant, agent=agent, history=history, caller=self.caller)

@@ -18,8 +18,9 @@ UNCARRIED_SHOWN = 50
 
 @operation("operate")
 def migrate(core: Core, to: str, *, caller: Principal) -> dict[str, Any]:
-    """Copy the log (every seq and hash as it is), the texts and the API
-    keys into the empty store ``to`` names, fold the view there as the
+    """Copy the log (every seq and hash as it is), the texts, the API
+    keys and the server's secrets (so a consistency token a client holds
+    still reads) into the empty store ``to`` names, fold the view there as the
     events go in, and check it: the chain's head is the same, so a head
     kept before the move still verifies against the target. One
     transaction on the target: a failure leaves it empty."""
@@ -53,6 +54,8 @@ def migrate(core: Core, to: str, *, caller: Principal) -> dict[str, Any]:
                     batch = []
             copied += tx.append_recorded(batch)
             keys = _copy_keys(source, tx.view)
+            for name, secret in source.server_secrets().items():
+                tx.view.set_server_secret(name, secret, core.now())
         moved = target.log.head()
         check = target.store.check()
         return {

@@ -60,7 +60,7 @@ class MemoryView(NamedTuple):
     policy: str
     revocation_version: int | str
     derived_from: list[dict[str, Any]]
-    last_seq: int
+    last_seq: int | None  # None for a caller given tokens (``_tokens``): a log position counts every tenant's writes
 
     @classmethod
     def of(cls, row: dict[str, Any], decision: Decision, content: str | None, summary: str | None) -> MemoryView:
@@ -113,7 +113,7 @@ class SaveResult:
     memory_id: str
     version: int
     checksum: str
-    seq: int
+    seq: int | str  # a token (str) for a caller that may not read the log (``_tokens``)
     expires_at: str | None
     tenant: str = ""
 
@@ -152,7 +152,7 @@ class VerifyResult:
     memory_id: str
     outcome: str  # verified | changed | updated | failed | revoked | erased | skipped
     detail: str | None = None
-    seq: int | None = None
+    seq: int | str | None = None  # a token (str) for a caller that may not read the log
     tenant: str = ""
 
     def as_dict(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ from . import (
     _verify,
 )
 from ._core import Core
+from ._errors import InvalidInput
 from ._memories import Acting
 from ._rights import Principal, authorize, tenants_seen
+from ._tokens import Positions, Tokens, store_tokens
 from ._views import DueItem
 
 
@@ -107,6 +110,16 @@ class Warden(Core):
         implements too)."""
         return Acting(self, caller)
 
+    @functools.cached_property
+    def tokens(self) -> Tokens:
+        """The store's consistency tokens (``_tokens``): its secret, read or made once."""
+        return store_tokens(self)
+
+    def positions(self, caller: Principal) -> Positions:
+        """Log positions as ``caller`` is given them: seqs, or for a caller
+        that may not read the log, tokens (``_tokens``)."""
+        return Positions(caller, lambda: self.tokens)
+
     def scan_records(self, path: str | Path, *, caller: Principal) -> list[DueItem]:
         """What the article's scan prints for a file of records (nothing is written)."""
         authorize(caller, "read")
@@ -139,6 +152,13 @@ class Warden(Core):
 
     def events_after(self, after: int, limit: int, *, caller: Principal) -> list[dict[str, Any]]:
         """Up to ``limit`` events after seq ``after``, as envelopes (the feed
-        downstream caches follow)."""
+        downstream caches follow). An ``after`` beyond the head is refused at
+        once: it is no cursor of this log (a store restored from an older
+        backup, or a mistake), and a long-poll on it would wait its whole time."""
         authorize(caller, "review")
-        return [e.envelope() for e in self.log.read(after_seq=after, until_seq=after + limit)]
+        events = [e.envelope() for e in self.log.read(after_seq=after, until_seq=after + limit)]
+        if not events and after > (head := self.log.head().seq):  # asked only of an empty answer
+            raise InvalidInput(
+                "after", f"is beyond the log's head, seq {head}: no such position in this log; follow on from the head"
+            )
+        return events

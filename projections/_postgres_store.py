@@ -65,6 +65,12 @@ KEYS_SCHEMA = f"""CREATE TABLE IF NOT EXISTS api_keys (
 )"""
 
 
+# the server's secrets (``SideTables.server_secret``): one row each, shared by every node
+SECRETS_SCHEMA = f"""CREATE TABLE IF NOT EXISTS server_secrets (
+    name {C_TEXT} PRIMARY KEY, secret text NOT NULL, created_at text NOT NULL
+)"""
+
+
 BACKOFF_SCHEMA = f"""CREATE TABLE IF NOT EXISTS host_backoff (
     host {C_TEXT} PRIMARY KEY, failures bigint NOT NULL, until double precision NOT NULL
 )"""
@@ -148,6 +154,7 @@ class PostgresStore:
             view = QmarkConnection(tx.conn)
             self.projector.install(view)
             view.execute(KEYS_SCHEMA)
+            view.execute(SECRETS_SCHEMA)
             view.execute(BACKOFF_SCHEMA)
             view.execute(PURGE_SCHEMA)
             for statement in outbox_schema(C_TEXT, "double precision", "bigint"):

@@ -1,7 +1,9 @@
 """The tables beside the usable view, not built from events: API keys (a
-key is a credential, and its secret's hash must never enter the log) and
-the sources that failed lately (a retry schedule is not history). Written
-once in SQL both backends speak; ``SQLView`` inherits them."""
+key is a credential, and its secret's hash must never enter the log), the
+server's own secrets (kept in the store so that every node of a shared
+store holds the same ones) and the sources that failed lately (a retry
+schedule is not history). Written once in SQL both backends speak;
+``SQLView`` inherits them."""
 
 from __future__ import annotations
 
@@ -48,6 +50,38 @@ class SideTables:
             {"key_id": k, "role": r, "tenants": json.loads(t), "agent": a, "created_at": c, "revoked_at": v}
             for k, r, t, a, c, v in rows
         ]
+
+    # -- the server's secrets: made once per store and shared by every node on it;
+    # a credential, so never in the log, an export or a log line ---------------------------
+
+    def server_secret(self, name: str) -> bytes | None:
+        """The secret kept under ``name``; None until one is kept."""
+        row = self.conn.execute("SELECT secret FROM server_secrets WHERE name = ?", (name,)).fetchone()
+        return bytes.fromhex(row[0]) if row else None
+
+    def keep_server_secret(self, name: str, secret: bytes, now: str) -> bytes:
+        """The secret under ``name``: the one already kept (a writer on
+        another node may have kept one first), or ``secret``, kept now."""
+        self.conn.execute(
+            "INSERT INTO server_secrets (name, secret, created_at) VALUES (?,?,?) ON CONFLICT(name) DO NOTHING",
+            (name, secret.hex(), now),
+        )
+        kept = self.server_secret(name)
+        assert kept is not None  # inserted, or already there, in this transaction
+        return kept
+
+    def server_secrets(self) -> dict[str, bytes]:
+        """Every secret by name (a migration carries them to the new store)."""
+        rows = self.conn.execute("SELECT name, secret FROM server_secrets ORDER BY name").fetchall()
+        return {name: bytes.fromhex(secret) for name, secret in rows}
+
+    def set_server_secret(self, name: str, secret: bytes, now: str) -> None:
+        """``secret`` under ``name``, in place of any kept before (a migration's copy)."""
+        self.conn.execute(
+            "INSERT INTO server_secrets (name, secret, created_at) VALUES (?,?,?) "
+            "ON CONFLICT(name) DO UPDATE SET secret = excluded.secret, created_at = excluded.created_at",
+            (name, secret.hex(), now),
+        )
 
     # -- sources that failed lately: a table beside the view, shared by every
     # scheduler on the store (not events: a retry schedule is not history) ----------------

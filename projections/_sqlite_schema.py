@@ -29,6 +29,16 @@ def create_keys_table(conn: sqlite3.Connection) -> None:
     )
 
 
+def create_secrets_table(conn: sqlite3.Connection) -> None:
+    """The server's secrets (``SideTables.server_secret``): a credential, not built from events."""
+    database(conn)["server_secrets"].create(
+        {"name": str, "secret": str, "created_at": str},
+        pk="name",
+        not_null={"secret", "created_at"},
+        if_not_exists=True,
+    )
+
+
 def create_backoff_table(conn: sqlite3.Connection) -> None:
     """Sources that failed lately, shared by every scheduler on the store."""
     database(conn)["host_backoff"].create(

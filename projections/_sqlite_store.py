@@ -38,7 +38,7 @@ from ._port import Evidence
 from ._rules import AppendRules
 from ._runner import CheckResult, Projector
 from ._sql_outbox import Outbox, outbox_schema, upgrade_outbox
-from ._sqlite_schema import create_backoff_table, create_keys_table
+from ._sqlite_schema import create_backoff_table, create_keys_table, create_secrets_table
 from ._sqlite_view import SQLiteView
 from ._stats import StatsProjection
 from ._usable import UsableProjection
@@ -84,6 +84,7 @@ class SQLiteStore:
             migrate_blobs(tx.conn, self.texts, self.log.legacy_tenants)
             self.projector.install(tx.conn)
             create_keys_table(tx.conn)
+            create_secrets_table(tx.conn)
             create_backoff_table(tx.conn)
             for statement in outbox_schema():
                 tx.conn.execute(statement)

@@ -215,9 +215,13 @@ def test_the_attacks_over_http_are_bounded(server: Server) -> None:  # noqa: F81
         assert found.status_code == 200, found.text
         refused = c.get("/v1/memories", params={"tenant": "acme", "text": " ".join(f"w{n}" for n in range(33))})
         assert refused.status_code == 422 and refused.json()["field"] == "text"
+        # an agent key gives tokens, never a seq to probe the head with (#58)
+        refused = c.get("/v1/memories", params={"tenant": "acme", "min_seq": 2**62})
+        assert refused.status_code == 422 and refused.json()["field"] == "min_seq"
+    with server.client("auditor") as c:
+        # a staff key's seq beyond the head is answered at once
         stale = c.get("/v1/memories", params={"tenant": "acme", "min_seq": 2**62})
         assert stale.status_code == 409 and stale.json()["field"] == "min_seq"
-    with server.client("auditor") as c:
         answers: list[httpx.Response] = []
         threads = [threading.Thread(target=lambda: answers.append(c.get("/v1/audit/verify"))) for _ in range(4)]
         for t in threads:

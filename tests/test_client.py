@@ -18,6 +18,7 @@ import httpx
 import pytest
 from memwarden.client import AsyncClient, Client
 from memwarden.engine import (
+    OPERATOR,
     BatchRefused,
     ErasureResult,
     Forbidden,
@@ -31,6 +32,7 @@ from memwarden.engine import (
     ScopeNotAllowed,
     Warden,
 )
+from memwarden.engine._tokens import is_token
 
 from .test_http import Server, start_server
 
@@ -118,7 +120,10 @@ def test_a_save_and_its_reads_answer_the_engine_types(face: tuple[Memories, Memo
     assert [v.memory_id for v in found] == [f"{prefix}-a"]
     assert agent.explain(f"{prefix}-a")["history"][0]["event"] == "memory.saved"
     many = agent.save_many([fields(f"{prefix}-b"), fields(f"{prefix}-c")])
-    assert [r.memory_id for r in many] == [f"{prefix}-b", f"{prefix}-c"] and many[0].seq < many[1].seq
+    assert [r.memory_id for r in many] == [f"{prefix}-b", f"{prefix}-c"]
+    # an agent key is given tokens on every face: none equal, none to order or count with
+    assert all(is_token(r.seq) for r in (saved, *many)) and len({saved.seq, *(r.seq for r in many)}) == 3
+    assert view.last_seq is None and agent.explain(f"{prefix}-a")["history"][0]["seq"] is None
     erased = agent.erase(memory_id=f"{prefix}-c", reason="the agent forgets its own note")
     assert erased == ErasureResult(1, True)
     assert agent.get(f"{prefix}-c").reason == "erased"
@@ -196,10 +201,11 @@ def test_the_client_reads_its_own_writes_on_any_node(live: Server, kind: str) ->
         assert len(sent) == 3
         assert all(dict(r.url.params)["min_seq"] == str(saved.seq) for r in sent[:2])
         assert json.loads(sent[2].content)["min_seq"] == saved.seq, "a search's body carries it"
-        # a later write moves it on
+        # a later write takes its place: sent after the first was answered, it is the newer
         again = mw.save(**fields(f"ryw-{uuid.uuid4().hex[:8]}"))
         mw.get(again.memory_id)
-        assert again.seq > saved.seq and dict(sent[-1].url.params)["min_seq"] == str(again.seq)
+        assert is_token(again.seq) and again.seq != saved.seq
+        assert sent[-1].url.params.get_list("min_seq") == [again.seq] and mw.positions == (again.seq,)
 
 
 class LosesAnswers(httpx.BaseTransport, httpx.AsyncBaseTransport):
@@ -245,7 +251,9 @@ def test_a_save_whose_answer_was_lost_is_sent_again_and_kept_once(live: Server, 
         saved = mw.save(**fields(memory_id))
         assert network.sent.count(("POST", "/v1/memories")) == 2, "sent again after the lost answer"
         assert live.head() == head + 1, "kept once: the event id made the second send the first's answer"
-        assert saved.seq == head + 1 and mw.get(memory_id).version == 1
+        with Warden(live.db) as w:  # the token stands for the save's seq, as the store reads it
+            assert w.positions(OPERATOR).taken(saved.seq) == head + 1
+        assert mw.get(memory_id).version == 1
 
 
 @pytest.mark.parametrize("kind", list(CLIENTS))

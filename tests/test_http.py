@@ -340,7 +340,8 @@ def test_min_seq_answers_409_when_the_view_is_behind(server: Server) -> None:
         head = c.get("/v1/audit/head").json()["seq"]
         response = c.get("/v1/memories", params={"tenant": "acme", "min_seq": head + 1000})
     assert response.status_code == 409 and response.json()["field"] == "min_seq"
-    assert response.headers["retry-after"] == "1"
+    # beyond the log's head: no wait brings it, so no Retry-After (#58)
+    assert response.json()["ahead"] is True and "retry-after" not in response.headers
 
 
 def test_damage_to_the_servers_own_log_or_view_is_a_503_naming_it(tmp_path: Path, backend: Backend) -> None:
@@ -348,7 +349,8 @@ def test_damage_to_the_servers_own_log_or_view_is_a_503_naming_it(tmp_path: Path
     damaged = start_server(backend.db(tmp_path, "damaged.db"), "--no-scheduler")
     try:
         with damaged.client("agent") as c:
-            seq = c.post("/v1/memories", json=save_body("d-1")).json()["seq"]
+            assert c.post("/v1/memories", json=save_body("d-1")).status_code == 201
+        seq = damaged.head()
         backend.rewrite_payload(damaged.db, seq, b"\x00not text")
         with damaged.client("auditor") as c:
             response = c.get("/v1/memories/d-1/explain")
@@ -368,7 +370,7 @@ def test_replay_pages_with_a_cursor_and_streams_the_whole_view(server: Server) -
     with server.client("agent") as c:
         for i in range(3):
             assert c.post("/v1/memories", json=save_body(f"past-{i}")).status_code == 201
-        head = c.get("/healthz").json()["head_seq"]
+        head = server.head()
     with server.client("auditor") as c:
         whole = c.get("/v1/replay", params={"seq": head, "tenant": "acme"})
         assert whole.status_code == 200 and whole.headers["content-type"].startswith("application/json")
@@ -389,11 +391,11 @@ def test_replay_pages_with_a_cursor_and_streams_the_whole_view(server: Server) -
 
 def test_a_batch_save_is_all_or_nothing_with_each_refusal_named(server: Server) -> None:
     with server.client("agent") as c:
-        before = c.get("/healthz").json()["head_seq"]
+        before = server.head()
         saved = c.post("/v1/memories/batch", json={"memories": [save_body(f"batch-{i}") for i in range(3)]})
         assert saved.status_code == 201, saved.text
         assert [s["memory_id"] for s in saved.json()["saved"]] == ["batch-0", "batch-1", "batch-2"]
-        assert c.get("/healthz").json()["head_seq"] == before + 3
+        assert server.head() == before + 3
         assert c.get("/v1/memories/batch-1").json()["content"] == "batch-1의 내용"
         head = before + 3
         refused = c.post(
@@ -415,7 +417,7 @@ def test_a_batch_save_is_all_or_nothing_with_each_refusal_named(server: Server) 
             (2, "source_url"),
             (3, "scope.agent"),
         ]
-        assert c.get("/healthz").json()["head_seq"] == head, "nothing of a refused batch is written"
+        assert server.head() == head, "nothing of a refused batch is written"
         assert c.get("/v1/memories/batch-ok").status_code == 404
         empty = c.post("/v1/memories/batch", json={"memories": []})
         assert empty.status_code == 422 and empty.json()["field"] == "memories"
@@ -427,7 +429,7 @@ def test_a_batch_body_checked_off_the_event_loop_is_refused_as_any_body(server: 
     """The batch's body is checked in its worker thread, not by FastAPI in
     the event loop's: the same refusals, naming the same fields."""
     with server.client("agent") as c:
-        head = c.get("/healthz").json()["head_seq"]
+        head = server.head()
         unknown = save_body("b-1") | {"colour": "red"}
         missing = {k: v for k, v in save_body("b-2").items() if k != "summary"}
         refused = c.post("/v1/memories/batch", json={"memories": [save_body("b-0"), unknown, missing]})
@@ -440,4 +442,4 @@ def test_a_batch_body_checked_off_the_event_loop_is_refused_as_any_body(server: 
             assert answer.status_code == 422 and answer.json()["field"].startswith(("memories", "body")), answer.text
         garbled = c.post("/v1/memories/batch", content=b'{"memories": [', headers={"content-type": "application/json"})
         assert garbled.status_code == 400 and garbled.json()["field"] == "body"
-        assert c.get("/healthz").json()["head_seq"] == head, "a refused body writes nothing"
+        assert server.head() == head, "a refused body writes nothing"

@@ -66,7 +66,9 @@ def install_audit_routes(app: FastAPI, warden: Warden) -> None:
         wait: Annotated[float, Query(ge=0, le=60)] = 0,
     ) -> dict[str, Any]:
         """Events after a seq, for downstream caches: long-polls up to ``wait``
-        seconds when there is nothing new yet."""
+        seconds when there is nothing new yet. An ``after`` beyond the log's
+        head is refused at once (422, naming ``after`` and the head): no wait
+        would bring its events. Seqs, not tokens: these keys read the whole log."""
         deadline = time.monotonic() + wait
         seen = after  # the head up to which this caller has nothing to read
         while True:

@@ -25,6 +25,17 @@ log = structlog.get_logger("memwarden.http")
 # a seq in a query: bounded so that it always fits SQLite's integers
 Seq = Annotated[int, Query(ge=0, le=2**62)]
 
+# a read's min_seq: the positions earlier answers gave (``memwarden.engine._tokens``), checked
+# by the engine's ``Positions``, which names the field
+MinSeq = Annotated[
+    list[str] | None,
+    Query(
+        description="at least as fresh as these: the seq an earlier answer gave (a consistency token, "
+        "mwt_..., for an agent key; security and auditor keys may give seqs). Repeat it for several "
+        "(at most 32): the read waits for the newest",
+    ),
+]
+
 
 # a body past this many bytes is large: one at a time is read, parsed and
 # served (the rest wait their turn), so that the server's peak memory is
@@ -161,6 +172,18 @@ def principal(request: Request) -> Principal:
     return found
 
 
+def optional_caller(request: Request) -> Principal | None:
+    """The caller a request's key names (``x-api-key``, or ``Authorization:
+    Bearer``, as Prometheus sends a credential), or None without a valid
+    one: for the operator's endpoints, whose answer is for anyone and whose
+    figures are for staff."""
+    key = request.headers.get("x-api-key")
+    if key is None:
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+        key = credentials.strip() if scheme.lower() == "bearer" else None
+    return request.app.state.keys.authenticate(key) if key else None
+
+
 API_KEY = APIKeyHeader(name="x-api-key", auto_error=False, description="An API key: `memwarden keys create`.")
 
 
@@ -185,8 +208,9 @@ def answered(exc: BaseException, path: str) -> JSONResponse:
     elif found.status in (401, 403):
         log.warning("denied", status=found.status, path=path, reason=found.problem)
     response = JSONResponse(found.body(), status_code=found.status)
-    if found.code == "stale_view":
+    if found.code == "stale_view" and not found.details.get("ahead"):
         # the caller knows of a seq this view has not applied: worth retrying shortly
+        # (not one beyond the log's head, which no wait brings)
         response.headers["Retry-After"] = "1"
     return response
 
@@ -251,18 +275,27 @@ class McpAuth:
     def __init__(self, app: ASGIApp, keys: KeyStore, routes: list[BaseRoute]) -> None:
         self.app = app
         self.keys = keys
-        self.routes = routes
+        self.routes = _flat(routes)
+
+    def allowed(self, scope: Scope) -> list[str]:
+        """The methods of the resource the path names: the routes of the
+        first path template that matches it, as the router chose it. Not
+        every template that matches: ``/v1/memories/x/verify`` is the verify
+        route (POST), though a memory id may also end in ``/verify`` (GET
+        ``/v1/memories/{id}``), and ``Allow`` lists what the API documents there."""
+        resource: str | None = None
+        methods: set[str] = set()
+        for route in self.routes:
+            if route.matches(scope)[0] is Match.NONE:
+                continue
+            resource = resource or route.path
+            if route.path == resource:
+                methods.update(route.methods or ())
+        return sorted(methods)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("path") != "/mcp":
-            allowed = sorted(
-                {
-                    method
-                    for route in self.routes
-                    if isinstance(route, Route) and route.matches(scope)[0] is Match.PARTIAL
-                    for method in (route.methods or ())
-                }
-            )
+            allowed = self.allowed(scope)
             if allowed:
                 await _answer(
                     send,
@@ -282,6 +315,19 @@ class McpAuth:
                 await _answer(send, 401, "unauthorized", "x-api-key", "a valid x-api-key header is required")
                 return
         await self.app(scope, receive, send)
+
+
+def _flat(routes: list[BaseRoute]) -> list[Route]:
+    """Every route in the order the router tries them, those of an included
+    router (the console's) among them: FastAPI keeps an included router
+    whole (``original_router``), its routes' paths already prefixed."""
+    flat: list[Route] = []
+    for route in routes:
+        if isinstance(route, Route):
+            flat.append(route)
+        elif (included := getattr(route, "original_router", None)) is not None:
+            flat.extend(_flat(list(included.routes)))
+    return flat
 
 
 async def _answer(

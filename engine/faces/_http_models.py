@@ -14,6 +14,7 @@ from pydantic import (
     SkipValidation,
     StrictBool,
     StrictInt,
+    StrictStr,
     ValidationError,
 )
 
@@ -30,6 +31,17 @@ def _number(value: object) -> object:
 
 
 Vector = list[Annotated[float, BeforeValidator(_number)]]
+
+# a read's min_seq in a body: one position or several, as earlier answers gave them; what each
+# may be (a token, or for staff a seq) is the engine's ``Positions`` to check, naming the field
+MinSeq = Annotated[
+    StrictInt | StrictStr | list[StrictInt | StrictStr] | None,
+    Field(
+        description="at least as fresh as this: the seq an earlier answer gave (a consistency token, mwt_..., "
+        "for an agent key; security and auditor keys may give seqs), or a list of them (at most 32): "
+        "the read waits for the newest",
+    ),
+]
 
 
 class Body(BaseModel):
@@ -167,11 +179,12 @@ class SearchBody(Body):
     tool: str | None = None
     kind: str | None = None
     include_hidden: StrictBool = Field(False, description="staff: the memories the gate refuses too, with why")
-    min_seq: int | None = Field(None, ge=0, le=2**62)
+    min_seq: MinSeq = None
     with_content: StrictBool = True
 
-    def search_args(self) -> dict[str, object]:
-        """``Warden.search``'s keyword arguments (every rule is the engine's)."""
+    def search_args(self, min_seq: int | None) -> dict[str, object]:
+        """``Warden.search``'s keyword arguments (every rule is the engine's),
+        with ``min_seq`` as the caller's ``Positions`` read it."""
         return dict(
             tenant=self.tenant,
             query_text=self.query,
@@ -186,6 +199,6 @@ class SearchBody(Body):
             tool=self.tool,
             kind=self.kind,
             include_hidden=self.include_hidden,
-            min_seq=self.min_seq,
+            min_seq=min_seq,
             with_content=self.with_content,
         )

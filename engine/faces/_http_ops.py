@@ -2,7 +2,13 @@
 at ``/metrics``, readiness at ``/readyz`` (beside ``/healthz``), and a
 request id, in and out as ``x-request-id``, bound into every log line of
 its request. The probes are kept out of the OpenAPI document: they are the
-load balancer's and Prometheus's, not an API client's."""
+load balancer's and Prometheus's, not an API client's.
+
+Every figure here counts what all tenants do (the log's head, saves,
+revocations, gate decisions), so the figures are for a security or auditor
+key (``x-api-key``, or ``Authorization: Bearer``, as Prometheus's scrape
+config sends one): ``/metrics`` refuses anyone else, and the probes answer
+anyone whether the server is up and ready, without the figures."""
 
 from __future__ import annotations
 
@@ -12,11 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from memwarden.engine import Warden, metrics
+from memwarden.engine import Forbidden, Unauthorized, Warden, may, metrics
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ._http_guard import optional_caller
 
 # a caller's id is kept only when it is short and printable: it goes into every log line
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -50,7 +58,12 @@ def install_operations(app: FastAPI, warden: Warden, scheduler_alive: Callable[[
     server runs without its scheduler (then readiness does not ask)."""
 
     @app.get("/metrics", include_in_schema=False)
-    def scrape() -> Response:
+    def scrape(request: Request) -> Response:
+        who = optional_caller(request)
+        if who is None:
+            raise Unauthorized("/metrics needs a security or auditor key (x-api-key, or Authorization: Bearer)")
+        if not may(who, "review"):
+            raise Forbidden("/metrics counts every tenant's writes: it is for security and auditor keys")
         with warden.reading() as view:
             metrics.VIEW_POSITION.set(view.position())
         metrics.HEAD.set(warden.head_seq())
@@ -60,7 +73,7 @@ def install_operations(app: FastAPI, warden: Warden, scheduler_alive: Callable[[
         return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/readyz", include_in_schema=False)
-    def ready() -> JSONResponse:
+    def ready(request: Request) -> JSONResponse:
         checks: dict[str, Any] = {}
         try:
             head = warden.head_seq()
@@ -76,4 +89,8 @@ def install_operations(app: FastAPI, warden: Warden, scheduler_alive: Callable[[
         if alive is not None:
             checks["scheduler_alive"] = alive
         ok = bool(checks["store"] and checks["view_caught_up"] and alive is not False)
+        who = optional_caller(request)
+        if who is None or not may(who, "review"):  # the positions count every tenant's writes
+            checks.pop("view_position", None)
+            checks.pop("head_seq", None)
         return JSONResponse({"ready": ok, **checks}, status_code=200 if ok else 503)

@@ -5,13 +5,22 @@ and every model allows fields beyond those named."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class Answer(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+# every seq a tenant's request is answered (``memwarden.engine._tokens``)
+Token = Annotated[str, Field(pattern=r"^mwt_[A-Za-z0-9_-]{48}$")]
+POSITION = (
+    "where this answer stands in the log, to pass back as min_seq on a later read (read your writes): "
+    "for an agent key a consistency token (mwt_ and 48 characters) that cannot be ordered or counted "
+    "with, different each time; for security and auditor keys, which read the whole log, the seq"
+)
 
 
 class ErrorBody(Answer):
@@ -26,7 +35,7 @@ class Saved(Answer):
     memory_id: str
     version: int
     checksum: str
-    seq: int
+    seq: int | Token = Field(description=POSITION)
     expires_at: str | None = None
     tenant: str
 
@@ -55,7 +64,10 @@ class Memory(Answer):
     policy: str
     revocation_version: int | str
     derived_from: list[dict[str, Any]]
-    last_seq: int
+    last_seq: int | None = Field(
+        description="the seq of the memory's last change, for security and auditor keys; null for an agent key "
+        "(a log position counts every tenant's writes)"
+    )
 
 
 class Memories(Answer):
@@ -77,7 +89,9 @@ class SearchResult(Memory):
 
 class SearchResults(Answer):
     results: list[SearchResult]
-    seq: int = Field(description="the log's head when the search began: the answer is at least this fresh")
+    seq: int | Token = Field(
+        description="the log's head when the search began: the answer is at least this fresh; " + POSITION
+    )
     truncated: bool = Field(False, description="the answer stopped at limits.max_answer_bytes of content")
 
 
@@ -85,7 +99,7 @@ class Verified(Answer):
     memory_id: str
     outcome: str
     detail: str | None = None
-    seq: int | None = None
+    seq: int | Token | None = Field(None, description="where the check wrote an event: " + POSITION)
     tenant: str
 
 
@@ -97,7 +111,10 @@ class Explanation(Answer):
     memory_id: str
     usable: bool
     reason: str | None = None
-    history: list[dict[str, Any]]
+    seq: int | Token = Field(description="the point explained: " + POSITION)
+    history: list[dict[str, Any]] = Field(
+        description="each step, oldest first; its seq for security and auditor keys, null for an agent key"
+    )
 
 
 class DueItem(Answer):
@@ -285,7 +302,7 @@ class KeySaved(Answer):
     key: str
     version: int
     checksum: str
-    seq: int
+    seq: int | Token = Field(description=POSITION)
 
 
 class KeysLoaded(Answer):
@@ -302,7 +319,7 @@ class KeysLoaded(Answer):
 
 class Health(Answer):
     ok: bool
-    head_seq: int
+    head_seq: int | None = Field(None, description="the log's head: only to a security or auditor key")
 
 
 def documented(model: type[BaseModel], status: int = 200, *errors: int) -> dict[str, Any]:
@@ -313,7 +330,8 @@ def documented(model: type[BaseModel], status: int = 200, *errors: int) -> dict[
         401: "no valid x-api-key",
         403: "the key's role or tenants do not allow this",
         404: "no such memory or revocation (or one the key may not see)",
-        409: "a conflict: the id is taken, erased, revoked, or the view is behind min_seq",
+        409: "a conflict: the id is taken, erased, revoked, or the view is behind min_seq "
+        '(stale_view: Retry-After when worth retrying; "ahead": true when the log holds no such write)',
         413: "the body or the content is over a limit",
         422: "bad input: the field and the problem",
         429: "the key holds as many waiting requests as one key may",

@@ -29,7 +29,11 @@ def install_search_routes(app: FastAPI, warden: Warden) -> None:
         (security and auditor keys) answers the refused ones too, with why.
         A failing embedder is 503; another tenant's memories are never found.
         ``truncated``: the answer stopped at ``limits.max_answer_bytes`` of content."""
+        positions = warden.positions(who)
+        args = body.search_args(positions.taken(body.min_seq))
         # the head before the search: every answer is at least this fresh
         seq = warden.head_seq()
-        found = warden.search(**body.search_args(), caller=who)  # type: ignore[arg-type]
-        return {"results": [f.as_dict() for f in found], "seq": seq, **found.told(paged=False)}
+        with positions.waiting():
+            found = warden.search(**args, caller=who)  # type: ignore[arg-type]
+        results = [positions.memory(f.as_dict()) for f in found]
+        return {"results": results, "seq": positions.shown(seq), **found.told(paged=False)}

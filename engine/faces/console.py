@@ -183,13 +183,15 @@ def build_console(
 
     def memory_page(request: Request, session: Session, who: Principal, tenant: str, memory_id: str) -> Response:
         as_of = blank(request.query_params.get("as_of"))
-        now = warden.explain(memory_id, tenant=tenant, caller=who)  # not found: the error page
+        # an agent key's pages show no seq: a log position counts every tenant's writes (``_tokens``)
+        positions = warden.positions(who)
+        now = positions.explained(warden.explain(memory_id, tenant=tenant, caller=who))  # not found: the error page
         then: dict[str, Any] | None = None
         error: str | None = None
         code = 200
         if as_of is not None:
             try:
-                then = warden.explain(memory_id, tenant=tenant, caller=who, as_of=as_of)
+                then = positions.explained(warden.explain(memory_id, tenant=tenant, caller=who, as_of=as_of))
             except Exception as exc:  # a bad or too early moment: today's page, and the form saying why
                 code, error = refusal(exc)
         shown = then or now
@@ -214,6 +216,7 @@ def build_console(
             tenant=now["tenant"],
             content=content,
             versions=versions,
+            seqs=positions.reads_log,
             as_of=as_of,
             error=error,
         )

@@ -25,6 +25,7 @@ from memwarden.engine import (
     Principal,
     Scheduler,
     Warden,
+    may,
     metrics,
     read_back_committed,
     readback_records,
@@ -36,7 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from . import _http_responses as R
 from ._fair import PER_LANE, FairShare, Lanes
 from ._http_audit import install_audit_routes
-from ._http_guard import Caller, McpAuth, Seq, install_error_handlers, with_body_limit
+from ._http_guard import Caller, McpAuth, MinSeq, install_error_handlers, optional_caller, with_body_limit
 from ._http_models import (
     EraseBody,
     MemoryApiSave,
@@ -161,7 +162,7 @@ def create_app(
         """Record a memory (agents, in their own tenants)."""
         fields = save_fields(body)
         sources_allowed(fields)
-        return warden.save(**fields, caller=who).as_dict()
+        return warden.positions(who).saved(warden.save(**fields, caller=who)).as_dict()
 
     @app.post("/v1/memories/batch", tags=["memories"], **documented(R.SavedMany, 201, 409))
     def save_memories(body: Annotated[SaveManyBody, Unchecked], who: Caller) -> JSONResponse:
@@ -170,7 +171,8 @@ def create_app(
         # checked and answered here, in the worker thread: the event loop only reads the bytes
         fields = [save_fields(item) for item in parsed(SaveManyBody, body).memories]
         saved = warden.save_many(fields, caller=who, check=sources_allowed)
-        return JSONResponse({"saved": [r.as_dict() for r in saved]}, status_code=201)
+        positions = warden.positions(who)
+        return JSONResponse({"saved": [positions.saved(r).as_dict() for r in saved]}, status_code=201)
 
     @app.get("/v1/memories", tags=["memories"], **documented(R.Memories, 200, 409))
     def query_memories(
@@ -185,7 +187,7 @@ def create_app(
         text: str | None = None,
         all: bool = False,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-        min_seq: Seq | None = None,
+        min_seq: MinSeq = None,
         content: bool = True,
         ids: Annotated[list[str] | None, Query()] = None,
         status: str | None = None,
@@ -196,25 +198,27 @@ def create_app(
         many answers (a page of a listing). An answer holds at most
         ``limits.max_answer_bytes`` of content: past it, ``truncated`` is true
         and the next page starts at ``next_offset``."""
-        views = warden.query(
-            tenant=tenant,
-            project=project,
-            permission=permission,
-            user=user,
-            agent=agent,
-            tool=tool,
-            kind=kind,
-            text=text,
-            include_unusable=all,
-            limit=limit,
-            min_seq=min_seq,
-            with_content=content,
-            ids=ids,
-            status=status,
-            offset=offset,
-            caller=who,
-        )
-        return {"memories": [v.as_dict() for v in views], **views.told()}
+        positions = warden.positions(who)
+        with positions.waiting():
+            views = warden.query(
+                tenant=tenant,
+                project=project,
+                permission=permission,
+                user=user,
+                agent=agent,
+                tool=tool,
+                kind=kind,
+                text=text,
+                include_unusable=all,
+                limit=limit,
+                min_seq=positions.taken(min_seq),
+                with_content=content,
+                ids=ids,
+                status=status,
+                offset=offset,
+                caller=who,
+            )
+        return {"memories": [positions.memory(v.as_dict()) for v in views], **views.told()}
 
     install_search_routes(app, warden)
 
@@ -223,23 +227,26 @@ def create_app(
     @app.post("/v1/memories/{memory_id:path}/verify", tags=["memories"], **documented(R.Verifications, 200, 404))
     def verify_memory(memory_id: str, who: Caller, tenant: str | None = None, accept: bool = False) -> dict[str, Any]:
         """Re-check a memory against its source."""
-        return {"results": [warden.verify(memory_id, tenant=tenant, caller=who, accept=accept).as_dict()]}
+        verified = warden.verify(memory_id, tenant=tenant, caller=who, accept=accept)
+        return {"results": [warden.positions(who).verified(verified).as_dict()]}
 
     @app.get("/v1/memories/{memory_id:path}/explain", tags=["auditors"], **documented(R.Explanation, 200, 404))
     def explain_memory(
         memory_id: str, who: Caller, tenant: str | None = None, as_of: str | None = None
     ) -> dict[str, Any]:
-        """The memory's history and why it is (not) usable."""
-        return warden.explain(memory_id, tenant=tenant, caller=who, as_of=as_of)
+        """The memory's history and why it is (not) usable (for an agent key,
+        its steps in order without their seqs, and ``seq`` a token)."""
+        return warden.positions(who).explained(warden.explain(memory_id, tenant=tenant, caller=who, as_of=as_of))
 
     @app.get("/v1/memories/{memory_id:path}", tags=["memories"], **documented(R.Memory, 200, 404, 409))
-    def get_memory(
-        memory_id: str, who: Caller, tenant: str | None = None, min_seq: Seq | None = None
-    ) -> dict[str, Any]:
+    def get_memory(memory_id: str, who: Caller, tenant: str | None = None, min_seq: MinSeq = None) -> dict[str, Any]:
         """One memory, its text checked now; ``usable`` says whether to use it.
         A memory outside the key's rights is 404, as one that does not exist;
         ``tenant`` names it where the id is in more than one of the key's tenants."""
-        return warden.get(memory_id, tenant=tenant, caller=who, min_seq=min_seq).as_dict()
+        positions = warden.positions(who)
+        with positions.waiting():
+            view = warden.get(memory_id, tenant=tenant, caller=who, min_seq=positions.taken(min_seq))
+        return positions.memory(view.as_dict())
 
     @app.get("/v1/due", tags=["memories"], **documented(R.Due))
     def due(who: Caller, limit: Annotated[int | None, Query(ge=1, le=2**31)] = None) -> dict[str, Any]:
@@ -355,7 +362,8 @@ def create_app(
     @app.post("/memory/save", tags=["memory api"], **documented(R.KeySaved, 200, 409))
     def memory_save(body: MemoryApiSave, who: Caller, tenant: str | None = None) -> dict[str, Any]:
         """Save a key's content (a new version if the key exists)."""
-        return warden.memory_save(tenant=tenant, agent=body.agent, key=body.key, content=body.content, caller=who)
+        saved = warden.memory_save(tenant=tenant, agent=body.agent, key=body.key, content=body.content, caller=who)
+        return warden.positions(who).answer(saved)
 
     @app.get("/memory/load", tags=["memory api"], **documented(R.KeysLoaded))
     def memory_load(who: Caller, agent: str, tenant: str | None = None, history: bool = False) -> dict[str, Any]:
@@ -373,8 +381,10 @@ def create_app(
     install_console(app, warden, keys, read_back=read_back_now)
 
     @app.get("/healthz", tags=["operations"], response_model=None, responses={200: {"model": R.Health}})
-    def health() -> dict[str, Any]:
-        return {"ok": True, "head_seq": warden.head_seq()}
+    def health(request: Request) -> dict[str, Any]:
+        """Whether the server answers; with a security or auditor key, the log's head too."""
+        who = optional_caller(request)
+        return {"ok": True, "head_seq": warden.head_seq()} if who is not None and may(who, "review") else {"ok": True}
 
     def scheduler_alive() -> bool | None:
         if not scheduler:

@@ -36,7 +36,7 @@ from memwarden.engine import (
 from memwarden.events import canonical_json
 from pydantic import BaseModel, Field, ValidationError
 
-from ._http_models import Body, SaveBody, SaveManyBody, SearchBody
+from ._http_models import Body, MinSeq, SaveBody, SaveManyBody, SearchBody
 
 Authenticate = Callable[[str | None], Principal | None]
 
@@ -54,7 +54,7 @@ class QueryArgs(Body):
     text: str | None = None
     include_hidden: bool = False
     limit: int = Field(default=20, ge=1, le=MAX_PAGE)
-    min_seq: int | None = Field(default=None, ge=0, le=2**62)
+    min_seq: MinSeq = None
     # past an answer's size bound (truncated), the next page starts at its next_offset
     offset: int = Field(default=0, ge=0, le=100_000)
 
@@ -62,9 +62,7 @@ class QueryArgs(Body):
 class GetArgs(Body):
     memory_id: str = Field(min_length=1, description="the memory's id")
     tenant: str | None = Field(None, description="its tenant, when the id is in more than one of yours")
-    min_seq: int | None = Field(
-        default=None, ge=0, le=2**62, description="answer from a view that has applied this seq"
-    )
+    min_seq: MinSeq = None
 
 
 class VerifyArgs(Body):
@@ -205,15 +203,17 @@ def build_server(
         POST /v1/memories. scope is {tenant, project?, permission?, user?, agent?, tool?};
         derived_from names the memories a summary or conclusion was drawn from; fetched_at is
         when the content was read from source_url (default now); ttl like 90s, 15m, 6h, 30d
-        (default: the kind's policy)."""
-        return warden.save(**save_fields(args), caller=who).as_dict()
+        (default: the kind's policy). Pass the answer's seq as min_seq to a later read to read
+        your write."""
+        return warden.positions(who).saved(warden.save(**save_fields(args), caller=who)).as_dict()
 
     @tool(SaveManyBody)
     def memory_save_many(args: SaveManyBody, who: Principal) -> dict[str, Any]:
         """Record many memories (each with memory_save's fields) in one transaction, all or none.
         A refusal lists each refused memory by index and field; nothing is saved then."""
         fields = [save_fields(item) for item in args.memories]
-        return {"saved": [r.as_dict() for r in warden.save_many(fields, caller=who)]}
+        positions = warden.positions(who)
+        return {"saved": [positions.saved(r).as_dict() for r in warden.save_many(fields, caller=who)]}
 
     @tool(QueryArgs)
     def memory_query(args: QueryArgs, who: Principal) -> dict[str, Any]:
@@ -221,22 +221,24 @@ def build_server(
         also the ones you may not use, each with its reason (no content). An answer
         holds at most limits.max_answer_bytes of content (16 MiB unless set): past it,
         truncated is true and offset=next_offset gets the next page."""
-        views = warden.query(
-            tenant=args.tenant,
-            project=args.project,
-            permission=args.permission,
-            user=args.user,
-            agent=args.agent,
-            tool=args.tool,
-            kind=args.kind,
-            text=args.text,
-            include_unusable=args.include_hidden,
-            limit=args.limit,
-            min_seq=args.min_seq,
-            offset=args.offset,
-            caller=who,
-        )
-        usable = [v.as_dict() for v in views if v.usable]
+        positions = warden.positions(who)
+        with positions.waiting():
+            views = warden.query(
+                tenant=args.tenant,
+                project=args.project,
+                permission=args.permission,
+                user=args.user,
+                agent=args.agent,
+                tool=args.tool,
+                kind=args.kind,
+                text=args.text,
+                include_unusable=args.include_hidden,
+                limit=args.limit,
+                min_seq=positions.taken(args.min_seq),
+                offset=args.offset,
+                caller=who,
+            )
+        usable = [positions.memory(v.as_dict()) for v in views if v.usable]
         hidden = [
             {"memory_id": v.memory_id, "summary": v.summary, "reason": v.reason, "action": v.action, "detail": v.detail}
             for v in views
@@ -249,25 +251,34 @@ def build_server(
         """Memories closest in meaning (hybrid: and in words) to query (or to a vector), best
         first, each with its score and found_by; only memories you may use now are answered.
         The body of POST /v1/memories/search."""
+        positions = warden.positions(who)
+        search = args.search_args(positions.taken(args.min_seq))
         seq = warden.head_seq()
-        found = warden.search(**args.search_args(), caller=who)  # type: ignore[arg-type]
-        return {"results": [f.as_dict() for f in found], "seq": seq, **found.told(paged=False)}
+        with positions.waiting():
+            found = warden.search(**search, caller=who)  # type: ignore[arg-type]
+        results = [positions.memory(f.as_dict()) for f in found]
+        return {"results": results, "seq": positions.shown(seq), **found.told(paged=False)}
 
     @tool(GetArgs)
     def memory_get(args: GetArgs, who: Principal) -> dict[str, Any]:
         """One memory, its text checked against its checksum. Use it only if usable is true.
         tenant names it when the id is in more than one of your tenants."""
-        return warden.get(args.memory_id, tenant=args.tenant, min_seq=args.min_seq, caller=who).as_dict()
+        positions = warden.positions(who)
+        with positions.waiting():
+            view = warden.get(args.memory_id, tenant=args.tenant, min_seq=positions.taken(args.min_seq), caller=who)
+        return positions.memory(view.as_dict())
 
     @tool(VerifyArgs)
     def memory_verify(args: VerifyArgs, who: Principal) -> dict[str, Any]:
         """Re-check a memory against its source; with accept, save changed content as a new version."""
-        return warden.verify(args.memory_id, tenant=args.tenant, accept=args.accept, caller=who).as_dict()
+        verified = warden.verify(args.memory_id, tenant=args.tenant, accept=args.accept, caller=who)
+        return warden.positions(who).verified(verified).as_dict()
 
     @tool(ExplainArgs)
     def memory_explain(args: ExplainArgs, who: Principal) -> dict[str, Any]:
         """The memory's history and why it is (not) usable, now or as of a past time."""
-        return warden.explain(args.memory_id, tenant=args.tenant, as_of=args.as_of, caller=who)
+        explained = warden.explain(args.memory_id, tenant=args.tenant, as_of=args.as_of, caller=who)
+        return warden.positions(who).explained(explained)
 
     @tool(ReplayArgs)
     def memory_replay(args: ReplayArgs, who: Principal) -> dict[str, Any]:

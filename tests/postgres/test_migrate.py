@@ -36,6 +36,17 @@ def test_a_round_trip_keeps_every_hash_text_key_and_verdict(tmp_path: Path, pg_u
     secret, _ = keys.create("agent", tenants=["t0"], caller=OPERATOR)
     _, revoked = keys.create("auditor", caller=OPERATOR)
     keys.revoke(revoked.key_id, caller=OPERATOR)
+    agent = source.acting_as(KeyStore(source).authenticate(secret))
+    saved = agent.save(
+        memory_id="tk",
+        kind="external_fact",
+        summary="s",
+        content="c",
+        source_url="https://e.example/tk",
+        scope={"tenant": "t0"},
+        ttl="6h",
+    )
+    token = saved.seq  # a client's consistency token, issued before the move
     kept = source.audit_head(caller=OPERATOR)
     before = {(v.scope["tenant"], v.memory_id): (v.usable, v.reason, v.content) for v in _every(source)}
 
@@ -47,6 +58,8 @@ def test_a_round_trip_keeps_every_hash_text_key_and_verdict(tmp_path: Path, pg_u
     assert on_pg.check_projections(caller=OPERATOR).ok
     assert {(v.scope["tenant"], v.memory_id): (v.usable, v.reason, v.content) for v in _every(on_pg)} == before
     assert KeyStore(on_pg).authenticate(secret).tenants == ("t0",)  # the same key works there
+    # and the token still reads: the store's secret moved with it
+    assert on_pg.acting_as(KeyStore(on_pg).authenticate(secret)).get("tk", min_seq=token).usable
     # the text index is built from the copied texts
     assert on_pg.query(tenant="t0", text="서울", include_unusable=True, caller=OPERATOR)
 

@@ -63,17 +63,18 @@ def test_a_revocation_through_one_node_holds_on_every_other_at_once(nodes: list[
     with a.client("multi") as agent:
         for i in range(PER_TENANT):
             for tenant in ("acme", "globex"):
-                assert agent.post("/v1/memories", json=save_body(f"{tenant}-{i}", tenant=tenant)).status_code == 201
+                saved = agent.post("/v1/memories", json=save_body(f"{tenant}-{i}", tenant=tenant))
+                assert saved.status_code == 201
+    token = saved.json()["seq"]  # node a's consistency token: every node shares the store's secret
     with b.client("multi") as on_b:
         assert len(on_b.get("/v1/memories", params={"tenant": "acme", "limit": 500}).json()["memories"]) == PER_TENANT
     with a.client("security") as security:
         done = security.post("/v1/revocations", json={"selector": {"tenant": "acme"}, "reason": "leak"})
     assert done.status_code == 201, done.text
-    seq = done.json()["seq"]
     # from the moment it returned: every read path of every other node
     for node in (b, c):
         with node.client("multi") as agent:
-            for params in ({}, {"min_seq": seq}):
+            for params in ({}, {"min_seq": token}):
                 listed = agent.get("/v1/memories", params={"tenant": "acme", "limit": 500, **params}).json()
                 assert listed["memories"] == [], node.url
                 one = agent.get("/v1/memories/acme-0", params={"tenant": "acme", **params}).json()
