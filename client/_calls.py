@@ -11,7 +11,16 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from memwarden.engine import DueItem, ErasureResult, Found, MemoryView, RevocationResult, SaveResult, VerifyResult
+from memwarden.engine import (
+    DueItem,
+    ErasureResult,
+    Found,
+    MemoryView,
+    Page,
+    RevocationResult,
+    SaveResult,
+    VerifyResult,
+)
 from memwarden.events import format_ts
 
 # what the answer of an HTTP call becomes
@@ -177,7 +186,15 @@ def search(tenant: str, query: str | None, vector: Any, options: Mapping[str, An
     body: dict[str, Any] = {"tenant": tenant, "query": query, "vector": list(vector) if vector is not None else None}
     body.update({k: list(v) if k == "weights" else v for k, v in options.items() if v is not None})
     body = {k: v for k, v in body.items() if v is not None}
-    return Call("POST", "/v1/memories/search", lambda a: [_found(r) for r in a["results"]], body=body, idempotent=True)
+    return Call("POST", "/v1/memories/search", _found_page, body=body, idempotent=True)
+
+
+def _found_page(answer: dict[str, Any]) -> Page[Found]:
+    """A search's answer as the engine's: its results, ``truncated`` and ``hidden``."""
+    page = Page.of([_found(r) for r in answer["results"]], truncated=bool(answer.get("truncated")))
+    hidden = answer.get("hidden")
+    page.hidden = dict(hidden) if isinstance(hidden, dict) else None
+    return page
 
 
 def verify(memory_id: str, tenant: str | None, accept: bool) -> Call:

@@ -21,6 +21,7 @@ from memwarden.engine import (
     ErasureResult,
     Found,
     MemoryView,
+    Page,
     RevocationResult,
     SaveResult,
     VerifyResult,
@@ -135,7 +136,7 @@ class Client(_Base):
 
     def search(
         self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
-    ) -> list[Found]:
+    ) -> Page[Found]:
         """``Warden.search`` over ``POST /v1/memories/search`` (options: limit, mode,
         weights, the scope filters, include_hidden, min_seq, with_content)."""
         return self._run(self._fresh(calls.search(tenant, query, vector, options)))
@@ -241,7 +242,7 @@ class AsyncClient(_Base):
 
     async def search(
         self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
-    ) -> list[Found]:
+    ) -> Page[Found]:
         """``Warden.search`` over ``POST /v1/memories/search`` (options: limit, mode,
         weights, the scope filters, include_hidden, min_seq, with_content)."""
         return await self._run(self._fresh(calls.search(tenant, query, vector, options)))

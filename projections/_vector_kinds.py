@@ -21,10 +21,13 @@ a query as its closest: a search asks for ``k`` times the most any memory
 holds, which holds the best row of each of the ``k`` best memories (fewer
 than ``k`` memories can have rows above it), and answers each once.
 
-A vector that leaves an HNSW index (an erasure, a new version) leaves its
-bytes in the freed slot until another vector takes it: ``scrub`` fills
-every free slot with a filler and frees it again, so no destroyed vector
-outlives the catch-up that removed it, in memory or in a saved file.
+A vector that leaves an HNSW index (an erasure, a revocation, a new
+version) leaves its bytes in the freed slot until another vector takes
+it: after an erasure ``scrub`` fills every free slot with a filler and
+frees it again, so no destroyed vector outlives the catch-up that
+removed it, in memory or in a saved file. Only then: a filler costs an
+insertion into the graph (1,000 of them over a second), and a vector
+that leaves otherwise is not destroyed (the store keeps it).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def normalised(data: Any, dims: int) -> np.ndarray:
     return (rows / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
-def _ranked(pairs: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+def ranked(pairs: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
     # ties in score fall to the id, so an answer never depends on slot order
     return sorted(pairs, key=lambda p: (-p[1], p[0]))[:k]
 
@@ -77,7 +80,7 @@ def best(row_ids: list[str], scores: np.ndarray, k: int, most: int, floor: float
         m = row_ids[i]
         if score > out.get(m, -np.inf):
             out[m] = score
-    return _ranked(out.items(), k)
+    return ranked(out.items(), k)
 
 
 class Exact:
@@ -100,6 +103,9 @@ class Exact:
 
     def count_rows(self) -> int:
         return len(self.ids) - len(self.free)
+
+    def holds(self, memory_id: str) -> bool:
+        return memory_id in self.slots
 
     def _take(self) -> int:
         if self.free:
@@ -212,6 +218,9 @@ class Hnsw:
     def count_rows(self) -> int:
         return len(self.id_of)
 
+    def holds(self, memory_id: str) -> bool:
+        return memory_id in self.key
+
     @classmethod
     def built(cls, dims: int, ids: list[str], rows: np.ndarray) -> Hnsw:
         """An index of ``rows`` (``ids[i]`` holds row ``i``), built on every core at once."""
@@ -231,14 +240,15 @@ class Hnsw:
             if len(held) > self.most:
                 self.most = len(held)
 
-    def _remove(self, memory_id: str) -> None:
-        old = self.key.pop(memory_id, None)
-        if old is None:
+    def _remove(self, memory_ids: Iterable[str]) -> None:
+        """Every vector of ``memory_ids`` out of the graph, in one call."""
+        keys = [key for m in memory_ids for key in self.key.pop(m, ())]
+        if not keys:
             return
-        for key in old:
-            self.index.remove(key)
+        self.index.remove(np.asarray(keys, dtype=np.uint64))
+        for key in keys:
             del self.id_of[key]
-        self.freed += len(old)
+        self.freed += len(keys)
         self.unscrubbed = True
 
     def put(self, memory_id: str, vectors: np.ndarray | None) -> None:
@@ -250,8 +260,7 @@ class Hnsw:
         call on every core: one ``add`` a vector is one thread and a Python
         round trip each, most of a large catch-up's time. A freed slot is
         taken first: a new version's vectors overwrite the old ones."""
-        for memory_id, _ in changes:
-            self._remove(memory_id)
+        self._remove(m for m, _ in changes)
         added = [(m, v) for m, v in changes if v is not None and len(v)]
         if not added:
             return
@@ -311,11 +320,13 @@ class Hnsw:
                     continue
                 out[m] = max(similarity, out.get(m, -np.inf))
             if len(out) >= k or count >= total or len(found.keys) < count:
-                return _ranked(out.items(), k), examined
+                return ranked(out.items(), k), examined
             count = min(count * 2, total)
 
     def dump(self) -> tuple[dict[str, Any], bytes]:
-        self.scrub()
+        # no scrub here: an erased vector's slot was scrubbed by the catch-up
+        # that removed it, before any save; a revoked one's may be saved
+        # (the store keeps its vector too, until an erasure)
         keys = list(self.id_of)
         meta = {
             "kind": self.kind,

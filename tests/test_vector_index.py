@@ -5,6 +5,7 @@ and free of every erased vector's bytes."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import time
@@ -277,3 +278,33 @@ def test_several_vectors_a_memory_ranked_by_the_closest(opened: Any, kind: str) 
     assert hits / 200 >= 0.95
     # each of a memory's vectors finds it first
     assert found(w, seconds["m0042"], 1) == ["m0042"] and found(w, firsts["m0042"], 1) == ["m0042"]
+
+
+@pytest.mark.parametrize("kind", ["exact", "hnsw"])
+def test_an_erased_vector_is_overwritten_in_every_file_that_held_it(
+    opened: Any, settings: IndexSettings, tmp_path: Path, kind: str
+) -> None:
+    """The index's files are overwritten, not only unlinked: a hard link
+    made to one (as a backup tool's or a snapshot's would be) holds zeros
+    once the file is replaced or the erasure deletes it, where an unlinked
+    file's bytes stay on the disk and in every other name it has."""
+    w = opened(exact_up_to=20_000 if kind == "exact" else 100)
+    given = vectors(150)
+    secret = [0.123456789 + i * 1e-3 for i in range(DIMS)]
+    given["m0007"] = secret
+    save_all(w, given)
+    found(w, secret)
+    w.vector_index.settle()
+    w.vector_index.save()
+    [saved] = settings.directory.glob("*.vec")  # type: ignore[union-attr]
+    assert any(mark in saved.read_bytes() for mark in erased_marks(secret))
+    kept = tmp_path / "snapshot-of-the-index"
+    os.link(saved, kept)  # the same blocks under another name
+    save_all(w, {"later": [3.0] * DIMS})  # a save replaces the file
+    w.vector_index.follow_once()
+    w.vector_index.save()
+    w.erase(memory_id="m0007", reason="GDPR art. 17", caller=OPERATOR)
+    w.close()
+    left = kept.read_bytes() + index_bytes(settings.directory)  # type: ignore[arg-type]
+    assert not [mark for mark in erased_marks(secret) if mark in left]
+    assert kept.stat().st_size and not kept.read_bytes().strip(b"\0"), "the replaced file is zeros"

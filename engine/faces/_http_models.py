@@ -146,7 +146,13 @@ class SearchBody(Body):
     """``POST /v1/memories/search``: semantic recall (``Warden.search``)."""
 
     tenant: str = Field(min_length=1)
-    query: str | None = Field(None, description="the text to search for (or give a vector)")
+    query: str | None = Field(
+        None,
+        description=(
+            "the text to search for (give query, vector, or both): at most 1000 characters; in text and hybrid "
+            "mode at most 32 distinct words, as GET /v1/memories?text= takes"
+        ),
+    )
     vector: Vector | None = Field(None, max_length=MAX_DIMS, description="a query vector of the embedder's length")
     limit: int = Field(10, ge=1, le=MAX_PAGE)
     mode: Literal["hybrid", "vector", "text"] = "hybrid"
@@ -162,6 +168,9 @@ class SearchBody(Body):
     include_hidden: StrictBool = Field(False, description="staff: the memories the gate refuses too, with why")
     min_seq: int | None = Field(None, ge=0, le=2**62)
     with_content: StrictBool = True
+    min_similarity: float | None = Field(
+        None, ge=-1, le=1, description="a vector matches only above this similarity (default: the embedder's, else 0)"
+    )
 
     def search_args(self) -> dict[str, object]:
         """``Warden.search``'s keyword arguments (every rule is the engine's)."""
@@ -181,4 +190,5 @@ class SearchBody(Body):
             include_hidden=self.include_hidden,
             min_seq=self.min_seq,
             with_content=self.with_content,
+            min_similarity=self.min_similarity,
         )
