@@ -12,7 +12,15 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from memwarden.engine import DueItem, ErasureResult, Found, RevocationResult, SaveResult, VerifyResult
+from memwarden.engine import (
+    DueItem,
+    ErasureResult,
+    Found,
+    Page,
+    RevocationResult,
+    SaveResult,
+    VerifyResult,
+)
 from memwarden.engine._tokens import Position
 from memwarden.events import format_ts
 
@@ -56,8 +64,10 @@ def _json_value(value: Any) -> Any:
         return format_ts(value)
     if isinstance(value, timedelta):
         return f"{int(value.total_seconds())}s"
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list):
         return [_json_value(v) for v in value]
+    if hasattr(value, "tolist"):  # a numpy array or number (an embedding model's answer)
+        return value.tolist()
     if hasattr(value, "model_dump"):  # a Scope, a ParentRef
         return value.model_dump(mode="json", exclude_none=True)
     return value
@@ -83,6 +93,7 @@ SAVE_FIELDS = (
     "event_id",
     "derived_from",
     "embedding",
+    "embeddings",
 )
 
 
@@ -211,8 +222,12 @@ def search(tenant: str, query: str | None, vector: Any, options: Mapping[str, An
     body.update({k: list(v) if k == "weights" else v for k, v in options.items() if v is not None})
     body = {k: v for k, v in body.items() if v is not None}
 
-    def parse(answer: Any) -> list[Found]:
-        return [_found(r, tenant, f"results[{i}]") for i, r in enumerate(checks.items(answer, "results"))]
+    def parse(answer: Any) -> Page[Found]:
+        found = [_found(r, tenant, f"results[{i}]") for i, r in enumerate(checks.items(answer, "results"))]
+        page = Page.of(found, truncated=answer.get("truncated") is True)
+        hidden = answer.get("hidden")
+        page.hidden = checks.counts(hidden, "hidden") if hidden is not None else None
+        return page
 
     return Call("POST", "/v1/memories/search", parse, body=body, idempotent=True, fresh_body=True)
 

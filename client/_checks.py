@@ -51,6 +51,15 @@ def items(answer: Any, key: str) -> list[Any]:
     return found
 
 
+def counts(answer: Any, field: str) -> dict[str, int]:
+    """Counts by name (a search's ``hidden``): whole numbers, 0 or more."""
+    if not isinstance(answer, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in answer.items()
+    ):
+        raise UntrustedAnswer(field, "is not counts by reason")
+    return dict(answer)
+
+
 def record(cls: Callable[..., T], answer: Any, where: str = "answer") -> T:
     """``cls`` made from the answer's fields of that name (a newer server's
     other fields are left out); a field it needs and lacks is refused."""

@@ -31,6 +31,7 @@ from memwarden.engine import (
     Found,
     InvalidInput,
     MemoryView,
+    Page,
     RevocationResult,
     SaveResult,
     StaleView,
@@ -232,7 +233,7 @@ class Client(_Base):
 
     def search(
         self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
-    ) -> list[Found]:
+    ) -> Page[Found]:
         """``Warden.search`` over ``POST /v1/memories/search`` (options: limit, mode,
         weights, the scope filters, include_hidden, min_seq, with_content)."""
         return self._run(calls.search(tenant, query, vector, options))
@@ -349,7 +350,7 @@ class AsyncClient(_Base):
 
     async def search(
         self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
-    ) -> list[Found]:
+    ) -> Page[Found]:
         """``Warden.search`` over ``POST /v1/memories/search`` (options: limit, mode,
         weights, the scope filters, include_hidden, min_seq, with_content)."""
         return await self._run(calls.search(tenant, query, vector, options))

@@ -194,9 +194,14 @@ class Core:
         with self.write_turns.turn(size), self.store.writing() as tx, collector_paused():
             yield tx
         EVENTS.inc(len(tx.recorded))
-        if tx.erased:
-            # the vectors leave the index and its files with the texts
-            self.vector_index.erased({r.payload["tenant"] for r in tx.recorded if r.type == "memory.erased"})
+        revoked = [r.payload["selector"].get("tenant") for r in tx.recorded if r.type == "revocation.issued"]
+        if tx.erased or revoked:
+            # what a revocation or an erasure takes out leaves the index here
+            # before the commit returns (and an erasure's, its files)
+            self.vector_index.committed(
+                None if None in revoked else set(revoked),  # type: ignore[arg-type]
+                {r.payload["tenant"] for r in tx.recorded if r.type == "memory.erased"},
+            )
 
     def find_row(
         self, view: ViewReader, memory_id: str, *, tenant: str | None = None, access: Access

@@ -16,8 +16,16 @@ url = "https://api.example.com/v1/embeddings"
 model = "text-embedding-3-small"
 dims = 1536
 api_key_env = "OPENAI_API_KEY"   # optional: the environment variable holding the key
+min_similarity = 0.3     # optional, any kind: a search's vector matches only above it (default 0)
 
 The endpoint connects under the fetchers' address rules (``[fetch] allow``).
+
+``min_similarity`` is the model's to know: how similar two unrelated texts
+come out varies from one model to another (many put them near 0.1 to 0.2;
+memwarden's hash embedder, whose texts share letter pairs, higher still).
+The default, 0, only says that a vector pointing away from the query is
+no match; an operator who knows the model sets the floor it deserves, and
+a caller may give its own with each search.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import structlog
-from memwarden.events import InvalidField, check_vector
+from memwarden.events import InvalidField, check_vector, check_vectors
 
 from ._errors import FetchFailed, InvalidInput
 from ._fetchers import Fetchers
@@ -61,6 +69,7 @@ class EmbedderFailed(InvalidInput):
 class Embedder(Protocol):
     name: str  # recorded in each saved event, with dims: a change of model is visible
     dims: int
+    min_similarity: float  # a search's vector matches only above it ([embedder] min_similarity)
 
     def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]: ...
 
@@ -71,6 +80,8 @@ class HashEmbedder:
     Korean word shares its syllable bigrams with its inflected forms (서울,
     서울에서) as an English one shares trigrams. It knows no synonyms:
     for tests, demos and the quick start, not for production."""
+
+    min_similarity = 0.0
 
     def __init__(self, dims: int = 384) -> None:
         if not isinstance(dims, int) or isinstance(dims, bool) or not 8 <= dims <= 4096:
@@ -96,6 +107,8 @@ class HashEmbedder:
 
 
 class CallableEmbedder:
+    min_similarity = 0.0
+
     def __init__(self, name: str, fn: EmbedFn, dims: int) -> None:
         self.name, self.fn, self.dims = name, fn, dims
 
@@ -110,6 +123,8 @@ class CallableEmbedder:
 class HttpEmbedder:
     """An OpenAI-compatible ``POST /embeddings``: ``{"model", "input": [...],
     "dimensions"}`` answered by ``{"data": [{"embedding": [...]}, ...]}``."""
+
+    min_similarity = 0.0
 
     def __init__(self, url: str, model: str, dims: int, fetchers: Fetchers, api_key: str | None = None) -> None:
         self.url, self.model, self.dims = url, model, dims
@@ -161,13 +176,22 @@ def vector_input(field: str, value: Any, dims: int | None) -> tuple[float, ...]:
         raise InvalidInput(field, exc.problem) from None
 
 
+def vectors_input(field: str, value: Any, dims: int | None) -> tuple[tuple[float, ...], ...]:
+    """A caller's several vectors checked (``check_vectors``), refused as the
+    engine's ``InvalidInput`` naming ``field`` (or the one vector, ``field[i]``)."""
+    try:
+        return check_vectors(field, value, dims)
+    except InvalidField as exc:
+        raise InvalidInput(exc.field, exc.problem) from None
+
+
 def register_embedder(name: str, fn: EmbedFn, dims: int) -> None:
     """Make ``fn`` (texts -> vectors of ``dims``) the embedder a policy file's
     ``kind = "callable"``, ``name = ...`` names."""
     _REGISTERED[name] = (fn, dims)
 
 
-EMBEDDER_KEYS = {"kind", "dims", "name", "url", "model", "api_key_env"}
+EMBEDDER_KEYS = {"kind", "dims", "name", "url", "model", "api_key_env", "min_similarity"}
 
 
 def embedder_from_settings(table: dict[str, Any], fetchers: Fetchers) -> Embedder | None:
@@ -177,6 +201,15 @@ def embedder_from_settings(table: dict[str, Any], fetchers: Fetchers) -> Embedde
     unknown = set(table) - EMBEDDER_KEYS
     if unknown:
         raise InvalidInput("embedder", f"unknown keys {sorted(unknown)} (known: {', '.join(sorted(EMBEDDER_KEYS))})")
+    floor = table.get("min_similarity", 0.0)
+    if isinstance(floor, bool) or not isinstance(floor, int | float) or not -1.0 <= floor < 1.0:
+        raise InvalidInput("embedder.min_similarity", "must be a number from -1 to below 1")
+    embedder = _made(table, fetchers)
+    embedder.min_similarity = float(floor)
+    return embedder
+
+
+def _made(table: dict[str, Any], fetchers: Fetchers) -> Embedder:
     kind = table.get("kind")
     dims = table.get("dims", 384)
     if not isinstance(dims, int) or isinstance(dims, bool) or not 1 <= dims <= 4096:

@@ -84,6 +84,7 @@ class Page(list[T]):
 
     truncated: bool = False
     next_offset: int | None = None
+    hidden: dict[str, int] | None = None  # a search's: the matches the gate withheld, by reason
 
     @classmethod
     def of(cls, items: Iterable[T], *, truncated: bool = False, next_offset: int | None = None) -> Page[T]:
@@ -92,12 +93,15 @@ class Page(list[T]):
         return out
 
     def told(self, *, paged: bool = True) -> dict[str, Any]:
-        """The fields every face adds to its JSON answer: ``truncated``, and
+        """The fields every face adds to its JSON answer: ``truncated``,
         where the read takes an offset (``paged``), ``next_offset`` (null
-        unless truncated)."""
-        return (
-            {"truncated": self.truncated, "next_offset": self.next_offset} if paged else {"truncated": self.truncated}
-        )
+        unless truncated), and a search's ``hidden`` (reason -> count)."""
+        told: dict[str, Any] = {"truncated": self.truncated}
+        if paged:
+            told["next_offset"] = self.next_offset
+        if self.hidden is not None:
+            told["hidden"] = self.hidden
+        return told
 
 
 class AnswerBudget:

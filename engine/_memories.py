@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from ._limits import Page
 from ._rights import Principal
 from ._tokens import MinSeq
 from ._views import DueItem, ErasureResult, Found, MemoryView, RevocationResult, SaveResult, VerifyResult
@@ -33,7 +34,7 @@ class Memories(Protocol):
     def query(self, *, tenant: str, **filters: Any) -> list[MemoryView]: ...
     def search(
         self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
-    ) -> list[Found]: ...
+    ) -> Page[Found]: ...
     def verify(self, memory_id: str, *, tenant: str | None = None, accept: bool = False) -> VerifyResult: ...
     def due(self, *, limit: int | None = None) -> list[DueItem]: ...
     def explain(self, memory_id: str, *, tenant: str | None = None, as_of: str | None = None) -> dict[str, Any]: ...
@@ -83,7 +84,7 @@ class Acting:
 
     def search(
         self, *, tenant: str, query: str | None = None, vector: Sequence[float] | None = None, **options: Any
-    ) -> list[Found]:
+    ) -> Page[Found]:
         if "min_seq" in options:
             options["min_seq"] = self.positions.taken(options["min_seq"])
         with self.positions.waiting():

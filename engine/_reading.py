@@ -283,14 +283,19 @@ def search_words(text: str) -> list[str]:
         raise InvalidInput("text", "must be non-empty")
     if any(ord(c) < 32 and c not in "\t\n\r" for c in text) or len(text) > 1000:
         raise InvalidInput("text", "must be at most 1000 characters, without NUL or other control characters")
-    # every word is a prefix term the index walks: a repeat adds cost and
-    # no meaning, and past MAX_SEARCH_WORDS distinct ones no search is cheap
-    words = list(dict.fromkeys(w for w in text.split() if w.strip('"')))
+    words = distinct_words(text)
     if not words:
         raise InvalidInput("text", "has no searchable words")
     if len(words) > MAX_SEARCH_WORDS:
         raise InvalidInput("text", f"must have at most {MAX_SEARCH_WORDS} distinct words, has {len(words)}")
     return words
+
+
+def distinct_words(text: str) -> list[str]:
+    """The words a text search matches, each once: every word is a prefix
+    term the index walks, so a repeat adds cost and no meaning, and past
+    ``MAX_SEARCH_WORDS`` distinct ones no search is cheap."""
+    return list(dict.fromkeys(w for w in text.split() if w.strip('"')))
 
 
 MAX_SEARCH_WORDS = 32

@@ -2,14 +2,13 @@
 
 The vector projection follows the log on every node by itself, so a
 notice needs no delivery: it is delivered when written. Its read-back asks
-the index the question a leak would answer: for each covered memory, its
-own vector (the query most certain to find it) is searched for through the
-recall path agents use (``_recall.search``: the index proposes, the gate
-decides); a covered id among the answers is leaked. The index keeps the
-vectors of revoked memories by design (they leave only with an erasure),
-so what the read-back proves is that none of them comes out of it as a
-candidate an agent receives. Up to ``SAMPLE`` covered memories per tenant
-are searched for, each for its ``K`` nearest.
+two questions of it. Does the index, caught up with the view, still hold a
+vector of a covered memory (a revoked memory's leave it at the revocation's
+commit)? And does the recall path agents use (``_recall.search``: the
+index proposes, the gate decides) answer one, searched for by its own
+vectors (the queries most certain to find it)? A covered id either way is
+leaked. Up to ``SAMPLE`` covered memories per tenant are searched for,
+each for its ``K`` nearest.
 """
 
 from __future__ import annotations
@@ -57,9 +56,13 @@ class IndexSink:
             leaked: set[str] = set()
             for dims in self._dims(tenant):
                 with self.core.reading() as view:
+                    leaked.update(self.core.vector_index.holding(view, tenant, dims, memory_ids))
                     vectors = view.current_vectors(tenant, dims, sample)
-                for data in vectors.values():
-                    query = np.frombuffer(bytes(data), dtype="<f4")  # stored float32, little-endian
+                # stored float32, little-endian: each of a version's vectors is asked for
+                queries = [
+                    row for data in vectors.values() for row in np.frombuffer(bytes(data), "<f4").reshape(-1, dims)
+                ]
+                for query in queries:
                     try:
                         found = search(
                             self.core,

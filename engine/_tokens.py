@@ -192,7 +192,9 @@ class Positions:
         """A search's answer as ``view`` gives each memory."""
         if self.reads_log:
             return page
-        return Page.of([f._replace(view=self.view(f.view)) for f in page], truncated=page.truncated)
+        shown = Page.of([f._replace(view=self.view(f.view)) for f in page], truncated=page.truncated)
+        shown.hidden = page.hidden
+        return shown
 
     def explained(self, data: dict[str, Any]) -> dict[str, Any]:
         """An explanation: its point as a token, and its steps in order without their seqs."""

@@ -79,7 +79,7 @@ from ._translated import translated
 from ._types import PolicyVersion, version_key, version_number, version_value
 from ._urls import has_user_info, redacted, scrubbed, spelled
 from ._values import CacheKey, ParentRef, Scope, Selector, new_id
-from ._vectors import Vector, check_vector
+from ._vectors import MAX_EMBEDDINGS, Vector, check_vector, check_vectors
 
 __all__ = [
     "CLOCK_SKEW",
@@ -91,6 +91,7 @@ __all__ = [
     "FOLDER_MODE",
     "GENESIS_HASH",
     "MAX_DURATION",
+    "MAX_EMBEDDINGS",
     "ROW_COLUMNS",
     "SERVER_ERRORS",
     "SUMMARY_TEXT",
@@ -151,6 +152,7 @@ __all__ = [
     "check_range",
     "check_storable",
     "check_vector",
+    "check_vectors",
     "connect",
     "content_checksum",
     "current_schema_version",

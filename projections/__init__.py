@@ -39,7 +39,7 @@ from ._named import (
     Retiring,
     StaleVector,
     TenantCount,
-    VectorChange,
+    VectorRow,
     ViewRow,
 )
 from ._open import UnknownBackend, open_store, sqlite_options, sqlite_path
@@ -64,6 +64,7 @@ from ._tokens import search_tokens
 from ._usable import UsableProjection
 from ._usable_schema import RECHECK
 from ._vector_index import IndexSettings, VectorIndex
+from ._vector_parts import Wanted
 from ._write import LogWrite
 
 __all__ = [
@@ -108,11 +109,12 @@ __all__ = [
     "Texts",
     "UnknownBackend",
     "UsableProjection",
-    "VectorChange",
     "VectorIndex",
+    "VectorRow",
     "ViewReader",
     "ViewRow",
     "ViewWriter",
+    "Wanted",
     "Write",
     "blocking_revocation",
     "copy_store_file",

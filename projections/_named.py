@@ -75,11 +75,18 @@ class Child(NamedTuple):
     parent_id: str
 
 
-class VectorChange(NamedTuple):
-    """A memory changed since a position and its current vector (``vectors_since``)."""
+class VectorRow(NamedTuple):
+    """A memory's current vectors and the scope a search filters by
+    (``vector_rows``): only of a version that may yet be used."""
 
     memory_id: str
-    vector: Any  # bytes (bytea on PostgreSQL), or None: no vector of these dims
+    agent: str | None
+    project: str | None
+    permission: str | None
+    user: str | None
+    tool: str | None
+    kind: str
+    vector: Any  # bytes (bytea on PostgreSQL): the version's vectors back to back
 
 
 class EmbeddingCount(NamedTuple):

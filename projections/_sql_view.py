@@ -10,7 +10,7 @@ is read (``TEXTS``), and the purge of erased words. The agent query's SQL
 is ``SQLView.agent_query``; a caller's confinement (``Access``) becomes SQL
 in ``SQLView.confine`` and nowhere else. The questions of other tables are
 mixins, one module each: revocations and policies (``_sql_revocations``),
-the derivation graph (``_sql_graph``), the vectors (``_vector_index``),
+the derivation graph (``_sql_graph``), the vectors (``_vector_reads``),
 what made them (``_embedding_reads``) and the side tables of keys and
 back-offs (``_sql_side``)."""
 
@@ -43,7 +43,7 @@ from ._sql_revocations import RevocationReads
 from ._sql_side import SideTables
 from ._stats import weekly
 from ._usable_schema import RECHECK
-from ._vector_index import VectorReads
+from ._vector_reads import VectorReads
 
 # the scope filters of the agent query: argument name -> column
 SCOPE_FILTERS = (

@@ -2,15 +2,25 @@
 log position it has applied.
 
 A file is a header (``MAGIC``, the length of the metadata), the metadata
-as JSON (the tenant, the length, the kind of index, the position and the
-hash of the event at it, the memory ids, the payload's sha256) and the
-payload: the exact matrix's rows, or usearch's serialised HNSW graph. It
-is written whole to a temporary name, synced and renamed over the old
-one, so a process killed while saving leaves the previous file (and a
-stray temporary, removed by the next holder of the lock). A file that
-does not verify (bytes damaged, another database's log, a position
-ahead of the view) is not an error: the index is built again from the
-view and the log, which is what every file is a cache of.
+as JSON (the tenant, the length, each agent's part: its kind, memory ids
+and their scopes; the position and the hash of the event at it, the
+payload's sha256) and the payload: each part's exact rows, or usearch's
+serialised HNSW graph, back to back. It is written whole to a temporary
+name, synced and renamed over the old one, so a process killed while
+saving leaves the previous file (and a stray temporary, removed by the
+next holder of the lock). A file that does not verify (bytes damaged,
+another database's log, a position ahead of the view, an older format)
+is not an error: the index is built again from the view and the log,
+which is what every file is a cache of.
+
+No vector outlives its file on disk: the file a save replaces, one an
+erasure deletes and a stray temporary are each overwritten with zeros
+(and synced) before they are let go, so their blocks are not returned to
+the filesystem holding vectors an erasure has since destroyed (an
+unlinked file's bytes stay on the disk, and in every other name a hard
+link or a snapshot tool gave it). A copy-on-write filesystem or a
+flash drive's wear levelling may keep old blocks whatever a program
+writes over them: there only the disk's own encryption answers.
 
 The processes on one database that share a folder (the server and a
 ``memwarden erase`` beside it) take an exclusive ``flock`` on ``.lock``
@@ -35,7 +45,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: one process per folder is the operator's to keep
     fcntl = None  # type: ignore[assignment]
 
-MAGIC = b"MWVEC1\n"
+MAGIC = b"MWVEC2\n"  # 2: parts by agent, with their scopes (1 is rebuilt from the view)
 _LENGTH = struct.Struct("<Q")
 
 
@@ -75,7 +85,7 @@ class IndexFiles:
         """Temporaries of saves that never finished (under the lock no save
         is under way): they may hold vectors an erasure has since destroyed."""
         for stray in self.directory.glob("*.vec.tmp*"):
-            stray.unlink(missing_ok=True)
+            _destroyed(stray)
 
     def write(self, tenant: str, dims: int, meta: dict[str, Any], payload: bytes) -> None:
         """Replace the file of (tenant, dims), atomically (under ``locked``)."""
@@ -88,8 +98,18 @@ class IndexFiles:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        _sync_dir(self.directory)
+        try:
+            old = open(target, "r+b")  # held across the rename, closed below
+        except FileNotFoundError:
+            old = None
+        try:
+            os.replace(tmp, target)
+            _sync_dir(self.directory)
+            if old is not None:  # the new file is in place: the one it replaced is overwritten
+                _zeroed(old)
+        finally:
+            if old is not None:
+                old.close()
 
     def read(self, tenant: str, dims: int) -> Saved | None:
         """The file of (tenant, dims) if it is there and whole (None otherwise)."""
@@ -121,8 +141,32 @@ class IndexFiles:
             return
         digest = self.path(tenant, 0).name.split("-")[0]
         for path in self.directory.glob(f"{digest}-*.vec*"):
-            path.unlink(missing_ok=True)
+            _destroyed(path)
         _sync_dir(self.directory)
+
+
+_ZEROS = bytes(1 << 20)
+
+
+def _zeroed(fh: Any) -> None:
+    """Overwrite the open file ``fh`` with zeros, its whole length, and sync it."""
+    fh.seek(0, os.SEEK_END)
+    size = fh.tell()
+    fh.seek(0)
+    while size > 0:
+        size -= fh.write(_ZEROS[: min(size, len(_ZEROS))])
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def _destroyed(path: Path) -> None:
+    """``path`` overwritten with zeros, then unlinked."""
+    try:
+        with open(path, "r+b") as fh:
+            _zeroed(fh)
+    except FileNotFoundError:
+        return
+    path.unlink(missing_ok=True)
 
 
 def _sync_dir(directory: Path) -> None:

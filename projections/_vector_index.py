@@ -1,41 +1,47 @@
-"""The vector projection: per tenant, the current version's embedding of
-each memory, searched for the closest to a query.
+"""The vector projection: per tenant, the current version's vectors of
+each memory that may yet be used, searched for the closest to a query.
 
-It proposes; the usable view decides. It holds every memory that has a
-vector, whatever its status (the gate, asked afterwards, says which may be
-used now). The tenant is the wall: each (tenant, vector length) has an
-index of its own, and no search reads another tenant's vectors.
+It proposes; the usable view decides. It holds the vectors of every
+memory that is neither erased nor revoked, whatever else its status (the
+gate, asked afterwards, says which may be used now): an erased or revoked
+memory never is again, and leaves the index at the commit that takes it
+out (``committed``, in the process that commits; every other node before
+its next search, which first brings the index to the view it reads). The
+tenant is the wall: each (tenant, vector length) has an index of its own,
+and within it each agent a part of its own (``_vector_parts``), so a
+search compares only vectors its caller may see.
 
-A tenant's index is exact (numpy) up to ``exact_up_to`` vectors and HNSW
-(usearch, ``_vector_kinds``) past it. An exact index that outgrows the
-threshold keeps answering while its HNSW graph is built on another
-thread; the graph, built from the vectors at one position, is caught up
-from the log and takes over.
+A part is exact (numpy) up to ``exact_up_to`` vectors and HNSW (usearch,
+``_vector_kinds``) past it. An exact part that outgrows the threshold
+keeps answering while its HNSW graph is built on another thread from a
+snapshot of its rows; the changes made to the part meanwhile are applied
+to the graph, which then takes over.
 
 Every index has applied the log up to a position. A search first brings
 it to the position of the view it is served from (the one ``min_seq``
 waited for), so the index answers from at least the state the view does.
-Catching up reads the memory events after the index's position from the
-log and reads those memories' current vectors from the view: a new
-version's vector replaces the old one; an erased memory's leaves. A
-follower thread does the same as the log grows (on PostgreSQL woken by
-the log's notifications, with a poll behind them; ``wait_for_events``),
-so searches seldom wait for it, on every node, each with its own copy.
+Catching up reads the memory events and revocations after the index's
+position from the log, and the changed memories' current vectors and
+scope from the view. A follower thread does the same as the log grows (on
+PostgreSQL woken by the log's notifications, with a poll behind them;
+``wait_for_events``), so searches seldom wait for it, on every node, each
+with its own copy.
 
 Persisted (``_vector_files``): each index is saved with its position
 after ``save_after`` changes (and at close); opened again, it is caught
 up from the log. A file that is missing, damaged or from another history
-is rebuilt from the view. An erasure deletes the files of its tenant at
-once; the next save writes them again without the erased vectors.
+is rebuilt from the view. An erasure overwrites and deletes the files of
+its tenant at once; the next save writes them again without the erased
+vectors.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,9 +49,12 @@ import numpy as np
 import structlog
 from memwarden.events import EVENT_TYPES
 
-from ._named import VectorChange
+from ._access import Access
+from ._named import VectorRow
+from ._selector import could_cover
 from ._vector_files import IndexFiles
-from ._vector_kinds import KINDS, Exact, Hnsw, normalised
+from ._vector_kinds import Exact, Hnsw
+from ._vector_parts import Part, TenantIndex, Wanted, changes_of
 
 if TYPE_CHECKING:
     from memwarden.events import EventLog
@@ -53,45 +62,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger("memwarden")
 
 MEMORY_EVENTS = tuple(t for t in EVENT_TYPES if t.startswith("memory."))
+FOLLOWED = (*MEMORY_EVENTS, "revocation.issued")
 _CHUNK = 500  # memory ids per lookup of their vectors
 _STOP_CHECK = 0.05  # seconds between the follower's looks at its stop
-
-
-class VectorReads:
-    """The view's questions for the vector projection (a mixin of ``SQLView``)."""
-
-    conn: Any
-
-    def vectors_since(self, tenant: str, dims: int, after_seq: int) -> list[VectorChange]:
-        """(memory_id, vector bytes or None) of the tenant's memories changed
-        after ``after_seq``: None where the current version has no vector of
-        ``dims`` (never had one, or it was erased)."""
-        return list(
-            map(
-                VectorChange._make,
-                self.conn.execute(
-                    "SELECT m.memory_id, v.vector FROM memories m LEFT JOIN vectors v ON v.tenant = m.tenant "
-                    "AND v.memory_id = m.memory_id AND v.version = m.version AND v.dims = ? "
-                    "WHERE m.tenant = ? AND m.last_seq > ?",
-                    (dims, tenant, after_seq),
-                ),
-            )
-        )
-
-    def current_vectors(self, tenant: str, dims: int, memory_ids: list[str]) -> dict[str, Any]:
-        """The vector bytes of the current version of each of ``memory_ids``
-        that has one of ``dims`` (the others are absent)."""
-        if not memory_ids:
-            return {}
-        marks = ",".join("?" * len(memory_ids))
-        return dict(
-            self.conn.execute(
-                "SELECT m.memory_id, v.vector FROM memories m JOIN vectors v ON v.tenant = m.tenant "
-                f"AND v.memory_id = m.memory_id AND v.version = m.version AND v.dims = ? "
-                f"WHERE m.tenant = ? AND m.memory_id IN ({marks})",
-                (dims, tenant, *memory_ids),
-            )
-        )
 
 
 class VectorView(Protocol):
@@ -100,8 +73,8 @@ class VectorView(Protocol):
     backends that implement the port import this module."""
 
     def position(self) -> int: ...
-    def vectors_since(self, tenant: str, dims: int, after_seq: int) -> list[VectorChange]: ...
-    def current_vectors(self, tenant: str, dims: int, memory_ids: list[str]) -> dict[str, Any]: ...
+    def vector_rows(self, tenant: str, dims: int, memory_ids: Sequence[str] | None = None) -> list[VectorRow]: ...
+    def revoked_at(self, tenant: str, seq: int, selector: dict[str, Any]) -> list[str]: ...
 
 
 class Followed(Protocol):
@@ -120,9 +93,11 @@ class IndexSettings:
     ``directory``: the index files' folder (None: ``<database>.vectors``
     beside an SQLite file; on PostgreSQL, none unless given: each node
     then builds its copy from the view when it starts). ``exact_up_to``:
-    a tenant is searched exactly up to this many vectors (20,000: there an
-    exact search of 384 dimensions takes about a millisecond, as long as
-    the graph's; past it, the graph's time grows with the logarithm).
+    an agent's part of a tenant is searched exactly up to this many vectors
+    (20,000: there an exact search of 384 dimensions takes about a
+    millisecond, as long as the graph's; past it, the graph's time grows
+    with the logarithm), and a filtered search compares exactly the
+    vectors holding the filter up to as many.
     """
 
     directory: Path | None = None
@@ -130,17 +105,6 @@ class IndexSettings:
     exact_up_to: int = 20_000
     save_after: int = 1000  # changes to a tenant's index before the follower saves it
     poll: float = 0.5  # the follower's pause when the log is ahead of the view, or the store unreachable
-
-
-@dataclass
-class _Tenant:
-    tenant: str
-    dims: int
-    index: Exact | Hnsw
-    position: int
-    changes: int = 0  # since it was last saved
-    building: bool = False  # its HNSW graph is being built
-    opened_from: str = "view"  # or "file": where this process found it
 
 
 @dataclass
@@ -157,37 +121,70 @@ class VectorIndex:
         self._store = store
         folder = self.settings.directory or directory
         self.files = IndexFiles(folder) if folder is not None and self.settings.persist else None
-        self._tenants: dict[tuple[str, int], _Tenant] = {}
+        self._tenants: dict[tuple[str, int], TenantIndex] = {}
         self._lock = threading.RLock()  # always taken after the store's own (inside ``reading``)
         self._stop = threading.Event()
         self._threads = _Threads()
+        # vectors compared by searches in this process (exact rows scored,
+        # distances the graph computed): what a search's work is measured in
+        self.examined = 0
 
     # -- searching ------------------------------------------------------------
 
-    def nearest(self, view: VectorView, tenant: str, query: Any, k: int) -> list[tuple[str, float]]:
+    def nearest(
+        self,
+        view: VectorView,
+        tenant: str,
+        query: Any,
+        k: int,
+        *,
+        access: Access,
+        wanted: Wanted | None = None,
+        floor: float = -np.inf,
+    ) -> list[tuple[str, float]]:
         """The ``k`` memories of ``tenant`` whose vectors are closest to
-        ``query`` (cosine, best first), in the state ``view`` reads."""
+        ``query`` (cosine above ``floor``, best first, each memory once at
+        its closest vector), in the state ``view`` reads, among those
+        ``access`` may see and ``wanted`` asks for: confined and filtered
+        before any vector is compared."""
+        wanted = wanted or Wanted()
+        if not access.allows_tenant(tenant):
+            return []
+        if access.agent is not None:
+            if wanted.agent not in (None, access.agent):
+                return []
+            wanted = replace(wanted, agent=access.agent)
         q = np.asarray(query, dtype=np.float64)  # the norm in 64 bits, as ``normalised``
         norm = float(np.linalg.norm(q))
         if norm == 0.0:
             return []
         q = (q / norm).astype(np.float32)
         with self._lock:
-            return self._caught_up(view, tenant, len(q)).index.nearest(q, k)
+            t = self._caught_up(view, tenant, len(q))
+            found, examined = t.nearest(q, k, floor, wanted, self.settings.exact_up_to)
+            self.examined += examined
+            return found
 
     def held(self, tenant: str, dims: int, memory_id: str) -> np.ndarray | None:
-        """The vector ``tenant``'s index of ``dims`` holds for ``memory_id``
-        in this process (None: no such vector, or that index is not open here)."""
+        """The vectors (rows) ``tenant``'s index of ``dims`` holds for
+        ``memory_id`` in this process (None: none, or that index is not open here)."""
         with self._lock:
             t = self._tenants.get((tenant, dims))
-            return None if t is None else t.index.held(memory_id)
+            return None if t is None else t.held(memory_id)
+
+    def holding(self, view: VectorView, tenant: str, dims: int, memory_ids: Iterable[str]) -> list[str]:
+        """Which of ``memory_ids`` ``tenant``'s index of ``dims`` holds once
+        caught up with ``view`` (a read-back's question: none it covered)."""
+        with self._lock:
+            t = self._caught_up(view, tenant, dims)
+            return [m for m in memory_ids if m in t.where]
 
     def dims_of(self, tenant: str) -> list[int]:
         """The vector lengths of ``tenant``'s indexes this process has opened."""
         with self._lock:
             return sorted(d for t, d in self._tenants if t == tenant)
 
-    def _caught_up(self, view: VectorView, tenant: str, dims: int) -> _Tenant:
+    def _caught_up(self, view: VectorView, tenant: str, dims: int) -> TenantIndex:
         position = view.position()
         key = (tenant, dims)
         t = self._tenants.get(key)
@@ -200,26 +197,23 @@ class VectorIndex:
         self._maybe_build(t)
         return t
 
-    def _opened(self, view: VectorView, tenant: str, dims: int, position: int) -> _Tenant:
+    def _opened(self, view: VectorView, tenant: str, dims: int, position: int) -> TenantIndex:
         saved = self.files.read(tenant, dims) if self.files is not None else None
         if saved is not None:
             at = saved.meta.get("position")
             if isinstance(at, int) and 0 <= at <= position and saved.meta.get("position_hash") == self._hash_at(at):
                 try:
-                    index = KINDS[saved.meta["kind"]].load(dims, saved.meta, saved.payload)
-                except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+                    t = TenantIndex.load(tenant, dims, at, saved.meta, saved.payload)
+                except (KeyError, IndexError, ValueError, TypeError, RuntimeError) as exc:
                     log.warning("vector_index_unreadable", tenant=tenant, problem=str(exc))
                 else:
-                    t = _Tenant(tenant, dims, index, at, opened_from="file")
                     self._catch_up([t], view, position)
                     return t
             else:
                 log.warning("vector_index_stale", tenant=tenant, position=at, view=position)
-        exact = Exact(dims)
-        for memory_id, data in view.vectors_since(tenant, dims, 0):
-            if data is not None:
-                exact.put(memory_id, normalised(data))
-        return _Tenant(tenant, dims, exact, position, changes=len(exact))
+        t = TenantIndex(tenant, dims, position)
+        t.apply(changes_of(view.vector_rows(tenant, dims), (), dims))
+        return t
 
     def _hash_at(self, position: int) -> str:
         """The hash of the event at ``position``: a file is this log's only if it names it."""
@@ -228,59 +222,81 @@ class VectorIndex:
         event = self._store.log.get(position)
         return event.hash if event is not None else "?"
 
-    def _catch_up(self, tenants: list[_Tenant], view: VectorView, position: int) -> None:
-        """Apply to each of ``tenants`` the memory events after its position, up to ``position``."""
-        by_name: dict[str, list[_Tenant]] = {}
-        for t in tenants:
-            by_name.setdefault(t.tenant, []).append(t)
-        changed: dict[str, dict[str, int]] = {name: {} for name in by_name}
+    def _catch_up(self, tenants: list[TenantIndex], view: VectorView, position: int) -> None:
+        """Apply to each of ``tenants`` the memory events and revocations
+        after its position, up to ``position``: the memories they changed
+        take their current vectors and scope from the view (or leave)."""
+        names = {t.tenant for t in tenants}
+        changed: dict[str, dict[str, int]] = {name: {} for name in names}
+        erased: dict[str, int] = {}  # tenant -> the last erasure's seq
+        revocations: list[tuple[int, dict[str, Any]]] = []
         start = min(t.position for t in tenants)
-        for event in self._store.log.read(after_seq=start, until_seq=position, types=MEMORY_EVENTS):
-            seen = changed.get(event.payload.get("tenant"))  # type: ignore[arg-type]
+        for event in self._store.log.read(after_seq=start, until_seq=position, types=FOLLOWED):
+            if event.type == "revocation.issued":
+                revocations.append((event.seq, event.payload))
+                continue
+            tenant = event.payload.get("tenant")
+            seen = changed.get(tenant)  # type: ignore[arg-type]
             if seen is not None:
                 seen[event.payload["memory_id"]] = event.seq
-        for name, group in by_name.items():
-            for t in group:
-                ids = [m for m, seq in changed[name].items() if seq > t.position]
-                for at in range(0, len(ids), _CHUNK):
-                    chunk = ids[at : at + _CHUNK]
-                    vectors = view.current_vectors(name, t.dims, chunk)
-                    t.index.put_many([(m, None if (d := vectors.get(m)) is None else normalised(d)) for m in chunk])
-                t.index.scrub()  # a removed vector's bytes leave memory with the catch-up
-                t.position = position
-                t.changes += len(ids)
+                if event.type == "memory.erased":
+                    erased[tenant] = event.seq  # type: ignore[index]
+        for t in tenants:
+            destroyed = erased.get(t.tenant, 0) > t.position
+            ids = [m for m, seq in changed[t.tenant].items() if seq > t.position]
+            gone: set[str] = set()
+            for seq, payload in revocations:
+                if seq > t.position and could_cover(payload, t.tenant):
+                    gone.update(m for m in view.revoked_at(t.tenant, seq, payload["selector"]) if m in t.where)
+            for at in range(0, len(ids), _CHUNK):
+                chunk = ids[at : at + _CHUNK]
+                t.apply(changes_of(view.vector_rows(t.tenant, t.dims, chunk), chunk, t.dims), scrub=destroyed)
+            t.apply(((m, None, None) for m in gone), scrub=destroyed)
+            t.position = position
+            if destroyed:  # its file holds the erased vectors: saved again (overwriting it) at the next pass
+                t.changes = max(t.changes, self.settings.save_after)
 
     # -- the graph past the threshold ----------------------------------------------
 
-    def _maybe_build(self, t: _Tenant) -> None:
-        if t.building or not isinstance(t.index, Exact) or len(t.index) <= self.settings.exact_up_to:
-            return
-        t.building = True
-        ids, rows = t.index.live()
-        builder = threading.Thread(
-            target=self._build, args=(t, ids, rows, t.position), name="memwarden-hnsw", daemon=True
-        )
-        self._threads.builders.append(builder)
-        builder.start()
+    def _maybe_build(self, t: TenantIndex) -> None:
+        for agent, part in t.parts.items():
+            if part.dirty is not None or not isinstance(part.index, Exact):
+                continue
+            if len(part.index) <= self.settings.exact_up_to:
+                continue
+            part.dirty = set()
+            ids, rows = part.index.live()
+            builder = threading.Thread(
+                target=self._build, args=(t, agent, part, ids, rows), name="memwarden-hnsw", daemon=True
+            )
+            self._threads.builders.append(builder)
+            builder.start()
 
-    def _build(self, t: _Tenant, ids: list[str], rows: np.ndarray, at: int) -> None:
+    def _build(self, t: TenantIndex, agent: str | None, part: Part, ids: list[str], rows: np.ndarray) -> None:
         started = time.monotonic()
         try:
-            graph = _Tenant(t.tenant, t.dims, Hnsw.built(t.dims, ids, rows), at, opened_from=t.opened_from)
+            graph = Hnsw.built(t.dims, ids, rows)
             if self._stop.is_set():
                 return
-            with self._store.reading() as view, self._lock:
-                if self._tenants.get((t.tenant, t.dims)) is not t:
-                    return  # replaced meanwhile (a restore): that one builds its own
-                self._catch_up([graph], view, max(view.position(), t.position))
-                graph.changes = max(t.changes, self.settings.save_after)  # saved by the next pass
-                self._tenants[(t.tenant, t.dims)] = graph
+            with self._lock:
+                if self._tenants.get((t.tenant, t.dims)) is not t or t.parts.get(agent) is not part:
+                    return  # replaced meanwhile (a restore, or the part emptied): that one builds its own
+                # what changed in the part since its snapshot, as the exact part holds it now
+                graph.put_many([(m, part.index.held(m)) for m in sorted(part.dirty or ())])
+                graph.scrub()
+                part.index, part.dirty = graph, None
+                t.changes = max(t.changes, self.settings.save_after)  # saved by the next pass
             log.info(
-                "vector_graph_built", tenant=t.tenant, vectors=len(ids), seconds=round(time.monotonic() - started, 2)
+                "vector_graph_built",
+                tenant=t.tenant,
+                agent=agent,
+                vectors=len(ids),
+                seconds=round(time.monotonic() - started, 2),
             )
-        except Exception:  # the exact index goes on answering; the next search tries again
+        except Exception:  # the exact part goes on answering; the next search tries again
             log.exception("vector_graph_failed", tenant=t.tenant)
-            t.building = False
+            with self._lock:
+                part.dirty = None
 
     def settle(self, timeout: float = 600.0) -> None:
         """Wait for the graphs being built (tests and benchmarks measure after them)."""
@@ -327,9 +343,24 @@ class VectorIndex:
             self._save(t)
         return bool(behind)
 
+    def committed(self, tenants: set[str] | None, erased: set[str]) -> None:
+        """After a commit that took memories out (a revocation of
+        ``tenants``, None: it names none, so any; an erasure in ``erased``):
+        the indexes here follow it before the commit returns, and every file
+        of an erased tenant is overwritten and deleted (the next save writes
+        it again without the erased vectors)."""
+        with self._store.reading() as view, self._lock:
+            loaded = [t for t in self._tenants.values() if tenants is None or t.tenant in tenants | erased]
+            if loaded:
+                self._catch_up(loaded, view, max(view.position(), *(t.position for t in loaded)))
+        if self.files is not None and erased:
+            with self.files.locked():
+                for tenant in erased:
+                    self.files.remove(tenant)
+
     # -- files --------------------------------------------------------------------
 
-    def _save(self, t: _Tenant) -> None:
+    def _save(self, t: TenantIndex) -> None:
         if self.files is None:
             return
         with self.files.locked():
@@ -339,7 +370,7 @@ class VectorIndex:
                 # caught up under the lock: never behind an erasure that deleted the file before it
                 if t.position < view.position():
                     self._catch_up([t], view, view.position())
-                meta, payload = t.index.dump()
+                meta, payload = t.dump()
                 meta.update(position=t.position, position_hash=self._hash_at(t.position))
                 t.changes = 0
             self.files.write(t.tenant, t.dims, meta, payload)
@@ -350,21 +381,6 @@ class VectorIndex:
             dirty = [t for t in self._tenants.values() if t.changes]
         for t in dirty:
             self._save(t)
-
-    def erased(self, tenants: set[str]) -> None:
-        """After an erasure committed in ``tenants``: the vectors leave the
-        indexes here and every file of those tenants is deleted (the next
-        save writes them again without them)."""
-        with self._store.reading() as view, self._lock:
-            loaded = [t for t in self._tenants.values() if t.tenant in tenants]
-            if loaded:
-                self._catch_up(loaded, view, max(view.position(), *(t.position for t in loaded)))
-            for t in loaded:
-                t.changes = max(t.changes, self.settings.save_after)
-        if self.files is not None:
-            with self.files.locked():
-                for tenant in tenants:
-                    self.files.remove(tenant)
 
     def close(self) -> None:
         if self._stop.is_set():
@@ -383,22 +399,13 @@ class VectorIndex:
 
     def nbytes(self) -> int:
         with self._lock:
-            return sum(t.index.nbytes() for t in self._tenants.values())
+            return sum(t.nbytes() for t in self._tenants.values())
 
     def describe(self) -> list[dict[str, Any]]:
-        """Each index held here: tenant, vector length, kind, vectors, position."""
+        """Each part held here: tenant, agent, vector length, kind, memories,
+        vectors, position and where it was found."""
         with self._lock:
-            return [
-                {
-                    "tenant": t.tenant,
-                    "dims": t.dims,
-                    "kind": t.index.kind,
-                    "vectors": len(t.index),
-                    "position": t.position,
-                    "opened_from": t.opened_from,
-                }
-                for t in self._tenants.values()
-            ]
+            return [d for t in self._tenants.values() for d in t.describe()]
 
     def tenants(self) -> Iterator[str]:
         with self._lock:

@@ -138,3 +138,34 @@ def test_an_operators_function_may_answer_numpy_and_its_failure_says_no_more(tmp
         assert w.head_seq() == head
     finally:
         w.close()
+
+
+def test_the_policy_files_embedder_sets_the_similarity_floor(tmp_path: Path) -> None:
+    """``[embedder] min_similarity``: the model's own floor, which every
+    search's vector must pass unless the search gives its own."""
+    from memwarden.engine import InvalidInput, PolicyFile
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[embedder]\nkind = "hash"\ndims = 64\nmin_similarity = 0.5\n', encoding="utf-8")
+    settings = PolicyFile.read(policy)
+    with Warden(tmp_path / "m.db", embedder=settings.embedder(settings.fetchers())) as w:
+        assert w.embedder is not None and w.embedder.min_similarity == 0.5
+        for memory_id, text in (("deploy", "deploy approvals need two reviewers"), ("lunch", "friday lunch menu")):
+            w.save(
+                memory_id=memory_id,
+                kind="external_fact",
+                summary=text,
+                content=text,
+                source_url=f"https://example.org/{memory_id}",
+                scope={"tenant": "acme"},
+                ttl="6h",
+                caller=OPERATOR,
+            )
+        asked = dict(tenant="acme", query_text="deploy reviewers", mode="vector", caller=OPERATOR)
+        found = w.search(**asked)
+        assert [f.view.memory_id for f in found] == ["deploy"] and found[0].similarity > 0.5
+        assert [f.view.memory_id for f in w.search(**asked, min_similarity=-1)] == ["deploy", "lunch"]
+    policy.write_text('[embedder]\nkind = "hash"\nmin_similarity = 1.0\n', encoding="utf-8")
+    with pytest.raises(InvalidInput) as refused:
+        PolicyFile.read(policy)
+    assert refused.value.field == "embedder.min_similarity"

@@ -109,17 +109,16 @@ def test_nothing_the_gate_refuses_is_found(recall: Warden, clock: FrozenClock) -
         recall.search(tenant="acme", query_text="deploy", include_hidden=True, caller=agent_key("acme"))
 
 
-def test_more_candidates_are_fetched_past_the_refused(given: Warden) -> None:
-    near, far = [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]
-    for i in range(150):
-        save_memory(given, f"near{i:03}", embedding=[1.0, 0.001 * i, 0.0, 0.0])
-    for i in range(5):
-        save_memory(given, f"far{i}", embedding=[0.01 * i, 1.0, 0.0, 0.0])
-    given.revoke({"tenant": "acme", "project": "p1"}, reason="all of them", caller=OPERATOR)
+def test_more_candidates_are_fetched_past_the_refused(given: Warden, clock: FrozenClock) -> None:
+    near, further = [1.0, 0.0, 0.0, 0.0], [0.2, 1.0, 0.0, 0.0]
+    for i in range(150):  # the nearest, expired by the search: the gate refuses them all
+        save_memory(given, f"near{i:03}", embedding=[1.0, 0.001 * i, 0.0, 0.0], ttl="1m")
+    clock.advance("2m")
     for i in range(3):
-        save_memory(given, f"later{i}", project="p2", embedding=far)
+        save_memory(given, f"later{i}", project="p2", embedding=further)
     found = given.search(tenant="acme", vector=near, limit=3, mode="vector", caller=OPERATOR)
     assert sorted(ids(found)) == ["later0", "later1", "later2"]
+    assert found.hidden == {"expired": 150}, "what the gate withheld on the way is told"
 
 
 def test_tenant_and_agent_are_walls(recall: Warden) -> None:
@@ -188,7 +187,11 @@ def test_a_batch_saves_its_vectors(recall: Warden) -> None:
     recall.save_many(items, caller=OPERATOR)
     found = recall.search(tenant="acme", vector=[1.0] + [0.0] * 383, mode="vector", limit=1, caller=OPERATOR)
     assert ids(found) == ["b0"] and found[0].similarity == pytest.approx(1.0)
-    assert len(recall.search(tenant="acme", query_text="batch note", mode="vector", caller=OPERATOR)) == 5
+    # every one has a vector (b0's, given, points nowhere near the words: no match above the floor)
+    everyone = recall.search(tenant="acme", query_text="batch note", mode="vector", min_similarity=-1, caller=OPERATOR)
+    assert len(everyone) == 5
+    matched = recall.search(tenant="acme", query_text="batch note", mode="vector", caller=OPERATOR)
+    assert sorted(ids(matched)) == ["b1", "b2", "b3", "b4"]
 
 
 def test_erasure_leaves_no_vector_bytes(given: Warden, backend: Backend) -> None:
@@ -220,3 +223,147 @@ def test_a_bad_search_is_refused_naming_the_field(recall: Warden, fields: dict[s
     with pytest.raises(InvalidInput) as refused:
         recall.search(tenant="acme", caller=OPERATOR, **fields)  # type: ignore[arg-type]
     assert refused.value.field == field
+
+
+def test_several_vectors_a_version_each_found_once_by_its_closest(given: Warden) -> None:
+    """A LangGraph item embeds each indexed field apart (issue 59): a version
+    may hold several vectors, and a search answers the memory once, at its
+    closest vector's similarity."""
+    fields = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
+    saved = save_memory(given, "fields", embeddings=fields)
+    save_memory(given, "between", embedding=[0.6, 0.6, 0.0, 0.5])
+    event = given.log.get(saved.seq)
+    assert event is not None and event.payload["embedding_dims"] == 4 and event.payload["embedding_count"] == 3
+    for i, field in enumerate(fields):
+        q = [x + 0.05 for x in field]
+        found = given.search(tenant="acme", vector=q, limit=10, mode="vector", caller=OPERATOR)
+        assert ids(found) == ["fields", "between"], i
+        assert found[0].similarity == pytest.approx(float(np.dot(q, field) / np.linalg.norm(q)), abs=1e-6)
+    # a batch too, and a new version's vectors replace every one of the old
+    given.save_many(
+        [
+            dict(
+                memory_id="fields",
+                kind="external_fact",
+                summary="about fields",
+                content="two fields now",
+                source_url="https://example.org/fields",
+                scope={"tenant": "acme", "project": "p1"},
+                ttl="6h",
+                embeddings=[[0.0, 0.0, 0.0, 1.0], [0.0, -1.0, 0.0, 0.0]],
+            )
+        ],
+        caller=OPERATOR,
+    )
+    q = [0.0, 0.0, 1.0, 0.2]  # its old third field's direction: now only as near as its new first
+    found = given.search(tenant="acme", vector=q, limit=10, mode="vector", caller=OPERATOR)
+    assert ids(found) == ["fields", "between"]
+    assert found[0].similarity == pytest.approx(0.2 / float(np.linalg.norm(q)), abs=1e-6)
+    found = given.search(tenant="acme", vector=[0.0, -1.0, 0.0, 0.1], limit=1, mode="vector", caller=OPERATOR)
+    assert ids(found) == ["fields"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "problem"),
+    [
+        ({"embeddings": []}, "embeddings", "non-empty"),
+        ({"embeddings": [[1.0, 0.0], [1.0, 0.0, 0.0]]}, "embeddings", "different lengths"),
+        ({"embeddings": [[1.0, 0.0], [float("nan"), 1.0]]}, "embeddings[1]", "finite"),
+        ({"embeddings": [[1.0, 0.0]] * 65}, "embeddings", "at most 64"),
+        ({"embeddings": [[1.0, 0.0]], "embedding": [1.0, 0.0]}, "embeddings", "not both"),
+        ({"embeddings": [1.0, 0.0]}, "embeddings[0]", "list"),
+    ],
+)
+def test_bad_vectors_of_a_version_are_refused_naming_the_field(
+    given: Warden, fields: dict[str, object], field: str, problem: str
+) -> None:
+    head = given.head_seq()
+    with pytest.raises(InvalidInput) as refused:
+        save_memory(given, "bad", **fields)
+    assert refused.value.field == field and problem in refused.value.problem
+    assert given.head_seq() == head
+
+
+def test_erasure_destroys_every_vector_of_a_version(given: Warden, backend: Backend) -> None:
+    first = [0.123456789 + i * 1e-3 for i in range(32)]
+    second = [-0.987654321 + i * 1e-3 for i in range(32)]
+    marks = [struct.pack("<8f", *v[:8]) for v in (first, second)]
+    save_memory(given, "pii", embeddings=[first, second], scope={"user": "kim"})
+    for i in range(30):
+        save_memory(given, f"filler{i}", embedding=[float(i + 1)] * 32)
+    at_rest = backend.bytes_at_rest(given.path)
+    assert all(mark in at_rest for mark in marks)
+    assert ids(given.search(tenant="acme", vector=second, limit=1, caller=OPERATOR)) == ["pii"]
+    given.erase(memory_id="pii", reason="GDPR art. 17", caller=OPERATOR)
+    at_rest = backend.bytes_at_rest(given.path)
+    assert not [mark for mark in marks if mark in at_rest]
+    for vector in (first, second):
+        assert "pii" not in ids(given.search(tenant="acme", vector=vector, include_hidden=True, caller=OPERATOR))
+
+
+def test_a_search_says_what_the_gate_withheld_and_nothing_of_others(recall: Warden, clock: FrozenClock) -> None:
+    """Issue 58: a search whose only matches were hidden said nothing of them.
+    ``hidden`` counts them by reason, as ``query --all`` lists them: only of
+    memories the caller may see exist, never of a status whose text it may
+    not receive (revoked, quarantined: their nearness would tell of it)."""
+    text = "the launch code is in the vault"
+    save_memory(recall, "mine-expired", summary=text, content=text, scope={"agent": "planner"}, ttl="1m")
+    save_memory(recall, "mine-revoked", summary=text, content=text, scope={"agent": "planner"})
+    save_memory(recall, "theirs-expired", summary=text, content=text, scope={"agent": "writer"}, ttl="1m")
+    save_memory(recall, "theirs-usable", summary=text, content=text, scope={"agent": "writer"})
+    save_memory(recall, "other-tenant", tenant="globex", summary=text, content=text, ttl="1m")
+    recall.revoke({"ids": ["mine-revoked"]}, reason="leaked", caller=OPERATOR)
+    clock.advance("2m")
+    planner = agent_key("acme", agent="planner")
+    for mode in ("hybrid", "vector", "text"):
+        found = recall.search(tenant="acme", query_text="launch code vault", mode=mode, caller=planner)
+        assert ids(found) == [] and found.hidden == {"expired": 1}, (mode, found.hidden)
+    everyone = recall.search(tenant="acme", query_text="launch code vault", caller=agent_key("acme"))
+    assert ids(everyone) == ["theirs-usable"] and everyone.hidden == {"expired": 2}
+    staff = recall.search(tenant="acme", query_text="launch code vault", include_hidden=True, caller=OPERATOR)
+    assert staff.hidden == {} and {"mine-expired", "mine-revoked", "theirs-expired"} <= set(ids(staff))
+
+
+def test_a_vector_is_a_match_only_above_the_floor(recall: Warden) -> None:
+    """Issue 58: a hybrid search for nonsense answered a 'match' at a
+    similarity of -0.146. A vector matches only above the floor: the
+    request's ``min_similarity``, else the embedder's, else 0."""
+    save_memory(recall, "deploy", summary="deploy approvals", content="two reviewers sign each deploy")
+    save_memory(recall, "lunch", summary="friday lunch", content="the cafeteria menu")
+    away = [-x for x in recall.embedder.embed(["deploy approvals two reviewers"])[0]]  # type: ignore[union-attr]
+    for mode in ("hybrid", "vector"):
+        assert ids(recall.search(tenant="acme", vector=away, mode=mode, caller=OPERATOR)) == []
+        every = recall.search(tenant="acme", vector=away, mode=mode, min_similarity=-1, caller=OPERATOR)
+        assert sorted(ids(every)) == ["deploy", "lunch"] and min(f.similarity for f in every) < 0
+    for nonsense in ("xyzzy", "qwfp zzkv", "ㅋㅋㅋ"):
+        found = recall.search(tenant="acme", query_text=nonsense, caller=OPERATOR)
+        assert all(f.similarity is None or f.similarity > 0 for f in found), nonsense
+    near = recall.search(tenant="acme", query_text="deploy approvals", mode="vector", caller=OPERATOR)
+    assert ids(near)[0] == "deploy"
+    high = near[0].similarity
+    assert ids(recall.search(tenant="acme", query_text="deploy approvals", min_similarity=high, caller=OPERATOR)) == [
+        "deploy"
+    ]  # its words still match: only the vector half is floored
+    recall.embedder.min_similarity = high  # type: ignore[union-attr]  # as [embedder] min_similarity sets it
+    try:
+        assert ids(recall.search(tenant="acme", query_text="deploy approvals", mode="vector", caller=OPERATOR)) == []
+    finally:
+        recall.embedder.min_similarity = 0.0  # type: ignore[union-attr]
+    with pytest.raises(InvalidInput) as refused:
+        recall.search(tenant="acme", query_text="deploy", min_similarity=2, caller=OPERATOR)
+    assert refused.value.field == "min_similarity"
+
+
+def test_a_long_query_is_refused_as_a_text_search_refuses_it(recall: Warden) -> None:
+    """Issue 58: 40 words answered 200 and empty by POST where GET answered
+    422: matched as words (text, hybrid) the same limit holds, naming ``query``."""
+    save_memory(recall, "deploy", summary="deploy approvals", content="two reviewers sign each deploy")
+    forty = " ".join(f"word{i}" for i in range(40))
+    with pytest.raises(InvalidInput) as listing:
+        recall.query(tenant="acme", text=forty, caller=OPERATOR)
+    for mode in ("hybrid", "text"):
+        with pytest.raises(InvalidInput) as refused:
+            recall.search(tenant="acme", query_text=forty, mode=mode, caller=OPERATOR)
+        assert refused.value.field == "query" and "at most 32 distinct words" in refused.value.problem
+        assert "at most 32 distinct words" in listing.value.problem
+    recall.search(tenant="acme", query_text=forty, mode="vector", caller=OPERATOR)  # only embedded: taken

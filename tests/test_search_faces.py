@@ -86,6 +86,33 @@ def test_http_search_answers_only_what_the_gate_allows(
     assert search(client, keys["agent"], tenant="acme", query="배포", include_hidden=True).status_code == 403
 
 
+def test_http_search_tells_what_was_hidden_and_limits_words_as_a_listing_does(
+    app: tuple[Warden, TestClient, dict[str, str]], clock: FrozenClock
+) -> None:
+    """Issue 58: a search whose only matches were hidden said nothing of
+    them; 40 words answered 200 and empty by POST where GET answered 422."""
+    _, client, keys = app
+    saved = client.post("/v1/memories", json=body("old", ttl="1m"), headers={"x-api-key": keys["agent"]})
+    assert saved.status_code == 201, saved.text
+    clock.advance("2m")
+    for mode in ("hybrid", "vector", "text"):
+        data = search(client, keys["agent"], tenant="acme", query="배포 승인", mode=mode).json()
+        assert (data["results"], data["hidden"]) == ([], {"expired": 1}), mode
+    staff = search(client, keys["security"], tenant="acme", query="배포 승인", include_hidden=True).json()
+    assert [r["memory_id"] for r in staff["results"]] == ["old"] and staff["hidden"] == {}
+    forty = " ".join(f"word{i}" for i in range(40))
+    listing = client.get("/v1/memories", params={"tenant": "acme", "text": forty}, headers={"x-api-key": keys["agent"]})
+    assert listing.status_code == 422, listing.text
+    for mode in ("hybrid", "text"):
+        answer = search(client, keys["agent"], tenant="acme", query=forty, mode=mode)
+        assert answer.status_code == 422 and answer.json()["field"] == "query", answer.text
+        assert answer.json()["problem"].startswith(listing.json()["problem"].split(",")[0])
+    assert search(client, keys["agent"], tenant="acme", query=forty, mode="vector").status_code == 200
+    away = [-x for x in HashEmbedder().embed(["배포 승인"])[0]]
+    bad = search(client, keys["agent"], tenant="acme", vector=away, min_similarity=1.5)
+    assert bad.status_code == 422 and bad.json()["field"] == "min_similarity"
+
+
 @pytest.mark.parametrize(
     ("fields", "field"),
     [
@@ -216,6 +243,7 @@ def test_the_client_searches_over_a_live_server(live: Server) -> None:
         mw.save(**body("c2", text="금요일 점심 메뉴", ttl="6h"))
         found = mw.search(tenant="acme", query="배포 승인", limit=1)
         assert [f.view.memory_id for f in found] == ["c1"] and found[0].view.content == TEXT
+        assert found.hidden == {} and found.truncated is False  # the answer's page, as the engine's
         assert found[0].score > 0 and "vector" in found[0].found_by
         with pytest.raises(PermissionError):
             mw.search(tenant="globex", query="배포")
@@ -265,6 +293,10 @@ def test_the_cli_query_similar(tmp_path: Path) -> None:
     assert text.exit_code == 0 and "ko" in text.stdout and "lunch" not in text.stdout
     hidden = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "점심", "--all", "--json"])
     assert "lunch" in hidden.stdout
+    told = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "점심"])
+    assert told.exit_code == 0 and "lunch" not in told.stdout and "hidden: 1 revoked" in told.stderr
+    told = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "점심", "--json"])
+    assert json.loads(told.stdout)["hidden"] == {"revoked": 1}
     bad = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "a\x01b"])
     assert bad.exit_code == 2 and "query" in bad.stderr
     both = runner.invoke(cli, [*base, "query", "--tenant", "acme", "--similar", "배포", "--text", "점심"])

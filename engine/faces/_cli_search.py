@@ -16,6 +16,12 @@ from ._cli_output import table
 
 def similar_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option(
+        "--min-similarity",
+        type=click.FloatRange(-1.0, 1.0),
+        default=None,
+        help="With --similar: a vector matches only above this similarity (default: the embedder's, else 0).",
+    )(fn)
+    fn = click.option(
         "--mode",
         type=click.Choice(["hybrid", "vector", "text"]),
         default="hybrid",
@@ -41,5 +47,8 @@ def run_search(warden: Warden, *, similar: str, mode: str, as_json: bool, **opti
                 for r in data["results"]
             ],
         )
+        if found.hidden:  # the gate withheld matches: said, as query --all would list them
+            why = ", ".join(f"{n} {reason}" for reason, n in found.hidden.items())
+            click.echo(f"(hidden: {why}; --all shows them)", err=True)
 
     emit(data, as_json, show)

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi.exceptions import RequestValidationError
 from memwarden.engine import MAX_PAGE
+from memwarden.events import MAX_EMBEDDINGS
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -84,7 +85,9 @@ class SaveBody(Body):
     branch: str | None = Field(None, description="the git branch of source (default HEAD)")
     policy: str = Field("default", description="the policy it was checked under")
     # checked by the engine, which names the field: a number or a key like "policy-42-v7"
-    revocation_version: StrictInt | str | None = Field(None, description="the policy's version (default: its current one)")
+    revocation_version: StrictInt | str | None = Field(
+        None, description="the policy's version (default: its current one)"
+    )
     checksum: str | None = Field(None, description="sha256:<hex> the content must match")
     cache_key: CacheKeyBody | None = Field(None, description="a tool result's full cache key")
     event_id: str | None = Field(
@@ -94,6 +97,15 @@ class SaveBody(Body):
     derived_from: list[str] = Field(default_factory=list, description="the memories of the tenant it was drawn from")
     embedding: Vector | None = Field(
         None, max_length=MAX_DIMS, description="the version's vector (default: the configured embedder's)"
+    )
+    embeddings: list[Annotated[Vector, Field(max_length=MAX_DIMS)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_EMBEDDINGS,
+        description=(
+            "instead of embedding: several vectors of one length for this version (each field of an item "
+            "embedded apart); a search finds the memory once, by the closest of them"
+        ),
     )
 
 
@@ -165,7 +177,13 @@ class SearchBody(Body):
     """``POST /v1/memories/search``: semantic recall (``Warden.search``)."""
 
     tenant: str = Field(min_length=1)
-    query: str | None = Field(None, description="the text to search for (or give a vector)")
+    query: str | None = Field(
+        None,
+        description=(
+            "the text to search for (give query, vector, or both): at most 1000 characters; in text and hybrid "
+            "mode at most 32 distinct words, as GET /v1/memories?text= takes"
+        ),
+    )
     vector: Vector | None = Field(None, max_length=MAX_DIMS, description="a query vector of the embedder's length")
     limit: int = Field(10, ge=1, le=MAX_PAGE)
     mode: Literal["hybrid", "vector", "text"] = "hybrid"
@@ -181,6 +199,9 @@ class SearchBody(Body):
     include_hidden: StrictBool = Field(False, description="staff: the memories the gate refuses too, with why")
     min_seq: MinSeq = None
     with_content: StrictBool = True
+    min_similarity: float | None = Field(
+        None, ge=-1, le=1, description="a vector matches only above this similarity (default: the embedder's, else 0)"
+    )
 
     def search_args(self, min_seq: int | None) -> dict[str, object]:
         """``Warden.search``'s keyword arguments (every rule is the engine's),
@@ -201,4 +222,5 @@ class SearchBody(Body):
             include_hidden=self.include_hidden,
             min_seq=min_seq,
             with_content=self.with_content,
+            min_similarity=self.min_similarity,
         )

@@ -201,6 +201,7 @@ def query(
     offset: int,
     similar: str | None,
     mode: str,
+    min_similarity: float | None,
     as_json: bool,
 ) -> None:
     """Usable memories in a scope (with --all: every memory and why not;
@@ -211,8 +212,16 @@ def query(
         if offset:  # a search has no pages: its order is its scores'
             raise InvalidInput("offset", "is for listings; a --similar search answers its best first, without pages")
         scope = dict(project=project, permission=permission, user=user, agent=agent, tool=tool, kind=kind)
-        search = dict(include_hidden=include_unusable, limit=limit, min_seq=min_seq, with_content=not no_content)
+        search = dict(
+            include_hidden=include_unusable,
+            limit=limit,
+            min_seq=min_seq,
+            with_content=not no_content,
+            min_similarity=min_similarity,
+        )
         return run_search(warden, tenant=tenant, similar=similar, mode=mode, as_json=as_json, **scope, **search)
+    if min_similarity is not None:
+        raise InvalidInput("min_similarity", "is for a --similar search")
     views = warden.query(
         tenant=tenant,
         project=project,
