@@ -4,6 +4,7 @@ once, run by the blocking and the asyncio client alike."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -11,7 +12,16 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from memwarden.engine import DueItem, ErasureResult, Found, MemoryView, RevocationResult, SaveResult, VerifyResult
+from memwarden.engine import (
+    DueItem,
+    ErasureResult,
+    Found,
+    MemoryView,
+    Page,
+    RevocationResult,
+    SaveResult,
+    VerifyResult,
+)
 from memwarden.events import format_ts
 
 # what the answer of an HTTP call becomes
@@ -143,6 +153,8 @@ QUERY_PARAMS = {
     "ids": "ids",
     "status": "status",
     "offset": "offset",
+    "id_prefix": "id_prefix",
+    "where": "where",
 }
 
 
@@ -154,11 +166,24 @@ def query(tenant: str, filters: Mapping[str, Any]) -> Call:
         raise InvalidInput(sorted(unknown)[0], "is not a filter of a query")
     params: dict[str, Any] = {"tenant": tenant}
     for name, value in filters.items():
-        if value is not None:
-            params[QUERY_PARAMS[name]] = list(value) if name == "ids" else value
-    return Call(
-        "GET", "/v1/memories", lambda a: [MemoryView(**m) for m in a["memories"]], params, idempotent=True, fresh=True
-    )
+        if value is None:
+            continue
+        if name == "ids" or (name == "id_prefix" and not isinstance(value, str)):
+            value = list(value)
+        elif name == "where":
+            # JSON in the query string; a NaN or an infinity as Python's json
+            # writes them (the server reads them back), since a filter may
+            # compare with one
+            value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        params[QUERY_PARAMS[name]] = value
+    return Call("GET", "/v1/memories", _page, params, idempotent=True, fresh=True)
+
+
+def _page(answer: dict[str, Any]) -> Page[MemoryView]:
+    """A query's answer as the Warden's: a list that says whether it was
+    cut at the answer's size bound and where the next page starts."""
+    views = [MemoryView(**m) for m in answer["memories"]]
+    return Page.of(views, truncated=bool(answer.get("truncated")), next_offset=answer.get("next_offset"))
 
 
 _FOUND_KEYS = ("score", "found_by", "similarity", "text_rank")

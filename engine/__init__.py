@@ -36,7 +36,7 @@ from ._errors import (
 from ._fetchers import Fetchers
 from ._gate import ACTIONS, REASONS, Decision, decide
 from ._keys import KeyStore
-from ._limits import MAX_PAGE, Limits, refuse_local_source
+from ._limits import MAX_PAGE, Limits, Page, refuse_local_source
 from ._logging import configure_logging
 from ._memories import Acting, Memories
 from ._policy import KindRule, PolicyFile, TtlPolicy
@@ -94,6 +94,7 @@ __all__ = [
     "MemoryIdTaken",
     "MemoryNotFound",
     "MemoryView",
+    "Page",
     "PolicyFile",
     "Principal",
     "RevocationNotFound",

@@ -179,6 +179,25 @@ def test_search_answers_what_is_usable_now_by_words_and_by_vector(face: tuple[Me
     assert bad.value.field == "query"
 
 
+def test_a_query_narrowed_by_its_content_and_id_prefix_answers_alike(face: tuple[Memories, Memories, str]) -> None:
+    """``where`` (the JSON content's conditions) and ``id_prefix`` reach
+    the query through every face, NaN and infinities included, and count
+    before ``limit`` and ``offset``."""
+    agent, _, prefix = face
+    values = {"a": {"n": 1, "tag": "ops"}, "b": {"n": 2.5, "tag": "life"}, "c": {"n": 4, "tag": "ops"}}
+    for key, value in values.items():
+        agent.save(**fields(f"{prefix}/{key}", content=json.dumps(value)))
+    agent.save(**fields(f"{prefix}x/d", content=json.dumps({"n": 3, "tag": "ops"})))  # a sibling prefix
+    asked = {"tenant": "acme", "id_prefix": [f"{prefix}/"]}
+    assert [v.memory_id for v in agent.query(**asked, where={"tag": "ops"})] == [f"{prefix}/c", f"{prefix}/a"]
+    assert [v.memory_id for v in agent.query(**asked, where={"tag": "ops"}, limit=1, offset=1)] == [f"{prefix}/a"]
+    assert len(agent.query(**asked, where={"n": {"$lt": float("inf"), "$gt": 1}})) == 2
+    assert agent.query(**asked, where={"n": {"$eq": float("nan")}}) == []
+    with pytest.raises(InvalidInput) as bad:
+        agent.query(**asked, where={"n": {"$near": 1}})
+    assert bad.value.field == "where"
+
+
 @pytest.mark.parametrize("kind", list(CLIENTS))
 def test_the_client_reads_its_own_writes_on_any_node(live: Server, kind: str) -> None:
     with CLIENTS[kind](live.url, live.keys["agent"]) as mw:
