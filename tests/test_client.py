@@ -290,3 +290,25 @@ def test_the_async_client_answers_as_the_blocking_one(live: Server) -> None:
     assert view.usable and view.version == saved.version and [v.memory_id for v in found] == [memory_id]
     with Client(live.url, live.keys["agent"]) as blocking:
         assert blocking.get(memory_id) == view
+
+
+def test_the_async_client_holds_at_most_max_in_flight_requests_open() -> None:
+    """Thousands of requests gathered at once wait in the client, a few at a
+    time in the connection pool (whose queue httpcore scans whole per request)."""
+    open_now, peak = 0, 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal open_now, peak
+        open_now += 1
+        peak = max(peak, open_now)
+        await asyncio.sleep(0.001)
+        open_now -= 1
+        return httpx.Response(200, json={"memories": [], "truncated": False, "next_offset": None})
+
+    async def main() -> list[Any]:
+        async with AsyncClient("http://mw.test", "key", transport=httpx.MockTransport(handler), max_in_flight=8) as mw:
+            return await asyncio.gather(*[mw.query(tenant="acme") for _ in range(200)])
+
+    answers = asyncio.run(main())
+    assert len(answers) == 200 and all(a == [] for a in answers)
+    assert peak == 8
