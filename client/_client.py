@@ -205,7 +205,7 @@ class AsyncClient(_Base):
         )
         # requests past this many wait here, each woken once, rather than in
         # the connection pool's queue, which httpcore scans whole for every
-        # request it assigns: thousands gathered at once took minutes there
+        # request it assigns (a cost that grows with the square of those queued)
         self._slots = asyncio.Semaphore(max_in_flight)
 
     async def aclose(self) -> None:

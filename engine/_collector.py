@@ -5,11 +5,9 @@ dicts, chained records: ~10 per event) that hold no cycles and die at the
 commit. Each 700 of them start a young-generation collection, every tenth
 a middle one, and now and then an old one that walks all the process keeps
 alive, so a large cascade spends a part of its commit in collections that
-free nothing (BENCHMARKS.md, "Tricks measured"). Paused, the same
-containers are freed by their reference counts as usual; the collector
-runs again at the next allocation after the writer leaves. Kept because
-the cascade's commit misses its target without it (within 2.5x its
-floor, ``scripts/bench/revoke.py``).
+free nothing. Paused, the same containers are freed by their reference
+counts as usual; the collector runs again at the next allocation after the
+writer leaves. Kept for one target: the cascade's commit within 2.5x its floor.
 
 The pause begins once the transaction holds the store (``Core.transaction``:
 inside ``Store.writing``, which waits for the database's lock), never while

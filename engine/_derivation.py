@@ -22,7 +22,6 @@ from ._versions import in_force
 CASCADE_TRIGGERS = frozenset({"memory.erased", "memory.invalidated", "memory.integrity_failed"})
 # one validation call for a cascade's events, cheaper than one model at a
 # time, and still every field checked: engine-made events get no shortcut
-# (figure: BENCHMARKS.md, "Choices in the code")
 _INVALIDATIONS: TypeAdapter[list[MemoryInvalidated]] = TypeAdapter(list[MemoryInvalidated])
 # set while a cascade appends its own invalidations (``cascade``)
 _WALKED: ContextVar[bool] = ContextVar("memwarden_cascade_walked", default=False)
@@ -312,8 +311,7 @@ def cascade(tx: Write, records: Sequence[RecordedEvent]) -> None:
     if fields:
         # The walk went to every depth: what these invalidations would take
         # out is among them already, so their records, coming back to this
-        # reactor, are not walked again (a 10,000-descendant cascade asked
-        # the children of every one of them; BENCHMARKS.md, revoke)
+        # reactor, are not walked again (asking their children would find none)
         walked = _WALKED.set(True)
         try:
             tx.append(_INVALIDATIONS.validate_python(fields))

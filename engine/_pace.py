@@ -6,8 +6,7 @@ thousands of memories spends most of a second in Python checking and
 building its events before it takes the store's write lock. Left alone,
 that thread holds the interpreter for as long as the interpreter lets it
 (5 ms at a time) and gets it back at once, so every agent's request beside
-it waits for it at each step it takes (BENCHMARKS.md, "hostile": big
-batches). Paced, it gives the interpreter away for as long as it held it
+it waits for it at each step it takes. Paced, it gives the interpreter away for as long as it held it
 past each ``STEP``: the batch takes up to twice as long to prepare, and the
 requests beside it get half the interpreter whatever the batch holds.
 

@@ -32,7 +32,7 @@ from ._warden import Warden
 log = structlog.get_logger("memwarden.scheduler")
 
 # the expiry events one commit of a sweep writes: each commit is a sync to
-# disk, and 5,000 keep a batch's memory small (BENCHMARKS.md, "the save path")
+# disk, and 5,000 keep a batch's memory small
 SWEEP_BATCH = 5000
 
 _T = TypeVar("_T")

@@ -16,8 +16,7 @@ _view_values = operator.itemgetter(*VIEW_COLUMNS)
 
 def gate_row(v: ViewRow) -> dict[str, Any]:
     """What the gate reads of a row the store selected as ``VIEW_COLUMNS``:
-    a dict literal of the row's fields (quicker than zipping names,
-    BENCHMARKS.md, "Choices in the code")."""
+    a dict literal of the row's fields (quicker than zipping names)."""
     return {
         "memory_id": v.memory_id,
         "status": v.status,

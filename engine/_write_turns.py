@@ -2,9 +2,8 @@
 
 The store runs one write transaction at a time, and a batch of thousands
 of memories holds it for a long while. Left to the lock, whoever asks
-next goes next, so a queue of batches from one key held an agent's single
-save behind all of them (``scripts/bench/hostile.py``, big batches alone;
-BENCHMARKS.md, "hostile"). Here a small write (a save, a revocation, an erasure, a policy
+next goes next, so a queue of batches from one key would hold an agent's
+single save behind all of them. Here a small write (a save, a revocation, an erasure, a policy
 change) waits only for the transaction running now; a large one (``size``
 at least ``LARGE``: a batch, an import) lets every small one waiting go
 first, for at most ``PATIENCE`` seconds, so a steady stream of small

@@ -38,7 +38,7 @@ def unstorable(text: str) -> str | None:
     if text.isascii():  # O(1) in CPython: an ASCII text holds no surrogate
         return None
     try:
-        text.encode("utf-8")  # cheaper than a regex search for surrogates (BENCHMARKS.md)
+        text.encode("utf-8")  # cheaper than a regex search for surrogates
     except UnicodeEncodeError:
         return "is not valid Unicode text (it holds a lone surrogate)"
     return None

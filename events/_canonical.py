@@ -8,9 +8,8 @@ The standard library's ``json`` settings below define the encoding, and
 ``json`` encodes whatever may hold a float. orjson writes the same bytes for
 data without floats (it spells small and non-finite floats otherwise), and
 writes the event payloads the log appends, whose models hold none
-(``Event.FLOATS``): it holds the batched append's targets (>= 3x
-eventsourcing, >= 1/3 of raw ``executemany``; BENCHMARKS.md, "Tricks
-measured"). ``tests/test_canonical.py`` holds the two equal over arbitrary
+(``Event.FLOATS``): kept for the batched append's targets (>= 3x
+eventsourcing, >= 1/3 of raw ``executemany``). ``tests/test_canonical.py`` holds the two equal over arbitrary
 float-free data, timestamps and models.
 """
 
@@ -145,8 +144,7 @@ def preimage_bytes(
     spliced in as it is (never parsed again), and orjson writes the rest."""
     # Keys in sorted order already; orjson escapes strings exactly as json's
     # encode_basestring does (every code point but lone surrogates, checked
-    # in tests/test_canonical.py), for less than formatting by hand costs
-    # (BENCHMARKS.md, "Choices in the code").
+    # in tests/test_canonical.py), for less than formatting by hand costs.
     try:
         return orjson.dumps(
             {

@@ -6,8 +6,7 @@ keep them: they are scattered among live allocations, so the heap cannot
 shrink from its top. ``malloc_trim`` returns whole free pages from
 anywhere in the heap. Elsewhere than glibc this does nothing.
 
-Kept for one target: private memory <= 1.5x LangGraph's after 100,000
-saves (``peers.py``; BENCHMARKS.md, "Tricks measured, 2026-12-04").
+Kept for one target: private memory <= 1.5x LangGraph's after 100,000 saves.
 """
 
 from __future__ import annotations

@@ -87,8 +87,8 @@ def memory_stream(tenant: str, memory_id: str) -> str:
     ambiguity, and no such name can equal a stream written before memories
     had a tenant in their identity (those were the bare memory id). The id
     comes first: new streams of time-ordered ids then land together in the
-    stream index, where a tenant first spread a batch over every tenant's
-    part of it (BENCHMARKS.md, append).
+    stream index, where a tenant first would spread a batch over every
+    tenant's part of it.
     """
     return f"{memory_id} {tenant}"
 

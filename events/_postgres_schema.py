@@ -31,7 +31,7 @@ SCHEMA = (
     # What the planner needs of the log is its size and its keys: a sample
     # of 3,000 rows (not 30,000) and no statistics over the payload and the
     # hashes, which no query filters on: the writers run ANALYZE as the log
-    # grows, so it must stay cheap (BENCHMARKS.md)
+    # grows, so it must stay cheap
     "ALTER TABLE events "
     + ", ".join(
         f"ALTER COLUMN {column} SET STATISTICS {0 if column in _UNFILTERED else 10}"

@@ -54,8 +54,7 @@ def id_array(values: Sequence[str]) -> str:
     """Identifiers as one text for ``string_to_array(%s, chr(31))``.
 
     psycopg dumps a list element by element in Python, many times the cost
-    of one string on the append path's lookup (BENCHMARKS.md, "Choices in
-    the code").
+    of one string on the append path's lookup.
     Identifiers hold no control character, so the separator splits exactly.
     """
     joined = _ID_SEPARATOR.join(values)
@@ -72,8 +71,7 @@ def look_up(conn: psycopg.Connection, event_ids: Sequence[str], streams: Sequenc
     the generic plan PostgreSQL makes at its sixth run, and on a fresh store
     that plan was made while the log was a page long: it scans the whole
     events table on every append ever after, so a single append grows
-    slower with the log until an ANALYZE replans it (BENCHMARKS.md,
-    postgres). A large batch's lookup stays
+    slower with the log until an ANALYZE replans it. A large batch's lookup stays
     prepared: planning a thousand ids costs more than the scan it avoids.
     """
     prepare = None if len(event_ids) > _PLANNED_EACH_TIME else False
@@ -150,8 +148,8 @@ class PostgresWriteTransaction(PublishingWrite):
     def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
         events = list(events)
         # a big batch goes to COPY row by row as it is chained: the server
-        # inserts the first rows while Python hashes the next (BENCHMARKS.md,
-        # "postgres"); an error aborts the COPY, and the transaction with it
+        # inserts the first rows while Python hashes the next; an error
+        # aborts the COPY, and the transaction with it
         streamed = len(events) >= _COPY_FROM
         with self.conn.cursor() as cur, _CopyStream(cur) as stream:
             batch = prepare_batch(

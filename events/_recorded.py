@@ -116,7 +116,7 @@ class RecordedEvent(NamedTuple):
     ``payload_json`` is its stored canonical text.
 
     A named tuple (immutable, and made several times faster than a frozen
-    dataclass; BENCHMARKS.md): every append builds one per event and every
+    dataclass): every append builds one per event and every
     read or rebuild one per row.
     """
 

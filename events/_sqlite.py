@@ -140,15 +140,13 @@ def connect(
     # Freed pages are zeroed, so erased content does not linger in the file.
     conn.execute("PRAGMA secure_delete=ON")
     # The bound on the pages a connection keeps: the pages a write
-    # transaction changes wait here for its commit. SQLite's default, 2 MB,
-    # spills a 10,000-memory revocation's to the WAL before it commits, and
-    # 16 MB slowed the 10,000-descendant cascade at 1M memories (BENCHMARKS.md, save);
+    # transaction changes wait here for its commit: a smaller bound spills a
+    # large revocation's or cascade's pages to the WAL before it commits;
     # reads of the file come through the memory map below without a copy.
     # The log gives the clean pages back after its commits (_release_pages).
     conn.execute(f"PRAGMA cache_size=-{cache_mb * 1024}")
     # Reads through a memory map skip a copy per page, which a query or a
-    # due list over a million memories feels (BENCHMARKS.md, "Choices in the
-    # code"). Writes still go through
+    # due list over a million memories feels. Writes still go through
     # the WAL. The prices: a failing disk read is a signal, not an error,
     # and the mapped pages a process has read count in its RSS (they are
     # the OS's page cache, shared). mmap_mb=0 turns it off.
@@ -389,9 +387,8 @@ class SQLiteEventLog(LogReads):
         now and then after small ones. A transaction's changed pages need
         the cache until it commits (``cache_mb`` bounds them); after that
         they are copies of what the file holds, and reads come through the
-        memory map. Kept, they filled the cache's bound for good, and a
-        long-lived process's private memory with them (scripts/bench/peers.py;
-        BENCHMARKS.md, save).
+        memory map. Kept, they would fill the cache's bound for good, and a
+        long-lived process's private memory with them.
         The next transactions read the pages they need again."""
         self._commits += 1
         if changed >= RELEASE_AFTER_ROWS or self._commits % RELEASE_EVERY == 0:

@@ -32,8 +32,8 @@ class ChainedFile(Protocol):
     def head_in(self, conn: sqlite3.Connection) -> Head: ...
 
 
-# The pool holds audit verify >= 300,000 events/s over 1M (BENCHMARKS.md, append);
-# below this a second process costs more than it saves
+# the pool holds audit verify's target (>= 300,000 events/s over 1M); below
+# this a second process costs more than it saves
 PARALLEL_FROM = 200_000
 PAGE = 5000
 

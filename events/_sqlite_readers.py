@@ -2,9 +2,8 @@
 
 WAL lets readers and the writer work at once: a reader sees the last
 commit before its first statement and is never blocked by a write
-transaction. With one connection behind one lock, every read waited for
-every write, so a run of large batches held an agent's query for seconds
-(``scripts/bench/hostile.py``; BENCHMARKS.md, "Choices in the code").
+transaction. With one connection behind one lock, every read would wait
+for every write, and a run of large batches would hold an agent's query.
 Each read transaction now takes a connection of its own from a small pool;
 the pool is bounded (a burst beyond it waits for a connection, not for the writer),
 and its connections are read-only (``query_only``), so no write can take a

@@ -74,8 +74,7 @@ def format_ts(value: datetime) -> str:
     """The canonical text of a timestamp (fixed width, UTC, ``Z``)."""
     if value.tzinfo is not UTC:
         value = to_utc(value)
-    # field by field with %, the cheapest spelling measured: every event's
-    # timestamps pass through here (BENCHMARKS.md, "Choices in the code")
+    # field by field with %, the cheapest spelling: every event's timestamps pass through here
     return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (  # noqa: UP031
         value.year,
         value.month,

@@ -26,8 +26,7 @@ def spelled(url: str) -> str:
     """``spelling``, remembered for short URLs. Kept: a save spells its
     source, then the fold spells the spelled form again under the write
     lock (one spelling whichever path wrote the event), and most sources
-    are in their normal form already; a batch of 10,000 saves, each once
-    (BENCHMARKS.md, hostile). Only URLs of at most 200 characters are
+    are in their normal form already. Only URLs of at most 200 characters are
     kept, 16,384 of them: a few megabytes at most."""
     return _remembered(url) if len(url) <= 200 else spelling(url)
 

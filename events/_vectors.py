@@ -67,8 +67,8 @@ def check_vector(field: str, value: Any, dims: int | None = None) -> tuple[float
         raise InvalidField(field, f"has {len(value)} dimensions; at most {MAX_DIMS}")
     if dims is not None and len(value) != dims:
         raise InvalidField(field, f"has {len(value)} dimensions; the embedder makes {dims}")
-    # the common case at C speed (a large batch spent more time in the loop
-    # below than in its transaction; BENCHMARKS.md): only floats, and a
+    # the common case at C speed (a large batch would spend more time in the
+    # loop below than in its transaction): only floats, and a
     # finite sum, so no NaN or infinity among them; anything else (ints, a
     # sum that overflows) takes the loop, which answers as it always did
     if set(map(type, value)) == _FLOATS and math.isfinite(sum(value)):

@@ -2,9 +2,8 @@
 
 Every save asks whether a revocation covers it (no resurrection), twice:
 the engine before it appends, the fold as it applies. Both read every
-revocation ever issued and parse its selector, so a save cost more the
-more a store had revoked (``scripts/bench/save.py``, "single save with
-1,000 revocations"; BENCHMARKS.md, save). The four columns read here
+revocation ever issued and parse its selector, so a save would cost more
+the more a store had revoked. The four columns read here
 (id, selector, effective time, seq) never change once a revocation is written,
 and revocations are only ever added, in seq order; a rebuild writes the
 same rows again from the same log.

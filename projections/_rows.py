@@ -132,8 +132,7 @@ def summaries(
 ) -> dict[Key, str | None]:
     """The summary of each row's current version (None once erased), a
     statement per few hundred rows, not one per row: on a server each
-    statement is a round trip, which was most of a PostgreSQL replay's
-    time (BENCHMARKS.md, asof)."""
+    statement is a round trip."""
     found: dict[Key, str | None] = {(row["tenant"], row["memory_id"]): None for row in rows}
     wanted = [(row["tenant"], row["memory_id"], row["version"]) for row in rows]
     for start in range(0, len(wanted), 300):

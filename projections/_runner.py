@@ -44,7 +44,7 @@ def _track_sql(count: int) -> str:
 Backlog = Callable[[Connection, int, int], Iterable[RecordedEvent]]
 # A build streams: it needs a page cache for the rows a batch touches, not
 # one that grows with the view. The same bound at every log size keeps a
-# rebuild's memory flat, for little speed (BENCHMARKS.md, "Choices in the code").
+# rebuild's memory flat, for little speed.
 BUILD_CACHE_MB = 24
 
 

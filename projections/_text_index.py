@@ -12,7 +12,7 @@ malformed" (about 1,000 erasures in; our mixed run found it). Newer SQLite
 the structure holds more than ``MAX_LEVELS``, ``rebuild`` rewrites the index
 from its own content table with a fresh structure. An ``optimize`` already
 rewrites the whole index and a rebuild costs about three of them, so a
-rebuild every few dozen erasures adds little to erasure time (BENCHMARKS.md).
+rebuild every few dozen erasures adds little to erasure time.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ _TOKEN = re.compile(r"[^\W_]+")
 # ASCII and Hangul syllables only: no diacritic to remove. A syllable's
 # canonical decomposition is conjoining jamo, none of them a combining mark,
 # and composing them again gives the syllable back, so the NFD, the filter
-# and the NFC below would return such a text unchanged (most of a Korean
-# save's indexing; BENCHMARKS.md, "Choices in the code")
+# and the NFC below would return such a text unchanged, at a cost each save's
+# indexing would pay
 _NO_DIACRITICS = re.compile(r"[\x00-\x7f\uac00-\ud7a3]*")
 
 

@@ -69,7 +69,7 @@ SCHEMA = [
 # memories that wait for a re-verification (a partial index's condition).
 # Spelled with OR, not IN: SQLite builds an IN list's lookup table each time
 # a statement runs, and an UPDATE of status evaluates this for every row it
-# writes (what IN cost a cascade: BENCHMARKS.md, "Choices in the code").
+# writes.
 RECHECK = "(status = 'expired' OR status = 'unknown' OR status = 'invalidated')"
 
 # the agent query's key in the covering index of either backend; the index
@@ -88,7 +88,7 @@ INDEXES = [
     "DROP INDEX IF EXISTS memories_usable_by_scope",  # older databases: not covering
     # Covering: it carries every column a view shows, so the query for a
     # scope reads a few neighbouring index pages instead of one table page
-    # per memory (BENCHMARKS.md, "Choices in the code"). A usable memory is
+    # per memory. A usable memory is
     # stored twice; a view column that changes (a re-verification's times)
     # rewrites its entry.
     f"CREATE INDEX IF NOT EXISTS memories_usable_view ON memories ({_VIEW_KEY}) WHERE status = 'usable'",

@@ -7,12 +7,10 @@ takes and answers numpy arrays without copies through Python lists,
 stores f32 or f16, and saves to and restores from bytes (or maps a file
 read-only). FAISS is far larger and hnswlib is unmaintained.
 
-The HNSW index stores f16 (half the memory of f32; the ranking of the
-top ten over 384 dimensions is unchanged in our measurements, see
-BENCHMARKS.md) with 16 links per node and a search breadth of
-``EXPANSION``: the least breadth that holds recall@10 against exact at
-0.95 on ``scripts/bench/recall.py``'s corpus, each doubling of it costing
-a query more time (the figures: BENCHMARKS.md); f32 instead of f16 barely
+The HNSW index stores f16 (half the memory of f32, and the top ten over
+384 dimensions rank the same) with 16 links per node and a search breadth
+of ``EXPANSION``: the least breadth that holds the recall target, each
+doubling of it costing a query more time; f32 instead of f16 barely
 changes recall (the breadth, not the precision, decides).
 
 A vector that leaves an HNSW index (an erasure, a new version) leaves its
@@ -34,7 +32,7 @@ CONNECTIVITY = 16
 EXPANSION_ADD = (
     64  # half the build of 128 (the build is most of a large tenant's wait); the breadth below makes up the recall
 )
-EXPANSION = 2048  # recall@10 >= 0.95 at 200,000 on the benchmark corpus (BENCHMARKS.md)
+EXPANSION = 2048  # the least breadth that held recall@10 >= 0.95 at 200,000 vectors
 _FILLER_KEYS = 1 << 63  # fillers' keys: above every memory's
 # exact rows added at a time: a quarter more (at least 64), so an append is
 # amortised (not a copy per vector) while a small tenant's matrix stays near

@@ -30,7 +30,7 @@ Seq = Annotated[int, Query(ge=0, le=2**62)]
 # served (the rest wait their turn), so that the server's peak memory is
 # bounded by its largest request, not by how many clients send one together,
 # and so that one batch's checks, not several, take the interpreter from the
-# agents' requests (BENCHMARKS.md, "hostile")
+# agents' requests
 LARGE_BODY = 1024 * 1024
 LARGE_AT_ONCE = 1
 

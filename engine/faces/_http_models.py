@@ -28,41 +28,49 @@ class Body(BaseModel):
 
 
 class ScopeBody(Body):
-    tenant: str = Field(min_length=1)
-    project: str | None = None
-    permission: str | None = None
-    user: str | None = None
-    agent: str | None = None
-    tool: str | None = None
+    tenant: str = Field(min_length=1, description="the tenant: the wall no read or write crosses")
+    project: str | None = Field(None, description="the project within the tenant")
+    permission: str | None = Field(None, description="the permission the fact was read under")
+    user: str | None = Field(None, description="the user it concerns (erase --user names it)")
+    agent: str | None = Field(None, description="the agent it belongs to (an agent-bound key fills in its own)")
+    tool: str | None = Field(None, description="the tool whose result it is")
 
 
 class CacheKeyBody(Body):
-    tool: str = Field(min_length=1)
-    tool_version: str = Field(min_length=1)
-    input_hash: str = Field(min_length=1)
+    tool: str = Field(min_length=1, description="the tool's name")
+    tool_version: str = Field(min_length=1, description="the tool's version")
+    input_hash: str = Field(min_length=1, description="a hash of the tool's input")
 
 
 class SaveBody(Body):
-    memory_id: str = Field(min_length=1)
-    kind: str = Field(min_length=1)
-    summary: str = Field(min_length=1)
-    content: str
-    source_url: str = Field(min_length=1)
-    scope: ScopeBody
-    fetched_at: str | None = None
-    expires_at: str | None = None
-    ttl: str | None = None
-    verified_at: str | None = None
-    source: str | None = None
-    branch: str | None = None
-    policy: str = "default"
+    memory_id: str = Field(
+        min_length=1, description="the memory's id in its tenant; an id saved before gets a new version"
+    )
+    kind: str = Field(min_length=1, description="the kind of memory: sets its TTL from the policy file's [kinds]")
+    summary: str = Field(min_length=1, description="what the memory says, in short")
+    content: str = Field(description="the remembered text (UTF-8, kept byte for byte)")
+    source_url: str = Field(
+        min_length=1, description="where the content came from: a URL with a scheme, or an absolute path"
+    )
+    scope: ScopeBody = Field(description="the tenant and the parts of the scope below it")
+    fetched_at: str | None = Field(
+        None, description="when the content was read from its source (ISO 8601; default now)"
+    )
+    expires_at: str | None = Field(None, description="when it stops being usable (default: fetched_at plus the TTL)")
+    ttl: str | None = Field(None, description="its lifetime from fetched_at: 90s, 15m, 6h, 30d (default: the kind's)")
+    verified_at: str | None = Field(None, description="when it was last checked against its source")
+    source: str | None = Field(None, description="a path in a git repository (with branch), instead of a URL")
+    branch: str | None = Field(None, description="the git branch of source (default HEAD)")
+    policy: str = Field("default", description="the policy it was checked under")
     # checked by the engine, which names the field: a number or a key like "policy-42-v7"
-    revocation_version: int | str | None = None
-    checksum: str | None = None
-    cache_key: CacheKeyBody | None = None
-    event_id: str | None = None
+    revocation_version: int | str | None = Field(None, description="the policy's version (default: its current one)")
+    checksum: str | None = Field(None, description="sha256:<hex> the content must match")
+    cache_key: CacheKeyBody | None = Field(None, description="a tool result's full cache key")
+    event_id: str | None = Field(
+        None, description="an idempotency key in the tenant: the same save again answers the first"
+    )
     # as many as the store's limits.max_parents allow: the engine refuses past it, naming the limit
-    derived_from: list[str] = Field(default_factory=list)
+    derived_from: list[str] = Field(default_factory=list, description="the memories of the tenant it was drawn from")
     embedding: Vector | None = Field(
         None, max_length=MAX_DIMS, description="the version's vector (default: the configured embedder's)"
     )
@@ -75,8 +83,8 @@ class SaveManyBody(Body):
 M = TypeVar("M", bound=BaseModel)
 # A body FastAPI documents as the model but leaves unchecked, for the
 # endpoint to check with ``parsed`` in its worker thread: FastAPI checks a
-# body in the event loop's thread, and a batch of 10,000 memories held
-# every other request there for tens of milliseconds (BENCHMARKS.md, hostile)
+# body in the event loop's thread, where a large batch's check holds every
+# other request
 Unchecked = SkipValidation
 
 

@@ -313,5 +313,5 @@ def documented(model: type[BaseModel], status: int = 200, *errors: int) -> dict[
         responses[code] = {"model": ErrorBody, "description": described[code]}
     # the route's own return type (a dict) stays its response model, so
     # pydantic serializes the answer, not FastAPI's generic encoder, which
-    # is far slower (BENCHMARKS.md, "Choices in the code")
+    # is far slower
     return {"responses": responses, "status_code": status}

@@ -418,7 +418,7 @@ class _SelfReader:
 
     One client for the server's life: a client made for each request sets
     up its TLS context each time, interpreter time every agent request
-    waited behind (BENCHMARKS.md, "hostile, 2026-12-04 evening")."""
+    would wait behind."""
 
     def __init__(self, base_url: str, key: str) -> None:
         self._base_url, self._key = base_url, key

@@ -59,30 +59,32 @@ class QueryArgs(Body):
 
 
 class GetArgs(Body):
-    memory_id: str = Field(min_length=1)
-    tenant: str | None = None
-    min_seq: int | None = Field(default=None, ge=0, le=2**62)
+    memory_id: str = Field(min_length=1, description="the memory's id")
+    tenant: str | None = Field(None, description="its tenant, when the id is in more than one of yours")
+    min_seq: int | None = Field(
+        default=None, ge=0, le=2**62, description="answer from a view that has applied this seq"
+    )
 
 
 class VerifyArgs(Body):
-    memory_id: str = Field(min_length=1)
-    tenant: str | None = None
-    accept: bool = False
+    memory_id: str = Field(min_length=1, description="the memory's id")
+    tenant: str | None = Field(None, description="its tenant, when the id is in more than one of yours")
+    accept: bool = Field(False, description="save changed content as a new version")
 
 
 class ExplainArgs(Body):
-    memory_id: str = Field(min_length=1)
-    tenant: str | None = None
-    as_of: str | None = None
+    memory_id: str = Field(min_length=1, description="the memory's id")
+    tenant: str | None = Field(None, description="its tenant, when the id is in more than one of yours")
+    as_of: str | None = Field(None, description="a past moment (ISO 8601) to explain it as of")
 
 
 class ReplayArgs(Body):
-    as_of: str | None = None
-    seq: int | None = Field(default=None, ge=0, le=2**62)
-    tenant: str | None = None
-    include_unusable: bool = False
-    limit: int = Field(default=100, ge=1, le=MAX_PAGE)
-    after: str | None = None
+    as_of: str | None = Field(None, description="the past moment (ISO 8601); or seq")
+    seq: int | None = Field(default=None, ge=0, le=2**62, description="the past point as a seq of the log; or as_of")
+    tenant: str | None = Field(None, description="only this tenant's memories")
+    include_unusable: bool = Field(False, description="also the memories that were not usable then, with why")
+    limit: int = Field(default=100, ge=1, le=MAX_PAGE, description="memories in one page")
+    after: str | None = Field(None, description="the previous page's next, for the page that follows")
 
 
 class _Unchecked(FuncMetadata):
