@@ -60,8 +60,10 @@ def _json_value(value: Any) -> Any:
         return format_ts(value)
     if isinstance(value, timedelta):
         return f"{int(value.total_seconds())}s"
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list):
         return [_json_value(v) for v in value]
+    if hasattr(value, "tolist"):  # a numpy array or number (an embedding model's answer)
+        return value.tolist()
     if hasattr(value, "model_dump"):  # a Scope, a ParentRef
         return value.model_dump(mode="json", exclude_none=True)
     return value
@@ -87,6 +89,7 @@ SAVE_FIELDS = (
     "event_id",
     "derived_from",
     "embedding",
+    "embeddings",
 )
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import structlog
-from memwarden.events import InvalidField, check_vector
+from memwarden.events import InvalidField, check_vector, check_vectors
 
 from ._errors import FetchFailed, InvalidInput
 from ._fetchers import Fetchers
@@ -159,6 +159,15 @@ def vector_input(field: str, value: Any, dims: int | None) -> tuple[float, ...]:
         return check_vector(field, value, dims)
     except InvalidField as exc:
         raise InvalidInput(field, exc.problem) from None
+
+
+def vectors_input(field: str, value: Any, dims: int | None) -> tuple[tuple[float, ...], ...]:
+    """A caller's several vectors checked (``check_vectors``), refused as the
+    engine's ``InvalidInput`` naming ``field`` (or the one vector, ``field[i]``)."""
+    try:
+        return check_vectors(field, value, dims)
+    except InvalidField as exc:
+        raise InvalidInput(exc.field, exc.problem) from None
 
 
 def register_embedder(name: str, fn: EmbedFn, dims: int) -> None:

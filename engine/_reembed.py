@@ -159,7 +159,7 @@ def _one_batch(core: Core, embedder: Embedder, rows: list[StaleVector], result: 
             if current is None or current["version"] != v or current["status"] in NEVER:
                 _skip(result, t, m, v, "changed_meanwhile")
                 continue
-            kept.append(Vector(t, m, v, embedder.name, vector))
+            kept.append(Vector(t, m, v, embedder.name, (vector,)))
             events.append(
                 MemoryReembedded(
                     tenant=t,

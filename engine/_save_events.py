@@ -36,8 +36,9 @@ class Checked:
     expires: datetime | None
     scope: Scope
     fields: dict[str, Any]  # the rest of the event's fields, as given
-    vector: tuple[float, ...] | None = None  # the version's embedding (given, or the embedder's)
-    embedder: str | None = None  # what made it ("caller": given with the save)
+    # the version's embeddings, of one length (given, or the embedder's one)
+    vectors: tuple[tuple[float, ...], ...] | None = None
+    embedder: str | None = None  # what made them ("caller": given with the save)
 
 
 class Reads:
@@ -149,7 +150,8 @@ def built_event(
         derived_from=parents,
         cache_key=f["cache_key"],
         embedder=item.embedder,
-        embedding_dims=len(item.vector) if item.vector is not None else None,
+        embedding_dims=len(item.vectors[0]) if item.vectors else None,
+        embedding_count=len(item.vectors) if item.vectors and len(item.vectors) > 1 else None,
         actor=f["actor"],
         **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] else {}),
     )

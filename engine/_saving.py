@@ -23,7 +23,7 @@ from memwarden.events import (
 from memwarden.projections import ViewReader
 
 from ._core import Core, log
-from ._embedders import vector_input
+from ._embedders import vector_input, vectors_input
 from ._errors import ChecksumMismatch, InvalidInput
 from ._limits import encoded, normal_checksum, normal_url
 from ._memory_ids import agent_named
@@ -86,6 +86,7 @@ def check_input(
     actor: str | None = None,
     event_id: str | None = None,
     embedding: Sequence[float] | None = None,
+    embeddings: Sequence[Sequence[float]] | None = None,
     caller: Principal,
 ) -> Checked:
     """Every check of a save that needs no view: the text, its checksum and
@@ -134,10 +135,7 @@ def check_input(
         actor=actor or caller.actor,
         event_id=event_id,
     )
-    vector = None
-    if embedding is not None:
-        dims = core.embedder.dims if core.embedder is not None else None
-        vector = vector_input("embedding", embedding, dims)
+    vectors = _given_vectors(core, embedding, embeddings)
     return Checked(
         memory_id,
         kind,
@@ -148,12 +146,29 @@ def check_input(
         expires,
         scope_model,
         fields,
-        vector,
-        GIVEN_EMBEDDING if vector is not None else None,
+        vectors,
+        GIVEN_EMBEDDING if vectors is not None else None,
     )
 
 
 GIVEN_EMBEDDING = "caller"
+
+
+def _given_vectors(
+    core: Core, embedding: Sequence[float] | None, embeddings: Sequence[Sequence[float]] | None
+) -> tuple[tuple[float, ...], ...] | None:
+    """A save's own vectors: ``embedding`` (one) or ``embeddings`` (several
+    of one length, e.g. an item's fields each embedded apart: a search finds
+    the version by the closest of them), each of the embedder's length when
+    one is configured."""
+    dims = core.embedder.dims if core.embedder is not None else None
+    if embedding is not None and embeddings is not None:
+        raise InvalidInput("embeddings", "give embedding (one vector) or embeddings (several), not both")
+    if embedding is not None:
+        return (vector_input("embedding", embedding, dims),)
+    if embeddings is not None:
+        return vectors_input("embeddings", embeddings, dims)
+    return None
 
 
 def embedded(core: Core, items: Sequence[Checked]) -> list[Checked]:
@@ -161,13 +176,13 @@ def embedded(core: Core, items: Sequence[Checked]) -> list[Checked]:
     one (those given one keep theirs): one call for the batch, before any
     transaction, so a slow endpoint holds no write lock."""
     embedder = core.embedder
-    missing = [i for i, item in enumerate(items) if item.vector is None]
+    missing = [i for i, item in enumerate(items) if item.vectors is None]
     if embedder is None or not missing:
         return list(items)
     vectors = embedder.embed([embedding_text(items[i].summary, items[i].content) for i in missing])
     out = list(items)
     for i, vector in zip(missing, vectors, strict=True):
-        out[i] = replace(out[i], vector=vector, embedder=embedder.name)
+        out[i] = replace(out[i], vectors=(vector,), embedder=embedder.name)
     return out
 
 
@@ -177,9 +192,9 @@ def embedding_text(summary: str, content: str) -> str:
 
 
 def vector_of(item: Checked, event: MemorySaved) -> list[Vector]:
-    if item.vector is None or item.embedder is None:
+    if item.vectors is None or item.embedder is None:
         return []
-    return [Vector(item.scope.tenant, event.memory_id, event.version, item.embedder, item.vector)]
+    return [Vector(item.scope.tenant, event.memory_id, event.version, item.embedder, item.vectors)]
 
 
 def fetch_time(claimed: datetime | None, now: datetime, field: str = "fetched_at") -> datetime:
@@ -227,6 +242,7 @@ def save(
     actor: str | None = None,
     event_id: str | None = None,
     embedding: Sequence[float] | None = None,
+    embeddings: Sequence[Sequence[float]] | None = None,
     caller: Principal,
 ) -> SaveResult:
     """Record a memory (a new version if (tenant, memory_id) exists) with
@@ -260,6 +276,7 @@ def save(
         actor=actor,
         event_id=event_id,
         embedding=embedding,
+        embeddings=embeddings,
         caller=caller,
     )
     [item] = embedded(core, [item])

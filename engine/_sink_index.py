@@ -58,8 +58,11 @@ class IndexSink:
             for dims in self._dims(tenant):
                 with self.core.reading() as view:
                     vectors = view.current_vectors(tenant, dims, sample)
-                for data in vectors.values():
-                    query = np.frombuffer(bytes(data), dtype="<f4")  # stored float32, little-endian
+                # stored float32, little-endian: each of a version's vectors is asked for
+                queries = [
+                    row for data in vectors.values() for row in np.frombuffer(bytes(data), "<f4").reshape(-1, dims)
+                ]
+                for query in queries:
                     try:
                         found = search(
                             self.core,

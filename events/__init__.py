@@ -77,7 +77,7 @@ from ._translated import translated
 from ._types import PolicyVersion, version_key, version_number, version_value
 from ._urls import has_user_info, redacted, scrubbed, spelled
 from ._values import CacheKey, ParentRef, Scope, Selector, new_id
-from ._vectors import Vector, check_vector
+from ._vectors import MAX_EMBEDDINGS, Vector, check_vector, check_vectors
 
 __all__ = [
     "CLOCK_SKEW",
@@ -86,6 +86,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "GENESIS_HASH",
+    "MAX_EMBEDDINGS",
     "ROW_COLUMNS",
     "SERVER_ERRORS",
     "SUMMARY_TEXT",
@@ -146,6 +147,7 @@ __all__ = [
     "check_range",
     "check_storable",
     "check_vector",
+    "check_vectors",
     "connect",
     "content_checksum",
     "current_schema_version",

@@ -134,6 +134,9 @@ class MemorySaved(MemoryEvent):
     # the texts) and its length: absent where the version has none
     embedder: NonEmptyStr | None = None
     embedding_dims: PositiveInt | None = None
+    # how many vectors of that length, where more than one (each field of an
+    # item embedded apart): absent for one, so older events hash as they did
+    embedding_count: PositiveInt | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -7,6 +7,11 @@ text store's ``erase_through``), on every path that appends one. The
 same mark (``erased_texts``) refuses a vector written for an erased
 version afterwards. The event records which embedder made it and its
 dimensions; the bytes (float32, little-endian) stay here.
+
+A version may have several vectors of one length (a LangGraph item embeds
+each indexed field apart, and is as close to a query as its closest
+field): they are one row's ``vector``, back to back, ``dims`` floats each,
+so they are written, read and erased together, as one version's text is.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, NamedTuple
 from ._errors import InvalidField
 
 MAX_DIMS = 4096
+MAX_EMBEDDINGS = 64  # vectors of one version (its fields, each embedded apart)
 _FLOATS = {float}
 # vectors are kept as 32-bit floats: a value past F32_MAX would be infinite
 # there, and one below half the smallest (2**-150) zero
@@ -48,13 +54,14 @@ PUT_VECTOR = (
 
 
 class Vector(NamedTuple):
-    """One version's embedding, as the store keeps it."""
+    """One version's embeddings, as the store keeps them: ``rows`` of one
+    length (most versions have one)."""
 
     tenant: str
     memory_id: str
     version: int
     embedder: str
-    values: tuple[float, ...]
+    rows: tuple[tuple[float, ...], ...]
 
 
 def check_vector(field: str, value: Any, dims: int | None = None) -> tuple[float, ...]:
@@ -87,6 +94,20 @@ def check_vector(field: str, value: Any, dims: int | None = None) -> tuple[float
     return _in_f32(field, tuple(out))
 
 
+def check_vectors(field: str, value: Any, dims: int | None = None) -> tuple[tuple[float, ...], ...]:
+    """A caller's several vectors of one version: a non-empty list of at
+    most ``MAX_EMBEDDINGS`` vectors of one length, each as ``check_vector``
+    takes it (a refusal names the vector, ``embeddings[2]``)."""
+    if not isinstance(value, list | tuple) or not value:
+        raise InvalidField(field, "must be a non-empty list of vectors")
+    if len(value) > MAX_EMBEDDINGS:
+        raise InvalidField(field, f"holds {len(value)} vectors; at most {MAX_EMBEDDINGS} a version")
+    rows = tuple(check_vector(f"{field}[{i}]", v, dims) for i, v in enumerate(value))
+    if len({len(r) for r in rows}) > 1:
+        raise InvalidField(field, f"holds vectors of different lengths ({', '.join(str(len(r)) for r in rows)})")
+    return rows
+
+
 def _in_f32(field: str, values: tuple[float, ...]) -> tuple[float, ...]:
     """``values`` (finite), if they are a vector as 32-bit floats too."""
     high, low = max(values), min(values)
@@ -101,9 +122,9 @@ def vector_bytes(values: Sequence[float]) -> bytes:
     return struct.pack(f"<{len(values)}f", *values)
 
 
-def vector_values(data: bytes, dims: int) -> tuple[float, ...]:
-    return struct.unpack(f"<{dims}f", bytes(data))
-
-
 def vector_rows(vectors: Iterable[Vector]) -> list[tuple[Any, ...]]:
-    return [(v.tenant, v.memory_id, v.version, v.embedder, len(v.values), vector_bytes(v.values)) for v in vectors]
+    """The store's rows of ``vectors``: one a version, its vectors back to back."""
+    return [
+        (v.tenant, v.memory_id, v.version, v.embedder, len(v.rows[0]), b"".join(vector_bytes(r) for r in v.rows))
+        for v in vectors
+    ]

@@ -173,11 +173,11 @@ class VectorIndex:
             return []
         q = (q / norm).astype(np.float32)
         with self._lock:
-            return self._caught_up(view, tenant, len(q)).index.nearest(q, k)
+            return self._caught_up(view, tenant, len(q)).index.nearest(q, k)[0]
 
     def held(self, tenant: str, dims: int, memory_id: str) -> np.ndarray | None:
-        """The vector ``tenant``'s index of ``dims`` holds for ``memory_id``
-        in this process (None: no such vector, or that index is not open here)."""
+        """The vectors (rows) ``tenant``'s index of ``dims`` holds for
+        ``memory_id`` in this process (None: none, or that index is not open here)."""
         with self._lock:
             t = self._tenants.get((tenant, dims))
             return None if t is None else t.index.held(memory_id)
@@ -218,7 +218,7 @@ class VectorIndex:
         exact = Exact(dims)
         for memory_id, data in view.vectors_since(tenant, dims, 0):
             if data is not None:
-                exact.put(memory_id, normalised(data))
+                exact.put(memory_id, normalised(data, dims))
         return _Tenant(tenant, dims, exact, position, changes=len(exact))
 
     def _hash_at(self, position: int) -> str:
@@ -245,7 +245,9 @@ class VectorIndex:
                 for at in range(0, len(ids), _CHUNK):
                     chunk = ids[at : at + _CHUNK]
                     vectors = view.current_vectors(name, t.dims, chunk)
-                    t.index.put_many([(m, None if (d := vectors.get(m)) is None else normalised(d)) for m in chunk])
+                    t.index.put_many(
+                        [(m, None if (d := vectors.get(m)) is None else normalised(d, t.dims)) for m in chunk]
+                    )
                 t.index.scrub()  # a removed vector's bytes leave memory with the catch-up
                 t.position = position
                 t.changes += len(ids)

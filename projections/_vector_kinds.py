@@ -13,6 +13,12 @@ of ``EXPANSION``: the least breadth that holds the recall target, each
 doubling of it costing a query more time; f32 instead of f16 barely
 changes recall (the breadth, not the precision, decides).
 
+A memory may hold several vectors (one version's ``embeddings``): each
+is a row (exact) or a key (HNSW) of its own, and a memory is as close to
+a query as its closest: a search asks for ``k`` times the most any memory
+holds, which holds the best row of each of the ``k`` best memories (fewer
+than ``k`` memories can have rows above it), and answers each once.
+
 A vector that leaves an HNSW index (an erasure, a new version) leaves its
 bytes in the freed slot until another vector takes it: ``scrub`` fills
 every free slot with a filler and frees it again, so no destroyed vector
@@ -22,7 +28,7 @@ outlives the catch-up that removed it, in memory or in a saved file.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import numpy as np
@@ -41,12 +47,13 @@ _GROW_MIN = 64
 _GROW_SHARE = 4
 
 
-def normalised(data: Any) -> np.ndarray:
-    """Stored bytes (float32, little-endian) as a unit row: the dot product is the cosine."""
+def normalised(data: Any, dims: int) -> np.ndarray:
+    """Stored bytes (float32, little-endian; one vector or several back to
+    back) as unit rows, ``dims`` long: the dot product is the cosine."""
     # the norm in 64 bits: one of 32-bit values near their largest is infinite in 32
-    vector = np.frombuffer(bytes(data), dtype="<f4").astype(np.float64)
-    norm = float(np.linalg.norm(vector))
-    return (vector / norm if norm > 0 else vector).astype(np.float32)
+    rows = np.frombuffer(bytes(data), dtype="<f4").astype(np.float64).reshape(-1, dims)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return (rows / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
 def _ranked(pairs: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
@@ -54,69 +61,101 @@ def _ranked(pairs: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float
     return sorted(pairs, key=lambda p: (-p[1], p[0]))[:k]
 
 
+def best(row_ids: list[str], scores: np.ndarray, k: int, most: int, floor: float) -> list[tuple[str, float]]:
+    """The ``k`` memories of the best scores above ``floor``, each once, at
+    its best row's score (``row_ids[i]`` holds row ``i``; a memory holds at
+    most ``most`` rows)."""
+    above = np.flatnonzero(scores > floor)
+    if not len(above):
+        return []
+    want = min(k * most, len(above))
+    top = above[np.argpartition(-scores[above], want - 1)[:want]] if want < len(above) else above
+    out: dict[str, float] = {}
+    for i, score in zip(top.tolist(), scores[top].tolist(), strict=True):
+        m = row_ids[i]
+        if score > out.get(m, -np.inf):
+            out[m] = score
+    return _ranked(out.items(), k)
+
+
 class Exact:
-    """One tenant's vectors as a matrix; a removed row is zeroed (its bytes
-    overwritten at once) and its slot reused."""
+    """One index's vectors as a matrix, a row each; a removed row is zeroed
+    (its bytes overwritten at once) and its slot reused."""
 
     kind = "exact"
 
     def __init__(self, dims: int) -> None:
         self.dims = dims
         self.rows = np.zeros((0, dims), np.float32)
+        self.alive = np.zeros(0, bool)  # which rows hold a vector (kept, not rebuilt a search)
         self.ids: list[str | None] = []
-        self.slot: dict[str, int] = {}
+        self.slots: dict[str, list[int]] = {}
         self.free: list[int] = []
+        self.most = 1  # the most rows a memory has held here
 
     def __len__(self) -> int:
-        return len(self.slot)
+        return len(self.slots)
 
-    def put(self, memory_id: str, vector: np.ndarray | None) -> None:
-        at = self.slot.get(memory_id)
-        if vector is None:
-            if at is not None:
-                self.rows[at] = 0.0
-                self.ids[at] = None
-                self.free.append(at)
-                del self.slot[memory_id]
+    def count_rows(self) -> int:
+        return len(self.ids) - len(self.free)
+
+    def _take(self) -> int:
+        if self.free:
+            return self.free.pop()
+        at = len(self.ids)
+        self.ids.append(None)
+        if at >= len(self.rows):
+            grow = max(_GROW_MIN, len(self.rows) // _GROW_SHARE)
+            self.rows = np.concatenate([self.rows, np.zeros((grow, self.dims), np.float32)])
+            self.alive = np.concatenate([self.alive, np.zeros(grow, bool)])
+        return at
+
+    def put(self, memory_id: str, vectors: np.ndarray | None) -> None:
+        """``memory_id``'s rows become ``vectors`` (None: it leaves); a new
+        version's vectors overwrite its old ones in their slots."""
+        old = self.slots.pop(memory_id, [])
+        n = 0 if vectors is None else len(vectors)
+        for at in old[n:]:
+            self.rows[at] = 0.0
+            self.alive[at] = False
+            self.ids[at] = None
+            self.free.append(at)
+        if not n:
             return
-        if at is None:
-            at = self.free.pop() if self.free else len(self.ids)
-            if at == len(self.ids):
-                self.ids.append(None)
-                if at >= len(self.rows):
-                    grown = np.zeros(
-                        (len(self.rows) + max(_GROW_MIN, len(self.rows) // _GROW_SHARE), self.dims), np.float32
-                    )
-                    grown[: len(self.rows)] = self.rows
-                    self.rows = grown
-            self.slot[memory_id] = at
+        slots = old[:n] + [self._take() for _ in range(n - len(old[:n]))]
+        self.rows[slots] = vectors
+        self.alive[slots] = True
+        for at in slots:
             self.ids[at] = memory_id
-        self.rows[at] = vector
+        self.slots[memory_id] = slots
+        self.most = max(self.most, n)
 
     def put_many(self, changes: list[tuple[str, np.ndarray | None]]) -> None:
-        for memory_id, vector in changes:
-            self.put(memory_id, vector)
+        for memory_id, vectors in changes:
+            self.put(memory_id, vectors)
 
-    def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+    def nearest(self, query: np.ndarray, k: int, floor: float = -np.inf) -> tuple[list[tuple[str, float]], int]:
+        """The ``k`` nearest memories above ``floor``, and the rows compared."""
         count = len(self.ids)
-        if not self.slot:
-            return []
-        scores = self.rows[:count] @ query
-        live = np.fromiter((i is not None for i in self.ids), bool, count)
-        scores = np.where(live, scores, -np.inf)
-        k = min(k, len(self.slot))
-        top = np.argpartition(-scores, k - 1)[:k] if k < count else np.arange(count)
-        return _ranked(((self.ids[i], float(scores[i])) for i in top.tolist() if self.ids[i] is not None), k)  # type: ignore[misc]
+        if not self.slots:
+            return [], 0
+        scores = np.where(self.alive[:count], self.rows[:count] @ query, -np.inf)
+        return best(self.ids, scores, k, self.most, floor), self.count_rows()  # type: ignore[arg-type]
+
+    def rows_of(self, memory_ids: Collection[str]) -> tuple[list[str], np.ndarray]:
+        """The rows of ``memory_ids`` (those held), with the id of each."""
+        slots = [at for m in memory_ids for at in self.slots.get(m, ())]
+        return [self.ids[at] for at in slots], self.rows[slots]  # type: ignore[misc]
 
     def held(self, memory_id: str) -> np.ndarray | None:
-        """The vector this index holds for ``memory_id`` (a copy), or None."""
-        at = self.slot.get(memory_id)
+        """The rows this index holds for ``memory_id`` (a copy), or None."""
+        at = self.slots.get(memory_id)
         return None if at is None else self.rows[at].copy()
 
     def live(self) -> tuple[list[str], np.ndarray]:
-        """The memory ids and their rows, without the free slots."""
-        at = sorted(self.slot.values())
-        return [self.ids[i] for i in at], self.rows[at]  # type: ignore[misc]
+        """The id of each live row and the rows, without the free slots."""
+        at = np.flatnonzero(self.alive[: len(self.ids)])
+        return [self.ids[i] for i in at.tolist()], self.rows[at]  # type: ignore[misc]
 
     def scrub(self) -> None:
         """Nothing to do: a removed row is zeroed when it is removed."""
@@ -130,17 +169,25 @@ class Exact:
         ids = meta["ids"]
         rows = np.frombuffer(payload, dtype="<f4").reshape(len(ids), dims)
         out = cls(dims)
-        for memory_id, row in zip(ids, rows, strict=True):
-            out.put(memory_id, row)
+        for memory_id, at in _grouped(ids).items():
+            out.put(memory_id, rows[at])
         return out
 
     def nbytes(self) -> int:
-        return int(self.rows.nbytes) + _ids_nbytes(self.slot)
+        return int(self.rows.nbytes) + int(self.alive.nbytes) + _ids_nbytes(self.slots)
+
+
+def _grouped(ids: list[str]) -> dict[str, list[int]]:
+    """The positions of each id in ``ids``, in order."""
+    out: dict[str, list[int]] = {}
+    for at, memory_id in enumerate(ids):
+        out.setdefault(memory_id, []).append(at)
+    return out
 
 
 class Hnsw:
-    """One tenant's vectors in a usearch HNSW graph; memory ids map to the
-    graph's integer keys (given in order, never reused)."""
+    """One index's vectors in a usearch HNSW graph; each vector is a key of
+    the graph (given in order, never reused), mapped to its memory's id."""
 
     kind = "hnsw"
 
@@ -150,66 +197,82 @@ class Hnsw:
             ndim=dims, metric="cos", dtype="f16", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD
         )
         self.index.expansion_search = EXPANSION
-        self.key: dict[str, int] = {}
+        self.key: dict[str, list[int]] = {}
         self.id_of: dict[int, str] = {}
         self.next_key = 0
+        self.most = 1
         self.freed = 0  # slots vectors have left and no vector has taken since
         self.unscrubbed = False  # a freed slot may still hold a removed vector's bytes
 
     def __len__(self) -> int:
         return len(self.key)
 
+    def count_rows(self) -> int:
+        return len(self.id_of)
+
     @classmethod
     def built(cls, dims: int, ids: list[str], rows: np.ndarray) -> Hnsw:
-        """An index of ``rows`` (one per id), built on every core at once."""
+        """An index of ``rows`` (``ids[i]`` holds row ``i``), built on every core at once."""
         out = cls(dims)
         keys = np.arange(len(ids), dtype=np.uint64)
         if ids:
             out.index.add(keys, rows, threads=0)
-        out.key = {m: i for i, m in enumerate(ids)}
-        out.id_of = dict(enumerate(ids))
+        out._mapped(keys.tolist(), ids)
         out.next_key = len(ids)
         return out
 
-    def put(self, memory_id: str, vector: np.ndarray | None) -> None:
+    def _mapped(self, keys: list[int], ids: list[str]) -> None:
+        for key, memory_id in zip(keys, ids, strict=True):
+            held = self.key.setdefault(memory_id, [])
+            held.append(key)
+            self.id_of[key] = memory_id
+            if len(held) > self.most:
+                self.most = len(held)
+
+    def _remove(self, memory_id: str) -> None:
         old = self.key.pop(memory_id, None)
-        if old is not None:
-            self.index.remove(old)
-            del self.id_of[old]
-            self.freed += 1
-            self.unscrubbed = True
-        if vector is None:
+        if old is None:
             return
-        key = self.next_key
-        self.next_key += 1
-        # a freed slot is taken first: a new version's vector overwrites its old one
-        self.index.add(key, vector)
-        self.freed = max(0, self.freed - 1)
-        self.key[memory_id] = key
-        self.id_of[key] = memory_id
+        for key in old:
+            self.index.remove(key)
+            del self.id_of[key]
+        self.freed += len(old)
+        self.unscrubbed = True
+
+    def put(self, memory_id: str, vectors: np.ndarray | None) -> None:
+        self.put_many([(memory_id, vectors)])
 
     def put_many(self, changes: list[tuple[str, np.ndarray | None]]) -> None:
-        """``put`` of each (distinct memory ids), the new vectors added in one
+        """``memory_id``'s vectors become the given ones (None: it leaves),
+        for each of ``changes`` (distinct ids), the new vectors added in one
         call on every core: one ``add`` a vector is one thread and a Python
-        round trip each, most of a large catch-up's time."""
-        added = [(m, v) for m, v in changes if v is not None]
-        for memory_id, vector in changes:
-            if vector is None or memory_id in self.key:
-                self.put(memory_id, None)  # a removal, or the old vector of a new version
+        round trip each, most of a large catch-up's time. A freed slot is
+        taken first: a new version's vectors overwrite the old ones."""
+        for memory_id, _ in changes:
+            self._remove(memory_id)
+        added = [(m, v) for m, v in changes if v is not None and len(v)]
         if not added:
             return
-        keys = np.arange(self.next_key, self.next_key + len(added), dtype=np.uint64)
-        self.next_key += len(added)
-        self.index.add(keys, np.stack([v for _, v in added]), threads=0)
-        self.freed = max(0, self.freed - len(added))
-        for key, (memory_id, _) in zip(keys.tolist(), added, strict=True):
-            self.key[memory_id] = key
-            self.id_of[key] = memory_id
+        ids = [m for m, v in added for _ in range(len(v))]
+        keys = np.arange(self.next_key, self.next_key + len(ids), dtype=np.uint64)
+        self.next_key += len(ids)
+        self.index.add(keys, np.concatenate([v for _, v in added]), threads=0)
+        self.freed = max(0, self.freed - len(ids))
+        self._mapped(keys.tolist(), ids)
 
     def held(self, memory_id: str) -> np.ndarray | None:
-        """The vector this graph holds for ``memory_id`` (in 32 bits, from its 16), or None."""
-        key = self.key.get(memory_id)
-        return None if key is None else np.asarray(self.index.get(key), dtype=np.float32)
+        """The rows this graph holds for ``memory_id`` (in 32 bits, from its 16), or None."""
+        keys = self.key.get(memory_id)
+        return None if keys is None else self._vectors(keys)
+
+    def _vectors(self, keys: list[int]) -> np.ndarray:
+        if not keys:
+            return np.zeros((0, self.dims), np.float32)
+        return np.stack(self.index.get(np.asarray(keys, dtype=np.uint64), dtype=np.float32))
+
+    def rows_of(self, memory_ids: Collection[str]) -> tuple[list[str], np.ndarray]:
+        keys = [(m, key) for m in memory_ids for key in self.key.get(m, ())]
+        return [m for m, _ in keys], self._vectors([key for _, key in keys])
 
     def scrub(self) -> None:
         if not self.unscrubbed or not self.freed:
@@ -222,16 +285,32 @@ class Hnsw:
         self.index.remove(keys)
         self.unscrubbed = False
 
-    def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+    def nearest(
+        self, query: np.ndarray, k: int, floor: float = -np.inf, among: Collection[str] | None = None
+    ) -> tuple[list[tuple[str, float]], int]:
+        """The ``k`` nearest memories above ``floor`` (of ``among`` only, when
+        given: the graph asked for more, in proportion to their share of it,
+        until ``k`` of them are found or the graph is exhausted), and the
+        distances computed."""
         if not self.key:
-            return []
-        found = self.index.search(query, min(k, len(self.key)))
-        pairs = (
-            (self.id_of[int(key)], 1.0 - float(distance))
-            for key, distance in zip(found.keys.tolist(), found.distances.tolist(), strict=True)
-            if int(key) in self.id_of
-        )
-        return _ranked(pairs, k)
+            return [], 0
+        total = len(self.id_of)
+        share = 1 if among is None else max(1, -(-len(self.key) // max(1, len(among))))
+        count = min(k * self.most * share, total)
+        examined = 0
+        while True:
+            found = self.index.search(query, count)
+            examined += int(found.computed_distances)
+            out: dict[str, float] = {}
+            for key, distance in zip(found.keys.tolist(), found.distances.tolist(), strict=True):
+                m = self.id_of.get(int(key))
+                similarity = 1.0 - float(distance)
+                if m is None or similarity <= floor or (among is not None and m not in among):
+                    continue
+                out[m] = max(similarity, out.get(m, -np.inf))
+            if len(out) >= k or count >= total or len(found.keys) < count:
+                return _ranked(out.items(), k), examined
+            count = min(count * 2, total)
 
     def dump(self) -> tuple[dict[str, Any], bytes]:
         self.scrub()
@@ -251,10 +330,9 @@ class Hnsw:
         if index is None or index.ndim != dims:
             raise ValueError("not an HNSW index of this length")
         out = cls(dims, index)
-        out.id_of = dict(zip(meta["keys"], meta["ids"], strict=True))
-        out.key = {m: k for k, m in out.id_of.items()}
+        out._mapped([int(k) for k in meta["keys"]], list(meta["ids"]))
         out.next_key, out.freed = int(meta["next_key"]), int(meta["freed"])
-        if len(index) != len(out.key):
+        if len(index) != len(out.id_of):
             raise ValueError("the graph and its ids disagree")
         return out
 
@@ -262,7 +340,7 @@ class Hnsw:
         return int(self.index.memory_usage) + _ids_nbytes(self.key) + sys.getsizeof(self.id_of)
 
 
-def _ids_nbytes(ids: dict[str, int]) -> int:
+def _ids_nbytes(ids: dict[str, Any]) -> int:
     """The id map's own memory (the dict and its strings; small ints are shared)."""
     return sys.getsizeof(ids) + sum(sys.getsizeof(m) for m in ids)
 

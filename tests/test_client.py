@@ -198,6 +198,24 @@ def test_a_query_narrowed_by_its_content_and_id_prefix_answers_alike(face: tuple
     assert bad.value.field == "where"
 
 
+def test_several_vectors_a_memory_through_every_face(face: tuple[Memories, Memories, str]) -> None:
+    """``embeddings``: a version's several vectors (each field of an item
+    embedded apart, issue 59), by save and by batch; a search answers the
+    memory once, at its closest vector's similarity."""
+    agent, _, prefix = face
+    scope = {"tenant": "acme", "user": prefix}
+    agent.save(**fields(f"{prefix}-item", scope=scope, embeddings=[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    agent.save_many([fields(f"{prefix}-other", scope=scope, embeddings=[[0.0, 0.0, 1.0], [0.5, 0.5, 0.1]])])
+    for q, first in (([0.05, 1.0, 0.0], "item"), ([1.0, 0.05, 0.0], "item"), ([0.0, 0.1, 1.0], "other")):
+        near = agent.search(tenant="acme", vector=q, mode="vector", user=prefix)
+        assert near[0].view.memory_id == f"{prefix}-{first}", q
+        assert len({f.view.memory_id for f in near}) == len(near) == 2
+        assert near[0].similarity == pytest.approx(max(q) / sum(x * x for x in q) ** 0.5, abs=1e-5)
+    with pytest.raises(InvalidInput) as bad:
+        agent.save(**fields(f"{prefix}-bad", scope=scope, embeddings=[[1.0, 0.0, 0.0], [1.0, 0.0]]))
+    assert bad.value.field == "embeddings"
+
+
 @pytest.mark.parametrize("kind", list(CLIENTS))
 def test_the_client_reads_its_own_writes_on_any_node(live: Server, kind: str) -> None:
     with CLIENTS[kind](live.url, live.keys["agent"]) as mw:

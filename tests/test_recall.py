@@ -220,3 +220,79 @@ def test_a_bad_search_is_refused_naming_the_field(recall: Warden, fields: dict[s
     with pytest.raises(InvalidInput) as refused:
         recall.search(tenant="acme", caller=OPERATOR, **fields)  # type: ignore[arg-type]
     assert refused.value.field == field
+
+
+def test_several_vectors_a_version_each_found_once_by_its_closest(given: Warden) -> None:
+    """A LangGraph item embeds each indexed field apart (issue 59): a version
+    may hold several vectors, and a search answers the memory once, at its
+    closest vector's similarity."""
+    fields = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
+    saved = save_memory(given, "fields", embeddings=fields)
+    save_memory(given, "between", embedding=[0.6, 0.6, 0.0, 0.5])
+    event = given.log.get(saved.seq)
+    assert event is not None and event.payload["embedding_dims"] == 4 and event.payload["embedding_count"] == 3
+    for i, field in enumerate(fields):
+        q = [x + 0.05 for x in field]
+        found = given.search(tenant="acme", vector=q, limit=10, mode="vector", caller=OPERATOR)
+        assert ids(found) == ["fields", "between"], i
+        assert found[0].similarity == pytest.approx(float(np.dot(q, field) / np.linalg.norm(q)), abs=1e-6)
+    # a batch too, and a new version's vectors replace every one of the old
+    given.save_many(
+        [
+            dict(
+                memory_id="fields",
+                kind="external_fact",
+                summary="about fields",
+                content="two fields now",
+                source_url="https://example.org/fields",
+                scope={"tenant": "acme", "project": "p1"},
+                ttl="6h",
+                embeddings=[[0.0, 0.0, 0.0, 1.0], [0.0, -1.0, 0.0, 0.0]],
+            )
+        ],
+        caller=OPERATOR,
+    )
+    q = [0.0, 0.0, 1.0, 0.2]  # its old third field's direction: now only as near as its new first
+    found = given.search(tenant="acme", vector=q, limit=10, mode="vector", caller=OPERATOR)
+    assert ids(found) == ["fields", "between"]
+    assert found[0].similarity == pytest.approx(0.2 / float(np.linalg.norm(q)), abs=1e-6)
+    found = given.search(tenant="acme", vector=[0.0, -1.0, 0.0, 0.1], limit=1, mode="vector", caller=OPERATOR)
+    assert ids(found) == ["fields"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "problem"),
+    [
+        ({"embeddings": []}, "embeddings", "non-empty"),
+        ({"embeddings": [[1.0, 0.0], [1.0, 0.0, 0.0]]}, "embeddings", "different lengths"),
+        ({"embeddings": [[1.0, 0.0], [float("nan"), 1.0]]}, "embeddings[1]", "finite"),
+        ({"embeddings": [[1.0, 0.0]] * 65}, "embeddings", "at most 64"),
+        ({"embeddings": [[1.0, 0.0]], "embedding": [1.0, 0.0]}, "embeddings", "not both"),
+        ({"embeddings": [1.0, 0.0]}, "embeddings[0]", "list"),
+    ],
+)
+def test_bad_vectors_of_a_version_are_refused_naming_the_field(
+    given: Warden, fields: dict[str, object], field: str, problem: str
+) -> None:
+    head = given.head_seq()
+    with pytest.raises(InvalidInput) as refused:
+        save_memory(given, "bad", **fields)
+    assert refused.value.field == field and problem in refused.value.problem
+    assert given.head_seq() == head
+
+
+def test_erasure_destroys_every_vector_of_a_version(given: Warden, backend: Backend) -> None:
+    first = [0.123456789 + i * 1e-3 for i in range(32)]
+    second = [-0.987654321 + i * 1e-3 for i in range(32)]
+    marks = [struct.pack("<8f", *v[:8]) for v in (first, second)]
+    save_memory(given, "pii", embeddings=[first, second], scope={"user": "kim"})
+    for i in range(30):
+        save_memory(given, f"filler{i}", embedding=[float(i + 1)] * 32)
+    at_rest = backend.bytes_at_rest(given.path)
+    assert all(mark in at_rest for mark in marks)
+    assert ids(given.search(tenant="acme", vector=second, limit=1, caller=OPERATOR)) == ["pii"]
+    given.erase(memory_id="pii", reason="GDPR art. 17", caller=OPERATOR)
+    at_rest = backend.bytes_at_rest(given.path)
+    assert not [mark for mark in marks if mark in at_rest]
+    for vector in (first, second):
+        assert "pii" not in ids(given.search(tenant="acme", vector=vector, include_hidden=True, caller=OPERATOR))

@@ -17,7 +17,7 @@ import pytest
 from memwarden.engine import OPERATOR, IndexSettings, Warden
 from memwarden.events import FrozenClock
 
-from ._exact import exact_top
+from ._exact import exact_top, unit
 from .backends import Backend
 from .conftest import save_memory
 
@@ -234,3 +234,46 @@ def test_a_new_node_copies_no_files_it_cannot_trust(tmp_path: Path, backend: Bac
     with Warden(backup, clock=clock, vector_index=IndexSettings(directory=tmp_path / "v2")) as old:
         assert "extra" not in found(old, [1.0] * DIMS, 20, include_hidden=True)
         assert old.vector_index.describe()[0]["opened_from"] == "view"
+
+
+@pytest.mark.parametrize("kind", ["exact", "hnsw"])
+def test_several_vectors_a_memory_ranked_by_the_closest(opened: Any, kind: str) -> None:
+    """Two vectors a memory (issue 59): the index answers each memory once,
+    at its closer vector, as an exact search over both rows does."""
+    w = opened(exact_up_to=20_000 if kind == "exact" else 100)
+    firsts, seconds = vectors(150, seed=1), vectors(150, seed=2)
+    items = [
+        dict(
+            memory_id=memory_id,
+            kind="external_fact",
+            summary=f"about {memory_id}",
+            content=f"text of {memory_id}",
+            source_url=f"https://example.org/{memory_id}",
+            scope={"tenant": "acme", "project": "p1"},
+            ttl="6h",
+            embeddings=[firsts[memory_id], seconds[memory_id]],
+        )
+        for memory_id in firsts
+    ]
+    w.save_many(items, caller=OPERATOR)
+    found(w, firsts["m0000"])
+    w.vector_index.settle()
+    assert kinds(w) == {"acme": kind}
+    names = list(firsts)
+    rows = np.stack([unit(list(firsts.values())), unit(list(seconds.values()))])  # (2, n, dims)
+    rng = random.Random(9)
+    hits = 0
+    for _ in range(20):
+        q = [rng.gauss(0, 1) for _ in range(DIMS)]
+        best = (rows @ unit(q)).max(axis=0)
+        expected = [names[i] for i in np.argsort(-best, kind="stable")[:10]]
+        got = w.search(tenant="acme", vector=q, limit=10, mode="vector", caller=OPERATOR)
+        got_ids = [f.view.memory_id for f in got]
+        assert len(set(got_ids)) == len(got_ids), "each memory once"
+        if kind == "exact":
+            assert got_ids == expected
+            assert [f.similarity for f in got] == pytest.approx(sorted(best, reverse=True)[:10], abs=1e-5)
+        hits += len(set(got_ids) & set(expected))
+    assert hits / 200 >= 0.95
+    # each of a memory's vectors finds it first
+    assert found(w, seconds["m0042"], 1) == ["m0042"] and found(w, firsts["m0042"], 1) == ["m0042"]

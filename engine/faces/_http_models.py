@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi.exceptions import RequestValidationError
 from memwarden.engine import MAX_PAGE
+from memwarden.events import MAX_EMBEDDINGS
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidation, StrictBool, ValidationError
 
 # a vector's longest (``memwarden.events``' MAX_DIMS); the engine checks the
@@ -73,6 +74,15 @@ class SaveBody(Body):
     derived_from: list[str] = Field(default_factory=list, description="the memories of the tenant it was drawn from")
     embedding: Vector | None = Field(
         None, max_length=MAX_DIMS, description="the version's vector (default: the configured embedder's)"
+    )
+    embeddings: list[Annotated[Vector, Field(max_length=MAX_DIMS)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_EMBEDDINGS,
+        description=(
+            "instead of embedding: several vectors of one length for this version (each field of an item "
+            "embedded apart); a search finds the memory once, by the closest of them"
+        ),
     )
 
 

@@ -161,6 +161,7 @@ def create_app(
             event_id=body.event_id,
             derived_from=body.derived_from,
             embedding=body.embedding,
+            embeddings=body.embeddings,
         )
 
     def sources_allowed(fields: Mapping[str, Any]) -> None:

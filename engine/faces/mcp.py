@@ -197,6 +197,7 @@ def build_server(
             event_id=body.event_id,
             derived_from=body.derived_from,
             embedding=body.embedding,
+            embeddings=body.embeddings,
         )
 
     @tool(SaveBody)

@@ -127,8 +127,9 @@ def check_equals_exact(w: Warden, rng: random.Random) -> dict[str, list[float]]:
     assert hits / (10 * len(queries)) >= 0.95
     sample = rng.sample(saved, min(30, len(saved)))
     for memory_id in sample:  # none missing, none stale: each holds its own vector (float16 in a graph)
-        held = w.vector_index.held("acme", DIMS, memory_id)
-        assert held is not None, memory_id
+        rows = w.vector_index.held("acme", DIMS, memory_id)
+        assert rows is not None and len(rows) == 1, memory_id
+        held = rows[0]
         expected = np.asarray(given[memory_id], dtype=np.float32)
         cosine = float(held @ expected) / float(np.linalg.norm(held) * np.linalg.norm(expected))
         assert cosine > 0.999, (memory_id, cosine)
