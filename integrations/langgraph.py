@@ -13,9 +13,10 @@ It answers as LangGraph's ``InMemoryStore`` and ``SqliteStore`` do, judged by
 their own test suites (``scripts/conformance/langgraph``). With an ``index``
 config (``{"embed": ..., "dims": ...}``, and ``"fields"``, or ``"text_fields"``
 as ``SqliteStore`` spells it; the whole value, ``"$"``, when neither names
-any) puts carry vectors of those paths and ``search(query=...)`` is
-memwarden's semantic recall, scored by cosine similarity, the items
-without a vector after the scored ones; ``store.index_config`` and
+any) a put carries a vector for each text at those paths and
+``search(query=...)`` is memwarden's semantic recall, an item scored by the
+cosine similarity of its closest, the items without a vector after the
+scored ones; ``store.index_config`` and
 ``store.embeddings`` are the config as given and its embeddings. A
 search's filter (dotted keys as paths, ``$eq`` ``$ne`` ``$gt`` ``$gte``
 ``$lt`` ``$lte``) and namespace prefix are decided in memwarden's query
@@ -88,6 +89,7 @@ from ._searching import listing, recall
 from ._steps import Ask, Embed, Plan, arun, run
 
 PAGE = 500  # memories a listing of namespaces reads a query for
+MAX_VECTORS = 64  # a memory version's vectors (memwarden's bound): an item's first texts
 DELETED = "deleted through the LangGraph store"
 
 
@@ -276,21 +278,24 @@ class MemwardenStore(BaseStore):
         return vectors
 
     def _texts(self, op: PutOp) -> list[str]:
-        """The texts a put's vector is made from: those at its ``index``
-        paths (the store's, unless the put names its own); none: not indexed."""
+        """The texts a put's vectors are made from, one each: those at its
+        ``index`` paths (the store's, unless the put names its own); none:
+        not indexed."""
         if self.embeddings is None or op.index is False or op.value is None:
             return []
         paths = self._paths if op.index is None else [_path(f) for f in op.index]
         return [text for path in paths for text in get_text_at_path(op.value, path)]
 
-    def _fields(self, op: PutOp, embedding: list[float] | None) -> dict[str, Any]:
-        """``save``'s fields for a put."""
+    def _fields(self, op: PutOp, vectors: list[list[float]]) -> dict[str, Any]:
+        """``save``'s fields for a put: one vector per text of its indexed
+        fields, as LangGraph embeds each apart (a search scores the item by
+        its closest)."""
         namespace = tuple(op.namespace)
         value = dict(op.value or {})
         kind = value.get("kind") if isinstance(value.get("kind"), str) else self.kind
         source = value.get("source_url")
         memory_id = memory_id_of(namespace, op.key)
-        return {
+        fields = {
             "memory_id": memory_id,
             "kind": kind,
             "summary": summary_of(value, op.key),
@@ -298,19 +303,22 @@ class MemwardenStore(BaseStore):
             "source_url": source if isinstance(source, str) else "langgraph:" + memory_id[3:],
             "scope": self.scope_of(namespace),
             "ttl": timedelta(minutes=op.ttl) if op.ttl is not None else None,
-            "embedding": embedding,
         }
+        if len(vectors) == 1:
+            fields["embedding"] = vectors[0]
+        elif vectors:
+            fields["embeddings"] = vectors
+        return fields
 
     def _put(self, ops: list[PutOp]) -> Plan[None]:
         # as every LangGraph store: the last put of a key in a batch wins
         ops = list({(tuple(op.namespace), op.key): op for op in ops}.values())
         kept = [op for op in ops if op.value is not None]
-        # one text per item to embed: its indexed fields' texts together
-        texts = ["\n".join(t) if (t := self._texts(op)) else None for op in kept]
-        to_embed = [t for t in texts if t is not None]
+        texts = [self._texts(op)[:MAX_VECTORS] for op in kept]
+        to_embed = [t for item in texts for t in item]
         # one request to the embeddings for the whole batch
         made = iter(self._sized((yield Embed(to_embed))) if to_embed else [])
-        saves = [self._fields(op, None if t is None else next(made)) for op, t in zip(kept, texts, strict=True)]
+        saves = [self._fields(op, [next(made) for _ in item]) for op, item in zip(kept, texts, strict=True)]
         if len(saves) == 1:
             yield Ask("save", saves[0])
         elif saves:

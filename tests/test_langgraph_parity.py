@@ -84,6 +84,30 @@ def test_the_whole_value_is_embedded_under_the_default_index_config(warden: Ward
     ]
 
 
+def test_each_indexed_field_is_a_vector_and_an_item_scores_by_its_closest(warden: Warden) -> None:
+    """As LangGraph embeds each path's text apart and scores an item by its
+    best field (max pooling): an item is found by any one of its fields."""
+    config = {"embed": chars, "dims": 26, "fields": ["title", "tags[*]"]}
+    ours = MemwardenStore(warden.acting_as(AGENT), tenant="acme", index=config)  # type: ignore[arg-type]
+    theirs = InMemoryStore(index=config)  # type: ignore[arg-type]
+    values = {
+        "a": {"title": "xxxx", "tags": ["zzzz", "yyyy"], "body": "qqqq"},
+        "b": {"title": "yyyy", "tags": ["wwww"], "body": "xxxx"},
+        "c": {"body": "zzzz"},  # no indexed field: no vector
+    }
+    for store in (ours, theirs):
+        for key, value in values.items():
+            store.put(("docs",), key, value)
+    for query in ("zzzz", "yyyy", "wwww", "qqqq"):
+        found, expected = ours.search(("docs",), query=query), theirs.search(("docs",), query=query)
+        assert [(i.key, i.score and round(i.score, 5)) for i in found] == [
+            (i.key, i.score and round(i.score, 5)) for i in expected
+        ], query
+    found = ours.search(("docs",), query="zzzz")
+    assert found[0].key == "a" and found[0].score == pytest.approx(1.0)  # by its second field
+    assert found[-1].key == "c" and found[-1].score is None
+
+
 def test_the_index_config_is_exposed_as_langgraphs_stores_expose_it(warden: Warden) -> None:
     class Letters(Embeddings):  # kept as given, as LangGraph keeps it
         def embed_documents(self, texts: list[str]) -> list[list[float]]:
