@@ -43,8 +43,8 @@ def test_a_failure_the_list_does_not_name_fails_the_run(tmp_path: Path) -> None:
     unlisted = tmp_path / "differences.toml"
     unlisted.write_text("# nothing intended\n", encoding="utf-8")
     done = conformance(
-        "--package", "langgraph-checkpoint", "--legs", "sqlite", "--differences", str(unlisted),
-        "--", "-k", "test_embed_with_path",
+        "--package", "langgraph-checkpoint-sqlite", "--legs", "sqlite", "--differences", str(unlisted),
+        "--", "-k", "test_nonnull_migrations",
     )  # fmt: skip
     assert done.returncode != 0 and "1 failed" in done.stdout, done.stdout[-5000:]
 
@@ -53,13 +53,13 @@ def test_a_listed_test_that_passes_fails_the_run(tmp_path: Path) -> None:
     listed = tmp_path / "differences.toml"
     listed.write_text(
         DIFFERENCES.read_text(encoding="utf-8")
-        + '\n[[difference]]\ntest = "langgraph-checkpoint/tests/test_store.py::test_list_namespaces_basic"\n'
-        + 'why = "listed here to check the harness"\n',
+        + '\n[[difference]]\ntest = "langgraph-checkpoint-sqlite/tests/test_store.py::'
+        + 'test_search_empty_prefix_is_unconstrained"\nwhy = "listed here to check the harness"\n',
         encoding="utf-8",
     )
     done = conformance(
-        "--package", "langgraph-checkpoint", "--legs", "sqlite", "--differences", str(listed),
-        "--", "-k", "test_list_namespaces_basic or test_embed_with_path",
+        "--package", "langgraph-checkpoint-sqlite", "--legs", "sqlite", "--differences", str(listed),
+        "--", "-k", "test_search_empty_prefix_is_unconstrained or test_nonnull_migrations",
     )  # fmt: skip
     assert done.returncode != 0 and "XPASS(strict)" in done.stdout, done.stdout[-5000:]
     assert "1 xfailed" in done.stdout  # the listed failure is still expected
