@@ -36,7 +36,7 @@ def test_langgraphs_store_suites_pass_but_for_the_listed_differences(tmp_path: P
         for leg, tally in counts[name].items():
             # nothing failed or was skipped; the bulk of the tests built a MemwardenStore
             assert set(tally) <= {"passed", "xfailed", "of which built a store"}, (name, leg, tally)
-            assert tally["passed"] > 100 and tally["of which built a store"] > 80, (name, leg, tally)
+            assert tally["passed"] > 80 and tally["of which built a store"] > 80, (name, leg, tally)
 
 
 def test_a_failure_the_list_does_not_name_fails_the_run(tmp_path: Path) -> None:
