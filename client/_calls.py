@@ -5,6 +5,7 @@ by the blocking and the asyncio client alike."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -185,6 +186,8 @@ QUERY_PARAMS = {
     "ids": "ids",
     "status": "status",
     "offset": "offset",
+    "id_prefix": "id_prefix",
+    "where": "where",
 }
 
 
@@ -196,14 +199,30 @@ def query(tenant: str, filters: Mapping[str, Any]) -> Call:
         raise InvalidInput(sorted(unknown)[0], "is not a filter of a query")
     params: dict[str, Any] = {"tenant": tenant}
     for name, value in filters.items():
-        if value is not None:
-            params[QUERY_PARAMS[name]] = (
-                list(value) if name in ("ids", "min_seq") and not isinstance(value, str | int) else value
-            )
+        if value is None:
+            continue
+        if name in ("ids", "min_seq") and not isinstance(value, str | int):
+            value = list(value)
+        elif name == "id_prefix" and not isinstance(value, str):
+            value = list(value)
+        elif name == "where":
+            # JSON in the query string; a NaN or an infinity as Python's json
+            # writes them (the server reads them back), since a filter may
+            # compare with one
+            value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        params[QUERY_PARAMS[name]] = value
     ids = params.get("ids")
 
-    def parse(answer: Any) -> list[Any]:
-        return checks.views(checks.items(answer, "memories"), tenant=tenant, ids=ids, key="memories")
+    def parse(answer: Any) -> Page[Any]:
+        """A query's answer as the Warden's: each memory checked, in a list
+        that says whether it was cut at the answer's size bound and where
+        the next page starts."""
+        views = checks.views(checks.items(answer, "memories"), tenant=tenant, ids=ids, key="memories")
+        truncated = answer.get("truncated") is True
+        next_offset = answer.get("next_offset") if truncated else None
+        if next_offset is not None and (not isinstance(next_offset, int) or isinstance(next_offset, bool)):
+            raise checks.UntrustedAnswer("next_offset", "is not a whole number")
+        return Page.of(views, truncated=truncated, next_offset=next_offset)
 
     return Call("GET", "/v1/memories", parse, params, idempotent=True, fresh=True)
 

@@ -295,11 +295,16 @@ class AsyncClient(_Base):
         retries: int = 3,
         backoff: float = 0.1,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_in_flight: int = 32,
     ) -> None:
         super().__init__(base_url, key, retries=retries, backoff=backoff)
         self.http = httpx.AsyncClient(
             base_url=self.base_url, headers={"x-api-key": key}, timeout=timeout, transport=transport
         )
+        # requests past this many wait here, each woken once, rather than in
+        # the connection pool's queue, which httpcore scans whole for every
+        # request it assigns (a cost that grows with the square of those queued)
+        self._slots = asyncio.Semaphore(max_in_flight)
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -326,7 +331,8 @@ class AsyncClient(_Base):
         while True:
             response = None
             try:
-                response = await self._send(call)
+                async with self._slots:
+                    response = await self._send(call)
             except httpx.TransportError:
                 if self._again(call, attempt, None) is None:
                     raise

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memwarden.events import (
@@ -15,6 +15,7 @@ from memwarden.events import (
 )
 from memwarden.projections import STATUSES, TERMINAL, AgentQuery, ViewReader, ViewRow
 
+from ._content_filter import content_tests
 from ._core import Core, log
 from ._derivation import Judge
 from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
@@ -171,6 +172,8 @@ def query(
     caller: Principal,
     status: str | None = None,
     offset: int = 0,
+    id_prefix: str | Sequence[str] | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> Page[MemoryView]:
     """Usable memories in a scope, newest first; with ``include_unusable``,
     every memory in it and why it is not usable. ``ids`` narrows the
@@ -179,7 +182,11 @@ def query(
     itself is confined to what ``caller`` may read: a tenant it is not
     bound to is refused, and a bound key reads its own agent's memories. ``status``
     narrows to the view's stored status; ``offset`` skips that many
-    answers (a page of a listing). The answer's contents are held to
+    answers (a page of a listing). ``id_prefix`` (one or a list) keeps the
+    memories whose id starts with it; ``where`` the ones whose content, read
+    as JSON, passes its conditions (``_content_filter``): both are decided
+    in the query's own statement, so ``limit`` and ``offset`` count only
+    what passes. The answer's contents are held to
     ``Limits.max_answer_bytes``: past it the page stops early, ``truncated``,
     and the next page starts at its ``next_offset``."""
     if not isinstance(tenant, str) or not tenant:
@@ -200,6 +207,8 @@ def query(
         if not ids or len(ids) > MAX_LIMIT:
             raise InvalidInput("ids", f"give between 1 and {MAX_LIMIT} ids")
     match = search_words(text) if text is not None else None
+    prefixes = _id_prefixes(id_prefix)
+    tests = content_tests(where) if where is not None else None
     now = core.now()
     views: list[MemoryView] = []
     budget = AnswerBudget(core.limits.max_answer_bytes)
@@ -218,7 +227,9 @@ def query(
             access=access,
             filters=filters,
             ids=ids,
+            id_prefixes=prefixes,
             match=match,
+            content=tests,
             usable_at=None if include_unusable else now,
             limit=size,
             offset=position,
@@ -244,6 +255,21 @@ def query(
         position += size
         rows = _next_rows(rows, page.rows, core.limits.max_answer_bytes)
     return Page.of(views, truncated=budget.truncated, next_offset=offset + len(views))
+
+
+MAX_ID_PREFIXES = 16
+
+
+def _id_prefixes(id_prefix: str | Sequence[str] | None) -> list[str] | None:
+    if id_prefix is None:
+        return None
+    prefixes = [id_prefix] if isinstance(id_prefix, str) else list(id_prefix)
+    if not prefixes or len(prefixes) > MAX_ID_PREFIXES:
+        raise InvalidInput("id_prefix", f"give between 1 and {MAX_ID_PREFIXES} prefixes")
+    for prefix in prefixes:
+        if not isinstance(prefix, str) or not prefix or len(prefix) > 512 or unstorable(prefix) is not None:
+            raise InvalidInput("id_prefix", f"{prefix!r} is not the start of an id (1 to 512 characters of text)")
+    return prefixes
 
 
 # rows a page of the agent query reads at first, and the factor it grows by

@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote, unquote
 
+from langgraph.store.base import InvalidNamespaceError
 from memwarden.engine import InvalidInput
 from memwarden.events import MAX_DURATION, canonical_json
 
@@ -62,16 +63,26 @@ def item_of(memory_id: str) -> tuple[Namespace, str] | None:
     return tuple(unquote(label) for label in labels.split("/")) if labels else (), unquote(key)
 
 
-def id_prefix(namespace_prefix: Namespace) -> str:
-    """What the ids of every item under ``namespace_prefix`` start with."""
+def id_prefixes(namespace_prefix: Namespace) -> list[str]:
+    """What the ids of the items under ``namespace_prefix`` start with: its
+    own items' and its deeper namespaces' (every item, for no prefix). A
+    label is quoted, so neither ``/`` nor ``:`` is ever part of one."""
     if not namespace_prefix:
-        return PREFIX
-    return PREFIX + "/".join(quote(label, safe="") for label in namespace_prefix)
+        return [PREFIX]
+    labels = PREFIX + "/".join(map(_quoted, namespace_prefix))
+    return [labels + ":", labels + "/"]
 
 
-def under(memory_id: str, namespace_prefix: Namespace) -> bool:
-    found = item_of(memory_id)
-    return found is not None and found[0][: len(namespace_prefix)] == tuple(namespace_prefix)
+# a scope value is an identifier: no whitespace, no control character
+_SCOPE_PLAIN = re.compile(r"[^\s\x00-\x1f%]+")
+
+
+def scope_label(label: str) -> str:
+    """A namespace label as a scope value (project, user): itself where a
+    scope may hold it, else percent-quoted (a label with a space, a
+    trailing newline), as are labels that hold ``%``, so no two labels
+    share a scope value."""
+    return label if _SCOPE_PLAIN.fullmatch(label) else quote(label, safe="")
 
 
 @dataclass(frozen=True)
@@ -90,7 +101,7 @@ class NamespaceScope:
             scope = {"tenant": self.tenant}
         for name in ("project", "user"):
             if labels:
-                scope[name] = labels.pop(0)
+                scope[name] = scope_label(labels.pop(0))
         return scope
 
     def filters(self, namespace_prefix: Namespace) -> tuple[str | None, dict[str, str]]:
@@ -134,45 +145,49 @@ def content_of(value: Mapping[str, Any]) -> str:
 
 
 def value_of(content: str | None) -> dict[str, Any] | None:
+    """An item's value from a memory's content: a JSON object, else None
+    (a memory of another writer under an item's id is no item)."""
     if content is None:
         return None
-    data = json.loads(content)
-    return data if isinstance(data, dict) else {"value": data}
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
-def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    """``filter`` as LangGraph documents it: exact matches (nested objects
-    compared field by field, lists element by element) and the operators
-    ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``."""
-    return not filter or all(_compare(value.get(name), wanted) for name, wanted in filter.items())
+# LangGraph's stores refuse a filter key outside ``[a-zA-Z0-9_.-]``; this is
+# the same rule for the letters and digits of every script, so a Korean key
+# filters as an English one does
+_FILTER_KEY = re.compile(r"[\w.-]+")
 
 
-def _compare(have: Any, wanted: Any) -> bool:
-    if isinstance(wanted, Mapping):
-        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
-            return all(_operator(have, op, operand) for op, operand in wanted.items())
-        return isinstance(have, Mapping) and all(_compare(have.get(k), v) for k, v in wanted.items())
-    if isinstance(wanted, (list, tuple)):
-        return (
-            isinstance(have, (list, tuple))
-            and len(have) == len(wanted)
-            and all(_compare(h, w) for h, w in zip(have, wanted, strict=True))
-        )
-    return have == wanted
+def checked_filter(filter: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A search's ``filter`` as memwarden's query takes it (``where``: the
+    same language, dotted keys as paths); ``ValueError`` for a key that is
+    not a path of letters, digits, ``_``, ``-`` and ``.``, as LangGraph's own
+    stores refuse it."""
+    if not filter:
+        return None
+    for key in filter:
+        if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
+            raise ValueError(
+                f"Invalid filter key: '{key}'. Filter keys must contain only letters, digits, "
+                "underscores, dots, and hyphens."
+            )
+    return dict(filter)
 
 
-def _operator(have: Any, op: str, operand: Any) -> bool:
-    if op == "$eq":
-        return have == operand
-    if op == "$ne":
-        return have != operand
-    if op in ("$gt", "$gte", "$lt", "$lte"):
-        try:
-            a, b = float(have), float(operand)
-        except (TypeError, ValueError):
-            return False
-        return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
-    raise ValueError(f"filter: unsupported operator {op!r} (use $eq, $ne, $gt, $gte, $lt, $lte)")
+def check_labels(labels: Sequence[Any]) -> None:
+    """Namespace labels as LangGraph's ``BaseStore`` methods check them, for
+    an operation handed to ``batch`` directly: each a non-empty string
+    without ``.`` or NUL (``InvalidNamespaceError``, before anything runs)."""
+    for label in labels:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} found in {tuple(labels)}: a label is a non-empty "
+                "string without periods ('.') or NUL bytes"
+            )
 
 
 def namespace_matches(namespace: Namespace, conditions: Sequence[Any]) -> bool:

@@ -9,15 +9,25 @@ Warden acting for a caller, or ``memwarden.client.Client`` against a server).
     store = MemwardenStore(Warden("memwarden.db").acting_as(agent), tenant="acme")
     graph = create_react_agent(model, tools, store=store)
 
-With an ``index`` config (``{"embed": ..., "dims": ..., "fields": [...]}``, as
-LangGraph's stores take it) puts carry vectors of their ``fields`` and
-``search(query=...)`` is memwarden's semantic recall, scored by similarity;
-without one it is full text. Every operation is one plan (``_steps``), run
-blocking by ``batch`` and awaited by ``abatch`` (over an ``AsyncClient``, or
-a Warden in a worker thread, with the embeddings' async variant), so the
-sync and async paths answer alike.
+It answers as LangGraph's ``InMemoryStore`` and ``SqliteStore`` do, judged by
+their own test suites (``scripts/conformance/langgraph``). With an ``index``
+config (``{"embed": ..., "dims": ...}``, and ``"fields"``, or ``"text_fields"``
+as ``SqliteStore`` spells it; the whole value, ``"$"``, when neither names
+any) a put carries a vector for each text at those paths and
+``search(query=...)`` is memwarden's semantic recall, an item scored by the
+cosine similarity of its closest, the items without a vector after the
+scored ones; ``store.index_config`` and
+``store.embeddings`` are the config as given and its embeddings. A
+search's filter (dotted keys as paths, ``$eq`` ``$ne`` ``$gt`` ``$gte``
+``$lt`` ``$lte``) and namespace prefix are decided in memwarden's query
+itself. Every operation is one plan (``_steps``), run blocking by
+``batch`` and awaited by ``abatch`` (over an ``AsyncClient``, or a Warden in
+a worker thread, with the embeddings' async variant), so the sync and async
+paths answer alike; over an ``AsyncClient`` a blocking call from another
+thread runs on the loop the store was made in, as LangGraph's async stores
+run theirs.
 
-What differs from ``InMemoryStore`` and ``SqliteStore``, on purpose:
+What differs from LangGraph's stores, on purpose (README, "LangGraph"):
 
 * an item is returned by ``get`` and ``search`` only while memwarden's gate
   says it may be used now: an expired item is left out (as with
@@ -28,11 +38,16 @@ What differs from ``InMemoryStore`` and ``SqliteStore``, on purpose:
 * ``delete`` is an erasure: the value is destroyed, the history that it
   existed stays in the log (``memwarden explain``);
 * a batch's puts commit together, all or none: a put a revocation covers
-  refuses the batch (``RevokedScope``), where another store would keep it.
+  refuses the batch (``RevokedScope``), where another store would keep it;
+* without an index config a search's ``query`` is memwarden's full-text
+  search (LangGraph's stores ignore it there);
+* a filter key may hold the letters and digits of any script (LangGraph's
+  stores take ASCII ones).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Iterable
 from typing import Any
@@ -51,7 +66,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
-from memwarden.engine import MAX_PAGE, Memories, MemoryNotFound, MemoryView, Warden
+from memwarden.engine import Memories, MemoryNotFound, MemoryView, Warden
 from memwarden.events import parse_ts
 
 from ._items import (
@@ -59,18 +74,22 @@ from ._items import (
     Namespace,
     NamespaceScope,
     ScopeOf,
+    check_labels,
+    checked_filter,
     content_of,
+    id_prefixes,
     item_of,
-    matches,
     memory_id_of,
     namespace_matches,
     summary_of,
     ttl_of,
     value_of,
 )
+from ._searching import listing, recall
 from ._steps import Ask, Embed, Plan, arun, run
 
-PAGE = 500  # memories read a query while a search pages through a namespace
+PAGE = 500  # memories a listing of namespaces reads a query for
+MAX_VECTORS = 64  # a memory version's vectors (memwarden's bound): an item's first texts
 DELETED = "deleted through the LangGraph store"
 
 
@@ -97,25 +116,54 @@ class MemwardenStore(BaseStore):
         self._filters = NamespaceScope(tenant) if namespace_scope is None else None
         self.kind = kind
         self.ttl_config = ttl
-        self.index_config = index
-        # with LangGraph's index config, puts carry the store's own vectors and a
-        # search with a query is semantic recall over them (as InMemoryStore does)
-        self._embeddings = ensure_embeddings(index.get("embed")) if index else None
-        self._fields_embedded = list(index.get("fields") or ["$"]) if index else []
+        # the index config as given (LangGraph's stores keep theirs so), and
+        # the embeddings made of its "embed"; puts carry the store's own
+        # vectors, and a search with a query is semantic recall over them
+        self.index_config: IndexConfig | None = dict(index) if index else None  # type: ignore[assignment]
+        self.embeddings = ensure_embeddings(index.get("embed")) if index else None
+        # the paths embedded: "fields", or "text_fields" as SqliteStore spells
+        # it; the whole value ("$") unless either names some
+        given = (index.get("fields") or index.get("text_fields")) if index else None  # type: ignore[typeddict-item]
+        self._paths = [_path(f) for f in ([given] if isinstance(given, str) else given or ["$"])]
         self._dims = index.get("dims") if index else None
         self._async = inspect.iscoroutinefunction(getattr(memories, "get", None))
+        # over an AsyncClient, blocking calls from other threads run on the
+        # loop the store was made in, as LangGraph's async stores do theirs
+        self._loop = _running_loop() if self._async else None
 
     # -- BaseStore: one plan per batch, performed blocking or awaited (``_steps``) -----------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         if self._async:
-            raise TypeError("this store holds an AsyncClient: use its async methods (aget, asearch, aput, abatch)")
-        return run(self._batch(list(ops)), self.memories, self._embeddings)
+            return self._on_loop(list(ops))
+        return run(self._batch(list(ops)), self.memories, self.embeddings)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await arun(self._batch(list(ops)), self.memories, self._embeddings, awaitable=self._async)
+        return await arun(self._batch(list(ops)), self.memories, self.embeddings, awaitable=self._async)
+
+    def _on_loop(self, ops: list[Op]) -> list[Result]:
+        """A blocking call over an AsyncClient: run on the store's loop from
+        another thread; refused in the loop's own thread, which it would stall."""
+        if self._loop is None or self._loop.is_closed():
+            raise TypeError("this store holds an AsyncClient: use its async methods (aget, asearch, aput, abatch)")
+        if _running_loop() is self._loop:
+            raise asyncio.InvalidStateError(
+                "Synchronous calls to MemwardenStore over an AsyncClient detected in its event loop's thread: "
+                "use the async methods (aget, asearch, aput, abatch), or call from another thread"
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), self._loop).result()
 
     def _batch(self, ops: list[Op]) -> Plan[list[Result]]:
+        for op in ops:  # before anything runs, as LangGraph's stores check what batch is handed
+            if isinstance(op, (GetOp, PutOp)):
+                check_labels(op.namespace)
+            elif isinstance(op, SearchOp):
+                check_labels(op.namespace_prefix)
+            elif isinstance(op, ListNamespacesOp):
+                for condition in op.match_conditions or ():
+                    check_labels(condition.path)
+            else:
+                raise ValueError(f"unknown operation: {type(op).__name__}")
         if len(ops) == 1 and isinstance(ops[0], (GetOp, SearchOp)):
             # ``get`` and ``search`` each come as a batch of one: the same plan,
             # without sorting out puts and lists there are none of
@@ -133,8 +181,6 @@ class MemwardenStore(BaseStore):
                 results[i] = yield from self._search(op)
             elif isinstance(op, ListNamespacesOp):
                 results[i] = yield from self._list_namespaces(op)
-            elif not isinstance(op, (GetOp, PutOp)):
-                raise ValueError(f"unknown operation: {type(op).__name__}")
         # reads see the store as it was before the batch, as in LangGraph's own stores
         yield from self._put([op for op in ops if isinstance(op, PutOp)])
         return results
@@ -174,7 +220,7 @@ class MemwardenStore(BaseStore):
         return [found.get(key) for key in ids]
 
     def _scopes(self, namespace_prefix: Namespace) -> Plan[tuple[list[str], dict[str, str]]]:
-        """(tenants, scope filters) a search under ``namespace_prefix`` asks
+        """(tenants, scope filters) a read under ``namespace_prefix`` asks
         the query for: with no tenant in the prefix, every tenant the key may read."""
         if self._filters is None:  # a mapping of the developer's own: narrow by tenant only
             if namespace_prefix:
@@ -189,59 +235,37 @@ class MemwardenStore(BaseStore):
     def _search(self, op: SearchOp) -> Plan[list[SearchItem]]:
         """Semantic recall for a query when the store has an index, full text
         otherwise; either way only what the gate allows, under the prefix and
-        through the filter, paged by ``offset`` and ``limit``."""
-        prefix = tuple(op.namespace_prefix)
-        wanted = op.offset + op.limit
-        size = _page(wanted, op)
-        if self._embeddings is not None and op.query:
+        through the filter, paged by ``offset`` and ``limit`` (``_searching``)."""
+        where = checked_filter(op.filter)
+        if self.embeddings is not None and op.query:
             (vector,) = self._sized((yield Embed([op.query], query=True)))
-            tenants, scope = yield from self._scopes(prefix)
-            hits: list[SearchItem] = []
-            for tenant in tenants:
-                # the prefix and the filter are applied here, after the gate:
-                # ask for more candidates until enough pass or none are left
-                asked = min(MAX_PAGE, size * 4)
-                while True:
-                    ask = {"tenant": tenant, "vector": vector, "mode": "vector", "limit": asked, **scope}
-                    answered = yield Ask("search", ask)
-                    passed = []
-                    for found in answered:
-                        item = _hit(found.view, prefix, op.filter)
-                        if item is not None:
-                            item.score = found.similarity
-                            passed.append(item)
-                    if len(passed) >= wanted or len(answered) < asked or asked == MAX_PAGE:
-                        break
-                    asked = min(MAX_PAGE, asked * 4)
-                hits.extend(passed)
-            hits.sort(key=lambda h: -(h.score or 0.0))
-            return hits[op.offset : wanted]
-        tenants, scope = yield from self._scopes(prefix)
-        hits = []
-        for tenant in tenants:
-            offset = 0
-            while len(hits) < wanted:
-                ask = {"tenant": tenant, **scope, "text": op.query or None, "limit": size, "offset": offset}
-                page = yield Ask("query", {**ask, "with_content": True})
-                hits.extend(item for view in page if (item := _hit(view, prefix, op.filter)) is not None)
-                if len(page) < size:
-                    break
-                offset += size
-        return hits[op.offset : wanted]
+            return (yield from recall(op, vector, where, self._scopes))
+        return (yield from listing(op, where, self._scopes, op.query))
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Plan[list[Namespace]]:
+        """The namespaces holding an item that may be used now, read from the
+        ids of the tenant's items (those under the conditions' leading
+        labels alone, where a prefix names some)."""
+        leading: Namespace = ()
+        for condition in op.match_conditions or ():
+            if condition.match_type == "prefix":
+                path = tuple(condition.path)
+                leading = path[: path.index("*")] if "*" in path else path
+                break
+        tenants, scope = yield from self._scopes(leading)
         namespaces: set[Namespace] = set()
-        for tenant in (yield Ask("tenants")):
+        for tenant in tenants:
             offset = 0
             while True:
-                page = yield Ask("query", {"tenant": tenant, "limit": PAGE, "offset": offset, "with_content": False})
+                ask = {"tenant": tenant, **scope, "id_prefix": id_prefixes(leading), "with_content": False}
+                page = yield Ask("query", {**ask, "limit": PAGE, "offset": offset})
                 for view in page:
                     item = item_of(view.memory_id)
                     if item is not None and view.usable:
                         namespaces.add(item[0])
-                if len(page) < PAGE:
+                if len(page) < PAGE and not getattr(page, "truncated", False):
                     break
-                offset += PAGE
+                offset += len(page)
         return _listed(namespaces, op)
 
     # -- writing -----------------------------------------------------------------------------
@@ -253,23 +277,25 @@ class MemwardenStore(BaseStore):
                 raise ValueError(f"index dims is {self._dims}; the embedding function answered {len(vector)} numbers")
         return vectors
 
-    def _texts(self, op: PutOp) -> str | None:
-        """What a put's vector is made from: its ``index`` fields (the
-        store's, unless the put names its own); None: not indexed."""
-        if self._embeddings is None or op.index is False:
-            return None
-        fields = self._fields_embedded if op.index is None else list(op.index)
-        texts = [t for f in fields for t in get_text_at_path(op.value, tokenize_path(f))]
-        return "\n".join(texts) or "{}"
+    def _texts(self, op: PutOp) -> list[str]:
+        """The texts a put's vectors are made from, one each: those at its
+        ``index`` paths (the store's, unless the put names its own); none:
+        not indexed."""
+        if self.embeddings is None or op.index is False or op.value is None:
+            return []
+        paths = self._paths if op.index is None else [_path(f) for f in op.index]
+        return [text for path in paths for text in get_text_at_path(op.value, path)]
 
-    def _fields(self, op: PutOp, embedding: list[float] | None) -> dict[str, Any]:
-        """``save``'s fields for a put."""
+    def _fields(self, op: PutOp, vectors: list[list[float]]) -> dict[str, Any]:
+        """``save``'s fields for a put: one vector per text of its indexed
+        fields, as LangGraph embeds each apart (a search scores the item by
+        its closest)."""
         namespace = tuple(op.namespace)
         value = dict(op.value or {})
         kind = value.get("kind") if isinstance(value.get("kind"), str) else self.kind
         source = value.get("source_url")
         memory_id = memory_id_of(namespace, op.key)
-        return {
+        fields = {
             "memory_id": memory_id,
             "kind": kind,
             "summary": summary_of(value, op.key),
@@ -277,18 +303,22 @@ class MemwardenStore(BaseStore):
             "source_url": source if isinstance(source, str) else "langgraph:" + memory_id[3:],
             "scope": self.scope_of(namespace),
             "ttl": ttl_of(op.ttl),
-            "embedding": embedding,
         }
+        if len(vectors) == 1:
+            fields["embedding"] = vectors[0]
+        elif vectors:
+            fields["embeddings"] = vectors
+        return fields
 
     def _put(self, ops: list[PutOp]) -> Plan[None]:
         # as every LangGraph store: the last put of a key in a batch wins
         ops = list({(tuple(op.namespace), op.key): op for op in ops}.values())
         kept = [op for op in ops if op.value is not None]
-        texts = [self._texts(op) for op in kept]
-        to_embed = [t for t in texts if t is not None]
+        texts = [self._texts(op)[:MAX_VECTORS] for op in kept]
+        to_embed = [t for item in texts for t in item]
         # one request to the embeddings for the whole batch
         made = iter(self._sized((yield Embed(to_embed))) if to_embed else [])
-        saves = [self._fields(op, None if t is None else next(made)) for op, t in zip(kept, texts, strict=True)]
+        saves = [self._fields(op, [next(made) for _ in item]) for op, item in zip(kept, texts, strict=True)]
         if len(saves) == 1:
             yield Ask("save", saves[0])
         elif saves:
@@ -303,34 +333,29 @@ class MemwardenStore(BaseStore):
                     continue  # deleting what is not there changes nothing, as in every store
 
 
-def _page(wanted: int, op: SearchOp) -> int:
-    """Memories a search reads a query: what it wants when nothing is left
-    to filter here, more when a filter may pass over some."""
-    return min(PAGE, max(wanted * (4 if op.filter else 1), 16))
+def _path(field: str) -> Any:
+    """An index path as ``get_text_at_path`` takes it: the whole value's
+    ``"$"`` as it is (tokenized, it would name nothing), any other tokenized."""
+    return field if field == "$" else tokenize_path(field)
 
 
-def _item(view: MemoryView, found: tuple[Namespace, str] | None, *, search: bool = False) -> Item | None:
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _item(view: MemoryView, found: tuple[Namespace, str] | None) -> Item | None:
     """The item a memory is, if it is one of this store's (``found``: its
     namespace and key, ``item_of`` its id) and may be used now."""
-    if found is None or not view.usable or view.content is None:
+    if found is None or not view.usable:
         return None
-    namespace, key = found
-    value = value_of(view.content) or {}
+    value = value_of(view.content)
+    if value is None:
+        return None
     when = parse_ts(view.fetched_at)
-    if search:
-        return SearchItem(namespace=namespace, key=key, value=value, created_at=when, updated_at=when, score=None)
-    return Item(namespace=namespace, key=key, value=value, created_at=when, updated_at=when)
-
-
-def _hit(view: MemoryView, prefix: Namespace, filter: dict[str, Any] | None) -> SearchItem | None:
-    """A search's item for ``view``, if usable now, under ``prefix`` and through ``filter``."""
-    found = item_of(view.memory_id)  # once: both the item and the prefix test read it
-    if found is None or found[0][: len(prefix)] != prefix:
-        return None
-    item = _item(view, found, search=True)
-    if item is None or not matches(item.value, filter):
-        return None
-    return item  # type: ignore[return-value]
+    return Item(namespace=found[0], key=found[1], value=value, created_at=when, updated_at=when)
 
 
 def _listed(namespaces: set[Namespace], op: ListNamespacesOp) -> list[Namespace]:

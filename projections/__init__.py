@@ -16,6 +16,7 @@ from __future__ import annotations
 from ._access import Access
 from ._agent_page import AgentPage, AgentQuery
 from ._asof import PointView, story
+from ._content_tests import ContentTest
 from ._errors import AppendRefused, ProjectionDamaged
 from ._fold import (
     COLUMNS,
@@ -85,6 +86,7 @@ __all__ = [
     "Backoff",
     "CheckResult",
     "Child",
+    "ContentTest",
     "DueRow",
     "EmbeddingCount",
     "Evidence",

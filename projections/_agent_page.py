@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar, Unpack
 
 from ._access import Access
+from ._content_tests import ContentTest
 from ._named import ViewRow
 
 
@@ -25,7 +26,11 @@ class AgentQuery(TypedDict):
     access: Access
     filters: dict[str, str | None]
     ids: list[str] | None
+    # only memories whose id starts with one of these (None: any id)
+    id_prefixes: list[str] | None
     match: Sequence[str] | None
+    # only memories whose content, read as JSON, passes every test (None: any)
+    content: list[ContentTest] | None
     usable_at: str | None
     limit: int
     offset: int

@@ -25,6 +25,7 @@ from typing import Any
 from memwarden.events import RecordedEvent
 from memwarden.events.postgres import no_statistics
 
+from ._content_tests import JSONB_FUNCTION
 from ._fold import STATUSES
 from ._fts_documents import index_changes
 from ._rows import Connection, Key
@@ -80,6 +81,8 @@ SCHEMA = (
     no_statistics("memories_search", ("doc",)),
     no_statistics("memories", ("checksum",)),
     DERIVATIONS_EVER.format(text=C_TEXT, rowid=""),
+    # the agent query's content tests read the stored text as jsonb through it
+    JSONB_FUNCTION,
 )
 
 

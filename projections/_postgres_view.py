@@ -10,6 +10,7 @@ from typing import Any
 from memwarden.events import PostgresTextStore
 
 from ._agent_page import AgentPage, AgentQuery
+from ._content_tests import ContentTest, postgres_terms
 from ._graph import LATERAL_STEP
 from ._named import ViewRow
 from ._postgres_usable import search_query
@@ -76,6 +77,9 @@ class PostgresView(SQLView):
 
     def match_query(self, words: Sequence[str]) -> str:
         return search_query(words)
+
+    def content_terms(self, tests: Sequence[ContentTest]) -> tuple[str, list[Any]]:
+        return postgres_terms(tests, "t.content")
 
     def purge_text_index(self) -> bool:
         # a deleted row's words stay in the table's pages until the store's

@@ -23,6 +23,7 @@ from typing import Any, Unpack
 from . import _rows
 from ._access import Access
 from ._agent_page import AgentQuery
+from ._content_tests import ContentTest
 from ._embedding_reads import EmbeddingReads
 from ._named import DueRow, Expiring, ViewRow
 from ._rows import (
@@ -55,6 +56,15 @@ SCOPE_FILTERS = (
     ("kind", "kind"),
     ("status", "status"),
 )
+
+
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """(low, high): the strings that start with ``prefix`` are those from
+    low up to, not including, high (``prefix`` is not empty)."""
+    stem = prefix.rstrip(chr(0x10FFFF))
+    if not stem:  # nothing after the last code point: every string from prefix on
+        return prefix, chr(0x10FFFF) * (len(prefix) + 1)
+    return prefix, stem[:-1] + chr(ord(stem[-1]) + 1)
 
 
 class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationReads, ABC):
@@ -204,18 +214,22 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         access: Access,
         filters: dict[str, str | None],
         ids: list[str] | None,
+        id_prefixes: list[str] | None,
         match: Sequence[str] | None,
+        content: list[ContentTest] | None,
         usable_at: str | None,
         limit: int,
         offset: int,
     ) -> tuple[str, list[Any]]:
         """One page of the agent query, newest first, as ``VIEW_COLUMNS`` rows
         with their texts: a tenant's memories that ``access`` lets the caller
-        read, narrowed by scope ``filters``, ``ids`` and the words of a
-        text-index ``match`` (each a prefix of a word in the summary or
-        content); with ``usable_at``, only rows the view holds usable
-        and unexpired then (an index-friendly prefilter: the gate still
-        decides). The statement and its parameters."""
+        read, narrowed by scope ``filters``, ``ids``, ids starting with one of
+        ``id_prefixes``, the words of a text-index ``match`` (each a prefix
+        of a word in the summary or content) and ``content`` tests on the
+        stored text read as JSON (``_content_tests``); with ``usable_at``,
+        only rows the view holds usable and unexpired then (an
+        index-friendly prefilter: the gate still decides). The statement
+        and its parameters."""
         allowed, allowed_params = self.confine(access, "m")
         clauses = ["m.tenant = ?", allowed]
         params: list[Any] = [tenant, *allowed_params]
@@ -230,6 +244,16 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         if ids is not None:
             clauses.append(f"m.memory_id IN ({','.join('?' * len(ids))})")
             params.extend(ids)
+        if id_prefixes is not None:
+            # a range of the id, which both backends compare code point by
+            # code point (SQLite's BINARY, PostgreSQL's "C"): the key's own index serves it
+            ranges = [prefix_range(p) for p in id_prefixes]
+            clauses.append("(" + " OR ".join("(m.memory_id >= ? AND m.memory_id < ?)" for _ in ranges) + ")")
+            params.extend(bound for low_high in ranges for bound in low_high)
+        if content:
+            sql, args = self.content_terms(content)
+            clauses.append(sql)
+            params.extend(args)
         if match is not None:
             clauses.append(f"mid IN ({self.MATCHING})")
             params.append(self.match_query(match))
@@ -243,6 +267,10 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             VIEW_COLUMNS, " AND ".join(clauses), "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?", texts=self.TEXTS
         )
         return sql, [*params, limit, offset]
+
+    @abstractmethod
+    def content_terms(self, tests: Sequence[ContentTest]) -> tuple[str, list[Any]]:
+        """``tests`` as one WHERE term over the texts' content (``t.content``)."""
 
     @abstractmethod
     def match_query(self, words: Sequence[str]) -> str:

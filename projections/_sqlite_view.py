@@ -6,9 +6,11 @@ out of the expiry walks."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from memwarden.events import SUMMARY_TEXT
 
+from ._content_tests import ContentTest, sqlite_terms
 from ._rows import SQLITE_TEXTS
 from ._sql_view import SQLView
 from ._text_index import purge_text_index
@@ -32,6 +34,9 @@ class SQLiteView(SQLView):
 
     def match_query(self, words: Sequence[str]) -> str:
         return fts5_query(words)
+
+    def content_terms(self, tests: Sequence[ContentTest]) -> tuple[str, list[Any]]:
+        return sqlite_terms(tests, "t.content")
 
     def purge_text_index(self) -> bool:
         return purge_text_index(self.conn)

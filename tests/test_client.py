@@ -184,6 +184,25 @@ def test_search_answers_what_is_usable_now_by_words_and_by_vector(face: tuple[Me
     assert bad.value.field == "query"
 
 
+def test_a_query_narrowed_by_its_content_and_id_prefix_answers_alike(face: tuple[Memories, Memories, str]) -> None:
+    """``where`` (the JSON content's conditions) and ``id_prefix`` reach
+    the query through every face, NaN and infinities included, and count
+    before ``limit`` and ``offset``."""
+    agent, _, prefix = face
+    values = {"a": {"n": 1, "tag": "ops"}, "b": {"n": 2.5, "tag": "life"}, "c": {"n": 4, "tag": "ops"}}
+    for key, value in values.items():
+        agent.save(**fields(f"{prefix}/{key}", content=json.dumps(value)))
+    agent.save(**fields(f"{prefix}x/d", content=json.dumps({"n": 3, "tag": "ops"})))  # a sibling prefix
+    asked = {"tenant": "acme", "id_prefix": [f"{prefix}/"]}
+    assert [v.memory_id for v in agent.query(**asked, where={"tag": "ops"})] == [f"{prefix}/c", f"{prefix}/a"]
+    assert [v.memory_id for v in agent.query(**asked, where={"tag": "ops"}, limit=1, offset=1)] == [f"{prefix}/a"]
+    assert len(agent.query(**asked, where={"n": {"$lt": float("inf"), "$gt": 1}})) == 2
+    assert agent.query(**asked, where={"n": {"$eq": float("nan")}}) == []
+    with pytest.raises(InvalidInput) as bad:
+        agent.query(**asked, where={"n": {"$near": 1}})
+    assert bad.value.field == "where"
+
+
 def test_several_vectors_a_memory_through_every_face(face: tuple[Memories, Memories, str]) -> None:
     """``embeddings``: a version's several vectors (each field of an item
     embedded apart, issue 59), by save and by batch; a search answers the
@@ -297,3 +316,25 @@ def test_the_async_client_answers_as_the_blocking_one(live: Server) -> None:
     assert view.usable and view.version == saved.version and [v.memory_id for v in found] == [memory_id]
     with Client(live.url, live.keys["agent"]) as blocking:
         assert blocking.get(memory_id) == view
+
+
+def test_the_async_client_holds_at_most_max_in_flight_requests_open() -> None:
+    """Thousands of requests gathered at once wait in the client, a few at a
+    time in the connection pool (whose queue httpcore scans whole per request)."""
+    open_now, peak = 0, 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal open_now, peak
+        open_now += 1
+        peak = max(peak, open_now)
+        await asyncio.sleep(0.001)
+        open_now -= 1
+        return httpx.Response(200, json={"memories": [], "truncated": False, "next_offset": None})
+
+    async def main() -> list[Any]:
+        async with AsyncClient("http://mw.test", "key", transport=httpx.MockTransport(handler), max_in_flight=8) as mw:
+            return await asyncio.gather(*[mw.query(tenant="acme") for _ in range(200)])
+
+    answers = asyncio.run(main())
+    assert len(answers) == 200 and all(a == [] for a in answers)
+    assert peak == 8

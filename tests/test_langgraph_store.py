@@ -288,11 +288,14 @@ def test_async_search_with_an_index_is_the_sync_recall(warden: Warden) -> None:
     after = asyncio.run(awaited.asearch(("notes",), query="배포"))
     assert [i.key for i in after] == ["deploy", "lunch"]
     assert scored(after) == scored(blocking.search(("notes",), query="배포"))
-    # a put's own index: False carries no vector (no candidate to recall), a list other fields
+    # a put's own index: False carries no vector (answered after every scored
+    # item, unscored, as InMemoryStore answers it), a list other fields
     blocking.put(("notes", "kim"), "plain", {"text": "배포 without a vector"}, index=False)
     blocking.put(("notes", "kim"), "titled", {"title": "배포", "text": "점심"}, index=["title"])
     now = asyncio.run(awaited.asearch(("notes",), query="배포"))
-    assert {i.key for i in now[:2]} == {"deploy", "titled"} and "plain" not in [i.key for i in now]
+    assert {i.key for i in now[:2]} == {"deploy", "titled"}
+    assert now[-1].key == "plain" and now[-1].score is None and all(i.score is not None for i in now[:-1])
+    assert "plain" not in [i.key for i in asyncio.run(awaited.asearch(("notes",), query="배포", limit=3))]
     assert "plain" in [i.key for i in blocking.search(("notes",))], "still an item, found without a query"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import secrets
 import threading
 from collections.abc import AsyncIterator, Mapping
@@ -21,6 +22,7 @@ from fastapi.responses import JSONResponse
 from memwarden.engine import (
     MAX_PAGE,
     SYSTEM,
+    InvalidInput,
     KeyStore,
     Principal,
     Scheduler,
@@ -55,6 +57,17 @@ from ._http_search import install_search_routes
 from .console import install_console
 
 log = structlog.get_logger("memwarden.http")
+
+
+def where_of(text: str | None) -> Any:
+    """A query's ``where`` as the query string carries it: JSON text (the
+    client's encoder writes a NaN or an infinity as Python's json does)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput("where", f"is not JSON: {exc}") from None
 
 
 def create_app(
@@ -193,10 +206,15 @@ def create_app(
         ids: Annotated[list[str] | None, Query()] = None,
         status: str | None = None,
         offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
+        id_prefix: Annotated[list[str] | None, Query()] = None,
+        where: str | None = None,
     ) -> dict[str, Any]:
         """Usable memories in a scope (``all=true``: every memory and why not);
         ``status`` narrows to the view's stored status, ``offset`` skips that
-        many answers (a page of a listing). An answer holds at most
+        many answers (a page of a listing); ``id_prefix`` (repeatable) keeps
+        the ids starting with one, ``where`` (a JSON object, LangGraph's
+        filter language) the memories whose JSON content passes it, both
+        counted before ``limit`` and ``offset``. An answer holds at most
         ``limits.max_answer_bytes`` of content: past it, ``truncated`` is true
         and the next page starts at ``next_offset``."""
         positions = warden.positions(who)
@@ -217,6 +235,8 @@ def create_app(
                 ids=ids,
                 status=status,
                 offset=offset,
+                id_prefix=id_prefix,
+                where=where_of(where),
                 caller=who,
             )
         return {"memories": [positions.memory(v.as_dict()) for v in views], **views.told()}
