@@ -38,6 +38,7 @@ both) and both weights 1.0 unless the caller gives others.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -161,12 +162,14 @@ def _words(text: str | None, mode: str) -> bool:
 
 
 def _floor(core: Core, given: float | None) -> float:
-    """The similarity a vector must exceed to be a match."""
+    """The similarity a vector must exceed to be a match; -1, the least a
+    cosine can be, is no floor at all (every vector ranks, as LangGraph's
+    stores rank every item)."""
     if given is None:
         return float(getattr(core.embedder, "min_similarity", 0.0) or 0.0)
     if isinstance(given, bool) or not isinstance(given, int | float) or not -1.0 <= given <= 1.0:
         raise InvalidInput("min_similarity", "must be a number from -1 to 1")
-    return float(given)
+    return -math.inf if given == -1 else float(given)
 
 
 def _most(limit: int) -> int:

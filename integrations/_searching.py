@@ -95,7 +95,8 @@ def recall(op: SearchOp, vector: list[float], where: dict[str, Any] | None, scop
             )
             unscored.extend(v for v in listed if v.memory_id not in seen)
     scored.sort(key=lambda h: -(h.score or 0.0))
-    unscored.sort(key=lambda v: -v.last_seq)
+    # unscored stay in the query's order, newest first (a caller's view of a
+    # memory carries no log position to sort by: an agent's is a token)
     fill = [i for v in unscored if (i := search_item(v, item_of(v.memory_id), None)) is not None]
     return [*scored, *fill][op.offset : wanted]
 
@@ -114,7 +115,8 @@ def _nearest(
     more to give."""
     asked = min(MAX_PAGE, max(FIRST_CANDIDATES, wanted * 4))
     while True:
-        ask = {"tenant": tenant, "vector": vector, "mode": "vector", "limit": asked, **scope}
+        # no similarity floor: LangGraph's stores rank every item with a vector
+        ask = {"tenant": tenant, "vector": vector, "mode": "vector", "limit": asked, "min_similarity": -1, **scope}
         # with a filter the candidates come without contents: the query reads
         # only those of the ones that pass it
         found = yield Ask("search", {**ask, "with_content": where is None})
