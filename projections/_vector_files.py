@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memwarden.events import private_file, private_folder, write_private
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: one process per folder is the operator's to keep
@@ -70,7 +72,8 @@ class IndexFiles:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_folder(self.directory)
+        private_file(self.directory / ".lock")
         with open(self.directory / ".lock", "a+b") as fh:
             if fcntl is not None:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
@@ -93,7 +96,7 @@ class IndexFiles:
         meta = {**meta, "tenant": tenant, "dims": dims, "payload_sha256": hashlib.sha256(payload).hexdigest()}
         head = json.dumps(meta, separators=(",", ":")).encode("utf-8")
         tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
-        with open(tmp, "wb") as fh:
+        with write_private(tmp) as fh:  # vectors are derived from memories' text: private as the store is
             fh.write(MAGIC + _LENGTH.pack(len(head)) + head)
             fh.write(payload)
             fh.flush()

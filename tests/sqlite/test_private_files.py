@@ -18,7 +18,7 @@ import pytest
 PROGRAM = r"""
 import json, os, sys
 from pathlib import Path
-from memwarden.engine import OPERATOR, Warden, restore
+from memwarden.engine import OPERATOR, IndexSettings, Warden, restore
 
 folder = Path(sys.argv[1])
 db = folder / "store.db"
@@ -28,14 +28,21 @@ modes = {}
 def mode(path):
     return oct(os.stat(path).st_mode & 0o777) if os.path.exists(path) else None
 
-w = Warden(db)
+w = Warden(db, vector_index=IndexSettings(save_after=1))  # its files written at once
 w.save(memory_id="m1", kind="external_fact", summary="a note", content="its text 한국어",
        source_url="https://example.org/1", scope={"tenant": "acme", "project": "p"}, caller=OPERATOR)
+w.save(memory_id="m2", kind="external_fact", summary="a vector", content="벡터",
+       source_url="https://example.org/2", scope={"tenant": "acme"}, embedding=[0.1, 0.2, 0.3], caller=OPERATOR)
+w.search(tenant="acme", vector=[0.1, 0.2, 0.3], caller=OPERATOR)
+w.vector_index.settle()
 for name in ("store.db", "store.db-wal", "store.db-shm", "store.db.vectors"):
     modes[name] = mode(folder / name)
 w.backup(folder / "backup.db", caller=OPERATOR)
 w.export(folder / "export.jsonl", caller=OPERATOR)
 w.close()
+# the vector files and their lock: written by the index as it saves
+for inside in sorted((folder / "store.db.vectors").iterdir()):
+    modes["store.db.vectors/" + ("*.vec" if inside.suffix == ".vec" else inside.name)] = mode(inside)
 modes["backup.db"] = mode(folder / "backup.db")
 modes["export.jsonl"] = mode(folder / "export.jsonl")
 restore(folder / "restored.db", folder / "backup.db")
@@ -66,6 +73,8 @@ def test_files_holding_memories_are_private_whatever_the_umask(tmp_path: Path, u
         "store.db-wal",
         "store.db-shm",
         "store.db.vectors",
+        "store.db.vectors/*.vec",
+        "store.db.vectors/.lock",
         "backup.db",
         "export.jsonl",
         "restored.db",
