@@ -13,11 +13,11 @@ triggers, FTS5 structure records, tampering with the file) is tested in
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -42,6 +42,9 @@ class Backend(ABC):
 
     def close(self) -> None:  # noqa: B027 (most backends leave nothing behind)
         """Clean up after the session."""
+
+    def module_ended(self) -> None:  # noqa: B027 (a file per store needs nothing back)
+        """A test module ended: what its stores held may be lent again."""
 
     @abstractmethod
     def db(self, tmp_path: Path, name: str = "memwarden.db") -> Any:
@@ -201,15 +204,27 @@ POSTGRES_SERVER = os.environ.get("MEMWARDEN_TEST_POSTGRES", "postgresql://postgr
 
 class PostgresBackend(Backend):
     """A database of its own per store a test names, on the server
-    ``MEMWARDEN_TEST_POSTGRES`` names (default: the machines' own), dropped
-    when the session ends."""
+    ``MEMWARDEN_TEST_POSTGRES`` names (default: the machines' own).
+
+    Databases are lent, not made and dropped per test: ``DROP DATABASE``
+    waits for a checkpoint of the whole server (seconds each once several
+    workers write), and ``CREATE DATABASE`` copies a template. A database
+    lent during a test module is emptied when the module ends (its
+    connections ended, its schema dropped and made again, which no
+    checkpoint waits for) and lent again; the session's databases are
+    dropped together at its end. An emptied database is as new: nothing of
+    memwarden lives outside its ``public`` schema."""
 
     name = "postgres"
 
     def __init__(self, server: str = POSTGRES_SERVER) -> None:
         self.server = server
         self._admin: Any = None
-        self._made: list[str] = []
+        self._made: list[str] = []  # every database this session created: dropped at its end
+        self._free: list[str] = []  # emptied, ready to lend
+        self._lent: dict[str, str] = {}  # the store a test named -> its database, until the module ends
+        self._migrated: list[str] = []  # memwarden's schema, no rows: ready to lend as a store
+        self._pristine: tuple[list[Any], dict[str, list[tuple[Any, ...]]]] | None = None
 
     def available(self) -> str | None:
         if self._admin is not None:
@@ -227,10 +242,19 @@ class PostgresBackend(Backend):
     def close(self) -> None:
         if self._admin is None:
             return
-        for name in self._made:
-            self._admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         self._admin.close()
         self._admin = None
+        made, self._made, self._free, self._lent, self._migrated = self._made, [], [], {}, []
+        # each DROP DATABASE waits for a checkpoint of the whole server
+        # (seconds once others write): a process of its own drops them, and
+        # what an earlier session's left behind, while this one ends
+        subprocess.Popen(
+            [sys.executable, "-c", _DROPPER, self.server, *made],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def new_database(self, name: str) -> str:
         """The URL of a new, empty database called ``name``."""
@@ -243,12 +267,64 @@ class PostgresBackend(Backend):
         self._made.append(name)
         return f"{self.server}/{name}"
 
+    def lend(self) -> str:
+        """The URL of an empty database (no schema), until ``give_back``."""
+        assert self.available() is None
+        if self._free:
+            return f"{self.server}/{self._free.pop()}"
+        if self._migrated:
+            url = f"{self.server}/{self._migrated.pop()}"
+            self._remake_schema(url)
+            return url
+        return self.new_database(f"memwarden_test_{os.getpid()}_{len(self._made)}")
+
+    def give_back(self, url: str) -> None:
+        """Empty the database at ``url`` and lend it again, its connections
+        ended first (a server or a Warden a test left open). A store whose
+        schema is still memwarden's own keeps it, its rows truncated (the
+        next open need not make it again); any other loses its schema."""
+        database = url.rsplit("/", 1)[1]
+        self._admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,),
+        )
+        if self._pristine is not None and _emptied(url, *self._pristine):
+            self._migrated.append(database)
+        else:
+            self._remake_schema(url)
+            self._free.append(database)
+
+    def _remake_schema(self, url: str) -> None:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA public CASCADE")
+            conn.execute("CREATE SCHEMA public")
+
+    def module_ended(self) -> None:
+        lent, self._lent = self._lent, {}
+        for database in lent.values():
+            self.give_back(f"{self.server}/{database}")
+
     def db(self, tmp_path: Path, name: str = "memwarden.db") -> str:
-        digest = hashlib.sha256(str(tmp_path / name).encode()).hexdigest()[:20]
-        database = f"memwarden_test_{digest}"
-        if database in self._made:
-            return f"{self.server}/{database}"
-        return self.new_database(database)
+        key = str(tmp_path / name)
+        if key not in self._lent:
+            if self._pristine is None:
+                self._pristine = self._make_pristine()
+            self._lent[key] = self._migrated.pop() if self._migrated else self.lend().rsplit("/", 1)[1]
+        return f"{self.server}/{self._lent[key]}"
+
+    def _make_pristine(self) -> tuple[list[Any], dict[str, list[tuple[Any, ...]]]]:
+        """What a store holds once opened: its schema's fingerprint and the
+        rows its making writes, to tell a store a test left as memwarden
+        made it (truncated and lent again) from one it damaged."""
+        from memwarden.engine import Warden
+
+        url = self.lend()
+        Warden(url).close()
+        found = _making(url)
+        self._migrated.append(url.rsplit("/", 1)[1])
+        return found
 
     def _run(self, db: Db, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         import psycopg
@@ -339,6 +415,76 @@ class PostgresBackend(Backend):
         finally:
             for name, original in originals.items():
                 setattr(psycopg.Cursor, name, original)
+
+
+# drops the databases named, and any an ended session left (its process gone)
+_DROPPER = """
+import os, sys, psycopg
+server, names = sys.argv[1], sys.argv[2:]
+with psycopg.connect(server + "/postgres", autocommit=True) as admin:
+    for (name,) in admin.execute("SELECT datname FROM pg_database WHERE datname LIKE 'memwarden_test_%'").fetchall():
+        pid = name.split("_")[2]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            names.append(name)
+    for name in dict.fromkeys(names):
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+"""
+
+# a schema as memwarden makes it: any change (a trigger a test dropped, a
+# column it altered) makes a store that is not lent again as it is
+_FINGERPRINT = (
+    "SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns"
+    " WHERE table_schema = 'public' ORDER BY 1, 2",
+    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+    "SELECT tgrelid::regclass::text, tgname, tgenabled FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2",
+    "SELECT proname, md5(prosrc) FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1, 2",
+    "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE connamespace = 'public'::regnamespace"
+    " ORDER BY 1, 2",
+    "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public' ORDER BY 1",
+)
+
+
+def _tables(conn: Any) -> list[str]:
+    return [row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")]
+
+
+def _fingerprint(conn: Any) -> list[Any]:
+    return [conn.execute(sql).fetchall() for sql in _FINGERPRINT]
+
+
+def _making(url: str) -> tuple[list[Any], dict[str, list[tuple[Any, ...]]]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        found = {table: conn.execute(f'SELECT * FROM "{table}"').fetchall() for table in _tables(conn)}
+        return _fingerprint(conn), {table: rows for table, rows in found.items() if rows}
+
+
+# past this many rows a store is truncated (new files) rather than deleted
+# from: a DELETE of a few rows is ten times quicker than a TRUNCATE
+_DELETE_UP_TO = 2_000
+
+
+def _emptied(url: str, fingerprint: list[Any], seed: dict[str, list[tuple[Any, ...]]]) -> bool:
+    """Whether the store at ``url`` had memwarden's schema as it makes it,
+    and if so, every row gone and the making's rows back, past the log's
+    own refusals (triggers do not fire in a replica's session)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        if _fingerprint(conn) != fingerprint:
+            return False
+        conn.execute("SET LOCAL session_replication_role = replica")
+        tables = _tables(conn)
+        deleted = sum(conn.execute(f'DELETE FROM "{t}"').rowcount for t in tables)
+        if deleted > _DELETE_UP_TO:
+            conn.rollback()
+            conn.execute("SET LOCAL session_replication_role = replica")
+            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY")
+        for table, rows in seed.items():
+            marks = ", ".join(["%s"] * len(rows[0]))
+            conn.cursor().executemany(f'INSERT INTO "{table}" VALUES ({marks})', rows)
+    return True
 
 
 BACKENDS: list[Backend] = [SQLiteBackend(), PostgresBackend()]

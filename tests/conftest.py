@@ -41,6 +41,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """At a module's end (its fixtures torn down), its stores go back to
+    their backends, to be emptied and lent again."""
+    yield
+    if nextitem is None or nextitem.path != item.path:
+        for backend in BACKENDS:
+            backend.module_ended()
+
+
 @pytest.fixture
 def clock() -> FrozenClock:
     return FrozenClock(START)

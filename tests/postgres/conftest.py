@@ -7,10 +7,11 @@ Without one the tests skip with one line saying so, except under
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 
 import pytest
+
+from ..backends import PostgresBackend
 
 SERVER = os.environ.get("MEMWARDEN_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
 
@@ -37,11 +38,16 @@ def pg_admin() -> Iterator[object]:
     admin.close()  # type: ignore[attr-defined]
 
 
+@pytest.fixture(scope="session")
+def pg_databases(pg_admin: object) -> Iterator[PostgresBackend]:
+    databases = PostgresBackend(SERVER)
+    yield databases
+    databases.close()
+
+
 @pytest.fixture
-def pg_url(pg_admin: object) -> Iterator[str]:
-    """The URL of a new, empty database."""
-    name = f"memwarden_test_{secrets.token_hex(6)}"
-    pg_admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[attr-defined]
-    pg_admin.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')  # type: ignore[attr-defined]
-    yield f"{SERVER}/{name}"
-    pg_admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[attr-defined]
+def pg_url(pg_databases: PostgresBackend) -> Iterator[str]:
+    """The URL of an empty database of its own (lent: emptied afterwards)."""
+    url = pg_databases.lend()
+    yield url
+    pg_databases.give_back(url)
