@@ -92,7 +92,7 @@ class TtlPolicy:
         rule = self.rules.get(kind)
         if rule is None:
             raise InvalidInput(
-                "expires_at",
+                "kind",  # the kind is what the policy does not know; a TTL given by hand is the way round
                 f"kind {kind!r} has no TTL in the policy file; give --expires-at or --ttl, "
                 f"or add [kinds.{kind}] to the policy (known: {', '.join(sorted(self.rules))})",
             )

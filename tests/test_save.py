@@ -103,7 +103,7 @@ def test_ttl_from_a_policy_file_flag_and_expires_at(tmp_path: Path, clock: Froze
         save_memory(w, "d", kind="weather", ttl=None, expires_at="2026-01-05T20:00:00+09:00").expires_at
         == "2026-01-05T11:00:00.000000Z"
     )
-    with pytest.raises(InvalidInput, match="expires_at: kind 'unknown-kind' has no TTL"):
+    with pytest.raises(InvalidInput, match="kind: kind 'unknown-kind' has no TTL"):
         save_memory(w, "e", kind="unknown-kind", ttl=None)
     with pytest.raises(InvalidInput, match="ttl: give either"):
         save_memory(w, "f", ttl="1h", expires_at="2026-01-06T00:00:00Z")
