@@ -122,7 +122,10 @@ def search(
     if words:
         text_hits = _text_half(core, query_text, limit, gated, hidden)  # type: ignore[arg-type]
     vector_hits: list[tuple[MemoryView, float]] = []
-    if mode != "text":
+    # hybrid is both halves where both can run: with no embedder to turn
+    # the words into a vector (and none given), it is the text half alone
+    text_only = mode == "hybrid" and vector is None and core.embedder is None
+    if mode != "text" and not text_only:
         q = _query_vector(core, query_text, vector)
         if q is not None:
             wanted = Wanted(**filters)  # type: ignore[arg-type]

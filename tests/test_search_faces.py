@@ -319,3 +319,25 @@ def test_the_langgraph_store_searches_by_meaning_with_an_index(tmp_path: Path) -
     assert [i.key for i in found] == ["deploy", "lunch"] and found[0].score == pytest.approx(1.0)
     assert all(i.score is None for i in store.search(("notes",)))  # no query: the listing, unscored
     w.close()
+
+
+def test_hybrid_without_an_embedder_is_a_text_search(tmp_path: Path) -> None:
+    """The default mode on a store with no [embedder]: the text half alone,
+    where a vector search is refused naming what is missing."""
+    from memwarden.engine import OPERATOR, InvalidInput, Warden
+
+    with Warden(tmp_path / "m.db") as w:
+        w.save(
+            memory_id="m1",
+            kind="external_fact",
+            summary="서울 날씨",
+            content="맑음",
+            source_url="https://e.example/1",
+            scope={"tenant": "acme"},
+            caller=OPERATOR,
+        )
+        found = w.search(tenant="acme", query_text="서울 날씨", caller=OPERATOR)
+        assert [f.view.memory_id for f in found] == ["m1"]
+        with pytest.raises(InvalidInput) as refused:
+            w.search(tenant="acme", query_text="서울", mode="vector", caller=OPERATOR)
+        assert refused.value.field == "embedder"
