@@ -292,6 +292,7 @@ class ServerRefused(Refusal, RuntimeError):
 class SinkNotFound(Refusal, LookupError):
     """No sink of that name in the policy file, or no notice of that id."""
 
+    field: str  # always named
     code = "not_found"
     status = 404
     exit_code = 1

@@ -173,6 +173,8 @@ class InvalidField(Refusal, ValueError):
     """A value the log layer cannot keep (a vector with NaN, the wrong
     length): names the field and the problem, as the engine's InvalidInput."""
 
+    field: str  # always named
+
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")
         self.field = field

@@ -149,8 +149,10 @@ class Write(Protocol):
     def texts(self) -> Texts: ...
     @property
     def erased(self) -> bool: ...
+
     # after the commit of an erasure: whether the texts' bytes also left the files
     erasure_cleared: bool | None
+
     @property
     def head(self) -> Head: ...
     @property
