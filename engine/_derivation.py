@@ -8,7 +8,7 @@ descendants) both need.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
@@ -65,7 +65,7 @@ class EvidenceView(Protocol):
     """The reads a Judge makes: the live view's (``ViewReader``) or a past point's (``PointView``)."""
 
     def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None: ...
-    def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]: ...
+    def rows(self, keys: Sequence[Key]) -> Mapping[Key, dict[str, Any] | None]: ...
     def ancestors(self, tenant: str, memory_ids: Sequence[str]) -> set[str]: ...
     def drawn_from(self, tenant: str, memory_id: str) -> list[str]: ...
 
