@@ -46,7 +46,7 @@ def answer(exc: BaseException) -> Answer | None:
             exc.field,
             exc.problem,
             message,
-            exc.details(),  # type: ignore[attr-defined]
+            exc.details(),
         )
     if isinstance(exc, ValidationError):  # a model checked outside the engine's own checks
         return answer(field_error(exc))

@@ -184,7 +184,7 @@ class FetchFailed(Refusal, OSError):
         return f"fetch failed: {self.category}"
 
     @property
-    def problem(self) -> str:  # type: ignore[override]
+    def problem(self) -> str:
         return self.__dict__.get("_problem") or self.public
 
     @problem.setter
