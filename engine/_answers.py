@@ -7,7 +7,8 @@ The CLI, HTTP, MCP and the console all render an exception through
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from memwarden.events import Refusal
@@ -26,7 +27,8 @@ class Answer:
     field: str | None
     problem: str
     message: str  # the one line for a terminal (the field named in it)
-    details: dict[str, Any] = field(default_factory=dict)
+    # dataclasses.field: the attribute above is named ``field``
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def body(self) -> dict[str, Any]:
         return {"error": self.code, "field": self.field, "problem": self.problem, **self.details}
@@ -44,7 +46,7 @@ def answer(exc: BaseException) -> Answer | None:
             exc.field,
             exc.problem,
             message,
-            exc.details(),  # type: ignore[attr-defined]
+            exc.details(),
         )
     if isinstance(exc, ValidationError):  # a model checked outside the engine's own checks
         return answer(field_error(exc))

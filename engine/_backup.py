@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memwarden.events import private_file
+from memwarden.projections import SQLiteStore
 
 from ._core import Core, log
 from ._errors import InvalidInput
@@ -28,7 +29,7 @@ def backup(core: Core, path: str | Path, *, caller: Principal) -> dict[str, Any]
     """Copy the SQLite store to ``path`` (a new file) while it is in use;
     the copy opens as a store of its own, its chain and view intact."""
     source = core.path
-    if "://" in str(source):
+    if "://" in str(source) or not isinstance(core.store, SQLiteStore):
         raise InvalidInput("db", f"a backup of a PostgreSQL store is taken with pg_dump: {PG_DUMP}")
     target = Path(path)
     if target.exists():
@@ -39,7 +40,7 @@ def backup(core: Core, path: str | Path, *, caller: Principal) -> dict[str, Any]
         # is made again rather than written into with whatever mode it had
         tmp.unlink(missing_ok=True)
         private_file(tmp)
-        head = core.store.backup(tmp)  # type: ignore[attr-defined]  (SQLite's store alone has it)
+        head = core.store.backup(tmp)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InvalidInput("file", f"{target}: {exc}") from None

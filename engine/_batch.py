@@ -205,9 +205,9 @@ def save_many(
             checked.append((index, check_input(core, caller=caller, **fields)))
         except TypeError as exc:  # an unknown field, or one missing
             text = str(exc).replace("check_input() ", "")
-            named = re.search(r"'(\w+)'", text)
+            quoted = re.search(r"'(\w+)'", text)
             problems.append(
-                {"index": index, "field": named.group(1) if named else None, "problem": text, "error": "InvalidInput"}
+                {"index": index, "field": quoted.group(1) if quoted else None, "problem": text, "error": "InvalidInput"}
             )
         except (ValueError, PermissionError, LookupError) as exc:
             problems.append(_problem(index, exc))

@@ -199,7 +199,7 @@ class Core:
             # what a revocation or an erasure takes out leaves the index here
             # before the commit returns (and an erasure's, its files)
             self.vector_index.committed(
-                None if None in revoked else set(revoked),  # type: ignore[arg-type]
+                None if None in revoked else set(revoked),
                 {r.payload["tenant"] for r in tx.recorded if r.type == "memory.erased"},
             )
 

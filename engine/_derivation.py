@@ -8,9 +8,9 @@ descendants) both need.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from memwarden.events import MemoryInvalidated, RecordedEvent
 from memwarden.projections import Access, Key, ViewReader, Write, parent_refs
@@ -61,10 +61,19 @@ def _key(row: dict[str, Any]) -> Key:
     return (row["tenant"], row["memory_id"])
 
 
+class EvidenceView(Protocol):
+    """The reads a Judge makes: the live view's (``ViewReader``) or a past point's (``PointView``)."""
+
+    def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None: ...
+    def rows(self, keys: Sequence[Key]) -> Mapping[Key, dict[str, Any] | None]: ...
+    def ancestors(self, tenant: str, memory_ids: Sequence[str]) -> set[str]: ...
+    def drawn_from(self, tenant: str, memory_id: str) -> list[str]: ...
+
+
 class Judge:
     """Decides rows with their evidence, memoised for one read."""
 
-    def __init__(self, view: ViewReader, now: str, policies: dict[str, str]) -> None:
+    def __init__(self, view: EvidenceView, now: str, policies: dict[str, str]) -> None:
         self.view = view
         self.now = now
         self.policies = policies

@@ -184,7 +184,7 @@ class FetchFailed(Refusal, OSError):
         return f"fetch failed: {self.category}"
 
     @property
-    def problem(self) -> str:  # type: ignore[override]
+    def problem(self) -> str:
         return self.__dict__.get("_problem") or self.public
 
     @problem.setter
@@ -292,6 +292,7 @@ class ServerRefused(Refusal, RuntimeError):
 class SinkNotFound(Refusal, LookupError):
     """No sink of that name in the policy file, or no notice of that id."""
 
+    field: str  # always named
     code = "not_found"
     status = 404
     exit_code = 1

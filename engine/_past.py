@@ -42,14 +42,14 @@ def resolve_point(warden: Core, *, as_of: str | None = None, seq: int | None = N
     """(seq, time) of a past point given either a time or a seq."""
     if (as_of is None) == (seq is None):
         raise InvalidInput("as_of", "give exactly one of as_of or seq")
-    if seq is not None:
+    if as_of is None:  # the seq is given
         head = warden.log.head().seq
         if not isinstance(seq, int) or seq < 0 or seq > head:
             raise InvalidInput("seq", f"must be between 0 and the head seq {head}")
         event = warden.log.get(seq) if seq else None
         return seq, event.recorded_at if event else warden.now()
     try:
-        when = format_ts(check_range(parse_ts(as_of)))  # type: ignore[arg-type]  (times start in 1970)
+        when = format_ts(check_range(parse_ts(as_of)))  # times start in 1970
     except ValueError as exc:
         raise InvalidInput("as_of", str(exc)) from None
     return warden.log.seq_at(when), when

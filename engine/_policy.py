@@ -117,7 +117,7 @@ def _rule(kind: str, spec: dict[str, Any]) -> KindRule:
         raise InvalidInput(f"kinds.{kind}.{key}", str(exc)) from None
 
 
-FETCH_KEYS = {
+FETCH_KEYS: dict[str, type[Any] | tuple[type[Any], ...]] = {
     "allow": list,
     "timeout": (int, float),
     "max_bytes": int,

@@ -58,7 +58,7 @@ def get(
 def _judge(
     core: Core,
     values: ViewRow,
-    policy_version: int,
+    policy_version: int | str,
     now: str,
     parents: Sequence[ParentState],
     caller: Principal,
@@ -80,7 +80,7 @@ def _judge(
 
     if status == "erased" or status == "revoked":
         view = MemoryView.of_values(values, judged(gate_row(values), None), None, values.summary)
-    elif (ok := actual_checksum(data) == values.checksum) and status != "quarantined":
+    elif (ok := actual_checksum(data) == values.checksum) and status != "quarantined" and data is not None:
         decision = judged(gate_row(values), True)
         view = MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, values.summary)
     else:

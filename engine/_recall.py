@@ -128,7 +128,7 @@ def search(
     if mode != "text" and not text_only:
         q = _query_vector(core, query_text, vector)
         if q is not None:
-            wanted = Wanted(**filters)  # type: ignore[arg-type]
+            wanted = Wanted(**filters)
             vector_hits = _nearest_usable(core, q, limit, gated, wanted, floor, hidden)
     found = _fused(text_hits, vector_hits, limit, weights)
     answered = dict(gated, include_unusable=include_hidden)

@@ -71,7 +71,7 @@ def preview_revocation(
     with core.reading() as view:
         tenants = view.would_revoke(sel.model_dump(mode="json"))
         # the cascade: what is drawn from those and still holds, invalidated with them
-        direct = [tuple(k) for k in view.would_revoke_keys(sel.model_dump(mode="json"))]
+        direct = [(t, m) for t, m in view.would_revoke_keys(sel.model_dump(mode="json"))]
         below = view.descendants(direct) - set(direct)
         cascaded = sum(1 for r in rows_for(view, sorted(below)) if r["status"] not in SETTLED)
     return {
@@ -156,10 +156,10 @@ def erase(
     with core.transaction() as tx:
         if memory_id is not None:
             rows = [core.find_row(tx.view, memory_id, tenant=tenant, access=caller.access)]
-        else:
+        elif user is not None:  # always, one of the two being given
             rows = tx.view.of_user(user, tenant=tenant, access=caller.access)
             if not rows:
-                raise UserNotFound(user, tenant)  # type: ignore[arg-type]
+                raise UserNotFound(user, tenant)
         targets = sorted(
             (r["tenant"], r["memory_id"], r["checksum"], r["version"]) for r in rows if r["status"] != "erased"
         )

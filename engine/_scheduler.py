@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
-from memwarden.events import MemoryExpired, sha256_hex
+from memwarden.events import MemoryExpired, parse_ts, sha256_hex
 
 from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._committed import read_back_committed
@@ -102,7 +102,7 @@ class Scheduler:
                     tenant=t,
                     memory_id=m,
                     version=v,
-                    expires_at=e,
+                    expires_at=parse_ts(e),
                     actor="scheduler",
                 )
                 for t, m, v, e in rows

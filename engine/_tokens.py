@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
@@ -153,6 +153,10 @@ class Positions:
 
     # -- what the caller is given -----------------------------------------------------------
 
+    @overload
+    def shown(self, seq: int) -> Position: ...
+    @overload
+    def shown(self, seq: int | None) -> Position | None: ...
     def shown(self, seq: int | None) -> Position | None:
         if seq is None or self.reads_log:
             return seq
@@ -162,11 +166,16 @@ class Positions:
         """``data`` with its position at ``key`` as the caller is given it."""
         return data if self.reads_log or key not in data else {**data, key: self.shown(data[key])}
 
+    # a result whose seq is a token (str) already is given as it is
     def saved(self, result: SaveResult) -> SaveResult:
-        return result if self.reads_log else replace(result, seq=self.shown(result.seq))
+        if self.reads_log or isinstance(result.seq, str):
+            return result
+        return replace(result, seq=self.shown(result.seq))
 
     def verified(self, result: VerifyResult) -> VerifyResult:
-        return result if self.reads_log else replace(result, seq=self.shown(result.seq))
+        if self.reads_log or isinstance(result.seq, str):
+            return result
+        return replace(result, seq=self.shown(result.seq))
 
     def memory(self, answer: dict[str, Any]) -> dict[str, Any]:
         """A memory's JSON answer (``MemoryView.as_dict``, a search's ``Found``)

@@ -63,10 +63,10 @@ def field_problems(
         if said not in words:
             words.append(said)
     out = []
-    for field, said in found.items():
-        if len(said) > 1:  # each branch's kind, without its detail: "a valid integer or a valid string"
-            said = [said[0].split(", ")[0], *(w.split(", ")[0].removeprefix("Input should be ") for w in said[1:])]
-        out.append((field, " or ".join(said)))
+    for field, words in found.items():
+        if len(words) > 1:  # each branch's kind, without its detail: "a valid integer or a valid string"
+            words = [words[0].split(", ")[0], *(w.split(", ")[0].removeprefix("Input should be ") for w in words[1:])]
+        out.append((field, " or ".join(words)))
     return out
 
 

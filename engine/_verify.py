@@ -7,10 +7,12 @@ from typing import Any
 
 import structlog
 from memwarden.events import (
+    CacheKey,
     MemoryInvalidated,
     MemorySaved,
     MemoryVerificationFailed,
     MemoryVerified,
+    Scope,
     content_checksum,
     format_ts,
     parse_ts,
@@ -138,12 +140,12 @@ def _verify_source(warden: Core, row: dict[str, Any], *, accept: bool) -> Verify
                     fetched_at=now,
                     expires_at=expires,
                     verified_at=now,
-                    scope={k: row[k] for k in SCOPE_COLUMNS},
+                    scope=Scope(**{k: row[k] for k in SCOPE_COLUMNS}),
                     policy=row["policy"],
                     revocation_version=version_of(tx.view, row["policy"]),
                     derived_from=parent_refs(memory_id, row["derived_from"]),
                     cache_key=(
-                        {"tool": row["tool"], "tool_version": row["tool_version"], "input_hash": row["input_hash"]}
+                        CacheKey(tool=row["tool"], tool_version=row["tool_version"], input_hash=row["input_hash"])
                         if row["tool_version"]
                         else None
                     ),

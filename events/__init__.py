@@ -7,6 +7,8 @@ an extra; its names are also here, imported when first asked for)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._bytes import UnstorableText, check_storable, json_storable, unstorable, unstorable_fields
 from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
 from ._errors import (
@@ -188,6 +190,12 @@ __all__ = [
     "write_export",
     "write_private",
 ]
+
+
+if TYPE_CHECKING:  # the names __getattr__ imports when first asked for, as the type checker sees them
+    from .postgres import PostgresEventLog as PostgresEventLog
+    from .postgres import PostgresTextStore as PostgresTextStore
+    from .postgres import QmarkConnection as QmarkConnection
 
 
 def __getattr__(name: str) -> object:

@@ -48,7 +48,7 @@ class Refusal(Exception):
         given = self.__dict__.get("_problem")
         if given is not None:
             return str(given)
-        args = getattr(self, "args", ())
+        args: tuple[Any, ...] = getattr(self, "args", ())
         return args[0] if len(args) == 1 and isinstance(args[0], str) else str(self)
 
     @problem.setter
@@ -110,7 +110,7 @@ class LogDamaged(Refusal, ValueError):
     """An import source that is not a whole, valid, chained log."""
 
     code = "log_damaged"
-    field = "file"
+    field: str | None = "file"  # None in EventRowDamaged: the store, not a file given
 
     def __init__(self, problem: str, *, line: int | None = None, seq: int | None = None) -> None:
         where = f"line {line}: " if line is not None else ""
@@ -172,6 +172,8 @@ class TextErased(Refusal, PermissionError):
 class InvalidField(Refusal, ValueError):
     """A value the log layer cannot keep (a vector with NaN, the wrong
     length): names the field and the problem, as the engine's InvalidInput."""
+
+    field: str  # always named
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")

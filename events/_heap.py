@@ -23,7 +23,7 @@ def _find_trim() -> Callable[[int], int] | None:
     if name is None:
         return None
     try:
-        return ctypes.CDLL(name).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(name).malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
 

@@ -53,10 +53,13 @@ class LogReads(ABC):
     def _sql(self, sql: str) -> str:
         return sql if self.MARK == "?" else sql.replace("?", self.MARK)
 
-    @contextmanager
-    def _read_conn(self) -> Iterator[Any]:
+    def _read_conn(self) -> AbstractContextManager[Any]:
         """The connection a read of the log runs on: the write connection
         under the lock, unless the backend reads beside its writer."""
+        return self._write_conn_locked()
+
+    @contextmanager
+    def _write_conn_locked(self) -> Iterator[Any]:
         with self._lock:
             yield self.conn
 

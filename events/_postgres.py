@@ -463,7 +463,9 @@ class PostgresEventLog(LogReads):
         from_seq = max(from_seq, 1)
         with self.snapshot() as conn:
             head = self.head_in(conn)
-            issued = int(conn.execute("SELECT seq FROM log_head").fetchone()[0])
+            head_row = conn.execute("SELECT seq FROM log_head").fetchone()
+            assert head_row is not None  # the schema writes log_head's one row
+            issued = int(head_row[0])
             end = head.seq if to_seq is None else min(to_seq, head.seq)
             if from_seq == 1:
                 prev = EMPTY_HEAD

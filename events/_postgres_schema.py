@@ -91,7 +91,9 @@ def install_schema(conn: psycopg.Connection) -> None:
     starting beside running writers would wait on them, and they on it (a
     deadlock, seen in the mixed run).
     """
-    if conn.execute(SCHEMA_PRESENT).fetchone()[0] == len(TRIGGERS):
+    present = conn.execute(SCHEMA_PRESENT).fetchone()
+    assert present is not None  # a count answers one row
+    if present[0] == len(TRIGGERS):
         return
     with conn.transaction():
         # one process creates it at a time (CREATE ... IF NOT EXISTS is not

@@ -48,7 +48,7 @@ def _probe() -> Iterator[None]:
 
 
 # what every @contextmanager function runs: tells one from any other wrapper
-_CONTEXT_MANAGER_CODE = _probe.__code__  # type: ignore[attr-defined]
+_CONTEXT_MANAGER_CODE = _probe.__code__
 
 
 def _wrapped(name: str, method: Callable[..., Any]) -> Callable[..., Any]:

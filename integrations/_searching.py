@@ -52,7 +52,8 @@ def listing(op: SearchOp, where: dict[str, Any] | None, scopes: Scopes, text: st
         views = []
         for tenant in tenants:
             views.extend((yield from _paged(tenant, ask, 0, op.offset + op.limit)))
-        views.sort(key=lambda v: -v.last_seq)
+        # an agent's views carry no log position (None): they keep their order (a stable sort)
+        views.sort(key=lambda v: -(v.last_seq or 0))
         views = views[op.offset : op.offset + op.limit]
     return [item for view in views if (item := search_item(view, item_of(view.memory_id), None)) is not None]
 

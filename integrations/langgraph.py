@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langgraph.store.base import (
@@ -123,7 +123,8 @@ class MemwardenStore(BaseStore):
         self.embeddings = ensure_embeddings(index.get("embed")) if index else None
         # the paths embedded: "fields", or "text_fields" as SqliteStore spells
         # it; the whole value ("$") unless either names some
-        given = (index.get("fields") or index.get("text_fields")) if index else None  # type: ignore[typeddict-item]
+        spec: Mapping[str, Any] = index or {}  # the developer's own keys too ("text_fields")
+        given = spec.get("fields") or spec.get("text_fields")
         self._paths = [_path(f) for f in ([given] if isinstance(given, str) else given or ["$"])]
         self._dims = index.get("dims") if index else None
         self._async = inspect.iscoroutinefunction(getattr(memories, "get", None))
@@ -169,7 +170,7 @@ class MemwardenStore(BaseStore):
             # without sorting out puts and lists there are none of
             op = ops[0]
             if isinstance(op, GetOp):
-                return (yield from self._get_many([op]))
+                return [*(yield from self._get_many([op]))]  # as a list of results
             return [(yield from self._search(op))]
         results: list[Result] = [None] * len(ops)
         gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
@@ -225,7 +226,8 @@ class MemwardenStore(BaseStore):
         if self._filters is None:  # a mapping of the developer's own: narrow by tenant only
             if namespace_prefix:
                 return [self._tenant(namespace_prefix)], {}
-            tenant, scope = None, {}
+            tenant: str | None = None
+            scope: dict[str, str] = {}
         else:
             tenant, scope = self._filters.filters(namespace_prefix)
         if tenant is not None:

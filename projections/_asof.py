@@ -139,7 +139,8 @@ class PointView:
     def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
         return self.rows([(tenant, memory_id)]).get((tenant, memory_id))
 
-    def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
+    def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
+        """The rows of those of ``keys`` that existed then (none for the others)."""
         missing = sorted({k for k in keys if k not in self._rows})
         # A live row nothing touched after the point is the row then: every
         # event of a memory and every revocation that changes it moves its
@@ -164,7 +165,7 @@ class PointView:
                 self._rows[(tenant, memory_id)] = (
                     row_after(events, self.context(tenant), tenant, memory_id) if events else None
                 )
-        return {k: self._rows[k] for k in keys if self._rows.get(k) is not None}
+        return {k: row for k in keys if (row := self._rows.get(k)) is not None}
 
     def ancestors(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
         """Every memory of ``tenant`` the given ones were drawn from then, at any depth."""

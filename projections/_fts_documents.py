@@ -13,10 +13,10 @@ from typing import Any
 from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN
 from memwarden.events.sqlite import has_table
 
-from ._rows import Connection, Key, chunks, value_marks
+from ._rows import Connection, Key, chunks, on_sqlite, value_marks
 
 # (tenant, memory_id, version) -> (summary, content) to index, or None
-TextSource = Callable[[sqlite3.Connection, str, str, int], tuple[str | None, str | None] | None]
+TextSource = Callable[[Connection, str, str, int], tuple[str | None, str | None] | None]
 # a document's two columns, read from the text store's row t
 _DOCUMENT = f"coalesce({SUMMARY_TEXT}, ''), coalesce(CAST(t.content AS TEXT), '')"
 
@@ -118,7 +118,7 @@ def write_documents(
 def fill_documents(conn: Connection, text_source: TextSource | None) -> None:
     """The index written whole from the view (a rebuild's last step), in rowid order."""
     conn.execute("DELETE FROM memories_fts")
-    if text_source is stored_texts and has_table(conn, "texts"):
+    if text_source is stored_texts and has_table(on_sqlite(conn), "texts"):
         conn.execute(
             f"INSERT INTO memories_fts (rowid, summary, content) SELECT m.mid, {_DOCUMENT} "
             f"FROM memories m {TEXT_JOIN} WHERE m.status != 'erased' ORDER BY m.mid"

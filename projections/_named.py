@@ -113,14 +113,14 @@ class TenantCount(NamedTuple):
     """How many of a tenant's memories a revocation would take out (``would_revoke``)."""
 
     tenant: str
-    count: int
+    count: int  # type: ignore[assignment]  # the field shadows tuple.count: callers read .count as the number
 
 
 class Retiring(NamedTuple):
     """How many of a tenant's memories a policy change would retire (``would_retire``)."""
 
     tenant: str
-    count: int
+    count: int  # type: ignore[assignment]  # the field shadows tuple.count: callers read .count as the number
     memory_api: int  # of those, the Memory API's (kind agent_memory)
 
 

@@ -285,7 +285,9 @@ class PostgresStore:
         read's floor. A replica that has not replayed it could still serve
         what it took out, so no read goes there until it has."""
         with self.log.snapshot() as conn:
-            return int(conn.execute("SELECT coalesce(max(seq), 0) FROM revocations").fetchone()[0])
+            row = conn.execute("SELECT coalesce(max(seq), 0) FROM revocations").fetchone()
+            assert row is not None  # an aggregate answers one row
+            return int(row[0])
 
     @contextmanager
     def writing(self) -> Iterator[LogWrite]:
@@ -362,7 +364,9 @@ class PostgresStore:
         # so its other writes go on (the vacuum itself locks the two tables)
         with self.log.side_connection() as conn:
             # an xid newer than the erasure's: the transactions to outlive are the older ones
-            (mark,) = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
+            xact = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
+            assert xact is not None  # a function's call answers one row
+            (mark,) = xact
             deadline = time.monotonic() + self.erasure_wait
             while not _none_sees(conn, mark):
                 if time.monotonic() >= deadline:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN
 
@@ -18,6 +19,13 @@ class Connection(Protocol):
 
     def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
     def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+
+
+def on_sqlite(conn: Connection) -> sqlite3.Connection:
+    """``conn`` as sqlite3's, for sqlite-utils and the log's SQLite reads:
+    where SQLite's projections and projector use them, they are only handed
+    its connections (PostgreSQL's subclasses override those steps)."""
+    return cast("sqlite3.Connection", conn)
 
 
 # summary (text) and content (bytes) of a version in SQLite, over ``texts t``

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from memwarden.events import ROW_COLUMNS, RecordedEvent, canonical_json, event_from_row, legacy_tenants
 
 from ._errors import ProjectionDamaged
-from ._rows import Connection
+from ._rows import Connection, on_sqlite
 from ._sqlite_schema import create_tracking_table
 from ._stats import StatsProjection
 from ._usable import UsableProjection
@@ -51,8 +51,11 @@ BUILD_CACHE_MB = 24
 class Projection(Protocol):
     """One of a store's read models, kept by the log's transactions."""
 
-    name: str
-    tables: tuple[str, ...]
+    # read-only, so that a projection's literal tuple of tables satisfies them
+    @property
+    def name(self) -> str: ...
+    @property
+    def tables(self) -> tuple[str, ...]: ...
 
     def create(self, conn: Connection, *, indexes: bool = True) -> None: ...
     def create_indexes(self, conn: Connection) -> None: ...
@@ -96,7 +99,7 @@ class Projector:
         self.backlog: Backlog = backlog or _events_in
 
     def create_tracking(self, conn: Connection) -> None:
-        create_tracking_table(conn)
+        create_tracking_table(on_sqlite(conn))
 
     def bulk(self, conn: Connection) -> AbstractContextManager[None]:
         """The connection's settings while a build streams through the log."""
@@ -350,7 +353,7 @@ def _batches(events: Iterable[RecordedEvent], size: int = BATCH) -> Iterator[lis
 
 
 def _events_in(conn: Connection, after: int, until: int) -> Iterator[RecordedEvent]:
-    tenants = legacy_tenants(conn)
+    tenants = legacy_tenants(on_sqlite(conn))
     while after < until:
         rows = conn.execute(
             f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT {BATCH}",

@@ -52,7 +52,8 @@ class GraphReads:
         """Up to ``limit`` memories saved at or before seq ``point`` (of
         ``tenant`` when given), by tenant and id, after the key ``after``:
         rows are never deleted, so these are the memories that existed then."""
-        where, args = ["first_seq <= ?"], [point]
+        where = ["first_seq <= ?"]
+        args: list[int | str] = [point]
         if tenant is not None:
             where.append("tenant = ?")
             args.append(tenant)

@@ -13,7 +13,7 @@ from memwarden.events.sqlite import database
 def create_keys_table(conn: sqlite3.Connection) -> None:
     """API keys: not built from events (a key is a credential, and its
     secret's hash must never enter the log)."""
-    database(conn)["api_keys"].create(
+    database(conn).table("api_keys").create(
         {
             "key_id": str,
             "key_hash": str,
@@ -31,7 +31,7 @@ def create_keys_table(conn: sqlite3.Connection) -> None:
 
 def create_secrets_table(conn: sqlite3.Connection) -> None:
     """The server's secrets (``SideTables.server_secret``): a credential, not built from events."""
-    database(conn)["server_secrets"].create(
+    database(conn).table("server_secrets").create(
         {"name": str, "secret": str, "created_at": str},
         pk="name",
         not_null={"secret", "created_at"},
@@ -41,13 +41,13 @@ def create_secrets_table(conn: sqlite3.Connection) -> None:
 
 def create_backoff_table(conn: sqlite3.Connection) -> None:
     """Sources that failed lately, shared by every scheduler on the store."""
-    database(conn)["host_backoff"].create(
+    database(conn).table("host_backoff").create(
         {"host": str, "failures": int, "until": float}, pk="host", not_null={"failures", "until"}, if_not_exists=True
     )
 
 
 def create_tracking_table(conn: sqlite3.Connection) -> None:
     """The seq each projection has applied; moved only forward (``_runner``)."""
-    database(conn)["projection_tracking"].create(
+    database(conn).table("projection_tracking").create(
         {"name": str, "seq": int}, pk="name", not_null={"seq"}, if_not_exists=True
     )

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from ._rows import Connection
+
 __all__ = ["MAX_LEVELS", "drop_text_index", "purge_text_index", "text_index_levels"]
 
 # about what newer SQLite allows itself (FTS5_MAX_LEVEL)
@@ -32,7 +34,7 @@ _EMPTY_STRUCTURE = bytes(7)
 _STRUCTURE_V2 = b"\xff\x00\x00\x01"
 
 
-def text_index_levels(conn: sqlite3.Connection, table: str = "memories_fts") -> int | None:
+def text_index_levels(conn: Connection, table: str = "memories_fts") -> int | None:
     """The number of levels in an FTS5 index's structure (None if unreadable)."""
     row = conn.execute(f'SELECT block FROM "{table}_data" WHERE id = ?', (_STRUCTURE_ROWID,)).fetchone()
     if row is None or not isinstance(row[0], bytes):
@@ -48,7 +50,7 @@ def text_index_levels(conn: sqlite3.Connection, table: str = "memories_fts") -> 
     return None
 
 
-def purge_text_index(conn: sqlite3.Connection, table: str = "memories_fts") -> bool:
+def purge_text_index(conn: Connection, table: str = "memories_fts") -> bool:
     """Merge the index so no deleted row's terms remain; True if it was rebuilt.
 
     Runs inside the caller's transaction (the erasure's), so the purge
@@ -62,7 +64,7 @@ def purge_text_index(conn: sqlite3.Connection, table: str = "memories_fts") -> b
     return True
 
 
-def drop_text_index(conn: sqlite3.Connection, table: str = "memories_fts") -> None:
+def drop_text_index(conn: Connection, table: str = "memories_fts") -> None:
     """Drop an FTS5 table, even one whose structure no longer decodes.
 
     SQLite must open a virtual table to drop it, and an index broken by the

@@ -23,7 +23,7 @@ from memwarden.events.sqlite import column_types
 from ._fold import COLUMNS, TERMINAL_SQL, fold_memory
 from ._fts_documents import TextSource, fill_documents, stored_texts, write_documents
 from ._revocation_cache import RevocationCache
-from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows
+from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows, on_sqlite
 from ._selector import selector_sql
 from ._text_index import drop_text_index
 from ._usable_schema import INDEXES, SCHEMA, TABLES
@@ -93,14 +93,14 @@ class UsableProjection:
         """Whether the tables are of an older layout (memory ids global, the
         summary in the row, numbered policy versions only): they are dropped
         and rebuilt from the log."""
-        columns = column_types(conn, "memories")
-        derivation_columns = column_types(conn, "derivations")
+        columns = column_types(on_sqlite(conn), "memories")
+        derivation_columns = column_types(on_sqlite(conn), "derivations")
         return bool(columns) and (
             "revoked_until" not in columns
             or "summary" in columns
             or "tenant" not in derivation_columns
             or columns["revocation_version"] != "TEXT"
-            or not column_types(conn, "derivations_ever")
+            or not column_types(on_sqlite(conn), "derivations_ever")
         )
 
     def create(self, conn: Connection, *, indexes: bool = True) -> None:

@@ -202,7 +202,8 @@ class Hnsw:
         self.index = index or Index(
             ndim=dims, metric="cos", dtype="f16", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD
         )
-        self.index.expansion_search = EXPANSION
+        # usearch's setter has no annotations, so mypy takes the property as read-only
+        self.index.expansion_search = EXPANSION  # type: ignore[misc]
         self.key: dict[str, list[int]] = {}
         self.id_of: dict[int, str] = {}
         self.next_key = 0
@@ -277,7 +278,8 @@ class Hnsw:
     def _vectors(self, keys: list[int]) -> np.ndarray:
         if not keys:
             return np.zeros((0, self.dims), np.float32)
-        return np.stack(self.index.get(np.asarray(keys, dtype=np.uint64), dtype=np.float32))
+        # usearch annotates a tuple of one row: several keys answer a row each, all held here
+        return np.stack(self.index.get(np.asarray(keys, dtype=np.uint64), dtype="f32"))  # type: ignore[arg-type]
 
     def rows_of(self, memory_ids: Collection[str]) -> tuple[list[str], np.ndarray]:
         keys = [(m, key) for m in memory_ids for key in self.key.get(m, ())]
@@ -333,7 +335,9 @@ class Hnsw:
             "next_key": self.next_key,
             "freed": self.freed,
         }
-        return meta, bytes(self.index.save())
+        saved = self.index.save()
+        assert saved is not None  # with no path, save answers the bytes
+        return meta, bytes(saved)
 
     @classmethod
     def load(cls, dims: int, meta: dict[str, Any], payload: bytes) -> Hnsw:

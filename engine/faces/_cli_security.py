@@ -51,7 +51,7 @@ def revoke(
 
     It covers what was saved before it commits and does not block later saves: a memory fetched after it is
     usable; only a save of content fetched at or before it is refused."""
-    selector = {
+    selector: dict[str, Any] = {
         k: v
         for k, v in dict(
             tenant=tenant,

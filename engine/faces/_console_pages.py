@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from fastapi import Request
@@ -181,10 +181,10 @@ class Pages:
                 except PageError as exc:
                     return self.error(request, who, session, exc.status, exc.problem)
                 except Exception as exc:
-                    found = answer(exc)
-                    if found is None:
+                    said = answer(exc)
+                    if said is None:
                         raise
-                    return self.error(request, who, session, found.status, found.message)
+                    return self.error(request, who, session, said.status, said.message)
 
             # FastAPI reads the route's parameters from this: the page's own,
             # without the session, principal and form handed in above
@@ -199,7 +199,10 @@ class Pages:
         return wrap
 
 
-def harden(response: Response) -> Response:
+AnyResponse = TypeVar("AnyResponse", bound=Response)
+
+
+def harden(response: AnyResponse) -> AnyResponse:
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["X-Content-Type-Options"] = "nosniff"

@@ -63,9 +63,9 @@ def visible_output() -> Iterator[None]:
     a command group inside another finds them so already)."""
     saved = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, VisibleStream):
-        sys.stdout = VisibleStream(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = VisibleStream(sys.stdout)
     if not isinstance(sys.stderr, VisibleStream):
-        sys.stderr = VisibleStream(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = VisibleStream(sys.stderr)
     try:
         yield
     finally:
@@ -80,4 +80,4 @@ def raw_output() -> None:
 
 def raw_stream(stream: IO[str]) -> IO[str]:
     """The stream under a ``VisibleStream``, for a writer that escapes its own text."""
-    return stream.raw if isinstance(stream, VisibleStream) else stream  # type: ignore[return-value]
+    return stream.raw if isinstance(stream, VisibleStream) else stream

@@ -97,7 +97,7 @@ def build_console(
         if started is None:
             token = uuid.uuid4().hex
             back = local_path(str(form.get("next")))
-            response = render(request, "login.html", 401, who=None, login_token=token, next=back, failed=True)
+            response: Response = render(request, "login.html", 401, who=None, login_token=token, next=back, failed=True)
             response.set_cookie(LOGIN_COOKIE, token, httponly=True, samesite="strict", path="/console/login")
             return response
         session, _ = started
