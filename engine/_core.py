@@ -5,15 +5,12 @@ history) is a function of this in a module of its own."""
 from __future__ import annotations
 
 import contextlib
-import logging
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-import structlog
 from memwarden.events import (
     Clock,
     EventLog,
@@ -25,6 +22,7 @@ from memwarden.events import (
     private_folder,
     unstorable,
 )
+from memwarden.events._log import get_logger
 from memwarden.projections import (
     Access,
     AgentPage,
@@ -52,14 +50,7 @@ from ._policy import TtlPolicy
 from ._sink_config import SinkSpec
 from ._write_turns import WriteTurns
 
-if not structlog.is_configured():
-    # as a library, until the application (or ``configure_logging``) says
-    # otherwise: warnings and worse, on stderr; stdout is the application's
-    structlog.configure(
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-    )
-log = structlog.get_logger("memwarden")
+log = get_logger("memwarden")
 
 
 class Core:

@@ -23,14 +23,14 @@ from urllib.parse import unquote, urlparse
 
 import httpcore
 import httpx
-import structlog
+from memwarden.events._log import get_logger
 
 from ._addresses import AddressPolicy, AddressRefused, CheckedBackend, Resolver, resolve
 from ._errors import FetchFailed
 from ._metrics import FETCH_FAILURES
 
 SourceFn = Callable[[dict[str, Any]], str]
-log = structlog.get_logger("memwarden.fetch")
+log = get_logger("memwarden.fetch")
 
 
 class Fetchers:

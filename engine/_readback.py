@@ -8,8 +8,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import structlog
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
+from memwarden.events._log import get_logger
 from memwarden.projections import search_tokens
 
 from ._core import Core
@@ -21,7 +21,7 @@ from ._reading import query
 from ._revoking import revocation as _revocation
 from ._rights import SYSTEM, Principal, operation
 
-log = structlog.get_logger("memwarden.readback")
+log = get_logger("memwarden.readback")
 
 # tenant, ids -> the (id, version) pairs among them that path still returns as usable
 ReadPath = Callable[[str, list[str]], list[tuple[str, int]]]

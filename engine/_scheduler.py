@@ -18,6 +18,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, sha256_hex
+from memwarden.events._log import get_logger
 
 from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._committed import read_back_committed
@@ -29,7 +30,7 @@ from ._sinks import SinkWorker
 from ._views import DueItem, VerifyResult
 from ._warden import Warden
 
-log = structlog.get_logger("memwarden.scheduler")
+log = get_logger("memwarden.scheduler")
 
 # the expiry events one commit of a sweep writes: each commit is a sync to
 # disk, and 5,000 keep a batch's memory small

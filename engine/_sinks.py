@@ -33,8 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
-import structlog
 from memwarden.events import parse_ts
+from memwarden.events._log import get_logger
 
 from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._core import Core
@@ -46,7 +46,7 @@ from ._sink_config import SinkSpec
 from ._sink_index import IndexSink
 from ._sink_records import deadline_event, outcome_event, record
 
-log = structlog.get_logger("memwarden.sinks")
+log = get_logger("memwarden.sinks")
 
 # the notices one run delivers to one sink at most, so one busy sink cannot
 # hold the scheduler's other jobs for long

@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import structlog
 from memwarden.events import EVENT_TYPES
+from memwarden.events._log import get_logger
 
 from ._access import Access
 from ._named import VectorRow
@@ -59,7 +59,7 @@ from ._vector_parts import Part, TenantIndex, Wanted, changes_of
 if TYPE_CHECKING:
     from memwarden.events import EventLog
 
-log = structlog.get_logger("memwarden")
+log = get_logger("memwarden")
 
 MEMORY_EVENTS = tuple(t for t in EVENT_TYPES if t.startswith("memory."))
 FOLLOWED = (*MEMORY_EVENTS, "revocation.issued")
