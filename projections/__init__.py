@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from ._usable import UsableProjection
     from ._usable_schema import RECHECK
     from ._vector_index import IndexSettings, VectorIndex
-    from ._vector_parts import Wanted
+    from ._wanted import Wanted
     from ._write import LogWrite
 
 __getattr__ = lazy_exports(__name__, __file__)
