@@ -37,6 +37,7 @@ from memwarden.projections import (
     open_store,
 )
 
+from . import _metrics
 from ._collector import collector_paused
 from ._derivation import cascade
 from ._embedders import Embedder
@@ -44,7 +45,6 @@ from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView, S
 from ._fetchers import Fetchers
 from ._joined import Joined
 from ._limits import Limits
-from ._metrics import EVENTS
 from ._outbox import outbox_writer
 from ._policy import TtlPolicy
 from ._sink_config import SinkSpec
@@ -184,7 +184,7 @@ class Core:
         lets the small ones waiting go first (``_write_turns``)."""
         with self.write_turns.turn(size), self.store.writing() as tx, collector_paused():
             yield tx
-        EVENTS.inc(len(tx.recorded))
+        _metrics.EVENTS.inc(len(tx.recorded))
         revoked = [r.payload["selector"].get("tenant") for r in tx.recorded if r.type == "revocation.issued"]
         if tx.erased or revoked:
             # what a revocation or an erasure takes out leaves the index here

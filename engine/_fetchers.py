@@ -23,9 +23,9 @@ from urllib.parse import unquote, urlparse
 
 from memwarden.events._log import get_logger
 
+from . import _metrics
 from ._addresses import AddressPolicy, AddressRefused, Resolver, resolve
 from ._errors import FetchFailed
-from ._metrics import FETCH_FAILURES
 
 SourceFn = Callable[[dict[str, Any]], str]
 log = get_logger("memwarden.fetch")
@@ -95,7 +95,7 @@ class Fetchers:
             return self._fetch(row)
         except FetchFailed as exc:
             log.warning("fetch_failed", source=exc.source, category=exc.category, detail=exc.detail)
-            FETCH_FAILURES.labels(exc.category).inc()
+            _metrics.FETCH_FAILURES.labels(exc.category).inc()
             raise
 
     def _fetch(self, row: dict[str, Any]) -> str:

@@ -59,7 +59,7 @@ log = get_logger("memwarden.records")
 class MemoryRecord(BaseModel):
     """One line of a memory-record file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built by the first record file read
     memory_id: Identifier
     kind: Identifier
     summary: NonEmptyStr
