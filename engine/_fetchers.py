@@ -13,7 +13,6 @@ import copy
 import dataclasses
 import functools
 import json
-import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +30,8 @@ SourceFn = Callable[[dict[str, Any]], str]
 log = get_logger("memwarden.fetch")
 
 if TYPE_CHECKING:  # httpx and httpcore are imported by the first HTTP exchange: most commands have none
+    import ssl
+
     import httpx
 
 
