@@ -37,7 +37,8 @@ TARGETS_MS = {"version": 150.0, "get": 250.0, "due": 250.0}
 
 def main() -> None:
     args = arguments(__doc__ or "")
-    runs = args.repeat or (5 if args.quick else 21)
+    smoke = getattr(args, "smoke", False)  # a smoke run, where _common's arguments offer one
+    runs = args.repeat or (1 if smoke else 5 if args.quick else 21)
     store = _small_store(fresh_store(args, "startup"))
     command = _memwarden()
     # no policy file or log level from the environment; and bytecode kept, as
