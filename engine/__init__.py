@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from memwarden.events._lazy import lazy_exports
 
+# what type checkers and the docs read; each name is imported when first
+# asked for (``lazy_exports``): importing the package costs next to nothing
 if TYPE_CHECKING:
     from memwarden.projections import Access, IndexSettings
 

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 
+# what type checkers and the docs read; each name is imported when first
+# asked for (``lazy_exports``): importing the package costs next to nothing
 if TYPE_CHECKING:
     from ._bytes import UnstorableText, check_storable, json_storable, unstorable, unstorable_fields
     from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex

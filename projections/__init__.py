@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from memwarden.events._lazy import lazy_exports
 
+# what type checkers and the docs read; each name is imported when first
+# asked for (``lazy_exports``): importing the package costs next to nothing
 if TYPE_CHECKING:
     from ._access import Access
     from ._agent_page import AgentPage, AgentQuery
