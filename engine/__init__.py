@@ -2,58 +2,76 @@
 
 from __future__ import annotations
 
-from memwarden.projections import Access, IndexSettings
+from typing import TYPE_CHECKING
 
-from . import _metrics as metrics  # the Prometheus families, for the faces that serve them
-from ._addresses import AddressPolicy, AddressRefused
-from ._answers import Answer, answer, refusal_from
-from ._committed import read_back_committed, settle_committed
-from ._embedders import CallableEmbedder, Embedder, EmbedderFailed, HashEmbedder, HttpEmbedder, register_embedder
-from ._errors import (
-    AckRefused,
-    AmbiguousMemory,
-    BatchRefused,
-    ChecksumMismatch,
-    FetchFailed,
-    Forbidden,
-    InvalidInput,
-    MemoryErased,
-    MemoryIdTaken,
-    MemoryNotFound,
-    RevocationNotFound,
-    RevokedScope,
-    ScopeNotAllowed,
-    ServerRefused,
-    SinkNotFound,
-    SinkUnavailable,
-    StaleView,
-    StoreDamaged,
-    StoreUnavailable,
-    TooLarge,
-    TooManyWaiters,
-    Unauthorized,
-    UserNotFound,
-)
-from ._fetchers import Fetchers
-from ._gate import ACTIONS, REASONS, Decision, decide
-from ._keys import KeyStore
-from ._limits import MAX_PAGE, Limits, Page, refuse_local_source
-from ._logging import configure_logging
-from ._memories import Acting, Memories
-from ._policy import KindRule, PolicyFile, TtlPolicy
-from ._readback import read_back, readback_records
-from ._reading import search_words
-from ._recall import MODES as SEARCH_MODES
-from ._recall import RRF_K
-from ._restore import restore
-from ._rights import OPERATOR, SYSTEM, Principal, may
-from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
-from ._sink_clients import signed_headers
-from ._sink_config import NOTICE_TYPES, SinkSpec, sinks_from_table
-from ._sinks import SinkWorker
-from ._validation import field_problems
-from ._views import DueItem, ErasureResult, Found, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
-from ._warden import Warden
+from memwarden.events._lazy import lazy_exports
+
+# what type checkers and the docs read; each name is imported when first
+# asked for (``lazy_exports``): importing the package costs next to nothing
+if TYPE_CHECKING:
+    from memwarden.projections import Access, IndexSettings
+
+    from . import _metrics as metrics  # the Prometheus families, for the faces that serve them
+    from ._addresses import AddressPolicy, AddressRefused
+    from ._answers import Answer, answer, refusal_from
+    from ._committed import read_back_committed, settle_committed
+    from ._embedders import CallableEmbedder, Embedder, EmbedderFailed, HashEmbedder, HttpEmbedder, register_embedder
+    from ._errors import (
+        AckRefused,
+        AmbiguousMemory,
+        BatchRefused,
+        ChecksumMismatch,
+        FetchFailed,
+        Forbidden,
+        InvalidInput,
+        MemoryErased,
+        MemoryIdTaken,
+        MemoryNotFound,
+        RevocationNotFound,
+        RevokedScope,
+        ScopeNotAllowed,
+        ServerRefused,
+        SinkNotFound,
+        SinkUnavailable,
+        StaleView,
+        StoreDamaged,
+        StoreUnavailable,
+        TooLarge,
+        TooManyWaiters,
+        Unauthorized,
+        UserNotFound,
+    )
+    from ._fetchers import Fetchers
+    from ._gate import ACTIONS, REASONS, Decision, decide
+    from ._keys import KeyStore
+    from ._limits import MAX_PAGE, Limits, Page, refuse_local_source
+    from ._logging import configure_logging
+    from ._memories import Acting, Memories
+    from ._policy import KindRule, PolicyFile, TtlPolicy
+    from ._readback import read_back, readback_records
+    from ._reading import search_words
+    from ._recall import MODES as SEARCH_MODES
+    from ._recall import RRF_K
+    from ._restore import restore
+    from ._rights import OPERATOR, SYSTEM, Principal, may
+    from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
+    from ._sink_clients import signed_headers
+    from ._sink_config import NOTICE_TYPES, SinkSpec, sinks_from_table
+    from ._sinks import SinkWorker
+    from ._validation import field_problems
+    from ._views import (
+        DueItem,
+        ErasureResult,
+        Found,
+        ImportResult,
+        MemoryView,
+        RevocationResult,
+        SaveResult,
+        VerifyResult,
+    )
+    from ._warden import Warden
+
+__getattr__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "ACTIONS",

@@ -1,5 +1,5 @@
-"""Which network addresses a fetch may connect to, and a connector that
-connects only to an address it has checked.
+"""Which network addresses a fetch may connect to (``_checked_backend``
+holds the connector that connects only to an address it has checked).
 
 A source URL is named by an agent, so fetching it is a request the agent
 makes from inside the operator's network. Every name is resolved once, every
@@ -12,11 +12,8 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-
-import httpcore
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -121,54 +118,3 @@ class AddressPolicy:
         if any(a in n for a in _embedded(address) for n in self.networks if a.version == n.version):
             return None
         return why
-
-
-class CheckedBackend(httpcore.NetworkBackend):
-    """httpcore's socket backend, connecting only to checked addresses.
-
-    TLS still verifies (and sends SNI for) the host name: only the TCP
-    connection is made to the address, so a certificate is checked as usual.
-    """
-
-    def __init__(self, policy: AddressPolicy, resolver: Resolver = resolve) -> None:
-        self.policy = policy
-        self.resolver = resolver
-        self._sockets = httpcore.SyncBackend()
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        try:
-            addresses = self.resolver(host, port)
-        except (OSError, UnicodeError, ValueError) as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
-        if not addresses:
-            raise httpcore.ConnectError(f"{host} resolves to no address")
-        for address in addresses:  # every answer: one bad address refuses the name
-            why = self.policy.refusal(host, address)
-            if why is not None:
-                raise AddressRefused(host, str(address), why)
-        failure: Exception | None = None
-        for address in addresses:
-            try:
-                return self._sockets.connect_tcp(str(address), port, timeout, local_address, socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None
-        raise failure
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        raise AddressRefused(path, path, "a unix socket")
-
-    def sleep(self, seconds: float) -> None:
-        self._sockets.sleep(seconds)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
+from memwarden.events._log import get_logger
 
 from ._answers import answer
 from ._core import Core
@@ -17,7 +17,7 @@ from ._rights import Principal
 from ._sink_ops import settle_sinks
 from ._sinks import sink_line
 
-log = structlog.get_logger("memwarden.readback")
+log = get_logger("memwarden.readback")
 
 
 def _problem(exc: Exception) -> dict[str, Any]:

@@ -5,15 +5,12 @@ history) is a function of this in a module of its own."""
 from __future__ import annotations
 
 import contextlib
-import logging
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-import structlog
 from memwarden.events import (
     Clock,
     EventLog,
@@ -25,6 +22,7 @@ from memwarden.events import (
     private_folder,
     unstorable,
 )
+from memwarden.events._log import get_logger
 from memwarden.projections import (
     Access,
     AgentPage,
@@ -39,6 +37,7 @@ from memwarden.projections import (
     open_store,
 )
 
+from . import _metrics
 from ._collector import collector_paused
 from ._derivation import cascade
 from ._embedders import Embedder
@@ -46,20 +45,12 @@ from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView, S
 from ._fetchers import Fetchers
 from ._joined import Joined
 from ._limits import Limits
-from ._metrics import EVENTS
 from ._outbox import outbox_writer
 from ._policy import TtlPolicy
 from ._sink_config import SinkSpec
 from ._write_turns import WriteTurns
 
-if not structlog.is_configured():
-    # as a library, until the application (or ``configure_logging``) says
-    # otherwise: warnings and worse, on stderr; stdout is the application's
-    structlog.configure(
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-    )
-log = structlog.get_logger("memwarden")
+log = get_logger("memwarden")
 
 
 class Core:
@@ -193,7 +184,7 @@ class Core:
         lets the small ones waiting go first (``_write_turns``)."""
         with self.write_turns.turn(size), self.store.writing() as tx, collector_paused():
             yield tx
-        EVENTS.inc(len(tx.recorded))
+        _metrics.EVENTS.inc(len(tx.recorded))
         revoked = [r.payload["selector"].get("tenant") for r in tx.recorded if r.type == "revocation.issued"]
         if tx.erased or revoked:
             # what a revocation or an erasure takes out leaves the index here

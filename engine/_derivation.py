@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from memwarden.events import MemoryInvalidated, RecordedEvent
 from memwarden.projections import Access, Key, ViewReader, Write, parent_refs
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter
 
 from ._gate import Decision, ParentState, decide
 from ._versions import in_force
@@ -22,7 +22,9 @@ from ._versions import in_force
 CASCADE_TRIGGERS = frozenset({"memory.erased", "memory.invalidated", "memory.integrity_failed"})
 # one validation call for a cascade's events, cheaper than one model at a
 # time, and still every field checked: engine-made events get no shortcut
-_INVALIDATIONS: TypeAdapter[list[MemoryInvalidated]] = TypeAdapter(list[MemoryInvalidated])
+_INVALIDATIONS: TypeAdapter[list[MemoryInvalidated]] = TypeAdapter(
+    list[MemoryInvalidated], config=ConfigDict(defer_build=True)
+)  # built by the first cascade
 # set while a cascade appends its own invalidations (``cascade``)
 _WALKED: ContextVar[bool] = ContextVar("memwarden_cascade_walked", default=False)
 _CYCLE = Decision(False, "derived_from_unusable", "treat_as_unknown", "cycle")

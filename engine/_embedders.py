@@ -38,13 +38,13 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import structlog
 from memwarden.events import InvalidField, check_vector, check_vectors
+from memwarden.events._log import get_logger
 
 from ._errors import FetchFailed, InvalidInput
 from ._fetchers import Fetchers
 
-log = structlog.get_logger("memwarden.embedder")
+log = get_logger("memwarden.embedder")
 
 EmbedFn = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 _REGISTERED: dict[str, tuple[EmbedFn, int]] = {}

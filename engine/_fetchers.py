@@ -13,24 +13,26 @@ import copy
 import dataclasses
 import functools
 import json
-import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-import httpcore
-import httpx
-import structlog
+from memwarden.events._log import get_logger
 
-from ._addresses import AddressPolicy, AddressRefused, CheckedBackend, Resolver, resolve
+from . import _metrics
+from ._addresses import AddressPolicy, AddressRefused, Resolver, resolve
 from ._errors import FetchFailed
-from ._metrics import FETCH_FAILURES
 
 SourceFn = Callable[[dict[str, Any]], str]
-log = structlog.get_logger("memwarden.fetch")
+log = get_logger("memwarden.fetch")
+
+if TYPE_CHECKING:  # httpx and httpcore are imported by the first HTTP exchange: most commands have none
+    import ssl
+
+    import httpx
 
 
 class Fetchers:
@@ -94,7 +96,7 @@ class Fetchers:
             return self._fetch(row)
         except FetchFailed as exc:
             log.warning("fetch_failed", source=exc.source, category=exc.category, detail=exc.detail)
-            FETCH_FAILURES.labels(exc.category).inc()
+            _metrics.FETCH_FAILURES.labels(exc.category).inc()
             raise
 
     def _fetch(self, row: dict[str, Any]) -> str:
@@ -158,11 +160,17 @@ class Fetchers:
         return self._client()
 
     def _client(self) -> httpx.Client:
+        import httpx
+
         transport = self.transport
         if transport is None:
             transport = httpx.HTTPTransport(verify=_tls())
             # httpx takes no network backend; the pool it builds is replaced by
             # one whose every TCP connection goes through the address check
+            import httpcore
+
+            from ._checked_backend import CheckedBackend
+
             transport._pool = httpcore.ConnectionPool(
                 ssl_context=_tls(),
                 network_backend=CheckedBackend(self.addresses, self.resolver),
@@ -193,6 +201,8 @@ class Fetchers:
 
     def _http(self, url: str) -> str:
         deadline = time.monotonic() + self.timeout
+        import httpx
+
         with _failures(url), self._client() as client:
             target = httpx.URL(url)
             for _ in range(self.max_redirects + 1):
@@ -240,6 +250,8 @@ class Fetchers:
 @contextlib.contextmanager
 def _failures(url: str) -> Iterator[None]:
     """What an HTTP exchange with ``url`` raises, as the fetch's categories."""
+    import httpx
+
     try:
         yield
     except AddressRefused as exc:
@@ -254,6 +266,8 @@ def _failures(url: str) -> Iterator[None]:
 def _tls() -> ssl.SSLContext:
     """One verifying TLS context for the process: loading the CA bundle
     takes longer than a loopback delivery, so it is not done per client."""
+    import httpx
+
     return httpx.create_ssl_context()
 
 

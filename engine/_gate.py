@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-
-from ._metrics import GATE
 
 # reason -> what the agent should do about it
 ACTIONS = {
@@ -23,9 +23,18 @@ ACTIONS = {
     "expired_evidence": "reverify",
 }
 REASONS = tuple(ACTIONS)
-# each reason's counter child, looked up once: ``labels()`` takes a lock and
-# hashes the label on every call, which every row of every read paid
-_COUNTED = {reason: GATE.labels(reason) for reason in (*REASONS, "usable")}
+# the gate's answers in this process, by reason: plain counts under a lock
+# (what a Prometheus counter's ``inc`` takes too), which ``_metric_families``
+# serves as memwarden_gate_decisions_total when /metrics is asked; every
+# read counts, and a command line that reads need not import prometheus_client
+_DECISIONS: Counter[str] = Counter()
+_COUNTING = threading.Lock()
+
+
+def decisions() -> dict[str, int]:
+    """The gate's answers so far in this process, by reason (usable: allowed)."""
+    with _COUNTING:
+        return dict(_DECISIONS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +77,8 @@ def decide(
     """The gate's answer (``_decide``), counted by reason for ``/metrics``."""
     decision = _decide(row, now=now, policy_version=policy_version, content_ok=content_ok, parents=parents)
     reason = decision.reason or "usable"
-    (_COUNTED.get(reason) or GATE.labels(reason)).inc()
+    with _COUNTING:
+        _DECISIONS[reason] += 1
     return decision
 
 

@@ -7,13 +7,13 @@ import hmac
 import secrets
 from typing import Any
 
-import structlog
+from memwarden.events._log import get_logger
 
 from ._errors import InvalidInput
 from ._rights import KEY_ROLES, Principal, authorize
 from ._warden import Warden
 
-log = structlog.get_logger("memwarden.keys")
+log = get_logger("memwarden.keys")
 
 ROLES = KEY_ROLES
 

@@ -1,74 +1,24 @@
 """Prometheus metrics: the families an operator alerts on, kept in one
-registry of this process (``/metrics`` serves it). Counters move where the
-thing they count is decided: a save, an append, the gate, a revocation, a
-read-back, a scheduler run, a fetch."""
+registry of this process (``/metrics`` serves it), defined in
+``_metric_families``. Counters move where the thing they count is decided:
+a save, an append, the gate, a revocation, a read-back, a scheduler run, a
+fetch.
+
+The families are made, and prometheus_client imported, when something is
+first counted, not when memwarden is imported: its import is a third of a
+short command's start, and a command line that only reads counts nothing.
+So a counting module names ``_metrics.SAVES`` where it counts, never
+``from ._metrics import SAVES`` at its top.
+"""
 
 from __future__ import annotations
 
-import time
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-REGISTRY = CollectorRegistry(auto_describe=True)
-
-SAVES = Counter("memwarden_saves", "Memories saved (each new version).", registry=REGISTRY)
-EVENTS = Counter("memwarden_events_appended", "Events appended to the log by this process.", registry=REGISTRY)
-GATE = Counter(
-    "memwarden_gate_decisions", "Usability decisions, by reason (usable: allowed).", ["reason"], registry=REGISTRY
-)
-REVOCATIONS = Counter("memwarden_revocations", "Revocations issued.", registry=REGISTRY)
-READBACK = Histogram(
-    "memwarden_readback_latency_seconds",
-    "From a revocation's commit to its read-back record.",
-    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300),
-    registry=REGISTRY,
-)
-SINK_DELIVERIES = Counter(
-    "memwarden_sink_deliveries",
-    "Notice delivery attempts per sink, by outcome (delivered, failed, dead).",
-    ["sink", "outcome"],
-    registry=REGISTRY,
-)
-SINK_READBACKS = Counter(
-    "memwarden_sink_readbacks",
-    "Read-backs of a sink, by what they found (confirmed, leaked, unreachable).",
-    ["sink", "status"],
-    registry=REGISTRY,
-)
-SINK_READBACK_LATENCY = Histogram(
-    "memwarden_sink_readback_latency_seconds",
-    "From a revocation's commit to a sink's confirmed read-back.",
-    ["sink"],
-    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300),
-    registry=REGISTRY,
-)
-SCHEDULER_LAST_RUN = Gauge(
-    "memwarden_scheduler_last_run_timestamp_seconds",
-    "When the scheduler's jobs last ran (Unix time).",
-    registry=REGISTRY,
-)
-SCHEDULER_LAG = Gauge(
-    "memwarden_scheduler_lag_seconds", "Seconds since the scheduler's jobs last ran.", registry=REGISTRY
-)
-SCHEDULER_FAILURES = Counter("memwarden_scheduler_job_failures", "Scheduler runs that failed.", registry=REGISTRY)
-FETCH_FAILURES = Counter(
-    "memwarden_fetch_failures", "Failed fetches of a source, by category.", ["category"], registry=REGISTRY
-)
-VIEW_POSITION = Gauge("memwarden_view_position", "The seq the usable view has folded up to.", registry=REGISTRY)
-HEAD = Gauge("memwarden_log_head", "The log's head seq.", registry=REGISTRY)
-REQUESTS_SHED = Counter(
-    "memwarden_requests_shed", "HTTP requests answered 429: their caller's lane was full.", registry=REGISTRY
-)
-
-_last_run: list[float] = []
+from typing import Any
 
 
-def scheduler_ran() -> None:
-    now = time.time()
-    _last_run[:] = [now]
-    SCHEDULER_LAST_RUN.set(now)
+def __getattr__(name: str) -> Any:
+    from . import _metric_families
 
-
-def scheduler_lag() -> float | None:
-    """Seconds since the scheduler last ran in this process (None: never)."""
-    return time.time() - _last_run[0] if _last_run else None
+    value = getattr(_metric_families, name)
+    globals()[name] = value  # asked once: later lookups find it here
+    return value

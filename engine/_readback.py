@@ -8,20 +8,20 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import structlog
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
+from memwarden.events._log import get_logger
 from memwarden.projections import search_tokens
 
+from . import _metrics
 from ._core import Core
 from ._derivation import rows_for
 from ._errors import RevocationNotFound
 from ._limits import MAX_PAGE
-from ._metrics import READBACK
 from ._reading import query
 from ._revoking import revocation as _revocation
 from ._rights import SYSTEM, Principal, operation
 
-log = structlog.get_logger("memwarden.readback")
+log = get_logger("memwarden.readback")
 
 # tenant, ids -> the (id, version) pairs among them that path still returns as usable
 ReadPath = Callable[[str, list[str]], list[tuple[str, int]]]
@@ -160,7 +160,7 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
                 actor="memwarden",
             )
         tx.append([event])
-    READBACK.observe(latency_ms / 1000)
+    _metrics.READBACK.observe(latency_ms / 1000)
     if leaked:
         log.error("readback_failed", revocation_id=revocation_id, leaked_ids=sorted(leaked)[:20], count=len(leaked))
     else:

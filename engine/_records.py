@@ -28,7 +28,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import structlog
 from memwarden.events import (
     MemoryInvalidated,
     MemorySaved,
@@ -40,6 +39,7 @@ from memwarden.events import (
     sha256_hex,
     version_key,
 )
+from memwarden.events._log import get_logger
 from memwarden.events._types import Identifier, NonEmptyStr, UTCDateTime
 from memwarden.projections import ViewReader, Write, blocking_revocation
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -53,13 +53,13 @@ from ._validation import build, field_error
 from ._versions import adopt, current_version, is_retired
 from ._views import DueItem, ImportResult
 
-log = structlog.get_logger("memwarden.records")
+log = get_logger("memwarden.records")
 
 
 class MemoryRecord(BaseModel):
     """One line of a memory-record file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built by the first record file read
     memory_id: Identifier
     kind: Identifier
     summary: NonEmptyStr

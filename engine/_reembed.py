@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import structlog
 from memwarden.events import MemoryReembedded, Vector
+from memwarden.events._log import get_logger
 from memwarden.projections import TERMINAL, StaleVector
 
 from ._core import Core
@@ -38,7 +38,7 @@ from ._errors import InvalidInput
 from ._rights import Principal, confine_tenant, operation
 from ._saving import embedding_text
 
-log = structlog.get_logger("memwarden")
+log = get_logger("memwarden")
 
 MAX_BATCH = 5000  # versions a batch embeds: one embedder call, one transaction
 NEVER = TERMINAL  # never re-embedded: they cannot be usable again

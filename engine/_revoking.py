@@ -9,11 +9,11 @@ from typing import Any
 from memwarden.events import MemoryErased, RevocationIssued, Selector, check_storable, format_ts, new_id
 from memwarden.projections import SETTLED
 
+from . import _metrics
 from ._core import Core, log
 from ._derivation import rows_for
 from ._errors import InvalidInput, RevocationNotFound, UserNotFound
 from ._limits import MAX_PAGE, normal_url
-from ._metrics import REVOCATIONS
 from ._rights import Principal, operation
 from ._validation import build, when
 from ._views import ErasureResult, RevocationResult
@@ -47,7 +47,7 @@ def revoke(
         seq = tx.append([event])[0]
         covered = tx.view.revocation(event.revocation_id)["covered"]  # type: ignore[index]
         cascaded = sum(1 for r in tx.recorded if r.type == "memory.invalidated")
-    REVOCATIONS.inc()
+    _metrics.REVOCATIONS.inc()
     log.warning(
         "revocation_issued", revocation_id=event.revocation_id, seq=seq, covered=covered, cascaded=cascaded, by=by
     )

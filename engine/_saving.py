@@ -22,12 +22,12 @@ from memwarden.events import (
 )
 from memwarden.projections import ViewReader
 
+from . import _metrics
 from ._core import Core, log
 from ._embedders import vector_input, vectors_input
 from ._errors import ChecksumMismatch, InvalidInput
 from ._limits import encoded, normal_checksum, normal_url
 from ._memory_ids import agent_named
-from ._metrics import SAVES
 from ._rights import Principal, operation, scope_for_save
 from ._save_events import Checked, saved_event, tenant_event_id
 from ._validation import build, when
@@ -56,7 +56,7 @@ def _records_refusal(save: Callable[..., SaveResult]) -> Callable[..., SaveResul
                 revocation_id=getattr(exc, "revocation_id", None),
             )
             raise
-        SAVES.inc()
+        _metrics.SAVES.inc()
         return result
 
     return wrapper

@@ -18,10 +18,11 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, parse_ts, sha256_hex
+from memwarden.events._log import get_logger
 
+from . import _metrics
 from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._committed import read_back_committed
-from ._metrics import SCHEDULER_FAILURES, scheduler_ran
 from ._policy import JOBS, schedule_from_table
 from ._readback import ReadPath, read_back
 from ._rights import SYSTEM, Principal
@@ -29,7 +30,7 @@ from ._sinks import SinkWorker
 from ._views import DueItem, VerifyResult
 from ._warden import Warden
 
-log = structlog.get_logger("memwarden.scheduler")
+log = get_logger("memwarden.scheduler")
 
 # the expiry events one commit of a sweep writes: each commit is a sync to
 # disk, and 5,000 keep a batch's memory small
@@ -157,7 +158,7 @@ class Scheduler:
             result = run(*args)
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"[:500]
-            SCHEDULER_FAILURES.inc()
+            _metrics.SCHEDULER_FAILURES.inc()
             if self.failures.get(job) != reason:
                 log.error("scheduler_job_failed", job=job, reason=reason, exc_info=True)
             self.failures[job] = reason
@@ -314,7 +315,7 @@ class Scheduler:
             try:
                 done = self.run_job(job)
             finally:
-                scheduler_ran()
+                _metrics.scheduler_ran()
             if done and job in ("expiry", "readback", "reverify"):
                 log.info("scheduler_ran", done=done if isinstance(done, int) else len(done))
 

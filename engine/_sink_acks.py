@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-import structlog
+from memwarden.events._log import get_logger
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from ._core import Core
@@ -30,7 +30,7 @@ from ._errors import AckRefused, InvalidInput, SinkNotFound
 from ._rights import Principal, operation
 from ._sink_config import SinkSpec
 
-log = structlog.get_logger("memwarden.sinks")
+log = get_logger("memwarden.sinks")
 
 MAX_ACK_BYTES = 4 << 20  # an acknowledgement names at most what a notice did
 

@@ -18,9 +18,8 @@ import secrets
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
 from memwarden.events import Clock, canonical_json, format_ts, parse_ts
 from standardwebhooks import Webhook
 
@@ -28,6 +27,9 @@ from ._addresses import AddressRefused
 from ._errors import FetchFailed, InvalidInput, SinkUnavailable
 from ._fetchers import Fetchers
 from ._sink_config import SinkSpec
+
+if TYPE_CHECKING:  # httpx comes with the first delivery (``_post``): most commands deliver nothing
+    import httpx
 
 CHUNK = 1000  # keys per Redis round trip
 
@@ -75,6 +77,8 @@ class WebhookSink:
         """The sink's answer, read whole within ``timeout`` seconds for all of
         it (a sink that drips its answer holds no job, and so no other sink,
         past that) and within the fetch's size cap."""
+        import httpx
+
         try:
             headers = signed_headers(self.spec.secret(), msg_id, self.clock.now(), body)
         except InvalidInput as exc:  # the sink fails (recorded, retried), not the revocation that owes it

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from ._core import Core
 from ._errors import InvalidInput, SinkUnavailable
 from ._recall import search
@@ -49,6 +47,8 @@ class IndexSink:
         return sorted(found)
 
     def held(self, notice_id: str, ids: dict[str, list[str]]) -> dict[str, list[str]]:
+        import numpy as np  # here, not at import: a command that reads back no index sink never loads it
+
         out: dict[str, list[str]] = {}
         for tenant, memory_ids in ids.items():
             covered = set(memory_ids)

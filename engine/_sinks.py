@@ -33,20 +33,20 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
-import structlog
 from memwarden.events import parse_ts
+from memwarden.events._log import get_logger
 
+from . import _metrics
 from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._core import Core
 from ._errors import AckRefused, InvalidInput, SinkNotFound, SinkUnavailable
-from ._metrics import SINK_DELIVERIES, SINK_READBACK_LATENCY, SINK_READBACKS
 from ._sink_acks import accept_ack
 from ._sink_clients import Reply, SinkClient, client_for
 from ._sink_config import SinkSpec
 from ._sink_index import IndexSink
 from ._sink_records import deadline_event, outcome_event, record
 
-log = structlog.get_logger("memwarden.sinks")
+log = get_logger("memwarden.sinks")
 
 # the notices one run delivers to one sink at most, so one busy sink cannot
 # hold the scheduler's other jobs for long
@@ -120,7 +120,7 @@ class SinkWorker:
             except (SinkUnavailable, InvalidInput) as exc:
                 state = self._failed(spec, notice, str(exc))
                 done["dead" if state == "dead" else "failed"] += 1
-                SINK_DELIVERIES.labels(spec.name, state if state == "dead" else "failed").inc()
+                _metrics.SINK_DELIVERIES.labels(spec.name, state if state == "dead" else "failed").inc()
                 # a pending head waits, and nothing behind it may overtake it;
                 # behind a dead letter the line goes on once its host may be tried
                 break
@@ -129,7 +129,7 @@ class SinkWorker:
             if not done["delivered"]:
                 self.backoff.record(host, True, self._now())  # it answers: clear it for every caller
             done["delivered"] += 1
-            SINK_DELIVERIES.labels(spec.name, "delivered").inc()
+            _metrics.SINK_DELIVERIES.labels(spec.name, "delivered").inc()
             if reply is not None:
                 self._acknowledged(spec, reply)
         return done
@@ -235,9 +235,9 @@ class SinkWorker:
             with self.core.store.outbox() as outbox:
                 outbox.set_readback(row["revocation_id"], spec.name, **state)
         if status != "pending":
-            SINK_READBACKS.labels(spec.name, status).inc()
+            _metrics.SINK_READBACKS.labels(spec.name, status).inc()
         if latency is not None:
-            SINK_READBACK_LATENCY.labels(spec.name).observe(latency / 1000)
+            _metrics.SINK_READBACK_LATENCY.labels(spec.name).observe(latency / 1000)
         if status == "leaked":
             log.error("sink_readback_leaked", sink=spec.name, revocation_id=row["revocation_id"], leaked=leaked[:20])
         return {**row, "status": status, "latency_ms": latency, "leaked_ids": leaked, "detail": detail}

@@ -35,9 +35,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, overload
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
-
 from ._core import Core
 from ._errors import InvalidInput, StaleView
 from ._limits import Page
@@ -69,6 +66,9 @@ class Tokens:
     __slots__ = ("_cipher",)
 
     def __init__(self, secret: bytes) -> None:
+        # cryptography is imported by the first token issued or read, not by every command
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
+
         self._cipher = AESGCMSIV(secret)
 
     def __repr__(self) -> str:
@@ -82,6 +82,8 @@ class Tokens:
     def position(self, token: str, field: str) -> int:
         """The seq ``token`` stands for; ``InvalidInput`` naming ``field`` if
         this store did not issue it."""
+        from cryptography.exceptions import InvalidTag
+
         if not is_token(token):
             raise InvalidInput(field, "is not a consistency token (mwt_ and 48 characters, as an answer gives it)")
         try:
@@ -100,6 +102,8 @@ def store_tokens(core: Core) -> Tokens:
     with core.reading() as view:
         secret = view.server_secret(_SECRET)
     if secret is None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
+
         with core.transaction() as tx:
             secret = tx.view.keep_server_secret(_SECRET, AESGCMSIV.generate_key(256), core.now())
     return Tokens(secret)

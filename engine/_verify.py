@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-import structlog
 from memwarden.events import (
     CacheKey,
     MemoryInvalidated,
@@ -17,6 +16,7 @@ from memwarden.events import (
     format_ts,
     parse_ts,
 )
+from memwarden.events._log import get_logger
 from memwarden.projections import SCOPE_COLUMNS, TERMINAL, Access, Write, parent_refs
 
 from ._core import Core
@@ -26,7 +26,7 @@ from ._rights import Principal, operation
 from ._versions import version_of
 from ._views import DueItem, VerifyResult
 
-log = structlog.get_logger("memwarden.verify")
+log = get_logger("memwarden.verify")
 
 
 @operation("verify")

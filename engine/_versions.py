@@ -19,12 +19,12 @@ from typing import Any
 
 from memwarden.events import PolicyVersion, PolicyVersionChanged, version_key, version_value
 from memwarden.projections import ViewReader
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from ._errors import Forbidden, InvalidInput
 from ._validation import build
 
-_VERSION = TypeAdapter(PolicyVersion)
+_VERSION = TypeAdapter(PolicyVersion, config=ConfigDict(defer_build=True))  # built when first asked
 
 
 def parse_version(value: Any, field: str) -> int | str:

@@ -9,79 +9,92 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._bytes import UnstorableText, check_storable, json_storable, unstorable, unstorable_fields
-from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
-from ._errors import (
-    DATABASE_ERRORS,
-    SERVER_ERRORS,
-    EventIdReused,
-    EventRowDamaged,
-    InvalidField,
-    LogDamaged,
-    LogDiverged,
-    Refusal,
-    StorageError,
-    StoreDamaged,
-    StoreFailed,
-    StoreUnavailable,
-    TextErased,
-    VersionConflict,
-)
-from ._files import FILE_MODE, FOLDER_MODE, private_file, private_folder, write_private
-from ._jsonl import JsonlEventLog, read_texts, read_verified, verify_export, verify_file, write_export
-from ._models import (
-    EVENT_ADAPTER,
-    EVENT_TYPES,
-    Event,
-    MemoryErased,
-    MemoryExpired,
-    MemoryIntegrityFailed,
-    MemoryInvalidated,
-    MemoryReembedded,
-    MemoryResynced,
-    MemorySaved,
-    MemoryVerificationFailed,
-    MemoryVerified,
-    PolicyVersionChanged,
-    ReadbackConfirmed,
-    ReadbackFailed,
-    RevocationIssued,
-    SinkReadbackRecorded,
-    memory_stream,
-)
-from ._recorded import (
-    ROW_COLUMNS,
-    ChainReport,
-    EventLog,
-    Head,
-    LegacyTenants,
-    RecordedEvent,
-    current_schema_version,
-    event_from_row,
-    register_upcaster,
-)
-from ._sqlite import SQLiteEventLog, SQLiteOptions, Synchronous, WriteTransaction, connect, legacy_tenants
-from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
-from ._time import (
-    CLOCK_SKEW,
-    MAX_DURATION,
-    UTC,
-    Clock,
-    FrozenClock,
-    SystemClock,
-    canonical_ts,
-    check_range,
-    format_ts,
-    iso_week,
-    parse_duration,
-    parse_ts,
-    to_utc,
-)
-from ._translated import translated
-from ._types import PolicyVersion, version_key, version_number, version_value
-from ._urls import has_user_info, redacted, scrubbed, spelled
-from ._values import CacheKey, ParentRef, Scope, Selector, new_id
-from ._vectors import MAX_EMBEDDINGS, Vector, check_vector, check_vectors
+from ._lazy import lazy_exports
+
+# what type checkers and the docs read; each name is imported when first
+# asked for (``lazy_exports``): importing the package costs next to nothing
+if TYPE_CHECKING:
+    from ._bytes import UnstorableText, check_storable, json_storable, unstorable, unstorable_fields
+    from ._canonical import GENESIS_HASH, canonical_json, content_checksum, sha256_hex
+    from ._errors import (
+        DATABASE_ERRORS,
+        SERVER_ERRORS,
+        EventIdReused,
+        EventRowDamaged,
+        InvalidField,
+        LogDamaged,
+        LogDiverged,
+        Refusal,
+        StorageError,
+        StoreDamaged,
+        StoreFailed,
+        StoreUnavailable,
+        TextErased,
+        VersionConflict,
+    )
+    from ._files import FILE_MODE, FOLDER_MODE, private_file, private_folder, write_private
+    from ._jsonl import JsonlEventLog, read_texts, read_verified, verify_export, verify_file, write_export
+    from ._models import (
+        EVENT_ADAPTER,
+        EVENT_TYPES,
+        Event,
+        MemoryErased,
+        MemoryExpired,
+        MemoryIntegrityFailed,
+        MemoryInvalidated,
+        MemoryReembedded,
+        MemoryResynced,
+        MemorySaved,
+        MemoryVerificationFailed,
+        MemoryVerified,
+        PolicyVersionChanged,
+        ReadbackConfirmed,
+        ReadbackFailed,
+        RevocationIssued,
+        SinkReadbackRecorded,
+        memory_stream,
+    )
+    from ._recorded import (
+        ROW_COLUMNS,
+        ChainReport,
+        EventLog,
+        Head,
+        LegacyTenants,
+        RecordedEvent,
+        current_schema_version,
+        event_from_row,
+        register_upcaster,
+    )
+    from ._sqlite import SQLiteEventLog, SQLiteOptions, Synchronous, WriteTransaction, connect, legacy_tenants
+    from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
+    from ._time import (
+        CLOCK_SKEW,
+        MAX_DURATION,
+        UTC,
+        Clock,
+        FrozenClock,
+        SystemClock,
+        canonical_ts,
+        check_range,
+        format_ts,
+        iso_week,
+        parse_duration,
+        parse_ts,
+        to_utc,
+    )
+    from ._translated import translated
+    from ._types import PolicyVersion, version_key, version_number, version_value
+    from ._urls import has_user_info, redacted, scrubbed, spelled
+    from ._values import CacheKey, ParentRef, Scope, Selector, new_id
+    from ._vectors import MAX_EMBEDDINGS, Vector, check_vector, check_vectors
+
+    # the PostgreSQL log needs the driver, an extra: like every name here,
+    # imported only when asked for
+    from .postgres import PostgresEventLog as PostgresEventLog
+    from .postgres import PostgresTextStore as PostgresTextStore
+    from .postgres import QmarkConnection as QmarkConnection
+
+__getattr__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "CLOCK_SKEW",
@@ -190,18 +203,3 @@ __all__ = [
     "write_export",
     "write_private",
 ]
-
-
-if TYPE_CHECKING:  # the names __getattr__ imports when first asked for, as the type checker sees them
-    from .postgres import PostgresEventLog as PostgresEventLog
-    from .postgres import PostgresTextStore as PostgresTextStore
-    from .postgres import QmarkConnection as QmarkConnection
-
-
-def __getattr__(name: str) -> object:
-    # the PostgreSQL log needs the driver, an extra: imported when asked for
-    if name in ("PostgresEventLog", "PostgresTextStore", "QmarkConnection"):
-        from . import postgres
-
-        return getattr(postgres, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,21 +11,27 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, ClassVar
 
-try:  # the PostgreSQL driver is an extra: memwarden[postgres]
-    from psycopg import DatabaseError as _PostgresError
-except ImportError:  # pragma: no cover - without the extra
-    _POSTGRES_ERRORS: tuple[type[Exception], ...] = ()
-else:
-    _POSTGRES_ERRORS = (_PostgresError,)
 
-# What a driver raises when its database cannot answer (a damaged file, a
-# failing disk, a server gone). Only the backends catch these, to raise
-# ``StoreUnavailable`` or ``StoreDamaged`` in their stead (``_translated``):
-# no driver error crosses the store port.
-DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError, *_POSTGRES_ERRORS)
-# those of them a database server raises, each naming its own cause (a lock
-# timeout, a dropped connection), where SQLite's mean a damaged file
-SERVER_ERRORS: tuple[type[Exception], ...] = _POSTGRES_ERRORS
+def __getattr__(name: str) -> tuple[type[Exception], ...]:
+    # What a driver raises when its database cannot answer (a damaged file, a
+    # failing disk, a server gone), ``DATABASE_ERRORS``, and those of them a
+    # database server raises, each naming its own cause (a lock timeout, a
+    # dropped connection), where SQLite's mean a damaged file: ``SERVER_ERRORS``.
+    # Only the backends catch these, to raise ``StoreUnavailable`` or
+    # ``StoreDamaged`` in their stead (``_translated``): no driver error
+    # crosses the store port. Computed when first asked for: the PostgreSQL
+    # driver is an extra (memwarden[postgres]), and importing it costs a
+    # command line on SQLite a third of its start.
+    if name not in ("DATABASE_ERRORS", "SERVER_ERRORS"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        from psycopg import DatabaseError as postgres_error
+    except ImportError:  # pragma: no cover - without the extra
+        server: tuple[type[Exception], ...] = ()
+    else:
+        server = (postgres_error,)
+    globals().update(DATABASE_ERRORS=(sqlite3.DatabaseError, *server), SERVER_ERRORS=server)
+    return globals()[name]
 
 
 class Refusal(Exception):

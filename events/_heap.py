@@ -11,14 +11,19 @@ Kept for one target: private memory <= 1.5x LangGraph's after 100,000 saves.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import functools
 from collections.abc import Callable
 
 __all__ = ["trim_heap"]
 
 
+@functools.cache
 def _find_trim() -> Callable[[int], int] | None:
+    # looked up at the first large write, not at import: find_library runs
+    # ldconfig in a child process, and ctypes.util brings shutil and bz2
+    import ctypes
+    import ctypes.util
+
     name = ctypes.util.find_library("c")
     if name is None:
         return None
@@ -28,10 +33,8 @@ def _find_trim() -> Callable[[int], int] | None:
         return None
 
 
-_trim = _find_trim()
-
-
 def trim_heap() -> None:
     """Return the heap's free pages to the OS, where the C library can."""
-    if _trim is not None:
-        _trim(0)
+    trim = _find_trim()
+    if trim is not None:
+        trim(0)

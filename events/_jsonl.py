@@ -14,12 +14,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import structlog
-
 from ._append import Existing, prepare_batch
 from ._canonical import canonical_json, content_checksum
 from ._errors import LogDamaged
 from ._files import write_private
+from ._log import get_logger
 from ._models import Event
 from ._recorded import (
     EMPTY_HEAD,
@@ -34,7 +33,7 @@ from ._recorded import (
 from ._texts import Texts
 from ._time import Clock, SystemClock
 
-log = structlog.get_logger("memwarden.jsonl")
+log = get_logger("memwarden.jsonl")
 
 _KEYS = (
     "seq",

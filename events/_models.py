@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     BaseModel,
+    ConfigDict,
     Field,
     TypeAdapter,
     model_validator,
@@ -343,7 +344,7 @@ AnyEvent = Annotated[
     | SinkReadbackRecorded,
     Field(discriminator="type"),
 ]
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(AnyEvent)
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(AnyEvent, config=ConfigDict(defer_build=True))  # as ``Model``
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.model_fields["type"].default: cls
     for cls in (

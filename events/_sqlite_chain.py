@@ -7,12 +7,10 @@ damage, which hashes each row with the append's own preimage
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -129,6 +127,10 @@ def verify_chain(
     futures = []
     pool = None
     if workers > 1:
+        # imported by a verification that forks, not by every store that opens
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         pool = ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork"))
         futures = [pool.submit(verify_range, log.path, bounds[k], bounds[k + 1]) for k in range(1, workers)]
     try:

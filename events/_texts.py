@@ -21,11 +21,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-import structlog
-
+from . import _errors
 from ._bytes import UnstorableText, check_storable
 from ._canonical import content_checksum
-from ._errors import DATABASE_ERRORS, StoreFailed, TextErased
+from ._errors import StoreFailed, TextErased
+from ._log import get_logger
 from ._models import memory_stream
 from ._recorded import LegacyTenants, RecordedEvent
 from ._sqlite import sqlite_failure
@@ -33,7 +33,7 @@ from ._sqlite_schema import has_table
 from ._translated import translated
 from ._vectors import PUT_VECTOR, VECTOR_SCHEMA, Vector, vector_rows
 
-_log = structlog.get_logger("memwarden.texts")
+_log = get_logger("memwarden.texts")
 
 # what a refused write of an erased version's text says, on either backend
 ERASED_TEXT = "memwarden: the text of an erased memory version"
@@ -131,7 +131,7 @@ class TextStore:
         naming the first such version written."""
         try:
             yield
-        except DATABASE_ERRORS as exc:
+        except _errors.DATABASE_ERRORS as exc:  # looked up only when something failed
             if ERASED_TEXT not in str(exc):
                 raise
             raise TextErased(*self._first_erased(versions, exc)) from None

@@ -38,7 +38,9 @@ _last_micros = 0
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    # defer_build: each model's validator is built when first used, not at
+    # import; a command that validates no event (a read) never builds one
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
 
 class Scope(Model):

@@ -13,60 +13,69 @@ spelling what its SQL says its own way. The fold (``_fold``), the selectors
 
 from __future__ import annotations
 
-from ._access import Access
-from ._agent_page import AgentPage, AgentQuery
-from ._asof import PointView, story
-from ._content_tests import ContentTest
-from ._errors import AppendRefused, ProjectionDamaged
-from ._fold import (
-    COLUMNS,
-    SCOPE_COLUMNS,
-    SETTLED,
-    STATUSES,
-    TERMINAL,
-    TERMINAL_SQL,
-    fetched_at,
-    fold_memory,
-    revoke_row,
-)
-from ._fts_documents import stored_texts
-from ._named import (
-    Backoff,
-    Child,
-    DueRow,
-    EmbeddingCount,
-    Expiring,
-    ReadbackState,
-    Retiring,
-    StaleVector,
-    TenantCount,
-    VectorRow,
-    ViewRow,
-)
-from ._open import UnknownBackend, open_store, sqlite_options, sqlite_path
-from ._port import Evidence, Store, Texts, ViewReader, ViewWriter, Write
-from ._rows import VIEW_COLUMNS, Key, parent_refs
-from ._runner import CheckResult, Projection, Projector, default_projections
-from ._selector import (
-    COVERED_SQL,
-    blocking_revocation,
-    revocation_blocks,
-    revokes,
-    selector_covers,
-    selector_sql,
-)
-from ._sql_outbox import Outbox
-from ._sql_view import SQLView
-from ._sqlite_store import SQLiteStore, copy_store_file, private_view
-from ._sqlite_view import SQLiteView
-from ._stats import COUNTERS, StatsProjection
-from ._text_index import purge_text_index, text_index_levels
-from ._tokens import search_tokens
-from ._usable import UsableProjection
-from ._usable_schema import RECHECK
-from ._vector_index import IndexSettings, VectorIndex
-from ._vector_parts import Wanted
-from ._write import LogWrite
+from typing import TYPE_CHECKING
+
+from memwarden.events._lazy import lazy_exports
+
+# what type checkers and the docs read; each name is imported when first
+# asked for (``lazy_exports``): importing the package costs next to nothing
+if TYPE_CHECKING:
+    from ._access import Access
+    from ._agent_page import AgentPage, AgentQuery
+    from ._asof import PointView, story
+    from ._content_tests import ContentTest
+    from ._errors import AppendRefused, ProjectionDamaged
+    from ._fold import (
+        COLUMNS,
+        SCOPE_COLUMNS,
+        SETTLED,
+        STATUSES,
+        TERMINAL,
+        TERMINAL_SQL,
+        fetched_at,
+        fold_memory,
+        revoke_row,
+    )
+    from ._fts_documents import stored_texts
+    from ._named import (
+        Backoff,
+        Child,
+        DueRow,
+        EmbeddingCount,
+        Expiring,
+        ReadbackState,
+        Retiring,
+        StaleVector,
+        TenantCount,
+        VectorRow,
+        ViewRow,
+    )
+    from ._open import UnknownBackend, open_store, sqlite_options, sqlite_path
+    from ._port import Evidence, Store, Texts, ViewReader, ViewWriter, Write
+    from ._rows import VIEW_COLUMNS, Key, parent_refs
+    from ._runner import CheckResult, Projection, Projector, default_projections
+    from ._selector import (
+        COVERED_SQL,
+        blocking_revocation,
+        revocation_blocks,
+        revokes,
+        selector_covers,
+        selector_sql,
+    )
+    from ._sql_outbox import Outbox
+    from ._sql_view import SQLView
+    from ._sqlite_store import SQLiteStore, copy_store_file, private_view
+    from ._sqlite_view import SQLiteView
+    from ._stats import COUNTERS, StatsProjection
+    from ._text_index import purge_text_index, text_index_levels
+    from ._tokens import search_tokens
+    from ._usable import UsableProjection
+    from ._usable_schema import RECHECK
+    from ._vector_index import IndexSettings, VectorIndex
+    from ._wanted import Wanted
+    from ._write import LogWrite
+
+__getattr__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "COLUMNS",

@@ -19,8 +19,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import structlog
 from memwarden.events import Clock, RecordedEvent, StoreFailed, translated
+from memwarden.events._log import get_logger
 from memwarden.events.postgres import PostgresEventLog, PostgresTextStore, QmarkConnection, postgres_failure
 from memwarden.events.sqlite import sqlite_failure
 
@@ -48,7 +48,7 @@ from ._write import LogWrite
 
 Reactor = Callable[[LogWrite, Sequence[RecordedEvent]], None]
 
-log = structlog.get_logger("memwarden")
+log = get_logger("memwarden")
 
 # whether every transaction that could still see a row deleted before xid
 # ``mark`` has ended: none older runs anywhere on the server, and no

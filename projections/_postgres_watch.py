@@ -24,11 +24,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-import structlog
 from memwarden.events import QmarkConnection
+from memwarden.events._log import get_logger
 from memwarden.events.postgres import NOTIFY_CHANNEL as CHANNEL
 
-log = structlog.get_logger("memwarden")
+log = get_logger("memwarden")
 
 
 class LogWatcher:

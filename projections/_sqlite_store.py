@@ -15,7 +15,6 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import structlog
 from memwarden.events import (
     Clock,
     RecordedEvent,
@@ -28,6 +27,7 @@ from memwarden.events import (
     private_file,
     translated,
 )
+from memwarden.events._log import get_logger
 from memwarden.events.sqlite import sqlite_failure
 
 from ._agent_page import AgentPage, AgentQuery, read_page
@@ -44,7 +44,7 @@ from ._stats import StatsProjection
 from ._usable import UsableProjection
 from ._write import LogWrite
 
-log = structlog.get_logger("memwarden")
+log = get_logger("memwarden")
 
 
 Reactor = Callable[[LogWrite, Sequence[RecordedEvent]], None]

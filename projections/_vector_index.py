@@ -45,21 +45,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-import structlog
 from memwarden.events import EVENT_TYPES
+from memwarden.events._log import get_logger
 
 from ._access import Access
 from ._named import VectorRow
 from ._selector import could_cover
 from ._vector_files import IndexFiles
-from ._vector_kinds import Exact, Hnsw
-from ._vector_parts import Part, TenantIndex, Wanted, changes_of
+from ._wanted import Wanted
 
 if TYPE_CHECKING:
+    import numpy as np
     from memwarden.events import EventLog
 
-log = structlog.get_logger("memwarden")
+    from ._vector_parts import Part, TenantIndex
+
+# numpy and usearch (``_vector_parts``, ``_vector_kinds``) are imported where a
+# tenant's vectors are first read: a store that holds none, and every command
+# that searches none, starts without them
+
+log = get_logger("memwarden")
 
 MEMORY_EVENTS = tuple(t for t in EVENT_TYPES if t.startswith("memory."))
 FOLLOWED = (*MEMORY_EVENTS, "revocation.issued")
@@ -140,13 +145,15 @@ class VectorIndex:
         *,
         access: Access,
         wanted: Wanted | None = None,
-        floor: float = -np.inf,
+        floor: float = float("-inf"),
     ) -> list[tuple[str, float]]:
         """The ``k`` memories of ``tenant`` whose vectors are closest to
         ``query`` (cosine above ``floor``, best first, each memory once at
         its closest vector), in the state ``view`` reads, among those
         ``access`` may see and ``wanted`` asks for: confined and filtered
         before any vector is compared."""
+        import numpy as np
+
         wanted = wanted or Wanted()
         if not access.allows_tenant(tenant):
             return []
@@ -198,6 +205,8 @@ class VectorIndex:
         return t
 
     def _opened(self, view: VectorView, tenant: str, dims: int, position: int) -> TenantIndex:
+        from ._vector_parts import TenantIndex, changes_of
+
         saved = self.files.read(tenant, dims) if self.files is not None else None
         if saved is not None:
             at = saved.meta.get("position")
@@ -226,6 +235,8 @@ class VectorIndex:
         """Apply to each of ``tenants`` the memory events and revocations
         after its position, up to ``position``: the memories they changed
         take their current vectors and scope from the view (or leave)."""
+        from ._vector_parts import changes_of
+
         names = {t.tenant for t in tenants}
         changed: dict[str, dict[str, int]] = {name: {} for name in names}
         erased: dict[str, int] = {}  # tenant -> the last erasure's seq
@@ -259,6 +270,8 @@ class VectorIndex:
     # -- the graph past the threshold ----------------------------------------------
 
     def _maybe_build(self, t: TenantIndex) -> None:
+        from ._vector_kinds import Exact
+
         for agent, part in t.parts.items():
             if part.dirty is not None or not isinstance(part.index, Exact):
                 continue
@@ -273,6 +286,8 @@ class VectorIndex:
             builder.start()
 
     def _build(self, t: TenantIndex, agent: str | None, part: Part, ids: list[str], rows: np.ndarray) -> None:
+        from ._vector_kinds import Hnsw
+
         started = time.monotonic()
         try:
             graph = Hnsw.built(t.dims, ids, rows)

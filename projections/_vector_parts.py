@@ -26,8 +26,7 @@ import numpy as np
 
 from ._named import VectorRow
 from ._vector_kinds import KINDS, Exact, Hnsw, best, normalised, ranked
-
-FILTERS = ("project", "permission", "user", "tool", "kind")
+from ._wanted import FILTERS, Wanted
 
 
 class Where(NamedTuple):
@@ -42,23 +41,6 @@ class Where(NamedTuple):
 
     def filters(self) -> Iterator[tuple[str, str]]:
         return ((f, v) for f, v in zip(FILTERS, self[1:], strict=True) if v is not None)
-
-
-@dataclass(frozen=True)
-class Wanted:
-    """What a search may see and asks for: ``agent`` (a bound caller's own;
-    None: every agent's part, and the memories of none) and the other scope
-    fields (None: any)."""
-
-    agent: str | None = None
-    project: str | None = None
-    permission: str | None = None
-    user: str | None = None
-    tool: str | None = None
-    kind: str | None = None
-
-    def filters(self) -> list[tuple[str, str]]:
-        return [(f, v) for f in FILTERS if (v := getattr(self, f)) is not None]
 
 
 @dataclass

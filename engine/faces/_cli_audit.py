@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from memwarden.engine import (
-    MAX_PAGE,
-    OPERATOR,
-    Warden,
-)
-from memwarden.projections import COUNTERS
+from memwarden.engine import MAX_PAGE, OPERATOR
 
 from ._cli_common import Group, _content, _scope, cli, emit, json_option, scope_options, with_warden
 from ._cli_output import derivation_tree, plural, progress, status_line, table
 
+if TYPE_CHECKING:
+    from memwarden.engine import Warden
+
 # the weekly table's columns: the week, then what the mission asks to see side
 # by side (re-fetches after expiry against blocks by revocation), then the rest
 FIRST = ("reverified_after_expiry", "blocked_by_revocation")
-STATS_COLUMNS = ("week", *FIRST, *(c for c in COUNTERS if c not in FIRST))
+
+
+def stats_columns() -> tuple[str, ...]:
+    from memwarden.projections import COUNTERS
+
+    return ("week", *FIRST, *(c for c in COUNTERS if c not in FIRST))
+
 
 # -- auditors -------------------------------------------------------------------------------
 
@@ -238,7 +242,8 @@ def stats(warden: Warden, weekly: bool, as_json: bool) -> None:
     weeks = warden.stats(caller=OPERATOR)
 
     def show() -> None:
-        table(STATS_COLUMNS, [[w[c] for c in STATS_COLUMNS] for w in weeks])
+        columns = stats_columns()
+        table(columns, [[w[c] for c in columns] for w in weeks])
 
     emit({"weeks": weeks}, as_json, show)
 

@@ -6,23 +6,19 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from memwarden.engine import (
-    OPERATOR,
-    BatchRefused,
-    InvalidInput,
-    Limits,
-    PolicyFile,
-    TooLarge,
-    Warden,
-    answer,
-    configure_logging,
-)
-from memwarden.events import canonical_json, version_number
+
+# what every command's module names at import is light: the store, its
+# driver, pydantic and the log are imported by the commands that use them,
+# so ``memwarden --version`` or ``--help`` answers at once
+from memwarden.engine import OPERATOR, BatchRefused, InvalidInput, TooLarge
 
 from ._visible import raw_output, visible_output
+
+if TYPE_CHECKING:
+    from memwarden.engine import Limits, Warden
 
 
 class Answer(Exception):
@@ -52,11 +48,13 @@ class Group(click.Group):
                 raise
             # a script reading stdout learns of a usage error as of any refusal
             exc.show()
-            click.echo(canonical_json({"error": "usage", "field": _usage_field(exc), "problem": exc.format_message()}))
+            click.echo(json_text({"error": "usage", "field": _usage_field(exc), "problem": exc.format_message()}))
             ctx.exit(exc.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as exc:
+            from memwarden.engine import answer
+
             found = answer(exc)
             if found is None:
                 raise
@@ -92,7 +90,7 @@ def _refuse(
     click.echo(f"Error: {message}", err=True)
     state = ctx.find_object(State)
     if state is not None and state.as_json:
-        click.echo(canonical_json({"error": error, "field": field, "problem": problem or message, **extra}))
+        click.echo(json_text({"error": error, "field": field, "problem": problem or message, **extra}))
     ctx.exit(code)
 
 
@@ -110,6 +108,8 @@ class VersionParam(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
         # the engine validates (and names the field); numbers print as numbers
+        from memwarden.events import version_number
+
         number = version_number(str(value))
         return str(value) if number is None else number
 
@@ -128,6 +128,8 @@ class State:
     @property
     def warden(self) -> Warden:
         if self._warden is None:
+            from memwarden.engine import PolicyFile, Warden
+
             settings = PolicyFile.read(self.policy_file) if self.policy_file else PolicyFile()
             fetchers = settings.fetchers()
             self._warden = Warden(
@@ -167,9 +169,16 @@ def log_level(verbose: int, setting: str | None, command: str | None) -> str | N
     return "WARNING" if command in SERVICES else None
 
 
+def json_text(data: Any) -> str:
+    """``data`` as the one JSON document a command prints (canonical: sorted keys, no spaces)."""
+    from memwarden.events import canonical_json
+
+    return canonical_json(data)
+
+
 def emit(data: Any, as_json: bool, text: Callable[[], None] | str | None = None) -> None:
     if as_json:
-        click.echo(canonical_json(data))
+        click.echo(json_text(data))
     elif callable(text):
         text()
     elif text is not None:
@@ -304,6 +313,10 @@ def cli(ctx: click.Context, db: str, read_db: str | None, policy_file: str | Non
     if ctx.invoked_subcommand in SERVICES:
         raw_output()
     level = log_level(verbose, os.environ.get("MEMWARDEN_LOG"), ctx.invoked_subcommand)
+    # the command line is the application: its entry point, and nothing it
+    # imports, configures the log (``--version`` and ``--help`` return before)
+    from memwarden.engine import configure_logging
+
     if level is None:
         configure_logging(level="CRITICAL", quiet=True)
     else:

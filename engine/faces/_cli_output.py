@@ -10,17 +10,19 @@ line, for ``cut`` and ``awk``. ``--json`` bypasses all of this.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-from rich.tree import Tree
 
 from ._visible import raw_stream, visible
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+    from rich.tree import Tree
 
 # a status (of a memory, or of a read-back) -> its colour on a terminal
 STATUS_STYLES = {
@@ -49,10 +51,32 @@ def plural(count: int, word: str) -> str:
 def stdout_console() -> Console:
     """A console on stdout as it is now (CliRunner swaps it); rich decides
     whether it is a terminal (FORCE_COLOR and TTY_COMPATIBLE say so too)."""
+    from rich.console import Console
+
     return Console(file=raw_stream(sys.stdout), highlight=False, soft_wrap=False)
 
 
+def on_terminal() -> bool:
+    """Whether stdout is a terminal, as rich sees it; asked of rich only when
+    it might be: output to a pipe or a file never loads rich (a command
+    starts in a fraction of the time)."""
+    return _may_be_terminal(sys.stdout) and stdout_console().is_terminal
+
+
+def _may_be_terminal(stream: IO[str]) -> bool:
+    # rich says no terminal for a stream that is not a tty unless one of
+    # these says otherwise (its Console.is_terminal); with them, rich decides
+    if "FORCE_COLOR" in os.environ or "TTY_COMPATIBLE" in os.environ:
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream: as rich answers
+        return False
+
+
 def styled(value: Any) -> Text:
+    from rich.text import Text
+
     text = "" if value is None else visible(str(value))
     return Text(text, style=STATUS_STYLES.get(text, ""))
 
@@ -61,16 +85,18 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, status: Sequ
     """``rows`` under ``columns``: a rich table on a terminal, else a header
     line and one tab-separated line a row. Columns named in ``status`` are
     coloured by their value."""
-    console = stdout_console()
-    if not console.is_terminal:
+    if not on_terminal():
         out = sys.stdout
         for line in (columns, *rows):
             out.write("\t".join(_cell(v) for v in line) + "\n")
         return
+    from rich.table import Table
+    from rich.text import Text
+
     grid = Table(*columns, header_style="bold", show_edge=False, pad_edge=False)
     for row in rows:
         grid.add_row(*(styled(v) if c in status else Text(_cell(v)) for c, v in zip(columns, row, strict=True)))
-    console.print(grid)
+    stdout_console().print(grid)
 
 
 def _cell(value: Any) -> str:
@@ -82,9 +108,10 @@ def _cell(value: Any) -> str:
 
 def status_line(text: str, status: str) -> None:
     """A line of text in ``status``'s colour on a terminal."""
-    console = stdout_console()
-    if console.is_terminal:
-        console.print(Text(visible(text), style=STATUS_STYLES.get(status, "")))
+    if on_terminal():
+        from rich.text import Text
+
+        stdout_console().print(Text(visible(text), style=STATUS_STYLES.get(status, "")))
     else:
         click.echo(text)
 
@@ -94,6 +121,10 @@ def derivation_tree(title: str, up: dict[str, Any] | None, down: Sequence[dict[s
     and what was drawn from it (``down``), each node with its status."""
     if up is None and not down:
         return
+    from rich.console import Console
+    from rich.text import Text
+    from rich.tree import Tree
+
     root = Tree(Text(visible(title), style="bold"))
     if up is not None and up["parents"]:
         evidence = root.add("drawn from")
@@ -108,6 +139,8 @@ def derivation_tree(title: str, up: dict[str, Any] | None, down: Sequence[dict[s
 
 
 def _add_nodes(branch: Tree, nodes: Sequence[dict[str, Any]], below: str) -> None:
+    from rich.text import Text
+
     for node in nodes:
         label = Text(visible(f"{node['memory_id']} v{node['version']} "))
         label.append(node["status"], style=STATUS_STYLES.get(node["status"], ""))
@@ -124,6 +157,10 @@ def _add_nodes(branch: Tree, nodes: Sequence[dict[str, Any]], below: str) -> Non
 def progress(label: str, total: int | None, *, unit: str = "events") -> Iterator[Callable[[int], None]]:
     """A progress bar on stderr while the block runs, when stderr is a
     terminal; the block gets a function to advance it by n."""
+    if not _may_be_terminal(sys.stderr):  # no bar to draw: rich stays unloaded
+        yield lambda n: None
+        return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     console = Console(file=raw_stream(sys.stderr))

@@ -5,13 +5,16 @@ it; a refusal exits 2 through the group's one error path)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from memwarden.engine import OPERATOR, Warden
+from memwarden.engine import OPERATOR
 
 from ._cli_common import emit
 from ._cli_output import table
+
+if TYPE_CHECKING:
+    from memwarden.engine import Warden
 
 
 def similar_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -4,13 +4,16 @@ versions, erasure."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from memwarden.engine import OPERATOR, Warden, read_back_committed, readback_records, settle_committed
+from memwarden.engine import OPERATOR
 
 from ._cli_common import VERSION, Group, cli, emit, json_option, scope_options, with_warden
 from ._cli_output import plural, table
+
+if TYPE_CHECKING:
+    from memwarden.engine import Warden
 
 
 @cli.command()
@@ -80,6 +83,8 @@ def revoke(
         f" directly, {result.cascaded:,} drawn from them invalidated"
     )
     if wait:
+        from memwarden.engine import read_back_committed, settle_committed
+
         readback = read_back_committed(warden, result.revocation_id, caller=OPERATOR)
         data["readback"] = {
             k: readback.get(k)
@@ -136,6 +141,8 @@ def print_preview(preview: dict[str, Any]) -> None:
 @with_warden
 def readback(warden: Warden, revocation_id: str, as_json: bool) -> None:
     """The read-back confirmation records of a revocation; exit 1 if none confirms it."""
+    from memwarden.engine import readback_records
+
     data = readback_records(warden, revocation_id, caller=OPERATOR)
 
     def show() -> None:

@@ -6,15 +6,18 @@ import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import click
-from memwarden.engine import OPERATOR, Scheduler, Warden
-from memwarden.engine import restore as restore_store
+from memwarden.engine import OPERATOR
 
 from ._cli_common import Group, State, _refuse_damaged, cli, emit, json_option, with_warden
 from ._cli_output import table
 from ._fair import PER_LANE
 from ._http_server import HEAD_TIMEOUT_S, MAX_CONNECTIONS
+
+if TYPE_CHECKING:
+    from memwarden.engine import Warden
 
 # -- serving ------------------------------------------------------------------------------------
 
@@ -170,6 +173,8 @@ def restore(state: State, backup_file: str, as_json: bool) -> None:
     re-applying every erasure the store it replaces knew of (stop the
     server first; PostgreSQL: pg_restore, then reapply-erasures)."""
     state.close()  # this process's own connection to the store is not one that holds it
+    from memwarden.engine import restore as restore_store
+
     data = restore_store(state.db, backup_file)
     again = data["erasures_reapplied"] + data["erasure_marks_carried"]
     text = f"restored {data['backup']} (head seq {data['head_seq']}) in place of {data['file']}"
@@ -288,6 +293,8 @@ def keys_revoke(warden: Warden, key_id: str, as_json: bool) -> None:
 @with_warden
 def scheduler(warden: Warden, interval: float, once: bool, as_json: bool) -> None:
     """Expiry events, re-verification and read-back confirmation."""
+    from memwarden.engine import Scheduler
+
     _refuse_damaged(warden)
     jobs = Scheduler(warden, interval=interval)
     if once:

@@ -4,13 +4,17 @@ reach (``[sinks.NAME]`` in the policy file)."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
-from memwarden.engine import MAX_PAGE, OPERATOR, Warden
+from memwarden.engine import MAX_PAGE, OPERATOR
 
 from ._cli_common import Group, cli, emit, json_option, with_warden
 from ._cli_output import table
 from ._cli_security import sink_text
+
+if TYPE_CHECKING:
+    from memwarden.engine import Warden
 
 
 @cli.group("sinks", cls=Group)

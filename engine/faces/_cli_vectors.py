@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
-from memwarden.engine import OPERATOR, Warden
+from memwarden.engine import OPERATOR
 
 from ._cli_common import cli, emit, json_option, with_warden
 from ._cli_output import table
+
+if TYPE_CHECKING:
+    from memwarden.engine import Warden
 
 
 @cli.command()

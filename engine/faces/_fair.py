@@ -14,16 +14,13 @@ waits on its own lane. Waiting for the log to move does not hold the lane
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from memwarden.engine import metrics
-
-if TYPE_CHECKING:  # the CLI reads PER_LANE without loading the web stack
+if TYPE_CHECKING:  # the CLI reads PER_LANE without loading the web stack (or Prometheus)
     from starlette.requests import Request
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -34,6 +31,8 @@ _KNOWN_KEYS = 10_000  # keys remembered as valid (the least recently seen forgot
 
 class _Lane:
     def __init__(self, per_lane: int) -> None:
+        import asyncio  # here, not above: the command line reads PER_LANE, and asyncio costs it 50 ms
+
         self.slots = asyncio.Semaphore(per_lane)
         self.queued = 0  # waiting for a slot (a request stepped out to wait for the log is not)
         self.users = 0  # in the lane at all, to forget an idle lane
@@ -125,6 +124,8 @@ class FairShare:
         name = self.lanes.lane_of(scope)
         async with self.lanes.held(name) as lane:
             if lane is None:
+                from memwarden.engine import metrics
+
                 metrics.REQUESTS_SHED.inc()
                 await _busy(send, self.lanes.per_lane + self.lanes.queue)
                 return

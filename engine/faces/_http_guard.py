@@ -16,11 +16,12 @@ from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
 from memwarden.engine import InvalidInput, KeyStore, Principal, Unauthorized, answer, field_problems
 from memwarden.events import Refusal
+from memwarden.events._log import get_logger
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-log = structlog.get_logger("memwarden.http")
+log = get_logger("memwarden.http")
 
 # a seq in a query: bounded so that it always fits SQLite's integers
 Seq = Annotated[int, Query(ge=0, le=2**62)]

@@ -7,8 +7,10 @@ process may open; the deadline closes each such connection instead."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the command line reads the bounds below: asyncio comes with uvicorn
+    import asyncio
 
 # a request's head (request line and headers), from the connection or the previous answer
 HEAD_TIMEOUT_S = 10.0

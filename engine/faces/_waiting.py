@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-import structlog
 from memwarden.engine import TooManyWaiters, Warden
+from memwarden.events._log import get_logger
 
-log = structlog.get_logger("memwarden.http")
+log = get_logger("memwarden.http")
 
 # each key may hold this many open waits (a waiter is cheap, but it holds a connection)
 WAITERS_PER_KEY = 1000

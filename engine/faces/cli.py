@@ -10,18 +10,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from memwarden.engine import (
-    MAX_PAGE,
-    OPERATOR,
-    BatchRefused,
-    InvalidInput,
-    Warden,
-    _records,
-)
-from memwarden.events import SystemClock
+from memwarden.engine import MAX_PAGE, OPERATOR, BatchRefused, InvalidInput
 
 from ._cli_common import (
     VERSION,
@@ -34,8 +26,11 @@ from ._cli_common import (
     scope_options,
     with_warden,
 )
-from ._cli_output import plural, progress, status_line, stdout_console, table
+from ._cli_output import on_terminal, plural, progress, status_line, table
 from ._cli_search import run_search, similar_options
+
+if TYPE_CHECKING:
+    from memwarden.engine import Warden
 
 # -- memories -------------------------------------------------------------------------
 
@@ -309,6 +304,9 @@ def verify(
 def due(state: State, limit: int | None, records: str | None, as_json: bool) -> None:
     """What must be re-verified now: memory_id source_url reason, a line."""
     if records is not None:  # a scan of a file needs no database
+        from memwarden.engine import _records
+        from memwarden.events import SystemClock
+
         items = _records.scan_records(records, SystemClock().now())[:limit]
     else:
         items = state.warden.due(limit=limit, caller=OPERATOR)
@@ -322,7 +320,7 @@ def due(state: State, limit: int | None, records: str | None, as_json: bool) -> 
 def show_due(items: list[Any]) -> None:
     # piped, the lines stay exactly the article's scan (`memory_id source_url
     # reason`, no header): scripts written against that scan keep working
-    if stdout_console().is_terminal:
+    if on_terminal():
         table(("memory_id", "source_url", "reason"), [(i.memory_id, i.source_url, i.reason) for i in items])
     else:
         for i in items:

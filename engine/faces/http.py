@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
 import httpx
-import structlog
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 from memwarden.engine import (
@@ -34,6 +33,7 @@ from memwarden.engine import (
     refuse_local_source,
     settle_committed,
 )
+from memwarden.events._log import get_logger
 from starlette.concurrency import run_in_threadpool
 
 from . import _http_responses as R
@@ -56,7 +56,7 @@ from ._http_responses import documented
 from ._http_search import install_search_routes
 from .console import install_console
 
-log = structlog.get_logger("memwarden.http")
+log = get_logger("memwarden.http")
 
 
 def where_of(text: str | None) -> Any:
