@@ -161,7 +161,7 @@ class Floor:
         from langgraph.store.base import SearchItem
 
         sql = (
-            f'{self.row} WHERE m.tenant = ? AND m.project = ? AND {self.user} = ? AND {self.filter} '
+            f"{self.row} WHERE m.tenant = ? AND m.project = ? AND {self.user} = ? AND {self.filter} "
             "AND m.status = 'usable' AND (m.expires_at IS NULL OR m.expires_at > ?) "
             "ORDER BY m.last_seq DESC LIMIT 10"
         )
