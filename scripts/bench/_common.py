@@ -31,11 +31,14 @@ class Metric:
     met: bool
 
 
-def arguments(description: str) -> argparse.Namespace:
+def arguments(description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The shared flags, and a benchmark's own (``extra`` adds them)."""
     from memwarden.engine import configure_logging
 
     configure_logging(level="ERROR")
     parser = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(parser)
     parser.add_argument("--quick", action="store_true", help="a small run, under a minute")
     parser.add_argument(
         "--smoke",
