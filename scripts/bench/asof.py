@@ -5,7 +5,7 @@
 The log is the rebuild benchmark's mix (saves, re-saves, expiries,
 verifications, revocations of whole tenants) with derived memories among
 them, 1,000,000 events (50,000 with --quick, 3,000 with --smoke), its view built once. Each
-question runs in a fresh process, so its peak RSS (VmHWM) is its own:
+question runs in a fresh process, so its peak RSS (VmHWM) is its own (--smoke: all in one):
 
 * explain as of a random past moment, of a random memory (p50, p99);
   baseline: the same explain without as-of, on the live view;
@@ -85,9 +85,7 @@ def keys(n):
     return out
 """
 
-EXPLAIN = (
-    PRELUDE
-    + """
+EXPLAIN = """
 chosen = keys(count)
 w.explain(chosen[0][1], tenant=chosen[0][0], caller=OPERATOR)  # warm the connection, as a server's is
 live, past = [], []
@@ -102,11 +100,8 @@ for tenant, memory_id, seq in chosen:
     assert answer["seq"] >= seq
 print(json.dumps({"p50": p(past, 0.5), "p99": p(past, 0.99), "live_p99": p(live, 0.99), **hwm()}))
 """
-)
 
-REPLAY_PAGE = (
-    PRELUDE
-    + """
+REPLAY_PAGE = """
 chosen = keys(count)
 took = []
 for tenant, _memory_id, seq in chosen:
@@ -116,11 +111,8 @@ for tenant, _memory_id, seq in chosen:
     assert page["memories"] or page["next"] is None
 print(json.dumps({"p50": p(took, 0.5), "p99": p(took, 0.99), **hwm()}))
 """
-)
 
-WHOLE = (
-    PRELUDE
-    + """
+WHOLE = """
 from memwarden.engine._past import replay_memories
 point = int(head * count / 100)
 when = w.log.get(point).recorded_at
@@ -128,16 +120,12 @@ started = time.perf_counter()
 n = sum(1 for _ in replay_memories(w, point, when, include_unusable=True))
 print(json.dumps({"memories": n, "seconds": time.perf_counter() - started, **hwm()}))
 """
-)
 
-REBUILD = (
-    PRELUDE
-    + """
+REBUILD = """
 started = time.perf_counter()
 events = w.store.rebuild()
 print(json.dumps({"events": events, "seconds": time.perf_counter() - started, **hwm()}))
 """
-)
 
 
 def fill(path: Path, n: int) -> None:
@@ -174,10 +162,19 @@ def fill(path: Path, n: int) -> None:
 
 
 def child(script: str, path: Path | str, count: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", script, str(path), "7", str(count)], capture_output=True, text=True)
+    """The answer to one question, asked in a process of its own."""
+    return children([(script, count)], path)[0]
+
+
+def children(questions: list[tuple[str, int]], path: Path | str) -> list[dict]:
+    """The answers to ``questions`` (each a script and its count), asked in
+    one process: each its own seed, its peak memory that of all before it
+    (--smoke asks them this way, where a process each is most of the time)."""
+    script = PRELUDE + "".join(f"\nrandom.seed(7)\ncount = {count}\n{body}" for body, count in questions)
+    done = subprocess.run([sys.executable, "-c", script, str(path), "7", "0"], capture_output=True, text=True)
     if done.returncode != 0:  # the question's own traceback, not only its exit status
         sys.exit(f"a question's process failed:\n{done.stderr}")
-    return json.loads(done.stdout)
+    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def size_mb(store: str) -> float:
@@ -205,11 +202,17 @@ def main() -> None:
 
         store = fresh_store(args, "asof")
         to_postgres(path, store)  # the same log, every seq and hash, its view built once
-    explain = child(EXPLAIN, store, asked)
-    page = child(REPLAY_PAGE, store, asked)
-    # each question is a process of its own: a smoke run asks the middle one only
-    wholes = {share: child(WHOLE, store, share) for share in ((50,) if args.smoke else (10, 50, 90))}
-    rebuild = child(REBUILD, store, 0)
+    shares = (10, 50, 90)
+    if args.smoke:  # every question once, in one process: its figures judge nothing
+        explain, page, *whole, rebuild = children(
+            [(EXPLAIN, asked), (REPLAY_PAGE, asked), *((WHOLE, share) for share in shares), (REBUILD, 0)], store
+        )
+        wholes = dict(zip(shares, whole, strict=True))
+    else:
+        explain = child(EXPLAIN, store, asked)
+        page = child(REPLAY_PAGE, store, asked)
+        wholes = {share: child(WHOLE, store, share) for share in shares}
+        rebuild = child(REBUILD, store, 0)
     slowest = max(r["seconds"] for r in wholes.values())
 
     def memory(label: str, r: dict, baseline: float | None = None) -> list[Metric]:

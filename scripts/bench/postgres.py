@@ -52,7 +52,7 @@ RAW_INSERT = "INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
 def main() -> None:
     args = arguments(__doc__ or "")
     dbs = Databases(args.server)
-    memories = sized(args, full=200_000, quick=20_000, smoke=500)
+    memories = sized(args, full=200_000, quick=20_000, smoke=200)
     metrics = append_metrics(args, dbs)
     saved, copied = _batch_save_figures(dbs, sized(args, full=20, quick=5, smoke=1), repeats(args, 3))
     metrics.append(
@@ -66,7 +66,7 @@ def main() -> None:
             True,
         )
     )
-    queries = sized(args, full=2000, quick=2000, smoke=50)
+    queries = sized(args, full=2000, quick=2000, smoke=20)
     query_p99, raw_p99, commit_ms, readback_ms = _view_figures(dbs.fresh("view"), memories, queries)
     revoked = min(10_000, memories)
     metrics += [
@@ -90,7 +90,7 @@ def main() -> None:
 def append_metrics(args: argparse.Namespace, dbs: Databases) -> list[Metric]:
     """The append figures on PostgreSQL (``append.py --backend postgres``)."""
     n = sized(args, full=100_000, quick=20_000, smoke=2_000)
-    singles = sized(args, full=1_000, quick=300, smoke=20)
+    singles = sized(args, full=1_000, quick=300, smoke=10)
     verify_n = sized(args, full=1_000_000, quick=100_000, smoke=2_000)
     runs = repeats(args, 3)
     evs = events(n, "b")
