@@ -97,9 +97,21 @@ class Databases:
         return f"{self.server}/{name}"
 
     def drop_all(self) -> None:
-        for name in self.made:
-            self.admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        self.made.clear()
+        """Every database made, dropped together: each DROP DATABASE waits
+        for a checkpoint of the server, and drops at once share them."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        import psycopg
+
+        def drop(name: str) -> None:
+            with psycopg.connect(f"{self.server}/postgres", autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+        made, self.made = self.made, []
+        if made:
+            with ThreadPoolExecutor(max_workers=min(8, len(made))) as pool:
+                list(pool.map(drop, made))
+        self.admin.close()
 
 
 _databases: Databases | None = None

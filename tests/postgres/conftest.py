@@ -1,5 +1,5 @@
 """A PostgreSQL server for the tests: each test gets a database of its own,
-dropped afterwards. ``MEMWARDEN_TEST_POSTGRES`` names the server (default:
+dropped when the session ends. ``MEMWARDEN_TEST_POSTGRES`` names the server (default:
 the development and CI machines' ``127.0.0.1:5432``, trust authentication).
 Without one the tests skip with one line saying so, except under
 ``CI=true``, where they must run."""
@@ -11,6 +11,8 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
+
+from ..backends import drop_databases
 
 SERVER = os.environ.get("MEMWARDEN_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
 
@@ -37,11 +39,20 @@ def pg_admin() -> Iterator[object]:
     admin.close()  # type: ignore[attr-defined]
 
 
+@pytest.fixture(scope="session")
+def pg_made(pg_admin: object) -> Iterator[list[str]]:
+    """The databases the tests made, dropped together when the session ends
+    (each drop waits for a checkpoint of the server: ``drop_databases``)."""
+    made: list[str] = []
+    yield made
+    drop_databases(SERVER, made)
+
+
 @pytest.fixture
-def pg_url(pg_admin: object) -> Iterator[str]:
+def pg_url(pg_admin: object, pg_made: list[str]) -> str:
     """The URL of a new, empty database."""
     name = f"memwarden_test_{secrets.token_hex(6)}"
     pg_admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[attr-defined]
+    pg_made.append(name)
     pg_admin.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')  # type: ignore[attr-defined]
-    yield f"{SERVER}/{name}"
-    pg_admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[attr-defined]
+    return f"{SERVER}/{name}"
