@@ -32,8 +32,6 @@ KEYS = {"metric", "value", "unit", "baseline", "ratio", "target", "met"}
 # what a benchmark needs beside the project, and how its run is pointed there
 NEEDS_POSTGRES = {"postgres.py"}
 NEEDS_REDIS = {"sinks.py"}
-# the longest smoke runs (servers to start, phases of fixed length, a PostgreSQL server's commits)
-SLOWEST = {"hostile.py", "http.py", "postgres.py", "asof.py", "rebuild.py", "peers.py"}
 REDIS = os.environ.get("MEMWARDEN_TEST_REDIS", "redis://127.0.0.1:6379/9")  # as tests/test_sinks.py's
 
 
@@ -124,7 +122,6 @@ def smoke_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         for s in chosen
         if not (s in NEEDS_POSTGRES and missing["postgres"]) and not (s in NEEDS_REDIS and missing["redis"])
     ]
-    startable.sort(key=lambda s: (s not in SLOWEST, s))  # the longest first: the rest fill in beside them
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="bench-smoke")
     try:
         yield {s: pool.submit(run, s, tmp_path_factory.mktemp(s.removesuffix(".py"))) for s in startable}
@@ -132,6 +129,9 @@ def smoke_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+# a test waits for its benchmark, which may have waited for a worker behind earlier ones (each at
+# most 100 s): past the suite's 120 s a test
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", BENCHES)
 def test_benchmark_runs_at_smoke_size(script: str, smoke_runs: dict[str, Any]) -> None:
     if script in NEEDS_POSTGRES:
