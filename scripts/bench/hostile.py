@@ -51,7 +51,6 @@ from typing import Any
 
 import httpx
 from _common import Metric, arguments, fresh_store, percentile, report, sized
-from memwarden.engine import OPERATOR, KeyStore, Warden
 
 NORMAL_LOOPS = 8
 DRIPS = 200
@@ -92,6 +91,9 @@ def memory(memory_id: str, *, tenant: str = "acme", summary: str | None = None, 
 
 
 def seed(db: str, seeds: int) -> dict[str, str]:
+    # imported here: the attackers' process (this file again) needs httpx only, not the engine
+    from memwarden.engine import OPERATOR, KeyStore, Warden
+
     w = Warden(db)
     store = KeyStore(w)
     keys = {
