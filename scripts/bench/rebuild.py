@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 from _common import Metric, arguments, fresh_store, median_of, repeats, report, scratch_dir, sized, timed
-from memwarden.engine import OPERATOR
 from memwarden.events import ROW_COLUMNS, SQLiteEventLog, TextStore
 from memwarden.projections import COLUMNS, Projector
 
@@ -217,7 +216,7 @@ def to_postgres(path: Path, url: str) -> None:
         ):
             for t in TextStore(source.conn).all():
                 copy.write_row((t.tenant, t.memory_id, t.version, _utf8(t.summary), _utf8(t.content)))
-    target.import_records(source.read(), caller=OPERATOR)
+    target.import_records(source.read())
     source.close()
     target.close()
     Warden(url).close()  # opening folds the imported log into the view
