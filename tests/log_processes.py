@@ -94,7 +94,7 @@ def writers_killed_at_random(tmp_path: Path, target: str, log_class: str, open_l
         assert proc.stdout is not None
         # wait until it is appending, then kill it at a random moment
         acknowledged.update(int(s) for s in proc.stdout.readline().split())
-        time.sleep(rng.uniform(0.0, 0.25))
+        time.sleep(rng.uniform(0.0, 0.25))  # paces where the kill lands: every moment must be survived
         os.kill(proc.pid, signal.SIGKILL)
         rest, _ = proc.communicate()
         for line in rest.splitlines():

@@ -43,6 +43,11 @@ def documented_options(command: click.Command) -> Iterator[tuple[click.Option, s
             yield param, max(param.opts, key=len)
 
 
+# the first test to ask for the site builds it (mkdocs, up to 300 s on a loaded machine): past the
+# suite's 120 s a test
+BUILDS = pytest.mark.timeout(420)
+
+
 def test_there_are_commands() -> None:
     assert len(ALL) >= 28
 
@@ -99,11 +104,13 @@ def page_text(site: Path, page: str) -> str:
     return re.sub(r"\s+\(", "(", re.sub(r"\s+", " ", text))
 
 
+@BUILDS
 def test_the_site_builds_strictly(site: Path) -> None:
     assert (site / "index.html").is_file()
     assert "Five tasks" not in page_text(site, "guide/concepts")  # the guide is its own, not README's
 
 
+@BUILDS
 def test_the_cli_reference_holds_every_command_and_option(site: Path) -> None:
     text = page_text(site, "reference/cli")
     for path, command in ALL:
@@ -113,6 +120,7 @@ def test_the_cli_reference_holds_every_command_and_option(site: Path) -> None:
             assert flag in text, f"the generated CLI reference does not name {name} {flag}"
 
 
+@BUILDS
 def test_the_http_reference_holds_every_route(site: Path) -> None:
     from memwarden.engine.faces.http import create_app
     from memwarden.engine.testing import in_memory_warden
@@ -126,6 +134,7 @@ def test_the_http_reference_holds_every_route(site: Path) -> None:
         assert f"{method} {path}" in text, f"the generated HTTP reference has no {method} {path}"
 
 
+@BUILDS
 def test_the_mcp_reference_holds_every_tool_and_argument(site: Path) -> None:
     import asyncio
 
@@ -142,6 +151,7 @@ def test_the_mcp_reference_holds_every_tool_and_argument(site: Path) -> None:
             assert argument in text, f"the generated MCP reference does not name {tool.name}'s {argument}"
 
 
+@BUILDS
 def test_the_python_reference_holds_the_warden_operations(site: Path) -> None:
     text = page_text(site, "reference/python")
     for operation in ("save", "save_many", "get", "query", "search", "revoke", "erase", "explain", "replay"):

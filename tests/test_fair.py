@@ -61,21 +61,21 @@ def test_a_flood_runs_per_lane_at_a_time_and_another_key_does_not_wait() -> None
     lanes.known("mw_b_secret", "b")
     probe = Probe(lanes, hold=0.1)
 
-    async def run() -> float:
+    async def run() -> int:
         async with client(probe.app()) as c:
             flood = [asyncio.create_task(c.get("/work", headers={"x-api-key": "mw_a_secret"})) for _ in range(40)]
-            await asyncio.sleep(0.05)
-            started = asyncio.get_running_loop().time()
+            await asyncio.sleep(0.05)  # paces only: the flood gets in first
             other = await c.get("/work", headers={"x-api-key": "mw_b_secret"})
-            took = asyncio.get_running_loop().time() - started
+            flood_done = sum(t.done() for t in flood)
             answers = await asyncio.gather(*flood)
             assert other.status_code == 200 and all(a.status_code == 200 for a in answers)
-            return took
+            return flood_done
 
-    took = asyncio.run(run())
+    flood_done = asyncio.run(run())
     assert probe.peak["mw_a_secret"] == 4  # ten rounds of four, never more at once
-    # the other key ran at once, not after the flood's ten rounds of 0.1 s
-    assert took < 0.5, took
+    # the other key ran at once, not after the flood's ten rounds of four: counted in the flood's
+    # rounds, not in seconds (behind the flood, all forty would be done)
+    assert flood_done < 20, flood_done
 
 
 def test_a_lane_past_its_queue_is_answered_429_as_json() -> None:
@@ -124,11 +124,10 @@ def test_waiting_gives_the_slot_back_and_probes_always_answer() -> None:
         async with client(probe.app()) as c:
             key = {"x-api-key": "mw_a_secret"}
             waits = [asyncio.create_task(c.get("/wait", params={"s": 1.0}, headers=key)) for _ in range(20)]
-            await asyncio.sleep(0.1)
-            # twenty long waits hold no slot: the lane of one still serves this key's work at once
-            started = asyncio.get_running_loop().time()
+            await asyncio.sleep(0.1)  # paces only: the waits get in first
+            # twenty long waits hold no slot: the lane of one still serves this key's work while they wait
             assert (await c.get("/work", headers=key)).status_code == 200
-            assert asyncio.get_running_loop().time() - started < 0.5
+            assert not any(w.done() for w in waits)
             assert (await c.get("/healthz", headers=key)).status_code == 200
             assert all(w.status_code == 200 for w in await asyncio.gather(*waits))
 

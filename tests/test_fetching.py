@@ -188,11 +188,10 @@ def test_a_redirect_chain_ending_on_loopback_is_refused(allowed_port: int, secre
 
 
 def test_a_slow_drip_body_is_cut_at_the_total_deadline(allowed_port: int) -> None:
-    started = time.monotonic()
     exc = failure(allowed(timeout=1.0), f"http://127.0.0.2:{allowed_port}/drip")
+    # the body comes a byte every 0.1 s for 20 s: a per-read timeout would never fire and the
+    # fetch would succeed; a timeout at all is the total deadline's
     assert exc.category == "timeout"
-    # the body would take 20 s; a per-read timeout would never fire
-    assert time.monotonic() - started < 15
 
 
 def test_an_oversized_body_is_refused_declared_or_not(allowed_port: int, tmp_path: Path) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from pathlib import Path
 
 from memwarden.engine import OPERATOR, Warden
 
+from ._wait import wait_for
 from .conftest import Cli
 from .test_http import server_log, start_server
 
@@ -43,9 +43,9 @@ def test_metrics_readiness_and_request_ids(tmp_path: Path) -> None:
     server = start_server(tmp_path / "ops.db", "--scheduler-interval", "0.5")
     try:
         with server.client("security") as c:
-            assert c.get("/readyz").status_code == 200 or time.sleep(1.5) is None
-            ready = c.get("/readyz")
-            assert ready.status_code == 200 and ready.json()["ready"] is True, ready.text
+            # ready once the scheduler has run and the view caught up: waited for, not slept on
+            ready = wait_for(lambda: (r := c.get("/readyz")).status_code == 200 and r, what="/readyz")
+            assert ready.json()["ready"] is True, ready.text
             assert ready.json()["scheduler_alive"] and ready.json()["view_caught_up"]
             before = scrape(c.get("/metrics").text)
         with server.client("agent") as c:
@@ -63,11 +63,15 @@ def test_metrics_readiness_and_request_ids(tmp_path: Path) -> None:
                 headers={"x-request-id": "req-ops-revoke"},
             )
             assert revoked.status_code in (200, 201), revoked.text
-            time.sleep(1.2)  # a scheduler tick or two
-            after = scrape(c.get("/metrics").text)
+
+            def moved() -> list[str]:  # the families still to move (the scheduler's within a tick or two)
+                after = scrape(c.get("/metrics").text)
+                return [family for family in FAMILIES if after.get(family, 0) <= before.get(family, 0)]
+
+            still = moved()
+            if still:
+                wait_for(lambda: not moved(), what=f"{still} to move")
             assert not {"/metrics", "/readyz"} & set(c.get("/openapi.json").json()["paths"])
-        for family in FAMILIES:
-            assert after.get(family, 0) > before.get(family, 0), f"{family} did not move"
         log = server_log(server.db).read_text(encoding="utf-8")
         assert "req-ops-revoke" in log, "the request id is in the request's log lines"
     finally:
@@ -87,6 +91,7 @@ def test_backup_under_a_write_load_restores_and_verifies(tmp_path: Path, run_cli
     )  # fmt: skip
     point = warden.audit_head(caller=OPERATOR)
     stop = threading.Event()
+    written: list[int] = []
 
     def write() -> None:
         w = Warden(db_path)
@@ -97,12 +102,13 @@ def test_backup_under_a_write_load_restores_and_verifies(tmp_path: Path, run_cli
                 source_url=f"https://x.example/{n}", scope={"tenant": "acme"}, caller=OPERATOR,
             )  # fmt: skip
             n += 1
+            written.append(n)
         w.close()
 
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        time.sleep(0.3)
+        wait_for(lambda: len(written) >= 3, what="the write load under way")  # the backup is taken under it
         target = tmp_path / "backup.db"
         taken = run_cli.json("backup", str(target))
     finally:

@@ -19,6 +19,7 @@ from memwarden.engine import OPERATOR, HostBackoff, Scheduler, SharedBackoff, Tt
 from memwarden.engine._scheduler import _host
 from memwarden.events import FrozenClock, MemorySaved, Scope, content_checksum
 
+from ._wait import wait_for
 from .backends import Backend
 from .conftest import Cli, memwarden_subprocess, save_memory
 
@@ -111,16 +112,26 @@ def test_a_stale_read_path_fails_the_readback_naming_the_leak(warden: Warden, ru
 def test_revocation_through_the_same_process_is_read_back_at_once(warden: Warden) -> None:
     save_memory(warden, "a", tenant="acme")
     jobs = Scheduler(warden, interval=3600)
+    ran: list[str] = []
+    run_job = jobs.run_job
+
+    def noting(job: str) -> Any:
+        try:
+            return run_job(job)
+        finally:
+            ran.append(job)
+
+    jobs.run_job = noting  # type: ignore[method-assign]
     jobs.start()
     try:
-        time.sleep(0.2)  # the first, catch-up run
+        # the first, catch-up read-back has run: the next is an hour away, so only the revocation's own
+        # wake can read this one back
+        wait_for(lambda: "readback" in ran, what="the catch-up read-back")
         rev = warden.revoke({"tenant": "acme"}, reason="r", caller=OPERATOR)
-        deadline = time.monotonic() + 10
-        while (
-            warden.revocation(rev.revocation_id, caller=OPERATOR)["readback_status"] is None
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.02)
+        wait_for(
+            lambda: warden.revocation(rev.revocation_id, caller=OPERATOR)["readback_status"],
+            what="the revocation read back",
+        )
         assert warden.revocation(rev.revocation_id, caller=OPERATOR)["readback_status"] == "confirmed"
     finally:
         jobs.stop()
@@ -314,7 +325,7 @@ def test_sigterm_stops_cleanly(tmp_path: Path, backend: Backend) -> None:
         line = proc.stderr.readline()
         assert line, "".join(lines)  # it exited before it was running
         lines.append(line)
-    time.sleep(0.5)  # a run or two of the jobs
+    time.sleep(0.5)  # paces only (a run or two of the jobs): a SIGTERM at any moment must end it cleanly
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, "".join(lines) + err

@@ -11,6 +11,7 @@ from pathlib import Path
 from memwarden.engine import OPERATOR, Warden
 from memwarden.engine._write_turns import WriteTurns
 
+from ._wait import wait_for
 from .conftest import save_memory
 
 
@@ -26,51 +27,74 @@ def _hold(
     return threading.Thread(target=run)
 
 
+def waits_of(turns: WriteTurns) -> set[str]:
+    """The names of the threads that have waited for their turn (a writer
+    that waits has reached the queue: no sleep guesses when)."""
+    seen: set[str] = set()
+    wait = turns._changed.wait
+
+    def noting(timeout: float | None = None) -> bool:
+        seen.add(threading.current_thread().name)
+        return wait(timeout)
+
+    turns._changed.wait = noting  # type: ignore[method-assign]
+    return seen
+
+
 def test_a_small_write_goes_before_a_large_one_waiting() -> None:
-    turns = WriteTurns(patience=10)
+    turns = WriteTurns(patience=60)
+    waited = waits_of(turns)
     order: list[str] = []
     first_in, done = threading.Event(), threading.Event()
     holder = _hold(turns, 1, first_in, done, order, "holder")
     holder.start()
-    assert first_in.wait(5)
+    assert first_in.wait(30)
 
     def write(size: int, name: str) -> None:
         with turns.turn(size):
             order.append(name)
 
-    large = threading.Thread(target=write, args=(5000, "batch"))
+    large = threading.Thread(target=write, args=(5000, "batch"), name="batch")
     large.start()
-    time.sleep(0.1)  # the batch is waiting before the save arrives
-    small = threading.Thread(target=write, args=(1, "save"))
+    wait_for(lambda: "batch" in waited, what="the batch waiting")  # before the save arrives
+    small = threading.Thread(target=write, args=(1, "save"), name="save")
     small.start()
-    time.sleep(0.1)
+    wait_for(lambda: "save" in waited and turns._small_waiting == 1, what="the save waiting")
     done.set()
     for t in (holder, large, small):
-        t.join(10)
+        t.join(30)
     assert order == ["holder", "save", "batch"]
 
 
 def test_a_large_write_is_not_starved_past_its_patience() -> None:
     turns = WriteTurns(patience=0.2)
-    stop = time.monotonic() + 3
     order: list[str] = []
+    stop = threading.Event()
 
-    def steady() -> None:  # small writes, always one waiting
-        while time.monotonic() < stop and "batch" not in order:
+    def steady() -> None:  # small writes, always one waiting, until the batch has had its turn
+        while "batch" not in order and not stop.is_set():
             with turns.turn(1):
-                time.sleep(0.005)
+                time.sleep(0.005)  # paces the stream only: each small write holds the turn a moment
 
     writers = [threading.Thread(target=steady) for _ in range(3)]
     for t in writers:
         t.start()
-    time.sleep(0.05)
-    began = time.monotonic()
-    with turns.turn(5000):
-        order.append("batch")
-    waited = time.monotonic() - began
-    for t in writers:
-        t.join(10)
-    assert waited < 2.5  # its patience (0.2 s) and the write running then, not the whole stream
+
+    def batch() -> None:
+        with turns.turn(5000):
+            order.append("batch")
+
+    try:
+        wait_for(lambda: turns._small_waiting, what="a small write waiting")
+        large = threading.Thread(target=batch)
+        large.start()
+        # the stream never ends before the batch's turn: a starved batch never gets one
+        wait_for(lambda: "batch" in order, timeout=60, what="the batch's turn while small writes keep coming")
+        large.join(30)
+    finally:
+        stop.set()
+        for t in writers:
+            t.join(30)
 
 
 def test_a_nested_transaction_on_the_same_thread_takes_no_second_turn() -> None:
@@ -96,14 +120,14 @@ def test_a_query_answers_while_a_batch_holds_the_store(tmp_path: Path) -> None:
 
         writer = threading.Thread(target=long_write)
         writer.start()
-        assert inside.wait(5)
+        assert inside.wait(30)
         try:
             answered: list[list[str]] = []
             reader = threading.Thread(
                 target=lambda: answered.append([v.memory_id for v in w.query(tenant="ta", caller=OPERATOR)])
             )
             reader.start()
-            reader.join(5)
+            reader.join(60)  # only bounds the wait: a query waiting for the write would never answer
             assert answered == [["seen"]], "the query waited for the write transaction"
         finally:
             release.set()

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import Metric, arguments, median_of, report, scratch_dir, timed
+from _common import Metric, arguments, median_of, repeats, report, scratch_dir, sized, timed
 from memwarden.events import (
     MemorySaved,
     Scope,
@@ -116,10 +116,10 @@ def main() -> None:
 
         report("memwarden append benchmark (postgres)", append_metrics(args, Databases(args.server)), args.json_path)
         return
-    n = 20_000 if args.quick else 200_000
-    singles = 300 if args.quick else 2_000
-    verify_n = 100_000 if args.quick else 1_000_000
-    runs = args.repeat or 3
+    n = sized(args, full=200_000, quick=20_000, smoke=2_000)
+    singles = sized(args, full=2_000, quick=300, smoke=20)
+    verify_n = sized(args, full=1_000_000, quick=100_000, smoke=2_000)
+    runs = repeats(args, 3)
     tmp = scratch_dir("memwarden-bench-")
     counter = iter(range(10_000))
 
@@ -232,8 +232,9 @@ def main() -> None:
 def verify_rate_over(log: Any, n: int, runs: int) -> float:
     """Events/s of ``log.verify_chain()`` over ``n`` events appended first in
     batches of 10,000 (either backend's log); the log is closed after."""
-    chunk = events(10_000, "v")
-    for start in range(0, n, 10_000):
+    step = min(10_000, n)
+    chunk = events(step, "v")
+    for start in range(0, n, step):
         log.append(
             [
                 e.model_copy(update={"memory_id": f"v{start + k}", "event_id": f"v{start + k}"})

@@ -4,8 +4,8 @@
 
 The log is the rebuild benchmark's mix (saves, re-saves, expiries,
 verifications, revocations of whole tenants) with derived memories among
-them, 1,000,000 events (50,000 with --quick), its view built once. Each
-question runs in a fresh process, so its peak RSS (VmHWM) is its own:
+them, 1,000,000 events (50,000 with --quick, 3,000 with --smoke), its view built once. Each
+question runs in a fresh process, so its peak RSS (VmHWM) is its own (--smoke: all in one):
 
 * explain as of a random past moment, of a random memory (p50, p99);
   baseline: the same explain without as-of, on the live view;
@@ -41,12 +41,12 @@ import os
 import subprocess
 import time
 
-from _common import Metric, arguments, fresh_store, report, scratch_dir
+from _common import Metric, arguments, fresh_store, report, scratch_dir, sized
 from memwarden.events import SQLiteEventLog
 
 PRELUDE = """
 import json, random, statistics, sys, time
-from memwarden.engine import Warden, configure_logging
+from memwarden.engine import OPERATOR, Warden, configure_logging
 configure_logging(level="ERROR")
 w = Warden(sys.argv[1])
 random.seed(int(sys.argv[2]))
@@ -85,42 +85,34 @@ def keys(n):
     return out
 """
 
-EXPLAIN = (
-    PRELUDE
-    + """
+EXPLAIN = """
 chosen = keys(count)
-w.explain(chosen[0][1], tenant=chosen[0][0])  # warm the connection, as a server's is
+w.explain(chosen[0][1], tenant=chosen[0][0], caller=OPERATOR)  # warm the connection, as a server's is
 live, past = [], []
 for tenant, memory_id, seq in chosen:
     started = time.perf_counter()
-    w.explain(memory_id, tenant=tenant)
+    w.explain(memory_id, tenant=tenant, caller=OPERATOR)
     live.append(time.perf_counter() - started)
     when = w.log.get(seq).recorded_at
     started = time.perf_counter()
-    answer = w.explain(memory_id, tenant=tenant, as_of=when)
+    answer = w.explain(memory_id, tenant=tenant, as_of=when, caller=OPERATOR)
     past.append(time.perf_counter() - started)
     assert answer["seq"] >= seq
 print(json.dumps({"p50": p(past, 0.5), "p99": p(past, 0.99), "live_p99": p(live, 0.99), **hwm()}))
 """
-)
 
-REPLAY_PAGE = (
-    PRELUDE
-    + """
+REPLAY_PAGE = """
 chosen = keys(count)
 took = []
 for tenant, _memory_id, seq in chosen:
     started = time.perf_counter()
-    page = w.replay(seq=seq, tenant=tenant, limit=100)
+    page = w.replay(seq=seq, tenant=tenant, limit=100, caller=OPERATOR)
     took.append(time.perf_counter() - started)
     assert page["memories"] or page["next"] is None
 print(json.dumps({"p50": p(took, 0.5), "p99": p(took, 0.99), **hwm()}))
 """
-)
 
-WHOLE = (
-    PRELUDE
-    + """
+WHOLE = """
 from memwarden.engine._past import replay_memories
 point = int(head * count / 100)
 when = w.log.get(point).recorded_at
@@ -128,16 +120,12 @@ started = time.perf_counter()
 n = sum(1 for _ in replay_memories(w, point, when, include_unusable=True))
 print(json.dumps({"memories": n, "seconds": time.perf_counter() - started, **hwm()}))
 """
-)
 
-REBUILD = (
-    PRELUDE
-    + """
+REBUILD = """
 started = time.perf_counter()
 events = w.store.rebuild()
 print(json.dumps({"events": events, "seconds": time.perf_counter() - started, **hwm()}))
 """
-)
 
 
 def fill(path: Path, n: int) -> None:
@@ -174,10 +162,19 @@ def fill(path: Path, n: int) -> None:
 
 
 def child(script: str, path: Path | str, count: int) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(path), "7", str(count)], capture_output=True, text=True, check=True
-    )
-    return json.loads(done.stdout)
+    """The answer to one question, asked in a process of its own."""
+    return children([(script, count)], path)[0]
+
+
+def children(questions: list[tuple[str, int]], path: Path | str) -> list[dict]:
+    """The answers to ``questions`` (each a script and its count), asked in
+    one process: each its own seed, its peak memory that of all before it
+    (--smoke asks them this way, where a process each is most of the time)."""
+    script = PRELUDE + "".join(f"\nrandom.seed(7)\ncount = {count}\n{body}" for body, count in questions)
+    done = subprocess.run([sys.executable, "-c", script, str(path), "7", "0"], capture_output=True, text=True)
+    if done.returncode != 0:  # the question's own traceback, not only its exit status
+        sys.exit(f"a question's process failed:\n{done.stderr}")
+    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def size_mb(store: str) -> float:
@@ -191,8 +188,8 @@ def size_mb(store: str) -> float:
 
 def main() -> None:
     args = arguments(__doc__ or "")
-    n = 50_000 if args.quick else 1_000_000
-    asked = 40 if args.quick else 200
+    n = sized(args, full=1_000_000, quick=50_000, smoke=3_000)
+    asked = sized(args, full=200, quick=40, smoke=5)
     kept = os.environ.get("ASOF_DB")
     path = Path(kept) if kept else scratch_dir("memwarden-asof-") / "asof.db"
     if not path.exists():
@@ -205,10 +202,17 @@ def main() -> None:
 
         store = fresh_store(args, "asof")
         to_postgres(path, store)  # the same log, every seq and hash, its view built once
-    explain = child(EXPLAIN, store, asked)
-    page = child(REPLAY_PAGE, store, asked)
-    wholes = {share: child(WHOLE, store, share) for share in (10, 50, 90)}
-    rebuild = child(REBUILD, store, 0)
+    shares = (10, 50, 90)
+    if args.smoke:  # every question once, in one process: its figures judge nothing
+        explain, page, *whole, rebuild = children(
+            [(EXPLAIN, asked), (REPLAY_PAGE, asked), *((WHOLE, share) for share in shares), (REBUILD, 0)], store
+        )
+        wholes = dict(zip(shares, whole, strict=True))
+    else:
+        explain = child(EXPLAIN, store, asked)
+        page = child(REPLAY_PAGE, store, asked)
+        wholes = {share: child(WHOLE, store, share) for share in shares}
+        rebuild = child(REBUILD, store, 0)
     slowest = max(r["seconds"] for r in wholes.values())
 
     def memory(label: str, r: dict, baseline: float | None = None) -> list[Metric]:

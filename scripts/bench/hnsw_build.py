@@ -1,16 +1,19 @@
 """The HNSW graph's build and recall alone, on ``recall.py``'s corpus (issue 40).
 
-    .venv/bin/python scripts/bench/hnsw_build.py N M:EA[,M:EA...] EF[,EF...]
+    .venv/bin/python scripts/bench/hnsw_build.py [N [M:EA[,M:EA...] [EF[,EF...]]]] [--quick] [--smoke] [--json PATH]
 
 Builds a usearch graph (f16, cosine) of N of the hash embedder's vectors
-for each connectivity M and ``expansion_add`` EA, on every core, and asks
-it recall.py's 200 queries at each search breadth EF: the build's rate
-and CPU time, recall@10 against exact numpy, the search p50/p99. The
-vectors are kept in /tmp between runs.
+(100,000; --quick 10,000; --smoke 1,000) for each connectivity M and
+``expansion_add`` EA (default 16:128, usearch's), on every core, and asks
+it recall.py's 200 queries (--smoke: 20) at each search breadth EF
+(default 64): the build's rate and CPU time, recall@10 against exact
+numpy, the search p50/p99. The vectors are kept in /tmp between runs
+(not with --smoke). Target: recall@10 >= 0.95, as recall.py's.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import resource
@@ -24,6 +27,7 @@ sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + 
 
 import numpy as np
 import recall as bench
+from _common import Metric, arguments, percentile, report, sized
 from memwarden.engine import HashEmbedder
 from usearch.index import Index
 
@@ -33,31 +37,48 @@ def cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("n", type=int, nargs="?", default=None, help="vectors in the graph")
+    parser.add_argument("configs", nargs="?", default="16:128", help="M:EA[,M:EA...]")
+    parser.add_argument("breadths", nargs="?", default="64", help="EF[,EF...]")
+
+
 def main() -> None:
-    n = int(sys.argv[1])
-    configs = [tuple(int(v) for v in c.split(":")) for c in sys.argv[2].split(",")]
-    breadths = [int(x) for x in sys.argv[3].split(",")]
+    args = arguments(__doc__.splitlines()[0], options)
+    n = args.n or sized(args, full=100_000, quick=10_000, smoke=1_000)
+    configs = [tuple(int(v) for v in c.split(":")) for c in args.configs.split(",")]
+    breadths = [int(x) for x in args.breadths.split(",")]
+    asked = sized(args, full=200, quick=200, smoke=20)
     embedder = HashEmbedder(bench.DIMS)
     corpus = bench.texts(n)
-    cache = Path(f"/tmp/memwarden-hnsw-{n}.npy")
-    if cache.exists():
+    cache = None if args.smoke else Path(f"/tmp/memwarden-hnsw-{n}.npy")
+    if cache is not None and cache.exists():
         vectors = np.load(cache)
     else:
         vectors, _ = bench.embedded(embedder, corpus)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        np.save(cache, vectors)
+        if cache is not None:
+            np.save(cache, vectors)
     rng = random.Random(7)
     queries = []
-    for _ in range(200):  # as recall.py's: half of a memory's words and two others
+    for _ in range(asked):  # as recall.py's: half of a memory's words and two others
         words = corpus[rng.randrange(n)].split()[:8]
         q = np.asarray(embedder.embed([" ".join(rng.sample(words, 4) + rng.choices(bench.WORDS, k=2))])[0])
         queries.append((q / np.linalg.norm(q)).astype(np.float32))
     exact = [set(bench.exact_top(vectors, q).tolist()) for q in queries]
+    metrics: list[Metric] = []
     for m, ea in configs:
         index = Index(ndim=bench.DIMS, metric="cos", dtype="f16", connectivity=m, expansion_add=ea)
         cpu0, started = cpu(), time.perf_counter()
         index.add(np.arange(n, dtype=np.uint64), vectors, threads=0)
         took, cpu_took = time.perf_counter() - started, cpu() - cpu0
+        label = f"M={m} expansion_add={ea}"
+        metrics += [
+            Metric(f"build {n:,}, {label}", n / took, "vectors/s", None, None, "(info)", True),
+            Metric(f"build {n:,}, {label}: CPU", cpu_took, "s", took, cpu_took / took, "(info: vs wall)", True),
+            Metric(f"memory, {label}", index.memory_usage / 2**20, "MB", n * bench.DIMS * 4 / 2**20,
+                   index.memory_usage / (n * bench.DIMS * 4), "(info: vs raw f32)", True),
+        ]  # fmt: skip
         for ef in breadths:
             index.expansion_search = ef
             samples, hits = [], 0
@@ -66,14 +87,17 @@ def main() -> None:
                 found = index.search(q, 10)
                 samples.append((time.perf_counter() - at) * 1000)
                 hits += len(set(found.keys.tolist()) & e)
-            samples.sort()
-            print(
-                f"n={n:,} M={m} expansion_add={ea}: build {took:.1f} s ({n / took:,.0f}/s, CPU {cpu_took:.0f} s); "
-                f"expansion_search={ef}: recall@10 {hits / 2000:.3f}, p50 {samples[100]:.2f} ms, "
-                f"p99 {samples[197]:.2f} ms; memory {index.memory_usage / 2**20:,.0f} MB (raw f32 "
-                f"{n * bench.DIMS * 4 / 2**20:,.0f} MB); load {os.getloadavg()[0]:.1f}",
-                flush=True,
-            )
+            recall = hits / (10 * len(queries))
+            metrics += [
+                Metric(f"recall@10, {label} expansion_search={ef}", recall, "", 1.0, recall, ">= 0.95",
+                       recall >= 0.95),
+                Metric(f"search p50, {label} expansion_search={ef}", percentile(samples, 0.5), "ms", None, None,
+                       "(info)", True),
+                Metric(f"search p99, {label} expansion_search={ef}", percentile(samples, 0.99), "ms", None, None,
+                       "(info)", True),
+            ]  # fmt: skip
+    print(f"load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    report(f"HNSW build and recall ({n:,} vectors, {bench.DIMS} dims)", metrics, args.json_path)
 
 
 if __name__ == "__main__":

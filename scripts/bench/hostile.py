@@ -22,7 +22,8 @@ Baseline: the quiet run's p99, in the same process. Targets: query and
 save p99 under attack within 3x the quiet run's; no answer is a 5xx (an
 attack's included); every revocation issued is read back (confirmed) by
 the end; the server's peak memory (VmHWM) stays under the README's bound
-(1 GiB). 10 s a phase with --quick, 60 s otherwise.
+(1 GiB). 10 s a phase with --quick, 60 s otherwise; --smoke: 0.5 s a phase,
+a tenth of the seeds, connections and batch sizes, long-polls of 1 s.
 MEMWARDEN_HOSTILE_ONLY=long_poll,batches (names of the attacks: drip,
 long_poll, batches, big_batches, searches, explains, poison) runs only those, to see
 what each one costs.
@@ -49,8 +50,7 @@ from collections import Counter
 from typing import Any
 
 import httpx
-from _common import Metric, arguments, fresh_store, percentile, report
-from memwarden.engine import OPERATOR, KeyStore, Warden
+from _common import Metric, arguments, fresh_store, percentile, report, sized
 
 NORMAL_LOOPS = 8
 DRIPS = 200
@@ -90,7 +90,10 @@ def memory(memory_id: str, *, tenant: str = "acme", summary: str | None = None, 
     }
 
 
-def seed(db: str) -> dict[str, str]:
+def seed(db: str, seeds: int) -> dict[str, str]:
+    # imported here: the attackers' process (this file again) needs httpx only, not the engine
+    from memwarden.engine import OPERATOR, KeyStore, Warden
+
     w = Warden(db)
     store = KeyStore(w)
     keys = {
@@ -99,7 +102,7 @@ def seed(db: str) -> dict[str, str]:
         "security": store.create("security", caller=OPERATOR)[0],
         "auditor": store.create("auditor", caller=OPERATOR)[0],
     }
-    w.save_many([memory(f"seed{i}") for i in range(2000)], caller=OPERATOR)
+    w.save_many([memory(f"seed{i}") for i in range(seeds)], caller=OPERATOR)
     # a diamond DAG: each layer's two memories drawn from both of the layer before
     w.save_many([memory(f"d0-{s}", tenant="hostile") for s in "ab"], caller=OPERATOR)
     for layer in range(1, 21):
@@ -127,7 +130,8 @@ async def normal(urls: list[str], keys: dict[str, str], seconds: float, run: Run
     counter = itertools.count()
 
     async def loop(client: httpx.AsyncClient, n: int) -> None:
-        while time.monotonic() < deadline:
+        # a query and a save at least, however short the phase (--smoke) or slow the start
+        while time.monotonic() < deadline or not (run.latency["query"] and run.latency["save"]):
             i = next(counter)
             started = time.perf_counter()
             if i % 2:
@@ -158,8 +162,12 @@ async def normal(urls: list[str], keys: dict[str, str], seconds: float, run: Run
             await c.aclose()
 
 
-async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Run) -> None:
+async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Run, smoke: bool) -> None:
     deadline = time.monotonic() + seconds
+    # --smoke: every attack once or so, not its weight (a tenth of it; long-polls that end with the phase)
+    tenth = 10 if smoke else 1
+    drips, long_polls, same_size, big_size = DRIPS // tenth, LONG_POLLS // tenth, 2000 // tenth, 5000 // tenth
+    poll_wait = 1 if smoke else 30
     host, port = urls[0].removeprefix("http://").split(":")
 
     async def drip() -> None:
@@ -184,14 +192,14 @@ async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Ru
     async def long_poll() -> None:
         head = (await auditor.get("/v1/audit/head")).json()["seq"]
         while time.monotonic() < deadline:  # as a downstream cache follows the feed
-            response = await auditor.get("/v1/events", params={"after": head, "wait": 30})
+            response = await auditor.get("/v1/events", params={"after": head, "wait": poll_wait})
             run.answered(response)
             head = response.json().get("head", head) if response.status_code == 200 else head
             run.attacks["long-polls answered"] += 1
 
     async def batches() -> None:
         while time.monotonic() < deadline:
-            items = [memory("same", tenant="hostile") for _ in range(2000)]
+            items = [memory("same", tenant="hostile") for _ in range(same_size)]
             run.answered(await attacker.post("/v1/memories/batch", json={"memories": items}))
             run.attacks["same-id batches"] += 1
 
@@ -200,8 +208,8 @@ async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Ru
     async def big_batches() -> None:
         # 5,000 distinct items, about 3 MB each, from 6 loops at once
         while time.monotonic() < deadline:
-            start = next(big) * 5_000
-            items = [memory(f"big{start + i}", tenant="hostile", content="b" * 300) for i in range(5_000)]
+            start = next(big) * big_size
+            items = [memory(f"big{start + i}", tenant="hostile", content="b" * 300) for i in range(big_size)]
             run.answered(await attacker.post("/v1/memories/batch", json={"memories": items}))
             run.attacks["3 MB batches"] += 1
 
@@ -240,8 +248,8 @@ async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Ru
     only = set(os.environ.get("MEMWARDEN_HOSTILE_ONLY", every).split(","))
     try:
         await asyncio.gather(
-            *(drip() for _ in range(DRIPS if "drip" in only else 0)),
-            *(persistent(long_poll) for _ in range(LONG_POLLS if "long_poll" in only else 0)),
+            *(drip() for _ in range(drips if "drip" in only else 0)),
+            *(persistent(long_poll) for _ in range(long_polls if "long_poll" in only else 0)),
             *(persistent(a) for a in (batches, searches, explains, poison) if a.__name__ in only),
             *(persistent(big_batches) for _ in range(6 if "big_batches" in only else 0)),
         )
@@ -250,13 +258,15 @@ async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Ru
         await attacker.aclose()
 
 
-async def phase(urls: list[str], keys: dict[str, str], seconds: float, hostile: bool) -> tuple[Run, dict[str, Any]]:
+async def phase(
+    urls: list[str], keys: dict[str, str], seconds: float, hostile: bool, smoke: bool
+) -> tuple[Run, dict[str, Any]]:
     """Normal work in this process; the attacks, if any, in another (so that
     the attackers' own client work does not slow the normal agents' loop)."""
     run = Run()
     attackers = None
     if hostile:
-        spec = json.dumps({"urls": urls, "keys": keys, "seconds": seconds})
+        spec = json.dumps({"urls": urls, "keys": keys, "seconds": seconds, "smoke": smoke})
         attackers = subprocess.Popen(
             [sys.executable, __file__], env={**os.environ, ATTACKER: spec}, stdout=subprocess.PIPE, text=True
         )
@@ -270,7 +280,7 @@ async def phase(urls: list[str], keys: dict[str, str], seconds: float, hostile: 
 
 def attacker_main(spec: dict[str, Any]) -> None:
     run = Run()
-    asyncio.run(attacks(spec["urls"], spec["keys"], spec["seconds"], run))
+    asyncio.run(attacks(spec["urls"], spec["keys"], spec["seconds"], run, spec["smoke"]))
     print(json.dumps({"attacks": dict(run.attacks), "statuses": {str(k): v for k, v in run.statuses.items()}}))
 
 
@@ -295,9 +305,9 @@ def peak_mb(pid: int) -> float:
 
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
-    seconds = 10.0 if args.quick else 60.0
+    seconds = sized(args, full=60.0, quick=10.0, smoke=0.5)
     db = fresh_store(args, "hostile")
-    keys = seed(db)
+    keys = seed(db, sized(args, full=2000, quick=2000, smoke=200))
     nodes = 2 if args.backend == "postgres" else 1
     ports = [free_port() for _ in range(nodes)]
     exe = str(Path(sys.executable).with_name("memwarden"))
@@ -313,8 +323,8 @@ def main() -> None:
     try:
         for url in urls:
             wait_up(url)
-        quiet, _ = asyncio.run(phase(urls, keys, seconds, hostile=False))
-        loud, sent = asyncio.run(phase(urls, keys, seconds, hostile=True))
+        quiet, _ = asyncio.run(phase(urls, keys, seconds, hostile=False, smoke=args.smoke))
+        loud, sent = asyncio.run(phase(urls, keys, seconds, hostile=True, smoke=args.smoke))
         for status, n in sent["statuses"].items():
             loud.statuses[int(status)] += n
         issued = quiet.revocations + loud.revocations

@@ -4,7 +4,8 @@ FastAPI endpoint returning a constant, served the same way, in the same run.
     .venv/bin/python scripts/bench/http.py [--quick] [--json PATH] [--backend postgres]
 
 16 concurrent clients (asyncio + httpx, one process) for a fixed time per
-endpoint; requests/s and p99 latency, median of several runs.
+endpoint (8 s; --quick 2 s; --smoke 0.2 s over 100 memories, not 2,000);
+requests/s and p99 latency, median of several runs.
 Target: query >= 50% of the bare endpoint's rate. Beside it, the query
 load spread over two `memwarden serve` processes on the same store (the
 clients and both servers share this machine's cores).
@@ -29,7 +30,7 @@ import textwrap
 import time
 
 import httpx
-from _common import Metric, arguments, fresh_store, report, scratch_dir
+from _common import Metric, arguments, fresh_store, repeats, report, scratch_dir, sized
 from memwarden.engine import OPERATOR, KeyStore, Warden
 
 CLIENTS = 16
@@ -71,11 +72,13 @@ async def load(urls: str | list[str], seconds: float, make_request: object) -> t
     deadline = time.monotonic() + seconds
 
     async def worker(client: httpx.AsyncClient) -> None:
-        while time.monotonic() < deadline:
+        while True:  # one request at least, however short the phase (--smoke) or slow the start
             started = time.perf_counter()
             response = await make_request(client, next(counter))  # type: ignore[operator]
             latencies.append(time.perf_counter() - started)
             assert response.status_code < 300, response.text
+            if time.monotonic() >= deadline:
+                return
 
     limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
     clients = [httpx.AsyncClient(base_url=url, limits=limits, timeout=30) for url in urls]
@@ -92,13 +95,13 @@ async def load(urls: str | list[str], seconds: float, make_request: object) -> t
 
 def main() -> None:
     args = arguments(__doc__ or "")
-    seconds = 2.0 if args.quick else 8.0
-    runs = args.repeat or 3
+    seconds = sized(args, full=8.0, quick=2.0, smoke=0.2)
+    runs = repeats(args, 3)
     tmp = scratch_dir("memwarden-http-")
     db = fresh_store(args, "http")
     w = Warden(db)
     key, _ = KeyStore(w).create("agent", tenants=["acme"], caller=OPERATOR)
-    for i in range(2000):
+    for i in range(sized(args, full=2000, quick=2000, smoke=100)):
         w.save(
             memory_id=f"seed{i}",
             kind="external_fact",

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench/langgraph_store.py [--quick] [--json PATH] [--repeat N] [--backend postgres]
 
-The same items (100,000; 10,000 with --quick) in 100 namespaces of 10
+The same items (100,000; 10,000 with --quick; 1,000 with --smoke) in 100 namespaces of 10
 users each, put through ``BaseStore`` in one run, on one machine:
 ``MemwardenStore`` in process (an agent key's Warden), then the floor, then
 LangGraph's ``SqliteStore`` (``langgraph-checkpoint-sqlite``) and
@@ -40,11 +40,10 @@ from typing import Any
 # look in this folder last, not first
 _HERE = str(Path(__file__).resolve().parent)
 sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
-from _common import Metric, RawConnection, arguments, fresh_store, median_of, percentile, report
+from _common import Metric, RawConnection, arguments, fresh_store, median_of, percentile, report, sized
 from memwarden.engine import OPERATOR, Principal, Warden
 from memwarden.events import FrozenClock
 
-READS = 2000
 AGENT = Principal("bench", "agent", tenants=("acme",))
 FILTER = {"n": {"$gte": 10}, "kind_of": "note"}
 
@@ -162,7 +161,7 @@ class Floor:
         from langgraph.store.base import SearchItem
 
         sql = (
-            f'{self.row} WHERE m.tenant = ? AND m.project = ? AND {self.user} = ? AND {self.filter} '
+            f"{self.row} WHERE m.tenant = ? AND m.project = ? AND {self.user} = ? AND {self.filter} "
             "AND m.status = 'usable' AND (m.expires_at IS NULL OR m.expires_at > ?) "
             "ORDER BY m.last_seq DESC LIMIT 10"
         )
@@ -177,7 +176,7 @@ class Floor:
         return items
 
 
-def measure(which: str, args: Any, n: int, singles: int) -> dict[str, float]:
+def measure(which: str, args: Any, n: int, singles: int, reads: int) -> dict[str, float]:
     from langgraph.store.base import PutOp
 
     clock = FrozenClock("2026-01-05T09:00:00Z")
@@ -233,7 +232,7 @@ def measure(which: str, args: Any, n: int, singles: int) -> dict[str, float]:
     if warden is not None:
         clock.advance("2m")  # the one-minute items are past their TTL
         warden.revoke({"tenant": "acme", "project": "p5"}, reason="bench", caller=OPERATOR)
-    picks = random.Random(7).choices(range(n), k=READS)
+    picks = random.Random(7).choices(range(n), k=reads)
     readers = {
         "get": lambda i: store.get(item(i)[0], item(i)[1]),
         "search": lambda i: store.search(item(i)[0], filter=FILTER, limit=10),
@@ -265,12 +264,13 @@ def measure(which: str, args: Any, n: int, singles: int) -> dict[str, float]:
 
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
-    n, singles = (10_000, 500) if args.quick else (100_000, 2000)
-    runs = args.repeat or (1 if args.quick else 3)
+    n, singles = sized(args, full=(100_000, 2000), quick=(10_000, 500), smoke=(1_000, 20))
+    reads = sized(args, full=2000, quick=2000, smoke=50)
+    runs = args.repeat or (1 if args.quick or args.smoke else 3)
     results: dict[str, list[dict[str, float]]] = {k: [] for k in ("memwarden", "save", "sqlite", "memory")}
     for _ in range(runs):
         for which in results:  # alternating, run by run: each sees the same machine
-            results[which].append(measure(which, args, n, singles))
+            results[which].append(measure(which, args, n, singles, reads))
 
     def med(which: str, key: str) -> float:
         values = iter([r[key] for r in results[which]])

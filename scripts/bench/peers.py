@@ -4,7 +4,7 @@
 
 The store an agent developer would pick instead of memwarden is LangGraph's
 ``SqliteStore`` (``langgraph-checkpoint-sqlite``, in the ``bench`` extra).
-Both get the same 100,000 memories (10,000 with --quick): 100 tenants x 10
+Both get the same 100,000 memories (10,000 with --quick, 1,000 with --smoke): 100 tenants x 10
 projects, ~200-byte Korean and English texts, a fifth of them past their
 expiry. memwarden keeps a memory as a hash-chained event, its view row, its
 text and its text index entry; LangGraph as one row of JSON in a
@@ -61,11 +61,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from _common import Metric, arguments, percentile, report, scratch_dir
+from _common import Metric, arguments, percentile, repeats, report, scratch_dir, sized
 
 TEXT = "서울 지사 회의록: 목요일 오후 3시, 3층 회의실. Quarterly numbers reviewed; follow-ups assigned. "
 BATCH = 1000
-READS = 2000
+READS = 2000  # reads of each kind (--smoke: 50)
 T0 = "2026-01-05T09:00:00Z"
 
 
@@ -113,7 +113,7 @@ def disk_mb(path: Path) -> float:
 # -- memwarden -------------------------------------------------------------
 
 
-def ours(folder: Path, n: int, singles: int) -> dict[str, float]:
+def ours(folder: Path, n: int, singles: int, reads: int) -> dict[str, float]:
     from memwarden.engine import OPERATOR, Scheduler, Warden
     from memwarden.events import FrozenClock
 
@@ -151,7 +151,7 @@ def ours(folder: Path, n: int, singles: int) -> dict[str, float]:
     out["disk_mb"] = disk_mb(path)
 
     clock.advance("2h")  # the fifth saved with a TTL of 1h is past it now
-    picks = random.Random(7).choices(range(n), k=READS)
+    picks = random.Random(7).choices(range(n), k=reads)
 
     def get(i: int) -> int:
         m = memory(i)
@@ -184,7 +184,7 @@ def ours(folder: Path, n: int, singles: int) -> dict[str, float]:
 # -- LangGraph ---------------------------------------------------------------
 
 
-def peer(folder: Path, n: int, singles: int) -> dict[str, float]:
+def peer(folder: Path, n: int, singles: int, reads: int) -> dict[str, float]:
     from langgraph.store.base import PutOp
     from langgraph.store.sqlite import SqliteStore
 
@@ -234,7 +234,7 @@ def peer(folder: Path, n: int, singles: int) -> dict[str, float]:
         [(expired_at, f"{m['tenant']}.{m['project']}", m["memory_id"]) for m in map(memory, range(0, n, 5))],
     )
     conn.execute("COMMIT")
-    picks = random.Random(7).choices(range(n), k=READS)
+    picks = random.Random(7).choices(range(n), k=reads)
 
     def past(item: Any) -> int:
         # its Items do not carry expires_at: which were set past it is known
@@ -267,11 +267,11 @@ def peer(folder: Path, n: int, singles: int) -> dict[str, float]:
 # -- the run -----------------------------------------------------------------
 
 
-def child(which: str, n: int, singles: int) -> dict[str, float]:
+def child(which: str, n: int, singles: int, reads: int) -> dict[str, float]:
     """One store's figures, from a process of its own."""
     folder = scratch_dir(f"memwarden-peers-{which}-")
     result = subprocess.run(
-        [sys.executable, __file__, "--child", which, str(n), str(singles), str(folder)],
+        [sys.executable, __file__, "--child", which, str(n), str(singles), str(reads), str(folder)],
         capture_output=True,
         text=True,
         env=os.environ | {"PYTHONHASHSEED": "0"},
@@ -285,12 +285,13 @@ def main() -> None:
     args = arguments(__doc__ or "")
     if args.backend != "sqlite":
         sys.exit("peers.py compares the embedded SQLite store with LangGraph's SqliteStore")
-    n, singles = (10_000, 300) if args.quick else (100_000, 1_000)
-    runs = args.repeat or 3
+    n, singles = sized(args, full=(100_000, 1_000), quick=(10_000, 300), smoke=(1_000, 20))
+    reads = sized(args, full=READS, quick=READS, smoke=50)
+    runs = repeats(args, 3)
     rounds: dict[str, list[dict[str, float]]] = {"ours": [], "peer": []}
     for k in range(runs):
         for which in ("ours", "peer"):  # alternating, so both see the same machine
-            rounds[which].append(child(which, n, singles))
+            rounds[which].append(child(which, n, singles, reads))
             print(f"round {k + 1}: {which} done", file=sys.stderr)
 
     def med(which: str, key: str) -> float:
@@ -328,10 +329,10 @@ def main() -> None:
             sweep_ms <= 400 or n != 100_000,
         ),
         pair(f"revoke a tenant ({revoked:,.0f}) vs search and delete", "revoke_ms", "ms", "(info)", lambda r: True),
-        pair(f"get by id p99 ({READS:,} reads)", "get_p99_ms", "ms", "(info)", lambda r: True),
-        pair(f"scope query p99 ({READS:,} queries of 10)", "query_p99_ms", "ms", "(info)", lambda r: True),
+        pair(f"get by id p99 ({reads:,} reads)", "get_p99_ms", "ms", "(info)", lambda r: True),
+        pair(f"scope query p99 ({reads:,} queries of 10)", "query_p99_ms", "ms", "(info)", lambda r: True),
         Metric(
-            f"expired answers served in {READS:,} queries (baseline: LangGraph's)",
+            f"expired answers served in {reads:,} queries (baseline: LangGraph's)",
             med("ours", "expired_served"),
             "answers",
             med("peer", "expired_served"),
@@ -345,11 +346,12 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        which, n, singles, folder = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])
+        which, folder = sys.argv[2], Path(sys.argv[6])
+        n, singles, reads = (int(a) for a in sys.argv[3:6])
         if which == "ours":
             from memwarden.engine import configure_logging
 
             configure_logging(level="ERROR")
-        print(json.dumps((ours if which == "ours" else peer)(folder, n, singles)))
+        print(json.dumps((ours if which == "ours" else peer)(folder, n, singles, reads)))
     else:
         main()

@@ -33,7 +33,7 @@ import statistics
 import time
 
 import psycopg
-from _common import Databases, Metric, arguments, median_of, report, timed
+from _common import Databases, Metric, arguments, median_of, repeats, report, sized, timed
 from append import EsMemory, events, raw_rows, verify_rate_over
 from memwarden.engine import OPERATOR, Scheduler, Warden
 from memwarden.events import MemorySaved, PostgresEventLog, Scope, content_checksum
@@ -52,9 +52,9 @@ RAW_INSERT = "INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
 def main() -> None:
     args = arguments(__doc__ or "")
     dbs = Databases(args.server)
-    memories = 20_000 if args.quick else 200_000
+    memories = sized(args, full=200_000, quick=20_000, smoke=200)
     metrics = append_metrics(args, dbs)
-    saved, copied = _batch_save_figures(dbs, 5 if args.quick else 20, args.repeat or 3)
+    saved, copied = _batch_save_figures(dbs, sized(args, full=20, quick=5, smoke=1), repeats(args, 3))
     metrics.append(
         Metric(
             "batch save (1,000 a batch) vs raw COPY of its rows",
@@ -66,7 +66,9 @@ def main() -> None:
             True,
         )
     )
-    query_p99, raw_p99, commit_ms, readback_ms = _view_figures(dbs.fresh("view"), memories)
+    queries = sized(args, full=2000, quick=2000, smoke=20)
+    query_p99, raw_p99, commit_ms, readback_ms = _view_figures(dbs.fresh("view"), memories, queries)
+    revoked = min(10_000, memories)
     metrics += [
         Metric(
             f"agent query p99 at {memories:,} vs the raw SELECT",
@@ -77,18 +79,20 @@ def main() -> None:
             "<= 4x raw",
             query_p99 <= 4 * raw_p99,
         ),
-        Metric("revoke 10,000: commit", commit_ms, "ms", None, None, "<= 500 ms", commit_ms <= 500),
-        Metric("revoke 10,000: read-back confirmed", readback_ms, "ms", None, None, "<= 1000 ms", readback_ms <= 1000),
+        Metric(f"revoke {revoked:,}: commit", commit_ms, "ms", None, None, "<= 500 ms", commit_ms <= 500),
+        Metric(
+            f"revoke {revoked:,}: read-back confirmed", readback_ms, "ms", None, None, "<= 1000 ms", readback_ms <= 1000
+        ),
     ]
     report("memwarden on PostgreSQL", metrics, args.json_path)
 
 
 def append_metrics(args: argparse.Namespace, dbs: Databases) -> list[Metric]:
     """The append figures on PostgreSQL (``append.py --backend postgres``)."""
-    n = 20_000 if args.quick else 100_000
-    singles = 300 if args.quick else 1_000
-    verify_n = 100_000 if args.quick else 1_000_000
-    runs = args.repeat or 3
+    n = sized(args, full=100_000, quick=20_000, smoke=2_000)
+    singles = sized(args, full=1_000, quick=300, smoke=10)
+    verify_n = sized(args, full=1_000_000, quick=100_000, smoke=2_000)
+    runs = repeats(args, 3)
     evs = events(n, "b")
     payloads = [e.payload() for e in evs]
     counter = iter(range(10**6))
@@ -235,9 +239,10 @@ def _batch_save_figures(dbs: Databases, batches: int, runs: int) -> tuple[float,
     return median_of(runs, ours), median_of(runs, floor)
 
 
-def _view_figures(url: str, memories: int) -> tuple[float, float, float, float]:
+def _view_figures(url: str, memories: int, queries: int) -> tuple[float, float, float, float]:
     """The agent query's p99 over ``memories`` (100 tenants x 10 projects),
-    against the same SELECT by hand, and a tenant of 10,000 revoked."""
+    ``queries`` times against the same SELECT by hand, and a tenant of
+    10,000 revoked (every memory, when there are fewer)."""
     w = Warden(url)
     per_batch = 2000
     for start in range(0, memories, per_batch):
@@ -266,7 +271,7 @@ def _view_figures(url: str, memories: int) -> tuple[float, float, float, float]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")  # as autovacuum would have (query.py)
         samples, raw = [], []
-        for k in range(2000):
+        for k in range(queries):
             tenant, project = f"t{1 + k % 99}", f"p{k % 10}"
             started = time.perf_counter()
             w.query(tenant=tenant, project=project, limit=20, caller=OPERATOR)

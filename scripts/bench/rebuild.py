@@ -32,8 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import Metric, arguments, fresh_store, median_of, report, scratch_dir, timed
-from memwarden.engine import OPERATOR
+from _common import Metric, arguments, fresh_store, median_of, repeats, report, scratch_dir, sized, timed
 from memwarden.events import ROW_COLUMNS, SQLiteEventLog, TextStore
 from memwarden.projections import COLUMNS, Projector
 
@@ -217,7 +216,7 @@ def to_postgres(path: Path, url: str) -> None:
         ):
             for t in TextStore(source.conn).all():
                 copy.write_row((t.tenant, t.memory_id, t.version, _utf8(t.summary), _utf8(t.content)))
-    target.import_records(source.read(), caller=OPERATOR)
+    target.import_records(source.read())
     source.close()
     target.close()
     Warden(url).close()  # opening folds the imported log into the view
@@ -265,9 +264,9 @@ def ours_rate_postgres(url: str) -> float:
 
 def main() -> None:
     args = arguments(__doc__ or "")
-    small, large = (20_000, 100_000) if args.quick else (100_000, 1_000_000)
-    es_n = 20_000 if args.quick else 100_000
-    runs = args.repeat or 3
+    small, large = sized(args, full=(100_000, 1_000_000), quick=(20_000, 100_000), smoke=(1_000, 3_000))
+    es_n = sized(args, full=100_000, quick=20_000, smoke=1_000)
+    runs = repeats(args, 3)
     tmp = scratch_dir("memwarden-rebuild-")
     small_db, large_db = tmp / "small.db", tmp / "large.db"
     print(f"filling logs of {small:,} and {large:,} events ...", file=sys.stderr)

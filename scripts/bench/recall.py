@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench/recall.py [--quick] [--json PATH] [--repeat N] [--million]
 
 100,000 memories of 384 dimensions over 100 tenants, one of them holding
-half (--quick: 10,000; --million: 1,000,000, without the peer, whose lists
+half (--quick: 10,000; --smoke: 1,000; --million: 1,000,000, without the peer, whose lists
 of floats would not fit), their vectors made by memwarden's deterministic
 hash embedder from texts of pseudo-words and given with each save. In the
 same run: exact search with numpy over the large tenant's vectors (the
@@ -45,14 +45,14 @@ _HERE = str(Path(__file__).resolve().parent)
 sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
 
 import numpy as np
-from _common import Metric, arguments, median_of, percentile, report, scratch_dir
+from _common import Metric, arguments, median_of, percentile, report, scratch_dir, sized
 from memwarden.engine import OPERATOR, HashEmbedder, IndexSettings, Warden
 from memwarden.events import FrozenClock
 
 DIMS = 384
 TENANTS = 100
 BIG = "t00"  # the tenant holding half
-REVOKED = 1000  # memories of the big tenant in project "leak", revoked together
+REVOKED = 1000  # memories of the big tenant in project "leak", revoked together (--smoke: 100)
 BATCH = 10_000  # the batch save measured
 _SYLLABLES = [c + v for c in "bdgjklmnprstvzhcfwyq" for v in "aeiou"]
 WORDS = [a + b for a in _SYLLABLES for b in _SYLLABLES]  # 10,000 pseudo-words
@@ -77,7 +77,7 @@ def tenant_of(i: int) -> str:
     return BIG if i % 2 == 0 else f"t{1 + (i // 2) % (TENANTS - 1):02}"
 
 
-def item(i: int, text: str, vector: np.ndarray | None, big_seen: int) -> dict[str, Any]:
+def item(i: int, text: str, vector: np.ndarray | None, big_seen: int, revoked: int = REVOKED) -> dict[str, Any]:
     tenant = tenant_of(i)
     out: dict[str, Any] = {
         "memory_id": f"m{i}",
@@ -85,7 +85,7 @@ def item(i: int, text: str, vector: np.ndarray | None, big_seen: int) -> dict[st
         "summary": text,
         "content": text,
         "source_url": f"https://example.org/{i}",
-        "scope": {"tenant": tenant, "project": "leak" if tenant == BIG and big_seen < REVOKED else f"p{i % 10}"},
+        "scope": {"tenant": tenant, "project": "leak" if tenant == BIG and big_seen < revoked else f"p{i % 10}"},
         "ttl": "30d",
     }
     if vector is not None:
@@ -93,12 +93,12 @@ def item(i: int, text: str, vector: np.ndarray | None, big_seen: int) -> dict[st
     return out
 
 
-def fill(w: Warden, corpus: list[str], vectors: np.ndarray) -> None:
+def fill(w: Warden, corpus: list[str], vectors: np.ndarray, revoked: int = REVOKED) -> None:
     big_seen = 0
     for at in range(0, len(corpus), 1000):
         batch = []
         for i in range(at, min(at + 1000, len(corpus))):
-            batch.append(item(i, corpus[i], vectors[i], big_seen))
+            batch.append(item(i, corpus[i], vectors[i], big_seen, revoked))
             big_seen += tenant_of(i) == BIG
         w.save_many(batch, caller=OPERATOR)
 
@@ -141,8 +141,10 @@ def langgraph(corpus: list[str], vectors: np.ndarray, queries: list[tuple[str, n
     return {"p99": percentile(samples, 0.99), "p50": percentile(samples, 0.5), "answers": answers}
 
 
-def batch_rates(folder: Path, corpus: list[str], vectors: np.ndarray, runs: int) -> tuple[float, float]:
-    """Items/s of one batch of 10,000 saves into a fresh store, with vectors and without."""
+def batch_rates(
+    folder: Path, corpus: list[str], vectors: np.ndarray, runs: int, size: int = BATCH
+) -> tuple[float, float]:
+    """Items/s of one batch of ``size`` saves into a fresh store, with vectors and without."""
 
     def one(with_vectors: bool, run: int) -> float:
         w = Warden(folder / f"batch-{with_vectors}-{run}.db", clock=FrozenClock("2026-01-05T09:00:00Z"))
@@ -152,11 +154,11 @@ def batch_rates(folder: Path, corpus: list[str], vectors: np.ndarray, runs: int)
                 w.search(tenant=BIG, vector=vectors[0].tolist(), mode="vector", caller=OPERATOR)
             m = len(corpus)  # --quick has fewer texts than the batch: they are used again, under other ids
             items = [
-                item(i, corpus[i % m], vectors[i % m] if with_vectors else None, REVOKED) for i in range(10, 10 + BATCH)
+                item(i, corpus[i % m], vectors[i % m] if with_vectors else None, REVOKED) for i in range(10, 10 + size)
             ]
             started = time.perf_counter()
             w.save_many(items, caller=OPERATOR)
-            return BATCH / (time.perf_counter() - started)
+            return size / (time.perf_counter() - started)
         finally:
             w.close()
 
@@ -173,11 +175,14 @@ def main() -> None:
     parser_args = arguments(__doc__.splitlines()[0])
     if parser_args.backend != "sqlite":
         sys.exit("recall.py measures the SQLite store (the index is the same on PostgreSQL; its files are not)")
-    quick = parser_args.quick
-    n = 10_000 if quick else (1_000_000 if million else 100_000)
-    exact_up_to = 1000 if quick else 20_000  # the default past --quick: the big tenant is a graph either way
-    n_queries = 100 if quick else 200
-    after_revoke = 1000 if quick else 10_000
+    quick = parser_args.quick or parser_args.smoke
+    # --smoke: the big tenant (500) is past exact_up_to (a graph) and holds more than the revoked
+    n = sized(parser_args, full=1_000_000 if million else 100_000, quick=10_000, smoke=1_000)
+    exact_up_to = sized(parser_args, full=20_000, quick=1000, smoke=200)  # the default past --quick
+    revoked = sized(parser_args, full=REVOKED, quick=REVOKED, smoke=100)
+    n_queries = sized(parser_args, full=200, quick=100, smoke=10)
+    after_revoke = sized(parser_args, full=10_000, quick=1000, smoke=20)
+    batch = sized(parser_args, full=BATCH, quick=BATCH, smoke=500)
     runs = parser_args.repeat or (1 if quick else 3)
     folder = scratch_dir("memwarden-recall-")
     embedder = HashEmbedder(DIMS)
@@ -198,7 +203,7 @@ def main() -> None:
     ))  # fmt: skip
     print(f"saving {n:,} memories with vectors ...", file=sys.stderr)
     started = time.perf_counter()
-    fill(w, corpus, vectors)
+    fill(w, corpus, vectors, revoked)
     print(f"saved in {time.perf_counter() - started:.1f}s; loading the indexes ...", file=sys.stderr)
     for t in range(TENANTS):
         w.search(tenant=f"t{t:02}", vector=queries[0][1].tolist(), mode="vector", limit=1, caller=OPERATOR)
@@ -230,11 +235,11 @@ def main() -> None:
     raw_bytes = held * DIMS * 4
 
     # the revocation: 1,000 of the big tenant, then searches by their own vectors
-    revoked_ids = {f"m{i}" for i in big_rows[:REVOKED]}
+    revoked_ids = {f"m{i}" for i in big_rows[:revoked]}
     started = time.perf_counter()
     w.revoke({"tenant": BIG, "project": "leak"}, reason="bench", caller=OPERATOR)
     revoke_ms = (time.perf_counter() - started) * 1000
-    picks = [int(big_rows[k % REVOKED]) for k in range(after_revoke)]
+    picks = [int(big_rows[k % revoked]) for k in range(after_revoke)]
     s, answers = ms_samples(
         lambda i: w.search(tenant=BIG, vector=vectors[i].tolist(), mode="vector", limit=10, caller=OPERATOR), picks
     )
@@ -258,7 +263,7 @@ def main() -> None:
             )
         )
     print("batch saves ...", file=sys.stderr)
-    with_rate, without_rate = batch_rates(folder, corpus, vectors, max(runs, 3) if not quick else 1)
+    with_rate, without_rate = batch_rates(folder, corpus, vectors, max(runs, 3) if not quick else 1, batch)
 
     big = len(big_rows)
     metrics = [
@@ -270,14 +275,14 @@ def main() -> None:
         Metric(f"search p50 ({BIG}, limit 10) (info)", mw_p50, "ms", exact_p50, mw_p50 / exact_p50,
                "- (baseline: exact numpy p50)", True),
         Metric("exact numpy search p99 (the floor, info)", exact_p99, "ms", None, None, "-", True),
-        Metric(f"revoked served in {after_revoke:,} searches after revoking {REVOKED:,}", leaked, "results", None,
+        Metric(f"revoked served in {after_revoke:,} searches after revoking {revoked:,}", leaked, "results", None,
                None, "0", leaked == 0),
-        Metric(f"revoke {REVOKED:,}: commit (info)", revoke_ms, "ms", None, None, "-", True),
+        Metric(f"revoke {revoked:,}: commit (info)", revoke_ms, "ms", None, None, "-", True),
         Metric("search p99 by a revoked memory's own vector (info)", revoked_p99, "ms", mw_p99, revoked_p99 / mw_p99,
                "-", True),
         Metric(f"index memory ({held:,} vectors, {TENANTS} tenants)", index_bytes / 2**20, "MB", raw_bytes / 2**20,
                index_bytes / raw_bytes, "<= 1.5x raw float32", index_bytes <= 1.5 * raw_bytes),
-        Metric(f"batch save of {BATCH:,} with vectors", with_rate, "memories/s", without_rate,
+        Metric(f"batch save of {batch:,} with vectors", with_rate, "memories/s", without_rate,
                with_rate / without_rate, ">= 0.5x without", with_rate >= 0.5 * without_rate),
         Metric(f"hash embedder, {DIMS} dims (info)", embed_rate, "texts/s", None, None, "-", True),
     ]  # fmt: skip

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench/revoke.py [--quick] [--json PATH] [--backend postgres]
 
-A scope of 10,000 memories among 1M (--quick: 1,000 among 100k), revoked
+A scope of 10,000 memories among 1M (--quick: 1,000 among 100k; --smoke: 100 among 2,000), revoked
 several times (a different scope each run; medians reported). Commit is the
 revoke() call; confirmed is commit plus the read-back through every agent
 read path until `readback.confirmed` is written. Baseline: the raw SQL
@@ -37,7 +37,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _common import Metric, RawConnection, arguments, fresh_store, report
+from _common import Metric, RawConnection, arguments, fresh_store, repeats, report, sized
 from memwarden.engine import OPERATOR, Scheduler, Warden
 from memwarden.events import (
     GENESIS_HASH,
@@ -55,8 +55,8 @@ from query import fill
 
 def main() -> None:
     args = arguments(__doc__ or "")
-    n, scope = (100_000, 1_000) if args.quick else (1_000_000, 10_000)
-    runs = args.repeat or 5
+    n, scope = sized(args, full=(1_000_000, 10_000), quick=(100_000, 1_000), smoke=(2_000, 100))
+    runs = repeats(args, 5)
     tenants = n // scope
     postgres = args.backend == "postgres"
     location = fresh_store(args, "revoke")

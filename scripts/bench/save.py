@@ -9,12 +9,12 @@ its text at a time with the same settings. Batch: ``Warden.save_many`` in
 batches of 1,000; baseline, raw ``executemany`` of the same rows (event and
 text) in one transaction per batch. Medians of 3 runs (--repeat).
 
-Sweep: 100,000 memories (20,000 with --quick), a fifth past their expiry,
+Sweep: 100,000 memories (20,000 with --quick, 1,000 with --smoke), a fifth past their expiry,
 swept by the scheduler (``memory.expired`` events, the view, the counters);
 baseline, the raw UPDATE of the same rows' status in one commit.
 
 A store that has lived holds revocations: the single save again in a
-store of 1,000 (other tenants', ten naming none), against the single save
+store of 1,000 (--smoke: 50; other tenants', ten naming none), against the single save
 in a store of none; a save checks only those that may cover it, parsed
 once (projections/_revocation_cache.py), so its cost holds flat.
 
@@ -52,7 +52,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from _common import Metric, arguments, report, scratch_dir
+from _common import Metric, arguments, repeats, report, scratch_dir, sized
 from memwarden.engine import OPERATOR, Scheduler, Warden
 from memwarden.events import FrozenClock, canonical_json
 
@@ -169,9 +169,10 @@ def main() -> None:
     args = arguments(__doc__ or "")
     if args.backend != "sqlite":
         sys.exit("save.py measures the embedded SQLite store only (its baseline is raw sqlite3)")
-    runs = args.repeat or 3
-    singles, batches, batch = (300, 5, 1000) if args.quick else (2000, 20, 1000)
-    swept = 20_000 if args.quick else 100_000
+    runs = repeats(args, 3)
+    singles, batches, batch = sized(args, full=(2000, 20, 1000), quick=(300, 5, 1000), smoke=(20, 1, 200))
+    swept = sized(args, full=100_000, quick=20_000, smoke=1_000)
+    lived = sized(args, full=1000, quick=1000, smoke=50)  # revocations in the store that has lived
     folder = scratch_dir("memwarden-save-")
     counter = iter(range(10**6))
 
@@ -280,7 +281,7 @@ def main() -> None:
         single.append(ours_single())
         single_same.append(same_single())
         single_raw.append(raw_single())
-        single_revoked.append(ours_single(revocations=1000))
+        single_revoked.append(ours_single(revocations=lived))
         many.append(ours_batch())
         many_same.append(same_batch())
         many_raw.append(raw_batch())
@@ -295,7 +296,7 @@ def main() -> None:
         Metric("single durable save vs raw one-row commit (info: event and text only)", s, "saves/s", sr, s / sr,
                "(info)", True),
         Metric(
-            "single save in a store of 1,000 revocations vs in one of none",
+            f"single save in a store of {lived:,} revocations vs in one of none",
             srv,
             "saves/s",
             s,

@@ -3,7 +3,7 @@ sink confirmed, beside memwarden's own read-back in the same run.
 
     .venv/bin/python scripts/bench/sinks.py [--quick] [--json PATH] [--backend postgres]
 
-Each run saves a tenant of 10,000 memories (--quick: 1,000), fills a real
+Each run saves a tenant of 10,000 memories (--quick: 1,000; --smoke: 100), fills a real
 Redis (127.0.0.1:6379, or MEMWARDEN_BENCH_REDIS) with them as agents' hot
 cache and hands their ids to a webhook receiver on loopback (the tests'
 ``sink_receiver``: every request verified with ``standardwebhooks``), then
@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any
 
-from _common import Metric, arguments, fresh_store, percentile, report
+from _common import Metric, arguments, fresh_store, percentile, report, sized
 from memwarden.engine import OPERATOR, AddressPolicy, Fetchers, Scheduler, SinkWorker, Warden, sinks_from_table
 
 from tests.sink_receiver import Receiver, new_secret
@@ -122,9 +122,9 @@ def agent_p99(w: Warden, tenant: str, rounds: int) -> tuple[float, float]:
 
 def main() -> None:
     args = arguments(__doc__ or "")
-    n = 1_000 if args.quick else 10_000
-    runs = args.repeat or (3 if args.quick else 5)
-    rounds = 200 if args.quick else 1000
+    n = sized(args, full=10_000, quick=1_000, smoke=100)
+    runs = args.repeat or sized(args, full=5, quick=3, smoke=1)
+    rounds = sized(args, full=1000, quick=200, smoke=20)
     secret = new_secret()
     env = f"MEMWARDEN_BENCH_SINK_SECRET_{secrets.token_hex(4)}"
     os.environ[env] = secret

@@ -21,14 +21,14 @@ sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + 
 import statistics
 import time
 
-from _common import Metric, arguments, fresh_store, median_of, report
+from _common import Metric, arguments, fresh_store, median_of, report, sized
 from memwarden.engine import OPERATOR, KeyStore, Warden
 
 
 def main() -> None:
     args = arguments(__doc__ or "")
-    rounds = 200 if args.quick else 1000
-    runs = args.repeat or (4 if args.quick else 8)
+    rounds = sized(args, full=1000, quick=200, smoke=10)
+    runs = args.repeat or sized(args, full=8, quick=4, smoke=1)
     w = Warden(fresh_store(args, "tokens"))
     agent = KeyStore(w).create("agent", tenants=["acme"], caller=OPERATOR)[1]
     positions = w.positions(agent)

@@ -152,6 +152,9 @@ def test_four_processes_appending_at_once(pg_url: str, tmp_path: Path) -> None:
     four_writers_at_once(tmp_path, pg_url, "PostgresEventLog", lambda: PostgresEventLog(pg_url))
 
 
+# twenty writer processes started, killed and checked one after another: past the suite's 120 s
+# a test on a loaded machine
+@pytest.mark.timeout(300)
 def test_sigkill_at_random_points_loses_nothing_acknowledged(pg_url: str, tmp_path: Path) -> None:
     writers_killed_at_random(tmp_path, pg_url, "PostgresEventLog", lambda: PostgresEventLog(pg_url))
 

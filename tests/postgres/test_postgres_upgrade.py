@@ -8,7 +8,6 @@ its replacement is valid."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import psycopg
@@ -155,10 +154,8 @@ def test_a_process_opening_beside_a_build_in_progress_does_not_wait_for_it(pg_ur
     try:
         with claims.claim("memwarden index build") as mine:
             assert mine
-            started = time.monotonic()
-            # a lock wait fails the test instead of hanging it
+            # a lock wait fails the test (lock_timeout raises) instead of hanging it
             w = Warden(f"{pg_url}?options=-c%20lock_timeout%3D5000")
-            assert time.monotonic() - started < 5
             assert w.save(
                 memory_id="new",
                 kind="external_fact",

@@ -134,7 +134,8 @@ def test_reads_go_to_the_replica_and_honour_min_seq_and_revocations(pair: tuple[
             assert len(w.query(tenant="globex", caller=OPERATOR)) == 10
         finally:
             _replay(replica, running=True)
-        # replayed: the replica serves again, revocation included
+        # replayed: the replica serves again, revocation included (the sleep paces only: with
+        # min_seq the answer holds whichever of the two serves it)
         time.sleep(0.5)
         assert w.query(tenant="acme", min_seq=w.head_seq(), caller=OPERATOR) == []
     finally:

@@ -139,7 +139,12 @@ def reference_usable(events: list[RecordedEvent], now: str) -> dict[str, bool]:
 
 
 @pytest.mark.parametrize(
-    "seconds", [pytest.param(8.0, id="8s"), pytest.param(120.0, id="120s", marks=pytest.mark.slow)]
+    "seconds",
+    [
+        pytest.param(8.0, id="8s"),
+        # two minutes of load, then the checks: past the suite's 120 s a test
+        pytest.param(120.0, id="120s", marks=[pytest.mark.slow, pytest.mark.timeout(900)]),
+    ],
 )
 def test_mixed_long_run(tmp_path: Path, seconds: float, backend: Backend) -> None:
     db = backend.db(tmp_path, "mixed.db")

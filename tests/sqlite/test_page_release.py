@@ -1,10 +1,17 @@
 """The log gives its page cache's clean pages back after a large write and
 now and then after small ones; the pages a transaction changes stay until
-it commits."""
+it commits. The heap's freed pages then go back to the OS where the C
+library can (glibc's ``malloc_trim``), and nothing is done elsewhere."""
 
 from __future__ import annotations
 
-from memwarden.events import SQLiteEventLog
+import ctypes
+import ctypes.util
+from pathlib import Path
+
+import pytest
+from memwarden.events import SQLiteEventLog, _heap
+from memwarden.events import _sqlite as sqlite_log
 from memwarden.events._heap import trim_heap
 from memwarden.events._sqlite import RELEASE_AFTER_ROWS, RELEASE_EVERY
 
@@ -45,6 +52,53 @@ def test_a_rolled_back_write_releases_nothing_and_the_log_is_unchanged(fresh_log
     assert seen == [] and fresh_log.head().seq == 0
 
 
-def test_trimming_the_heap_is_harmless_anywhere() -> None:
-    trim_heap()
-    trim_heap()
+def test_a_release_trims_the_heap_after_the_cache_gives_its_pages_back(
+    fresh_log: SQLiteEventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    order: list[str] = []
+    fresh_log.conn.set_trace_callback(lambda sql: order.append(sql) if "shrink_memory" in sql else None)
+    monkeypatch.setattr(sqlite_log, "trim_heap", lambda: order.append("trim"))
+    fresh_log.append([saved(i) for i in range(RELEASE_AFTER_ROWS)])
+    assert order == ["PRAGMA shrink_memory", "trim"]
+
+
+def test_trimming_is_harmless_where_the_c_library_cannot(
+    fresh_log: SQLiteEventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # not glibc: no malloc_trim was found, and a release does the rest of its work
+    monkeypatch.setattr(_heap, "_trim", None)
+    assert trim_heap() is None
+    fresh_log.append([saved(i) for i in range(RELEASE_AFTER_ROWS)])
+    assert len(list(fresh_log.read())) == RELEASE_AFTER_ROWS
+    assert fresh_log.verify_chain().ok
+
+
+def rss_anon_kb() -> int:
+    status = Path("/proc/self/status").read_text(encoding="ascii")
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("RssAnon:"))
+
+
+@pytest.mark.skipif(
+    _heap._trim is None or not Path("/proc/self/status").exists(), reason="glibc's malloc_trim and Linux's /proc"
+)
+def test_trimming_gives_the_heaps_freed_pages_back_to_the_os() -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    block, count = 4096, 8192  # 32 MB in blocks under the mmap threshold: on the heap, as a page cache's
+    blocks = [libc.malloc(block) for _ in range(count)]
+    assert all(blocks)
+    for b in blocks:
+        ctypes.memset(b, 1, block)  # touched: resident
+    above = libc.malloc(block)  # live, above them: the heap cannot shrink from its top
+    ctypes.memset(above, 1, block)
+    for b in blocks:
+        libc.free(b)
+    try:
+        kept = rss_anon_kb()
+        trim_heap()
+        given_back = kept - rss_anon_kb()
+    finally:
+        libc.free(above)
+    # most of the 32 MB freed in the middle of the heap is the OS's again
+    assert given_back >= block * count // 1024 // 2, given_back
