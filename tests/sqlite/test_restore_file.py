@@ -71,7 +71,7 @@ def test_a_restore_over_a_store_it_cannot_read_or_in_use_is_refused(tmp_path: Pa
     # moved aside, knowingly: the restore goes ahead, and says none could be re-applied
     db.rename(tmp_path / "damaged.db")
     done = cli("restore", str(backup))
-    assert done.exit_code == 0 and "no erasure recorded since the backup could be re-applied" in done.stdout
+    assert done.exit_code == 0 and "nothing taken out since the backup could be re-applied" in done.stdout
     with pytest.raises(InvalidInput, match="pg_restore"):
         restore("postgresql://127.0.0.1/x", backup)
     # an SQLite URL names its file as a path does
