@@ -14,6 +14,9 @@ transaction, before anything reads it:
   covers every version the original covered (all recorded before it, and
   every later save fetched at or before its effective time), its reason
   naming the original (``re-applied at restore: revocation rev_…: …``);
+* each memory invalidated there directly (its source changed, a record
+  said so), at a version this store holds usable: invalidated again, for
+  the same reason (what was drawn from it follows, as at any invalidation);
 * each key revoked there and active here: revoked here, at its time;
 * each policy change past the version current here: made again, in order,
   so the versions the replaced store retired are retired here too.
@@ -31,7 +34,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from memwarden.events import MemoryErased, RevocationIssued, Selector, new_id, version_key
+from memwarden.events import MemoryErased, MemoryInvalidated, RevocationIssued, Selector, new_id, version_key
+from memwarden.projections import SETTLED
 
 from ._core import Core, log
 from ._errors import InvalidInput
@@ -50,7 +54,8 @@ Mark = tuple[str, str, int]
 class TakenOut:
     """What a store took out: its erasure marks (each with the reason of the
     last erasure its log records for that memory), its revocations in the
-    order issued, its revoked keys and each policy's versions in order."""
+    order issued, its direct invalidations, its revoked keys and each
+    policy's versions in order."""
 
     def __init__(
         self,
@@ -59,21 +64,28 @@ class TakenOut:
         revocations: Iterable[dict[str, Any]] = (),
         revoked_keys: Iterable[tuple[str, str]] = (),
         policies: dict[str, list[str]] | None = None,
+        invalidations: Iterable[dict[str, Any]] = (),
     ) -> None:
         self.marks = list(marks)
         self.reasons = reasons or {}
         self.revocations = list(revocations)
         self.revoked_keys = list(revoked_keys)  # (key_id, revoked_at)
         self.policies = policies or {}  # policy: [the version before its first change, each version made current]
+        self.invalidations = list(invalidations)  # payloads, none a cascade's (the fold makes those again)
 
     @classmethod
     def of(cls, core: Core) -> TakenOut:
         reasons: dict[tuple[str, str], str] = {}
         revocations: list[dict[str, Any]] = []
+        invalidations: list[dict[str, Any]] = []
         policies: dict[str, list[str]] = {}
-        for event in core.log.read(types=("memory.erased", "revocation.issued", "policy.version_changed")):
+        types = ("memory.erased", "revocation.issued", "memory.invalidated", "policy.version_changed")
+        for event in core.log.read(types=types):
             p = event.payload
-            if event.type == "memory.erased":
+            if event.type == "memory.invalidated":
+                if p.get("caused_by") is None:
+                    invalidations.append(p)
+            elif event.type == "memory.erased":
                 reasons[(p["tenant"], p["memory_id"])] = str(p.get("reason") or "")
             elif event.type == "revocation.issued":
                 revocations.append(p)
@@ -82,17 +94,17 @@ class TakenOut:
                 versions.append(version_key(p["version"]))
         with core.reading() as view:
             keys = [(k["key_id"], k["revoked_at"]) for k in view.keys() if k["revoked_at"] is not None]
-        return cls(core.texts.erasure_marks(), reasons, revocations, keys, policies)
+        return cls(core.texts.erasure_marks(), reasons, revocations, keys, policies, invalidations)
 
 
 def carry(core: Core, taken: TakenOut, *, replaced: str) -> dict[str, int]:
     """Carry ``taken`` into ``core``'s store in one transaction: how many
     memories were erased again (events), how many erasure marks were carried
     for versions it holds no memory at (no event), how many revocations,
-    key revocations and policy changes were made again."""
+    invalidations, key revocations and policy changes were made again."""
     known = _known_revocations(core)
     erased: list[MemoryErased] = []
-    carried = revocations = keys = policies = 0
+    carried = revocations = invalidations = keys = policies = 0
     with core.transaction(size=max(len(taken.marks), 1)) as tx:
         for tenant, memory_id, through in taken.marks:
             if tx.texts.erased_through(tenant, memory_id) >= through:
@@ -142,6 +154,8 @@ def carry(core: Core, taken: TakenOut, *, replaced: str) -> dict[str, int]:
         if again:
             tx.append(again)
             revocations = len(again)
+        for p in taken.invalidations:
+            invalidations += _invalidate(tx, p)
         for key_id, revoked_at in taken.revoked_keys:
             keys += bool(tx.view.revoke_key(key_id, revoked_at))  # only a key held here and active
         for policy, versions in sorted(taken.policies.items()):
@@ -152,12 +166,36 @@ def carry(core: Core, taken: TakenOut, *, replaced: str) -> dict[str, int]:
         "erasures_reapplied": len(erased),
         "erasure_marks_carried": carried,
         "revocations_reapplied": revocations,
+        "invalidations_reapplied": invalidations,
         "key_revocations_reapplied": keys,
         "policy_changes_reapplied": policies,
     }
     if any(done.values()):
         log.warning("taken_out_reapplied", replaced=replaced, **done)
     return done
+
+
+def _invalidate(tx: Any, p: dict[str, Any]) -> int:
+    """Invalidate again the version ``p`` (a ``memory.invalidated``) names
+    if this store holds it, current and not settled: 1 if it did."""
+    rows = tx.view.named(p["memory_id"], tenant=p["tenant"], access=SYSTEM.access, limit=1)
+    if not rows or rows[0]["version"] != p["version"] or rows[0]["status"] in SETTLED:
+        return 0
+    detail = str(p.get("detail") or "")
+    tx.append(
+        [
+            MemoryInvalidated(
+                tenant=p["tenant"],
+                memory_id=p["memory_id"],
+                version=p["version"],
+                reason=p["reason"],
+                detail=(detail if detail.startswith(REAPPLIED) else f"{REAPPLIED}{detail}")[:4096],
+                new_checksum=p.get("new_checksum"),
+                actor="restore",
+            )
+        ]
+    )
+    return 1
 
 
 def _carry_policy(tx: Any, policy: str, versions: list[str]) -> int:

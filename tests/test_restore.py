@@ -165,3 +165,28 @@ def test_a_store_that_knew_the_revocation_gets_no_second_one(tmp_path: Path, bac
         assert w.get("y", caller=OPERATOR).usable and w.get("y", caller=OPERATOR).version == 2
         assert w.get("contract", caller=OPERATOR).reason == "policy_changed"
         assert sum(1 for _ in w.log.read(types=("revocation.issued",))) == 1
+
+
+def test_an_invalidation_since_the_backup_is_reapplied(tmp_path: Path, backend: Backend) -> None:
+    """A source that changed after the backup: its memory is invalidated
+    again in the restored store, once, and what was drawn from it follows."""
+    clock = FrozenClock(START)
+    source = tmp_path / "rule.txt"
+    source.write_text("the rule as it was", encoding="utf-8")
+    db, restored = backend.db(tmp_path, "live.db"), backend.db(tmp_path, "restored.db")
+    with Warden(db, clock=clock) as w:
+        save_memory(w, "rule", content="the rule as it was", source_url=source.as_uri())
+        parent = {"memory_id": "rule", "version": 1}
+        save_memory(w, "drawn", derived_from=[parent])
+        backend.copy_store(db, restored)
+        source.write_text("the rule now", encoding="utf-8")
+        assert w.verify("rule", caller=OPERATOR).outcome == "changed"
+        assert w.get("rule", caller=OPERATOR).reason == "source_changed"
+    with Warden(restored, clock=clock) as w:
+        assert w.get("rule", caller=OPERATOR).usable
+        done = w.reapply(db, caller=OPERATOR)
+        assert done["invalidations_reapplied"] == 1 and done["revocations_reapplied"] == 0
+        assert w.get("rule", caller=OPERATOR).reason == "source_changed"
+        assert w.get("drawn", caller=OPERATOR).reason == "derived_from_unusable"
+        assert w.reapply(db, caller=OPERATOR)["invalidations_reapplied"] == 0
+        assert w.check_projections(caller=OPERATOR).ok
