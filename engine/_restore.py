@@ -7,8 +7,9 @@ reads everything the store it replaces took out and carries it into the
 restored one before anything can read it (``_carry``): an erased memory
 the backup holds is erased again, each revocation it lacks is issued
 again (the same selector and effective time, its reason naming the
-original), each key revoked there is revoked, each policy change past
-the backup's version is made again.
+original), a memory invalidated there is invalidated again, each key
+revoked there is revoked, each policy change past the backup's version
+is made again.
 
 What a restore cannot bring back is everything else written after the
 backup (saves, read-backs, keys made since); what it cannot know is
@@ -45,8 +46,8 @@ PG_RESTORE = (
 @operation("operate")
 def reapply(core: Core, replaced: str, *, caller: Principal) -> dict[str, Any]:
     """Carry everything the store ``replaced`` names (a URL or path) took
-    out into this one (erasures, revocations, key revocations, policy
-    changes): after a PostgreSQL database is restored from a dump
+    out into this one (erasures, revocations, invalidations, key
+    revocations, policy changes): after a PostgreSQL database is restored from a dump
     (``pg_restore``) in place of ``replaced``, or a store is restored by
     hand, so the restore serves nothing taken out since its backup."""
     if str(replaced) == str(core.path):
@@ -130,7 +131,7 @@ def _read_taken_out(store: str, clock: Clock | None) -> TakenOut:
             "db",
             f"the erasures and revocations of {_shown(store)}, the store a restore replaces, cannot be read "
             f"({exc}); nothing was restored: repair it, or move it aside knowing that nothing it took out "
-            "(erasures, revocations, key revocations, policy changes) will be re-applied",
+            "(erasures, revocations, invalidations, key revocations, policy changes) will be re-applied",
         ) from None
 
 

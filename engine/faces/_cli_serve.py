@@ -169,7 +169,7 @@ def backup(warden: Warden, file: str, as_json: bool) -> None:
 def restore(state: State, backup_file: str, as_json: bool) -> None:
     """Put BACKUP (made by `memwarden backup`) in place of the --db store,
     re-applying everything the store it replaces took out since: erasures,
-    revocations, key revocations, policy changes (stop the server first;
+    revocations, invalidations, key revocations, policy changes (stop the server first;
     PostgreSQL: pg_restore, then reapply)."""
     state.close()  # this process's own connection to the store is not one that holds it
     data = restore_store(state.db, backup_file)
@@ -187,6 +187,7 @@ def _reapplied(data: dict[str, Any]) -> str:
         ("erasures_reapplied", "erasures"),
         ("erasure_marks_carried", "erasures of versions not held here"),
         ("revocations_reapplied", "revocations"),
+        ("invalidations_reapplied", "invalidations"),
         ("key_revocations_reapplied", "key revocations"),
         ("policy_changes_reapplied", "policy changes"),
     )
@@ -204,8 +205,8 @@ def _reapply(warden: Warden, replaced: str, as_json: bool) -> None:
 @with_warden
 def reapply(warden: Warden, replaced: str, as_json: bool) -> None:
     """Take out again in the --db store everything STORE (the store it
-    replaces: a URL or file) took out: erasures, revocations, key
-    revocations, policy changes; after a pg_restore of a dump."""
+    replaces: a URL or file) took out: erasures, revocations,
+    invalidations, key revocations, policy changes; after a pg_restore of a dump."""
     _reapply(warden, replaced, as_json)
 
 
