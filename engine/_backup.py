@@ -20,7 +20,7 @@ from ._rights import Principal, operation
 
 PG_DUMP = (
     "pg_dump --format=custom --file FILE URL (restore with pg_restore --dbname NEW_URL FILE, "
-    "then memwarden --db NEW_URL reapply-erasures URL: a dump keeps texts erased since)"
+    "then memwarden --db NEW_URL reapply URL: a dump keeps texts erased since)"
 )
 
 

@@ -1,127 +1,72 @@
-"""Restoring a backup without bringing back what was erased since.
+"""Restoring a backup without bringing back what was taken out since.
 
-A backup holds every text its store held when it was taken; an erasure
-after that destroyed the texts in the store, not in the backup. So a
-restore carries the erasures of the store it replaces into the restored
-one before anything can read it: for each memory the replaced store
-marks erased (``erasure_marks``: tenant, memory id, the last version
-erased), a memory the backup holds at a version so erased gets a
-``memory.erased`` event (the text store destroys its texts, the view and
-its text index and vectors drop it, as any erasure does), and every other
-mark is kept as it stood (the texts of those versions destroyed, and none
-ever written for them again: an import of an older export is refused).
+A backup holds its store as it was when it was taken; what was taken out
+after that (texts erased, scopes revoked, keys revoked, policy versions
+retired) was taken out of the store, not the backup. So a restore first
+reads everything the store it replaces took out and carries it into the
+restored one before anything can read it (``_carry``): an erased memory
+the backup holds is erased again, each revocation it lacks is issued
+again (the same selector and effective time, its reason naming the
+original), a memory invalidated there is invalidated again, each key
+revoked there is revoked, each policy change past the backup's version
+is made again.
 
-What a restore cannot bring back is everything written after the backup
-(saves, revocations, read-backs, keys made since); what it cannot know
-is an erasure recorded only in a store it does not replace (one lost
-with its disk, one moved aside). A replaced store whose marks cannot be
-read is a refusal that says so: nothing is restored over it.
+What a restore cannot bring back is everything else written after the
+backup (saves, read-backs, keys made since); what it cannot know is
+something taken out only in a store it does not replace (one lost with
+its disk, one moved aside). A replaced store that cannot be read is a
+refusal that says so: nothing is restored over it.
 
 SQLite: ``restore`` replaces the file, which no other process may hold
-open. PostgreSQL: ``pg_restore`` into a new database, then
-``reapply_erasures`` there from the database it replaces.
+open. PostgreSQL: ``pg_restore`` into a new database, then ``reapply``
+there from the database it replaces.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from memwarden.events import Clock, MemoryErased, private_folder, redacted
+from memwarden.events import Clock, private_folder, redacted
 from memwarden.projections import UnknownBackend, copy_store_file, sqlite_path
 
+from ._carry import TakenOut, carry
 from ._core import Core, log
 from ._errors import InvalidInput
-from ._rights import SYSTEM, Principal, operation
+from ._rights import Principal, operation
 
 PG_RESTORE = (
     "pg_restore --dbname NEW_URL FILE into a new database, then "
-    "memwarden --db NEW_URL reapply-erasures OLD_URL (the store it replaces)"
+    "memwarden --db NEW_URL reapply OLD_URL (the store it replaces)"
 )
-# what a re-applied erasure's reason begins with (the original's follows)
-REAPPLIED = "re-applied at restore: "
-# (tenant, memory_id, the last version erased)
-Mark = tuple[str, str, int]
-
-
-class Erasures:
-    """What a store knows was erased: its marks, each with the reason of
-    the last erasure its log records for that memory."""
-
-    def __init__(self, marks: Iterable[Mark], reasons: dict[tuple[str, str], str]) -> None:
-        self.marks = list(marks)
-        self.reasons = reasons
-
-    @classmethod
-    def of(cls, core: Core) -> Erasures:
-        reasons: dict[tuple[str, str], str] = {}
-        for event in core.log.read(types=("memory.erased",)):
-            p = event.payload
-            reasons[(p["tenant"], p["memory_id"])] = str(p.get("reason") or "")
-        return cls(core.texts.erasure_marks(), reasons)
-
-
-def reapply(core: Core, erasures: Erasures, *, replaced: str) -> dict[str, int]:
-    """Carry ``erasures`` into ``core``'s store in one transaction: how
-    many memories were erased again (events) and how many marks were
-    carried for versions it holds no memory at (no event: its log never
-    named them, or names later versions saved after the erasure)."""
-    events: list[MemoryErased] = []
-    carried = 0
-    with core.transaction(size=max(len(erasures.marks), 1)) as tx:
-        for tenant, memory_id, through in erasures.marks:
-            if tx.texts.erased_through(tenant, memory_id) >= through:
-                continue  # the restored store knew of it already
-            rows = tx.view.named(memory_id, tenant=tenant, access=SYSTEM.access, limit=1)
-            row = rows[0] if rows else None
-            if row is not None and row["status"] != "erased" and row["version"] <= through:
-                why = erasures.reasons.get((tenant, memory_id)) or "erased"
-                events.append(
-                    MemoryErased(
-                        tenant=tenant,
-                        memory_id=memory_id,
-                        # said once, however many restores carried it
-                        reason=(why if why.startswith(REAPPLIED) else f"{REAPPLIED}{why}")[:4096],
-                        content_checksum=row["checksum"],
-                        version=row["version"],
-                        actor="restore",
-                    )
-                )
-            else:
-                tx.texts.erase_through(tenant, memory_id, through)
-                carried += 1
-        if events:
-            tx.append(events)
-            tx.view.purge_text_index()
-    if carried and not events:
-        core.store.after_erasure()  # the destroyed texts leave the files too (an erasure's commit does it)
-    if events or carried:
-        log.warning("erasures_reapplied", erased=len(events), marks=carried, replaced=replaced)
-    return {"erasures_reapplied": len(events), "erasure_marks_carried": carried}
 
 
 @operation("operate")
-def reapply_erasures(core: Core, replaced: str, *, caller: Principal) -> dict[str, Any]:
-    """Carry every erasure the store ``replaced`` names (a URL or path)
-    knew of into this one: after a PostgreSQL database is restored from a
-    dump (``pg_restore``) in place of ``replaced``, or a store is restored
-    by hand, so the restore serves no text erased since its backup."""
+def reapply(core: Core, replaced: str, *, caller: Principal) -> dict[str, Any]:
+    """Carry everything the store ``replaced`` names (a URL or path) took
+    out into this one (erasures, revocations, invalidations, key
+    revocations, policy changes): after a PostgreSQL database is restored from a dump
+    (``pg_restore``) in place of ``replaced``, or a store is restored by
+    hand, so the restore serves nothing taken out since its backup."""
     if str(replaced) == str(core.path):
         raise InvalidInput("replaced", "name the store this one replaces, not this store")
-    erasures = _read_erasures(replaced, core.clock)
-    return {"replaced": _shown(replaced), **reapply(core, erasures, replaced=_shown(replaced))}
+    taken = _read_taken_out(replaced, core.clock)
+    return {"replaced": _shown(replaced), **carry(core, taken, replaced=_shown(replaced))}
+
+
+# the name it had when it carried erasures alone
+reapply_erasures = reapply
 
 
 def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None) -> dict[str, Any]:
     """Put the SQLite backup ``backup`` in place of the store ``store``,
-    with every erasure ``store`` knew of applied to it first; the backup
+    with everything ``store`` took out carried into it first; the backup
     file is left as it was. Refused, and nothing changed, when ``store``
-    is a PostgreSQL URL, is open in another process, or exists and its
-    erasures cannot be read; or when ``backup`` is no memwarden store or
-    its chain does not verify."""
+    is a PostgreSQL URL, is open in another process, or exists and cannot
+    be read; or when ``backup`` is no memwarden store or its chain does
+    not verify."""
     try:
         path = sqlite_path(store)
     except UnknownBackend as exc:
@@ -138,9 +83,9 @@ def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None
     if target.exists() and target.resolve() == source.resolve():
         raise InvalidInput("backup", "is the store itself: name the backup to restore")
     replaced = target.exists()
-    erasures = Erasures([], {})
+    taken = TakenOut()
     if replaced:
-        erasures = _read_erasures(str(target), clock)
+        taken = _read_taken_out(str(target), clock)
         _check_unused(target)
     staged = target.with_name(target.name + ".restoring")
     _remove(staged)
@@ -155,7 +100,7 @@ def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None
                 raise InvalidInput(
                     "backup", f"{source}: its chain does not verify at seq {chain.first_bad_seq}: {chain.problem}"
                 )
-            done = reapply(core, erasures, replaced=str(target))
+            done = carry(core, taken, replaced=str(target))
             head = core.log.head()
         shutil.rmtree(f"{staged}.vectors", ignore_errors=True)  # the staging store's own, made on opening
         _check_unused(target)  # nobody opened it meanwhile
@@ -177,15 +122,16 @@ def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None
     }
 
 
-def _read_erasures(store: str, clock: Clock | None) -> Erasures:
+def _read_taken_out(store: str, clock: Clock | None) -> TakenOut:
     try:
         with Core(store, clock=clock) as old:
-            return Erasures.of(old)
+            return TakenOut.of(old)
     except Exception as exc:
         raise InvalidInput(
             "db",
-            f"the erasures of {_shown(store)}, the store a restore replaces, cannot be read ({exc}); "
-            "nothing was restored: repair it, or move it aside knowing its erasures will not be re-applied",
+            f"the erasures and revocations of {_shown(store)}, the store a restore replaces, cannot be read "
+            f"({exc}); nothing was restored: repair it, or move it aside knowing that nothing it took out "
+            "(erasures, revocations, invalidations, key revocations, policy changes) will be re-applied",
         ) from None
 
 

@@ -102,7 +102,8 @@ class Warden(Core):
     import_log = _history.import_log
     migrate = _migrate.migrate
     backup = _backup.backup
-    reapply_erasures = _restore.reapply_erasures  # after a restore the engine did not make (pg_restore)
+    reapply = _restore.reapply  # after a restore the engine did not make (pg_restore)
+    reapply_erasures = _restore.reapply  # its name when it carried erasures alone
 
     def acting_as(self, caller: Principal) -> Acting:
         """This Warden as ``caller`` sees it: every operation with the caller

@@ -381,6 +381,7 @@ class PostgresBackend(Backend):
 
     def copy_store(self, db: Db, to: Db) -> None:
         dump = subprocess.run(["pg_dump", "--no-owner", str(db)], check=True, capture_output=True).stdout
+        self._remake_schema(str(to))  # a database lent with memwarden's schema already made takes no dump
         subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", str(to)], input=dump, check=True, capture_output=True)
 
     def bytes_at_rest(self, db: Db) -> bytes:

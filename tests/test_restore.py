@@ -1,14 +1,15 @@
-"""A restore never serves a text erased since its backup (issue 58): the
-erasures of the store it replaces are applied to the restored one before
-anything reads it, or the restore is refused and says why. ``memwarden
-restore`` of an SQLite backup: ``tests/sqlite/test_restore_file.py``."""
+"""A restore never serves a text erased since its backup (issue 58), nor
+anything revoked since: the erasures, revocations, key revocations and
+policy changes of the store it replaces are applied to the restored one
+before anything reads it, or the restore is refused and says why.
+``memwarden restore`` of an SQLite backup: ``tests/sqlite/test_restore_file.py``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from memwarden.engine import OPERATOR, InvalidInput, Warden
+from memwarden.engine import OPERATOR, InvalidInput, KeyStore, Warden
 from memwarden.events import FrozenClock, TextErased
 
 from .backends import Backend
@@ -65,3 +66,127 @@ def test_erasures_are_reapplied_after_an_operators_restore(tmp_path: Path, backe
         assert (again["erasures_reapplied"], again["erasure_marks_carried"]) == (0, 0)
         with pytest.raises(InvalidInput, match="not this store"):
             w.reapply_erasures(w.path, caller=OPERATOR)
+
+
+def revocable(w: Warden) -> str:
+    """Memories and a key a backup taken now holds, to be taken out after
+    it: the security key's secret."""
+    save_memory(w, "x1", summary="x1 REVOKEMARKER", content="x1 REVOKEMARKER text")
+    save_memory(w, "y", summary="y REVOKEMARKER", content="y REVOKEMARKER text")
+    save_memory(w, "keep", content="nothing revoked here", summary="kept")
+    save_memory(w, "contract", policy="contracts")
+    return KeyStore(w).create("security", caller=OPERATOR)[0]
+
+
+def revoked_after_backup(w: Warden, clock: FrozenClock, key: str) -> dict[str, str]:
+    """Take out after the backup what ``revocable`` saved: x1 and y
+    revoked (y saved again from a later fetch, usable in this store), the
+    key revoked, the policy of ``contract`` raised; the revocations' ids."""
+    ids = {
+        "x1": w.revoke({"tenant": "acme", "ids": ["x1"]}, reason="a sink was told", caller=OPERATOR).revocation_id,
+        "y": w.revoke({"tenant": "acme", "ids": ["y"]}, reason="stale", caller=OPERATOR).revocation_id,
+    }
+    clock.advance("1s")
+    save_memory(w, "y", summary="y afresh", content="y fetched again")  # usable here: fetched after
+    assert w.get("y", caller=OPERATOR).usable and not w.get("x1", caller=OPERATOR).usable
+    keys = KeyStore(w)
+    key_id = key[3:].partition("_")[0]
+    assert keys.revoke(key_id, caller=OPERATOR) and keys.authenticate(key) is None
+    w.change_policy("contracts", 2, caller=OPERATOR)
+    return ids
+
+
+def holds_nothing_revoked(w: Warden, clock: FrozenClock, key: str, ids: dict[str, str]) -> None:
+    for memory_id in ("x1", "y"):  # y's fresh version came after the backup: not restored
+        view = w.get(memory_id, caller=OPERATOR)
+        assert not view.usable and view.reason == "revoked" and view.content is None
+    assert w.get("contract", caller=OPERATOR).reason == "policy_changed"
+    assert {m.memory_id for m in w.query(tenant="acme", caller=OPERATOR)} == {"keep"}
+    assert w.query(tenant="acme", text="REVOKEMARKER", caller=OPERATOR) == []
+    assert [
+        f.view.memory_id for f in w.search(tenant="acme", query_text="REVOKEMARKER", mode="text", caller=OPERATOR)
+    ] == []
+    assert KeyStore(w).authenticate(key) is None
+    assert w.get("keep", caller=OPERATOR).usable
+    # each re-applied once, covering what the original covered, and naming it
+    again = {e.payload["selector"]["ids"][0]: e for e in w.log.read(types=("revocation.issued",))}
+    assert sorted(again) == ["x1", "y"]
+    for memory_id, event in again.items():
+        original = ids[memory_id]
+        assert event.payload["reason"].startswith(f"re-applied at restore: revocation {original}: ")
+        assert event.payload["revocation_id"] != original and event.actor == "restore"
+    # as in the store replaced, a fetch after the revocation is usable again
+    clock.advance("1s")
+    save_memory(w, "y", summary="y afresh", content="y fetched again")
+    assert w.get("y", caller=OPERATOR).usable and not w.get("x1", caller=OPERATOR).usable
+    assert w.audit_verify(caller=OPERATOR)["ok"]
+    assert w.check_projections(caller=OPERATOR).ok
+
+
+def test_revocations_keys_and_policies_are_reapplied_after_an_operators_restore(
+    tmp_path: Path, backend: Backend
+) -> None:
+    """``reapply`` (and ``reapply-erasures``, its former name) carries
+    everything the replaced store took out, once however often it runs."""
+    clock = FrozenClock(START)
+    db, restored = backend.db(tmp_path, "live.db"), backend.db(tmp_path, "restored.db")
+    with Warden(db, clock=clock) as w:
+        key = revocable(w)
+        backend.copy_store(db, restored)  # the backup, restored as it was
+        ids = revoked_after_backup(w, clock, key)
+    with Warden(restored, clock=clock) as w:
+        assert w.get("x1", caller=OPERATOR).usable and KeyStore(w).authenticate(key) is not None  # a restore alone
+        done = Cli(restored).json("reapply", str(db))
+        counts = ("revocations_reapplied", "key_revocations_reapplied", "policy_changes_reapplied")
+        assert [done[c] for c in counts] == [2, 1, 1] and done["erasures_reapplied"] == 0
+        holds_nothing_revoked(w, clock, key, ids)
+        again = Cli(restored).json("reapply-erasures", str(db))  # nothing left to carry
+        assert [again[c] for c in (*counts, "erasures_reapplied", "erasure_marks_carried")] == [0] * 5
+        assert sum(1 for _ in w.log.read(types=("revocation.issued",))) == 2
+        assert w.get("y", caller=OPERATOR).usable
+
+
+def test_a_store_that_knew_the_revocation_gets_no_second_one(tmp_path: Path, backend: Backend) -> None:
+    """A backup taken after a revocation and a fresh save holds both: the
+    replaced store's revocation is not issued again, and the fresh version
+    stays usable as it was there; a policy the backup is past stays put."""
+    clock = FrozenClock(START)
+    db, restored = backend.db(tmp_path, "live.db"), backend.db(tmp_path, "restored.db")
+    with Warden(db, clock=clock) as w:
+        revocable(w)
+        w.revoke({"tenant": "acme", "ids": ["y"]}, reason="stale", caller=OPERATOR)
+        clock.advance("1s")
+        save_memory(w, "y", summary="y afresh", content="y fetched again")
+        w.change_policy("contracts", 2, caller=OPERATOR)
+        backend.copy_store(db, restored)
+    with Warden(restored, clock=clock) as w:
+        done = w.reapply(db, caller=OPERATOR)
+        assert (done["revocations_reapplied"], done["policy_changes_reapplied"]) == (0, 0)
+        assert w.get("y", caller=OPERATOR).usable and w.get("y", caller=OPERATOR).version == 2
+        assert w.get("contract", caller=OPERATOR).reason == "policy_changed"
+        assert sum(1 for _ in w.log.read(types=("revocation.issued",))) == 1
+
+
+def test_an_invalidation_since_the_backup_is_reapplied(tmp_path: Path, backend: Backend) -> None:
+    """A source that changed after the backup: its memory is invalidated
+    again in the restored store, once, and what was drawn from it follows."""
+    clock = FrozenClock(START)
+    source = tmp_path / "rule.txt"
+    source.write_text("the rule as it was", encoding="utf-8")
+    db, restored = backend.db(tmp_path, "live.db"), backend.db(tmp_path, "restored.db")
+    with Warden(db, clock=clock) as w:
+        save_memory(w, "rule", content="the rule as it was", source_url=source.as_uri())
+        parent = {"memory_id": "rule", "version": 1}
+        save_memory(w, "drawn", derived_from=[parent])
+        backend.copy_store(db, restored)
+        source.write_text("the rule now", encoding="utf-8")
+        assert w.verify("rule", caller=OPERATOR).outcome == "changed"
+        assert w.get("rule", caller=OPERATOR).reason == "source_changed"
+    with Warden(restored, clock=clock) as w:
+        assert w.get("rule", caller=OPERATOR).usable
+        done = w.reapply(db, caller=OPERATOR)
+        assert done["invalidations_reapplied"] == 1 and done["revocations_reapplied"] == 0
+        assert w.get("rule", caller=OPERATOR).reason == "source_changed"
+        assert w.get("drawn", caller=OPERATOR).reason == "derived_from_unusable"
+        assert w.reapply(db, caller=OPERATOR)["invalidations_reapplied"] == 0
+        assert w.check_projections(caller=OPERATOR).ok

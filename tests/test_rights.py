@@ -52,6 +52,8 @@ OPERATIONS = {
     "import_records": "operate",
     "migrate": "operate",
     "backup": "operate",
+    "reapply": "operate",
+    "reapply_erasures": "operate",
 }
 KEY = {
     "agent": agent_key("acme"),

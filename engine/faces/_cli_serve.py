@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from memwarden.engine import OPERATOR
@@ -170,21 +170,48 @@ def backup(warden: Warden, file: str, as_json: bool) -> None:
 @click.pass_obj
 def restore(state: State, backup_file: str, as_json: bool) -> None:
     """Put BACKUP (made by `memwarden backup`) in place of the --db store,
-    re-applying every erasure the store it replaces knew of (stop the
-    server first; PostgreSQL: pg_restore, then reapply-erasures)."""
+    re-applying everything the store it replaces took out since: erasures,
+    revocations, invalidations, key revocations, policy changes (stop the server first;
+    PostgreSQL: pg_restore, then reapply)."""
     state.close()  # this process's own connection to the store is not one that holds it
     from memwarden.engine import restore as restore_store
 
     data = restore_store(state.db, backup_file)
-    again = data["erasures_reapplied"] + data["erasure_marks_carried"]
     text = f"restored {data['backup']} (head seq {data['head_seq']}) in place of {data['file']}"
     if not data["replaced"]:
-        text += "; there was no store to replace, so no erasure recorded since the backup could be re-applied"
-    elif again:
-        text += f"; re-applied {data['erasures_reapplied']} erasures made since the backup"
-        if data["erasure_marks_carried"]:
-            text += f" (and {data['erasure_marks_carried']} of versions the backup does not hold)"
+        text += "; there was no store to replace, so nothing taken out since the backup could be re-applied"
+    elif again := _reapplied(data):
+        text += f"; re-applied what was taken out since the backup: {again}"
     emit(data, as_json, text)
+
+
+def _reapplied(data: dict[str, Any]) -> str:
+    """The counts of a restore's re-applications, in words; empty when none."""
+    names = (
+        ("erasures_reapplied", "erasures"),
+        ("erasure_marks_carried", "erasures of versions not held here"),
+        ("revocations_reapplied", "revocations"),
+        ("invalidations_reapplied", "invalidations"),
+        ("key_revocations_reapplied", "key revocations"),
+        ("policy_changes_reapplied", "policy changes"),
+    )
+    return ", ".join(f"{data[field]} {name}" for field, name in names if data[field])
+
+
+def _reapply(warden: Warden, replaced: str, as_json: bool) -> None:
+    data = warden.reapply(replaced, caller=OPERATOR)
+    emit(data, as_json, f"re-applied from {data['replaced']}: {_reapplied(data) or 'nothing left to carry'}")
+
+
+@cli.command("reapply")
+@click.argument("replaced", metavar="STORE")
+@json_option
+@with_warden
+def reapply(warden: Warden, replaced: str, as_json: bool) -> None:
+    """Take out again in the --db store everything STORE (the store it
+    replaces: a URL or file) took out: erasures, revocations,
+    invalidations, key revocations, policy changes; after a pg_restore of a dump."""
+    _reapply(warden, replaced, as_json)
 
 
 @cli.command("reapply-erasures")
@@ -192,17 +219,9 @@ def restore(state: State, backup_file: str, as_json: bool) -> None:
 @json_option
 @with_warden
 def reapply_erasures(warden: Warden, replaced: str, as_json: bool) -> None:
-    """Erase again in the --db store everything STORE (the store it
-    replaces: a URL or file) knew was erased: after a pg_restore of a dump."""
-    data = warden.reapply_erasures(replaced, caller=OPERATOR)
-    emit(
-        data,
-        as_json,
-        f"re-applied {data['erasures_reapplied']} erasures of {data['replaced']}"
-        + (
-            f" (and {data['erasure_marks_carried']} of versions not held here)" if data["erasure_marks_carried"] else ""
-        ),
-    )
+    """The former name of `reapply`, kept: take out again in the --db store
+    everything STORE (the store it replaces) took out, erasures and all."""
+    _reapply(warden, replaced, as_json)
 
 
 @cli.command("mcp")

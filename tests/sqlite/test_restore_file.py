@@ -12,7 +12,14 @@ from memwarden.engine import OPERATOR, InvalidInput, Warden, restore
 from memwarden.events import FrozenClock
 
 from ..conftest import Cli
-from ..test_restore import erased_after_backup, filled, holds_nothing_erased
+from ..test_restore import (
+    erased_after_backup,
+    filled,
+    holds_nothing_erased,
+    holds_nothing_revoked,
+    revocable,
+    revoked_after_backup,
+)
 
 
 def test_a_backup_restored_after_an_erasure_serves_none_of_it(tmp_path: Path, clock: FrozenClock) -> None:
@@ -38,6 +45,35 @@ def test_a_backup_restored_after_an_erasure_serves_none_of_it(tmp_path: Path, cl
     with Warden(db, clock=clock) as w:
         (history,) = [e for e in w.log.read(types=("memory.erased",)) if e.payload["memory_id"] == "pii"]
         assert history.payload["reason"] == "re-applied at restore: GDPR art. 17"  # said once, not nested
+
+
+def test_a_backup_restored_after_a_revocation_serves_none_of_it(tmp_path: Path, clock: FrozenClock) -> None:
+    """save, backup, revoke (a sink was told), restore: what was revoked
+    stays out, the revoked key stays revoked, and a second restore of the
+    same backup re-applies each once again, never twice."""
+    db, backup = tmp_path / "store.db", tmp_path / "before.db"
+    cli = Cli(db)
+    with Warden(db, clock=clock) as w:
+        key = revocable(w)
+        cli.json("backup", str(backup))
+        ids = revoked_after_backup(w, clock, key)
+    counts = ("revocations_reapplied", "key_revocations_reapplied", "policy_changes_reapplied")
+    done = cli.json("restore", str(backup))
+    assert [done[c] for c in counts] == [2, 1, 1] and done["replaced"] is True
+    assert cli("get", "x1").exit_code == 1
+    with Warden(db, clock=clock) as w:
+        assert w.audit_head(caller=OPERATOR)["hash"] == done["head_hash"]
+        holds_nothing_revoked(w, clock, key, ids)
+    for _ in range(2):  # over a store that re-applied them: each carried once more, as the original
+        again = cli.json("restore", str(backup))
+        assert [again[c] for c in counts] == [2, 1, 1]
+        with Warden(db, clock=clock) as w:
+            reasons = sorted(e.payload["reason"] for e in w.log.read(types=("revocation.issued",)))
+            assert reasons == [
+                f"re-applied at restore: revocation {ids['x1']}: a sink was told",
+                f"re-applied at restore: revocation {ids['y']}: stale",
+            ]
+            assert not w.get("x1", caller=OPERATOR).usable and w.get("keep", caller=OPERATOR).usable
 
 
 def test_a_restore_over_a_store_it_cannot_read_or_in_use_is_refused(tmp_path: Path, clock: FrozenClock) -> None:
@@ -71,7 +107,7 @@ def test_a_restore_over_a_store_it_cannot_read_or_in_use_is_refused(tmp_path: Pa
     # moved aside, knowingly: the restore goes ahead, and says none could be re-applied
     db.rename(tmp_path / "damaged.db")
     done = cli("restore", str(backup))
-    assert done.exit_code == 0 and "no erasure recorded since the backup could be re-applied" in done.stdout
+    assert done.exit_code == 0 and "nothing taken out since the backup could be re-applied" in done.stdout
     with pytest.raises(InvalidInput, match="pg_restore"):
         restore("postgresql://127.0.0.1/x", backup)
     # an SQLite URL names its file as a path does
