@@ -39,7 +39,6 @@ from memwarden.projections import (
     open_store,
 )
 
-from ._collector import collector_paused
 from ._derivation import cascade
 from ._embedders import Embedder
 from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView, StoreDamaged
@@ -191,7 +190,7 @@ class Core:
         """A write transaction: appends and the view's changes commit
         together. ``size``: how many memories it writes, so that a large one
         lets the small ones waiting go first (``_write_turns``)."""
-        with self.write_turns.turn(size), self.store.writing() as tx, collector_paused():
+        with self.write_turns.turn(size), self.store.writing() as tx:
             yield tx
         EVENTS.inc(len(tx.recorded))
         revoked = [r.payload["selector"].get("tenant") for r in tx.recorded if r.type == "revocation.issued"]

@@ -14,7 +14,6 @@ from typing import Any, Literal, get_args
 from ._append import Existing, PublishingWrite, check_imported, prepare_batch
 from ._errors import LogDamaged, StorageError, StoreDamaged, StoreFailed, StoreUnavailable
 from ._files import private_file
-from ._heap import trim_heap
 from ._log_reads import LogReads
 from ._models import Event
 from ._recorded import (
@@ -407,7 +406,6 @@ class SQLiteEventLog(LogReads):
         self._commits += 1
         if changed >= RELEASE_AFTER_ROWS or self._commits % RELEASE_EVERY == 0:
             self.conn.execute("PRAGMA shrink_memory")
-            trim_heap()
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

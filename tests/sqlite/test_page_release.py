@@ -5,7 +5,6 @@ it commits."""
 from __future__ import annotations
 
 from memwarden.events import SQLiteEventLog
-from memwarden.events._heap import trim_heap
 from memwarden.events._sqlite import RELEASE_AFTER_ROWS, RELEASE_EVERY
 
 from ..conftest import saved
@@ -43,8 +42,3 @@ def test_a_rolled_back_write_releases_nothing_and_the_log_is_unchanged(fresh_log
     except RuntimeError:
         pass
     assert seen == [] and fresh_log.head().seq == 0
-
-
-def test_trimming_the_heap_is_harmless_anywhere() -> None:
-    trim_heap()
-    trim_heap()
