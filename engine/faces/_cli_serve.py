@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 from memwarden.engine import OPERATOR, Scheduler, Warden
@@ -91,6 +94,8 @@ def serve(
     from .http import create_app
 
     _refuse_damaged(warden)
+    # this process is the server's own: holds one target, a cascade's commit within 2.5x its floor
+    warden.holding_store = collector_paused
     if demo_key is not None:
         # in this process rather than a `keys` command before it: one Python start, not two
         click.echo(demo_banner(_kept_demo_key(warden, demo_key), host, port, warden.path))
@@ -106,6 +111,40 @@ def serve(
         per_key=per_key,
     )
     run_server(app, host=host, port=port, head_timeout=head_timeout, max_connections=max_connections)
+
+
+_collector_lock = threading.Lock()
+_collector_writers = 0
+_collector_restore = False
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while a write transaction holds
+    the store, in the server's own process only (never by the library: an
+    application's collector is its own).
+
+    A write builds thousands of short-lived containers (event models,
+    payload dicts, chained records) that hold no cycles and die at the
+    commit; each 700 start a collection, and now and then one walks all the
+    process keeps alive, freeing nothing. Paused, reference counts free them
+    as usual. Begun only once the store is held (``Core.transaction``), so
+    a writer waiting for its turn never holds the collector off; writers
+    inside at once share one count, and it is enabled again when the last
+    leaves, only if it was enabled before."""
+    global _collector_writers, _collector_restore
+    with _collector_lock:
+        if _collector_writers == 0:
+            _collector_restore = gc.isenabled()
+            gc.disable()
+        _collector_writers += 1
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_writers -= 1
+            if _collector_writers == 0 and _collector_restore:
+                gc.enable()
 
 
 def _kept_demo_key(warden: Warden, path: str) -> str:
