@@ -347,6 +347,10 @@ class SQLiteEventLog(LogReads):
         )
         self._lock = threading.RLock()
         self._commits = 0
+        # called after the page cache is given back: none in a library, whose
+        # process's heap is its application's; a server entry point may
+        # return the freed heap to the OS (``faces/_cli_serve``)
+        self.after_release: list[Callable[[], None]] = []
         self._readers = ReaderPool(
             self.path,
             lambda: connect(
@@ -406,6 +410,8 @@ class SQLiteEventLog(LogReads):
         self._commits += 1
         if changed >= RELEASE_AFTER_ROWS or self._commits % RELEASE_EVERY == 0:
             self.conn.execute("PRAGMA shrink_memory")
+            for released in self.after_release:
+                released()
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from memwarden.engine import OPERATOR, Warden
-from memwarden.engine.faces._cli_serve import collector_paused
+from memwarden.engine.faces._cli_serve import collector_paused, trim_heap
+from memwarden.events import SQLiteEventLog
 
 
 @pytest.fixture
@@ -22,15 +23,20 @@ def served(warden: Warden) -> Warden:
     return warden
 
 
-def test_serve_pauses_the_collector_of_its_own_process(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_sets_up_its_own_process(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memwarden serve`` owns its process: the collector paused under the
+    store, and the heap the page cache gave back returned to the OS."""
     from memwarden.engine.faces import _http_server, http
 
-    # the server's warden, as it would be served: what it holds the store in
-    held: list[Any] = []
-    monkeypatch.setattr(http, "create_app", lambda w, **_: w.holding_store)
-    monkeypatch.setattr(_http_server, "serve", lambda app, **_: held.append(app))
+    served: list[Warden] = []
+    monkeypatch.setattr(http, "create_app", lambda w, **_: w)
+    monkeypatch.setattr(_http_server, "serve", lambda app, **_: served.append(app))
     run_cli("serve", "--no-scheduler")
-    assert held == [collector_paused]
+    (warden,) = served
+    assert warden.holding_store is collector_paused
+    log = warden.store.log  # type: ignore[attr-defined]
+    if isinstance(log, SQLiteEventLog):  # PostgreSQL's page cache is its server's
+        assert log.after_release == ([] if trim_heap is None else [trim_heap])
 
 
 def test_a_library_warden_leaves_the_collector_alone(warden: Warden) -> None:

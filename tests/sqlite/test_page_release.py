@@ -42,3 +42,19 @@ def test_a_rolled_back_write_releases_nothing_and_the_log_is_unchanged(fresh_log
     except RuntimeError:
         pass
     assert seen == [] and fresh_log.head().seq == 0
+
+
+def test_a_release_tells_whoever_asked_and_a_library_asks_no_one(fresh_log: SQLiteEventLog) -> None:
+    assert fresh_log.after_release == []  # the heap is the application's
+    told: list[str] = []
+    fresh_log.after_release.append(lambda: told.append("released"))
+    fresh_log.append([saved(i) for i in range(RELEASE_AFTER_ROWS)])
+    assert told == ["released"]
+
+
+def test_the_servers_heap_trim_is_harmless_anywhere() -> None:
+    from memwarden.engine.faces._cli_serve import trim_heap
+
+    if trim_heap is not None:
+        trim_heap()
+        trim_heap()
