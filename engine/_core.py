@@ -38,7 +38,6 @@ from memwarden.projections import (
 )
 
 from . import _metrics
-from ._collector import collector_paused
 from ._derivation import cascade
 from ._embedders import Embedder
 from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView, StoreDamaged
@@ -82,6 +81,10 @@ class Core:
         self.limits = limits or Limits()
         self.chain_check: Joined[Any] = Joined()  # one chain verification at a time (``audit_verify``)
         self.write_turns = WriteTurns()  # small writes before queued batches (``_write_turns``)
+        # what each write transaction runs inside once it holds the store:
+        # nothing here, a guest in its application's process; a server entry
+        # point that owns its process may set its own (``faces/_cli_serve``)
+        self.holding_store: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
         # of the interpreter a large write's preparation may hold (``_pace``):
         # all of it alone in a process; a server gives half to the requests beside it
         self.large_write_share = 1.0
@@ -182,7 +185,7 @@ class Core:
         """A write transaction: appends and the view's changes commit
         together. ``size``: how many memories it writes, so that a large one
         lets the small ones waiting go first (``_write_turns``)."""
-        with self.write_turns.turn(size), self.store.writing() as tx, collector_paused():
+        with self.write_turns.turn(size), self.store.writing() as tx, self.holding_store():
             yield tx
         _metrics.EVENTS.inc(len(tx.recorded))
         revoked = [r.payload["selector"].get("tenant") for r in tx.recorded if r.type == "revocation.issued"]

@@ -86,45 +86,6 @@ def content_checksum(text: str | bytes) -> str:
     return "sha256:" + sha256_hex(text)
 
 
-def envelope_preimage(
-    *,
-    seq: int,
-    event_id: str,
-    type: str,
-    stream: str,
-    stream_version: int,
-    occurred_at: str,
-    recorded_at: str,
-    actor: str,
-    schema_version: int,
-    payload_json: str,
-    prev_hash: str,
-) -> str:
-    """What a chain hash covers, by definition: ``canonical_json`` of the
-    envelope without its hash. The payload is given as the canonical text
-    the log stores, and stands in the envelope as the value it encodes.
-
-    The one definition. Its one faster spelling is ``preimage_bytes``, which
-    both the append and the audit (``_recorded.check_rows``) hash;
-    ``tests/test_canonical.py`` holds it equal to this.
-    """
-    return canonical_json(
-        {
-            "actor": actor,
-            "event_id": event_id,
-            "occurred_at": occurred_at,
-            "payload": json.loads(payload_json),
-            "prev_hash": prev_hash,
-            "recorded_at": recorded_at,
-            "schema_version": schema_version,
-            "seq": seq,
-            "stream": stream,
-            "stream_version": stream_version,
-            "type": type,
-        }
-    )
-
-
 def preimage_bytes(
     seq: int,
     event_id: str,
@@ -139,12 +100,18 @@ def preimage_bytes(
     prev_hash: str,
     /,
 ) -> bytes:
-    """``envelope_preimage`` as the UTF-8 bytes the hash takes, positional
-    (in ``ROW_COLUMNS`` order), for the append path: the payload's text is
-    spliced in as it is (never parsed again), and orjson writes the rest."""
-    # Keys in sorted order already; orjson escapes strings exactly as json's
-    # encode_basestring does (every code point but lone surrogates, checked
-    # in tests/test_canonical.py), for less than formatting by hand costs.
+    """What a chain hash covers, the one spelling of it: the UTF-8 bytes of
+    ``canonical_json`` of the envelope without its hash, the payload standing
+    in it as the canonical text the log stores. Positional, in
+    ``ROW_COLUMNS`` order: the append and the audit (``row_hash``) pass a
+    row up to its hash.
+
+    The payload's text is spliced in as it is (never parsed again); the
+    other fields are strings and integers, which orjson spells as the
+    canonical encoding does (``tests/test_canonical.py`` holds the two equal
+    over every code point and the stored payloads). What no append writes,
+    a lone surrogate or an integer past 64 bits, is refused with a
+    ``ValueError`` naming it, never hashed some other way."""
     try:
         return orjson.dumps(
             {
@@ -161,24 +128,10 @@ def preimage_bytes(
                 "type": type_,
             }
         )
-    except TypeError:  # lone surrogates, a seq past 64 bits: the definition decides (and refuses surrogates)
-        return envelope_preimage(
-            seq=int(seq),
-            event_id=event_id,
-            type=type_,
-            stream=stream,
-            stream_version=int(stream_version),
-            occurred_at=occurred_at,
-            recorded_at=recorded_at,
-            actor=actor,
-            schema_version=int(schema_version),
-            payload_json=payload_json,
-            prev_hash=prev_hash,
-        ).encode("utf-8")
+    except orjson.JSONEncodeError as exc:
+        raise ValueError(f"event at seq {seq!r}: cannot be hashed ({exc})") from None
 
 
-def chain_hash(prev_hash: str, preimage: str | bytes) -> str:
-    """``sha256(prev_hash + canonical_json(envelope without hash))``."""
-    if isinstance(preimage, str):
-        preimage = preimage.encode("utf-8")
+def chain_hash(prev_hash: str, preimage: bytes) -> str:
+    """``sha256(prev_hash + preimage_bytes(...))``, the hash a row carries."""
     return hashlib.sha256(prev_hash.encode("utf-8") + preimage).hexdigest()

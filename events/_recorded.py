@@ -333,7 +333,7 @@ def _stored_hash(row: Row) -> str | None:
         return None
     try:
         return row_hash(row)
-    except (TypeError, ValueError):  # a lone surrogate (UnicodeEncodeError), a payload no encoder wrote
+    except (TypeError, ValueError):  # a lone surrogate, an integer past 64 bits: nothing an append wrote
         return None
 
 

@@ -14,7 +14,6 @@ from typing import Any, Literal, get_args
 from ._append import Existing, PublishingWrite, check_imported, prepare_batch
 from ._errors import LogDamaged, StorageError, StoreDamaged, StoreFailed, StoreUnavailable
 from ._files import private_file
-from ._heap import trim_heap
 from ._log_reads import LogReads
 from ._models import Event
 from ._recorded import (
@@ -348,6 +347,10 @@ class SQLiteEventLog(LogReads):
         )
         self._lock = threading.RLock()
         self._commits = 0
+        # called after the page cache is given back: none in a library, whose
+        # process's heap is its application's; a server entry point may
+        # return the freed heap to the OS (``faces/_cli_serve``)
+        self.after_release: list[Callable[[], object]] = []
         self._readers = ReaderPool(
             self.path,
             lambda: connect(
@@ -407,7 +410,8 @@ class SQLiteEventLog(LogReads):
         self._commits += 1
         if changed >= RELEASE_AFTER_ROWS or self._commits % RELEASE_EVERY == 0:
             self.conn.execute("PRAGMA shrink_memory")
-            trim_heap()
+            for released in self.after_release:
+                released()
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

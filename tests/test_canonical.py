@@ -3,12 +3,48 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memwarden.events import canonical_json, canonical_ts, format_ts, parse_ts
-from memwarden.events._canonical import envelope_preimage, preimage_bytes
+from memwarden.events._canonical import chain_hash, preimage_bytes
 
 KST = timezone(timedelta(hours=9))
+
+
+def definition(
+    *,
+    seq: int,
+    event_id: str,
+    type: str,
+    stream: str,
+    stream_version: int,
+    occurred_at: str,
+    recorded_at: str,
+    actor: str,
+    schema_version: int,
+    payload_json: str,
+    prev_hash: str,
+) -> bytes:
+    """What a chain hash covers, by definition: ``canonical_json`` of the
+    envelope without its hash, the payload standing in it as the value its
+    stored text encodes. ``preimage_bytes``, the library's one spelling, is
+    held to it here."""
+    return canonical_json(
+        {
+            "actor": actor,
+            "event_id": event_id,
+            "occurred_at": occurred_at,
+            "payload": json.loads(payload_json),
+            "prev_hash": prev_hash,
+            "recorded_at": recorded_at,
+            "schema_version": schema_version,
+            "seq": seq,
+            "stream": stream,
+            "stream_version": stream_version,
+            "type": type,
+        }
+    ).encode("utf-8")
 
 
 def test_sorted_compact_utf8() -> None:
@@ -35,8 +71,6 @@ def test_timestamp_text_is_isoformat_in_utc(value: datetime) -> None:
 
 
 def test_naive_timestamps_refused() -> None:
-    import pytest
-
     with pytest.raises(ValueError, match="no timezone"):
         parse_ts("2026-01-05T09:00:00")
     with pytest.raises(ValueError, match="naive"):
@@ -61,7 +95,7 @@ def test_any_unicode_text_round_trips_byte_exact(text: str) -> None:
     st.integers(1, 10**6),
     st.dictionaries(st.text(), st.one_of(st.text(), st.integers(), st.none(), st.booleans()), max_size=5),
 )
-def test_envelope_preimage_is_canonical_json(
+def test_the_preimage_is_the_definition(
     event_id: str, type_: str, stream: str, actor: str, seq: int, sv: int, payload: dict
 ) -> None:
     envelope = {
@@ -78,10 +112,10 @@ def test_envelope_preimage_is_canonical_json(
         "prev_hash": "0" * 64,
     }
     try:
-        expected = canonical_json(envelope)
+        expected = canonical_json(envelope).encode("utf-8")
     except UnicodeEncodeError:
         return
-    got = envelope_preimage(
+    got = definition(
         seq=seq,
         event_id=event_id,
         type=type_,
@@ -95,8 +129,8 @@ def test_envelope_preimage_is_canonical_json(
         prev_hash="0" * 64,
     )
     assert got == expected
-    # the append path's spelling writes the same bytes
-    fast = preimage_bytes(
+    # the one spelling the append and the audit hash writes the same bytes
+    spelled = preimage_bytes(
         seq,
         event_id,
         type_,
@@ -109,14 +143,13 @@ def test_envelope_preimage_is_canonical_json(
         canonical_json(payload),
         "0" * 64,
     )
-    assert fast == expected.encode("utf-8")
+    assert spelled == expected
 
 
 @given(
     st.text(min_size=1), st.text(min_size=1), st.integers(1, 10**6), st.dictionaries(st.text(), st.text(), max_size=4)
 )
 def test_the_verify_loop_hashes_exactly_like_append(event_id: str, stream: str, seq: int, payload: dict) -> None:
-    from memwarden.events._canonical import chain_hash
     from memwarden.events._recorded import check_rows, row_hash
 
     try:
@@ -141,7 +174,7 @@ def test_the_verify_loop_hashes_exactly_like_append(event_id: str, stream: str, 
     )
     expected = chain_hash(
         prev,
-        envelope_preimage(
+        definition(
             seq=seq,
             event_id=event_id,
             type="memory.saved",
@@ -273,12 +306,12 @@ def test_only_readback_events_may_hold_floats() -> None:
     assert not holds_float(tuple[str, ...]) and not holds_float(datetime | None)
 
 
-def test_the_preimage_bytes_are_the_envelope_preimage() -> None:
-    from memwarden.events._canonical import chain_hash
-
+def test_the_preimage_and_its_hash_are_what_stores_hold() -> None:
+    """The bytes every store's chain was hashed over: a hash recorded by
+    the code before this spelling was the only one, which must not move."""
     fields = dict(
         seq=7,
-        event_id='ev_서울\n"x"',
+        event_id='ev_서울\n"x"\u2028\x7f',
         type="memory.saved",
         stream="m1",
         stream_version=2,
@@ -286,9 +319,22 @@ def test_the_preimage_bytes_are_the_envelope_preimage() -> None:
         recorded_at="2026-01-05T09:00:00.000000Z",
         actor="에이전트",
         schema_version=1,
-        payload_json='{"a":"\\u0001"}',
+        payload_json='{"a":"\\u0001","b":[1,null,true],"c":"서울"}',
         prev_hash="ab" * 32,
     )
-    text = envelope_preimage(**fields)
-    assert preimage_bytes(*fields.values()) == text.encode("utf-8")
-    assert chain_hash("ab" * 32, preimage_bytes(*fields.values())) == chain_hash("ab" * 32, text)
+    spelled = preimage_bytes(*fields.values())
+    assert spelled == definition(**fields)
+    assert spelled.startswith('{"actor":"에이전트","event_id":"ev_서울\\n\\"x\\"\u2028\x7f",'.encode())
+    assert chain_hash("ab" * 32, spelled) == "a49382f6a6d88c46910d0f44b3d4597367b9c4d03797c7c322f135b4ac1215d6"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [(1, "ev_\ud800"), (7, "agent\udfff"), (0, 2**64), (4, -(2**63) - 1)],
+    ids=["surrogate event_id", "surrogate actor", "seq past 64 bits", "version below -2**63"],
+)
+def test_what_no_append_writes_is_refused_not_hashed_otherwise(field: int, value: object) -> None:
+    row: list[object] = [7, "ev", "memory.saved", "m1", 1, "t", "t", "agent", 1, "{}", "ab" * 32]
+    row[field] = value
+    with pytest.raises(ValueError, match="cannot be hashed"):
+        preimage_bytes(*row)

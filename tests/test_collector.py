@@ -1,4 +1,6 @@
-"""The garbage collector waits while the engine writes, and only then."""
+"""The server's own process pauses its garbage collector while the engine
+writes, and only then; a library user's collector is never touched
+(``tests/test_guest.py``)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,40 @@ from typing import Any
 
 import pytest
 from memwarden.engine import OPERATOR, Warden
-from memwarden.engine._collector import collector_paused
+from memwarden.engine.faces._own_process import collector_paused, trim_heap
+from memwarden.events import SQLiteEventLog
 
 
-def test_a_write_transaction_pauses_the_collector_and_restores_it(warden: Warden) -> None:
+@pytest.fixture
+def served(warden: Warden) -> Warden:
+    """A warden as ``memwarden serve`` sets it up for its own process."""
+    warden.holding_store = collector_paused
+    return warden
+
+
+def test_serve_sets_up_its_own_process(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memwarden serve`` owns its process: the collector paused under the
+    store, and the heap the page cache gave back returned to the OS."""
+    from memwarden.engine.faces import _http_server, http
+
+    served: list[Warden] = []
+    monkeypatch.setattr(http, "create_app", lambda w, **_: w)
+    monkeypatch.setattr(_http_server, "serve", lambda app, **_: served.append(app))
+    run_cli("serve", "--no-scheduler")
+    (warden,) = served
+    assert warden.holding_store is collector_paused
+    log = warden.store.log  # type: ignore[attr-defined]
+    if isinstance(log, SQLiteEventLog):  # PostgreSQL's page cache is its server's
+        assert log.after_release == [trim_heap]
+
+
+def test_a_library_warden_leaves_the_collector_alone(warden: Warden) -> None:
+    with warden.transaction():
+        assert gc.isenabled()
+
+
+def test_a_write_transaction_pauses_the_collector_and_restores_it(served: Warden) -> None:
+    warden = served
     assert gc.isenabled()
     seen: list[bool] = []
     with warden.transaction():
@@ -25,7 +57,8 @@ def test_a_write_transaction_pauses_the_collector_and_restores_it(warden: Warden
     assert gc.isenabled()
 
 
-def test_a_failed_write_restores_the_collector(warden: Warden) -> None:
+def test_a_failed_write_restores_the_collector(served: Warden) -> None:
+    warden = served
     with pytest.raises(RuntimeError), warden.transaction():
         raise RuntimeError("boom")
     assert gc.isenabled()
@@ -68,7 +101,8 @@ def test_concurrent_writers_reenable_it_only_when_the_last_leaves() -> None:
     assert gc.isenabled()
 
 
-def test_a_writer_waits_for_the_store_with_the_collector_on(warden: Warden, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_writer_waits_for_the_store_with_the_collector_on(served: Warden, monkeypatch: pytest.MonkeyPatch) -> None:
+    warden = served
     # waiting for the database's lock (another process's transaction, another
     # node's) must not keep the collector off: it is paused only once held
     store = warden.store
@@ -88,7 +122,8 @@ def test_a_writer_waits_for_the_store_with_the_collector_on(warden: Warden, monk
     assert gc.isenabled()
 
 
-def test_saves_still_work_and_the_view_sees_them(warden: Warden) -> None:
+def test_saves_still_work_and_the_view_sees_them(served: Warden) -> None:
+    warden = served
     warden.save(
         memory_id="m1",
         kind="external_fact",

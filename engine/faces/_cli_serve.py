@@ -90,10 +90,18 @@ def serve(
     per_key: int,
 ) -> None:
     """HTTP server (OpenAPI at /docs, MCP at /mcp) with the scheduler embedded."""
+    from memwarden.events import SQLiteEventLog
+
     from ._http_server import serve as run_server
+    from ._own_process import collector_paused, trim_heap
     from .http import create_app
 
     _refuse_damaged(warden)
+    # this process is the server's own: what it does to it, each for a target (``_own_process``)
+    warden.holding_store = collector_paused
+    log = getattr(warden.store, "log", None)
+    if isinstance(log, SQLiteEventLog):
+        log.after_release.append(trim_heap)
     if demo_key is not None:
         # in this process rather than a `keys` command before it: one Python start, not two
         click.echo(demo_banner(_kept_demo_key(warden, demo_key), host, port, warden.path))

@@ -1,7 +1,6 @@
 """The log gives its page cache's clean pages back after a large write and
 now and then after small ones; the pages a transaction changes stay until
-it commits. The heap's freed pages then go back to the OS where the C
-library can (glibc's ``malloc_trim``), and nothing is done elsewhere."""
+it commits."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ import ctypes.util
 from pathlib import Path
 
 import pytest
-from memwarden.events import SQLiteEventLog, _heap
-from memwarden.events import _sqlite as sqlite_log
-from memwarden.events._heap import trim_heap
+from memwarden.engine.faces._own_process import malloc_trim, trim_heap
+from memwarden.events import SQLiteEventLog
 from memwarden.events._sqlite import RELEASE_AFTER_ROWS, RELEASE_EVERY
 
 from ..conftest import saved
@@ -52,25 +50,12 @@ def test_a_rolled_back_write_releases_nothing_and_the_log_is_unchanged(fresh_log
     assert seen == [] and fresh_log.head().seq == 0
 
 
-def test_a_release_trims_the_heap_after_the_cache_gives_its_pages_back(
-    fresh_log: SQLiteEventLog, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    order: list[str] = []
-    fresh_log.conn.set_trace_callback(lambda sql: order.append(sql) if "shrink_memory" in sql else None)
-    monkeypatch.setattr(sqlite_log, "trim_heap", lambda: order.append("trim"))
+def test_a_release_tells_whoever_asked_and_a_library_asks_no_one(fresh_log: SQLiteEventLog) -> None:
+    assert fresh_log.after_release == []  # the heap is the application's
+    told: list[str] = []
+    fresh_log.after_release.append(lambda: told.append("released"))
     fresh_log.append([saved(i) for i in range(RELEASE_AFTER_ROWS)])
-    assert order == ["PRAGMA shrink_memory", "trim"]
-
-
-def test_trimming_is_harmless_where_the_c_library_cannot(
-    fresh_log: SQLiteEventLog, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # not glibc: no malloc_trim was found, and a release does the rest of its work
-    monkeypatch.setattr(_heap, "_trim", None)
-    assert trim_heap() is None
-    fresh_log.append([saved(i) for i in range(RELEASE_AFTER_ROWS)])
-    assert len(list(fresh_log.read())) == RELEASE_AFTER_ROWS
-    assert fresh_log.verify_chain().ok
+    assert told == ["released"]
 
 
 def rss_anon_kb() -> int:
@@ -78,10 +63,14 @@ def rss_anon_kb() -> int:
     return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("RssAnon:"))
 
 
+def test_the_servers_heap_trim_says_whether_it_could() -> None:
+    assert trim_heap() is (malloc_trim() is not None)
+
+
 @pytest.mark.skipif(
-    _heap._trim is None or not Path("/proc/self/status").exists(), reason="glibc's malloc_trim and Linux's /proc"
+    malloc_trim() is None or not Path("/proc/self/status").exists(), reason="glibc's malloc_trim and Linux's /proc"
 )
-def test_trimming_gives_the_heaps_freed_pages_back_to_the_os() -> None:
+def test_the_servers_heap_trim_gives_freed_pages_back_to_the_os() -> None:
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
@@ -96,7 +85,7 @@ def test_trimming_gives_the_heaps_freed_pages_back_to_the_os() -> None:
         libc.free(b)
     try:
         kept = rss_anon_kb()
-        trim_heap()
+        assert trim_heap()
         given_back = kept - rss_anon_kb()
     finally:
         libc.free(above)
