@@ -429,8 +429,8 @@ class SQLiteEventLog(LogReads):
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """A read transaction that does not wait for writers: on a connection
-        of its own (``_sqlite_readers``), or inside this thread's own write
-        transaction, that one's."""
+        of its own (``_sqlite_readers``); inside this thread's own write
+        transaction or read transaction, that one's."""
         if self._readers.shared:
             with self.snapshot() as conn:
                 yield conn

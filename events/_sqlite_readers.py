@@ -9,6 +9,13 @@ the pool is bounded (a burst beyond it waits for a connection, not for the write
 and its connections are read-only (``query_only``), so no write can take a
 path that skips the log's lock.
 
+A thread holds at most one of them: a read begun inside this thread's read
+transaction is that transaction's (as a PostgreSQL snapshot is, in
+``_postgres``). A thread that held one connection while it waited for
+another could wait for ever: with every connection held by such threads,
+none is ever given back (the vector index's catch-up reads the log inside
+a search's view, under the index's lock, for which the other holders wait).
+
 An in-memory database has no file another connection could open: it keeps
 the one connection (``ReaderPool.shared`` is true) and its reads take the
 log's lock, as before.
@@ -28,8 +35,14 @@ def in_memory(path: str) -> bool:
     return path in ("", ":memory:") or path.startswith("file::memory:") or "mode=memory" in path
 
 
+class _Held(threading.local):
+    """The connection of the read transaction this thread is inside, if any."""
+
+    conn: sqlite3.Connection | None = None
+
+
 class ReaderPool:
-    """Read-only connections, opened on first need, at most ``size`` of them."""
+    """Read-only connections, opened on first need, at most ``size`` of them, one a thread."""
 
     def __init__(self, path: str, opener: Callable[[], sqlite3.Connection], *, size: int = READERS) -> None:
         self.shared = in_memory(path)
@@ -39,6 +52,7 @@ class ReaderPool:
         self._size = size
         self._closed = False
         self._free = threading.Condition()
+        self._held = _Held()
 
     def _take(self) -> sqlite3.Connection:
         with self._free:
@@ -74,16 +88,23 @@ class ReaderPool:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction on a connection of the pool: one committed state."""
+        """A read transaction on a connection of the pool: one committed state
+        (inside this thread's own, that one: never a second connection)."""
+        held = self._held.conn
+        if held is not None:
+            yield held
+            return
         conn = self._take()
         try:
             conn.execute("BEGIN")
         except BaseException:
             self._give(conn, False)
             raise
+        self._held.conn = conn
         try:
             yield conn
         finally:
+            self._held.conn = None
             healthy = True
             try:
                 if conn.in_transaction:

@@ -127,7 +127,7 @@ class VectorIndex:
         folder = self.settings.directory or directory
         self.files = IndexFiles(folder) if folder is not None and self.settings.persist else None
         self._tenants: dict[tuple[str, int], TenantIndex] = {}
-        self._lock = threading.RLock()  # always taken after the store's own (inside ``reading``)
+        self._lock = threading.RLock()  # after the store's read (``reading``), whose connection reads under it
         self._stop = threading.Event()
         self._threads = _Threads()
         # vectors compared by searches in this process (exact rows scored,

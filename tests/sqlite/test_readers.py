@@ -56,27 +56,68 @@ def test_readers_cannot_write(tmp_path: Path) -> None:
         log.close()
 
 
-def test_the_pool_is_bounded_and_reuses_its_connections(tmp_path: Path) -> None:
-    path = tmp_path / "p.db"
+def _pool(path: Path, opened: list[sqlite3.Connection], size: int) -> ReaderPool:
     sqlite3.connect(path).close()
-    opened: list[sqlite3.Connection] = []
 
     def opener() -> sqlite3.Connection:
         opened.append(sqlite3.connect(path, isolation_level=None, check_same_thread=False))
         return opened[-1]
 
-    pool = ReaderPool(str(path), opener, size=2)
-    held = [pool.transaction() for _ in range(2)]
-    for h in held:
-        h.__enter__()
+    return ReaderPool(str(path), opener, size=size)
+
+
+def _holding(pool: ReaderPool, release: threading.Event) -> threading.Thread:
+    """A thread inside a read transaction of ``pool`` until ``release``; started once it is."""
+    inside = threading.Event()
+
+    def hold() -> None:
+        with pool.transaction():
+            inside.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert inside.wait(5)
+    return thread
+
+
+def test_the_pool_is_bounded_and_reuses_its_connections(tmp_path: Path) -> None:
+    opened: list[sqlite3.Connection] = []
+    pool = _pool(tmp_path / "p.db", opened, size=2)
+    first, second = threading.Event(), threading.Event()
+    holders = [_holding(pool, first), _holding(pool, second)]
     third: list[bool] = []
     waiter = threading.Thread(target=lambda: third.append(pool.transaction().__enter__() is not None))
     waiter.start()
     waiter.join(0.3)
     assert third == [] and len(opened) == 2  # the third waits for one of the two
-    held[0].__exit__(None, None, None)
+    first.set()
     waiter.join(5)
     assert third == [True] and len(opened) == 2
+    second.set()
+    for h in holders:
+        h.join(5)
+    pool.close()
+
+
+def test_a_read_inside_a_read_is_on_its_connection(tmp_path: Path) -> None:
+    """A thread holds one connection at most: holding one while it waited
+    for another, with every connection held so, it would wait for ever (the
+    vector index's catch-up, under its lock, inside a search's read)."""
+    opened: list[sqlite3.Connection] = []
+    pool = _pool(tmp_path / "p.db", opened, size=1)
+    seen: list[bool] = []
+
+    def nested() -> None:
+        with pool.transaction() as outer, pool.transaction() as inner:
+            seen.append(inner is outer and inner.in_transaction)
+        with pool.transaction() as again:  # the outer one ended: a transaction of its own
+            seen.append(again.in_transaction)
+
+    reader = threading.Thread(target=nested, daemon=True)
+    reader.start()
+    reader.join(30)  # bounds the test only: before, the inner read waited for the one connection for ever
+    assert not reader.is_alive() and seen == [True, True] and len(opened) == 1
     pool.close()
 
 
