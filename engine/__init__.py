@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memwarden.events._lazy import lazy_exports
+from memwarden.events import lazy_exports
 
 # what type checkers and the docs read; each name is imported when first
 # asked for (``lazy_exports``): importing the package costs next to nothing

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memwarden.events._log import get_logger
+from memwarden.events import get_logger
 
 from ._answers import answer
 from ._core import Core

@@ -19,10 +19,10 @@ from memwarden.events import (
     SystemClock,
     check_storable,
     format_ts,
+    get_logger,
     private_folder,
     unstorable,
 )
-from memwarden.events._log import get_logger
 from memwarden.projections import (
     Access,
     AgentPage,

@@ -38,8 +38,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from memwarden.events import InvalidField, check_vector, check_vectors
-from memwarden.events._log import get_logger
+from memwarden.events import InvalidField, check_vector, check_vectors, get_logger
 
 from ._errors import FetchFailed, InvalidInput
 from ._fetchers import Fetchers

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from memwarden.events._log import get_logger
+from memwarden.events import get_logger
 
 from . import _metrics
 from ._addresses import AddressPolicy, AddressRefused, Resolver, resolve

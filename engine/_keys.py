@@ -7,7 +7,7 @@ import hmac
 import secrets
 from typing import Any
 
-from memwarden.events._log import get_logger
+from memwarden.events import get_logger
 
 from ._errors import InvalidInput
 from ._rights import KEY_ROLES, Principal, authorize

@@ -8,8 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from memwarden.events import ReadbackConfirmed, ReadbackFailed, parse_ts
-from memwarden.events._log import get_logger
+from memwarden.events import ReadbackConfirmed, ReadbackFailed, get_logger, parse_ts
 from memwarden.projections import search_tokens
 
 from . import _metrics

@@ -36,10 +36,10 @@ from memwarden.events import (
     canonical_json,
     content_checksum,
     format_ts,
+    get_logger,
     sha256_hex,
     version_key,
 )
-from memwarden.events._log import get_logger
 from memwarden.events._types import Identifier, NonEmptyStr, UTCDateTime
 from memwarden.projections import ViewReader, Write, blocking_revocation
 from pydantic import BaseModel, ConfigDict, ValidationError

@@ -28,8 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from memwarden.events import MemoryReembedded, Vector
-from memwarden.events._log import get_logger
+from memwarden.events import MemoryReembedded, Vector, get_logger
 from memwarden.projections import TERMINAL, StaleVector
 
 from ._core import Core

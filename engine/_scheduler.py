@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
-from memwarden.events import MemoryExpired, parse_ts, sha256_hex
-from memwarden.events._log import get_logger
+from memwarden.events import MemoryExpired, get_logger, parse_ts, sha256_hex
 
 from . import _metrics
 from ._backoff import HostBackoff, SharedBackoff, host_of

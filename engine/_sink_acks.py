@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from memwarden.events._log import get_logger
+from memwarden.events import get_logger
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from ._core import Core

@@ -33,8 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
-from memwarden.events import parse_ts
-from memwarden.events._log import get_logger
+from memwarden.events import get_logger, parse_ts
 
 from . import _metrics
 from ._backoff import HostBackoff, SharedBackoff, host_of

@@ -14,9 +14,9 @@ from memwarden.events import (
     Scope,
     content_checksum,
     format_ts,
+    get_logger,
     parse_ts,
 )
-from memwarden.events._log import get_logger
 from memwarden.projections import SCOPE_COLUMNS, TERMINAL, Access, Write, parent_refs
 
 from ._core import Core

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from ._files import FILE_MODE, FOLDER_MODE, private_file, private_folder, write_private
     from ._jsonl import JsonlEventLog, read_texts, read_verified, verify_export, verify_file, write_export
+    from ._log import get_logger
     from ._models import (
         EVENT_ADAPTER,
         EVENT_TYPES,
@@ -173,9 +174,11 @@ __all__ = [
     "current_schema_version",
     "event_from_row",
     "format_ts",
+    "get_logger",
     "has_user_info",
     "iso_week",
     "json_storable",
+    "lazy_exports",
     "legacy_tenants",
     "memory_stream",
     "migrate_blobs",

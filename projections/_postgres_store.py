@@ -19,8 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from memwarden.events import Clock, RecordedEvent, StoreFailed, translated
-from memwarden.events._log import get_logger
+from memwarden.events import Clock, RecordedEvent, StoreFailed, get_logger, translated
 from memwarden.events.postgres import PostgresEventLog, PostgresTextStore, QmarkConnection, postgres_failure
 from memwarden.events.sqlite import sqlite_failure
 

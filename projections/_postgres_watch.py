@@ -24,8 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from memwarden.events import QmarkConnection
-from memwarden.events._log import get_logger
+from memwarden.events import QmarkConnection, get_logger
 from memwarden.events.postgres import NOTIFY_CHANNEL as CHANNEL
 
 log = get_logger("memwarden")

@@ -23,11 +23,11 @@ from memwarden.events import (
     StoreFailed,
     TextStore,
     WriteTransaction,
+    get_logger,
     migrate_blobs,
     private_file,
     translated,
 )
-from memwarden.events._log import get_logger
 from memwarden.events.sqlite import sqlite_failure
 
 from ._agent_page import AgentPage, AgentQuery, read_page

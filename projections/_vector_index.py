@@ -45,8 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memwarden.events import EVENT_TYPES
-from memwarden.events._log import get_logger
+from memwarden.events import EVENT_TYPES, get_logger
 
 from ._access import Access
 from ._named import VectorRow

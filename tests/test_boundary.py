@@ -110,12 +110,14 @@ def test_the_detector_finds_sql() -> None:
 
 def test_the_engine_modules_import_each_other_without_a_cycle() -> None:
     """The Warden delegates to its modules and none of them needs the Warden
-    back: no import cycle, not even one hidden behind TYPE_CHECKING."""
+    back: no import cycle, not even one hidden behind TYPE_CHECKING or in a
+    function (every relative import counts, wherever it stands; a library
+    imported for its types only, as httpx where the first exchange loads
+    it, makes no cycle)."""
     modules = {p.stem: p for p in (ROOT / "engine").glob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         text = path.read_text("utf-8")
-        assert "TYPE_CHECKING" not in text, f"{path.name} imports for types only"
         deps: set[str] = set()
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ImportFrom) and node.level == 1:

@@ -142,7 +142,7 @@ def test_refusals_are_the_engine_errors_with_their_fields(face: tuple[Memories, 
     assert bad.value.field == "source_url"
     with pytest.raises(BatchRefused) as batch:
         agent.save_many([fields(f"{prefix}-z"), fields(f"{prefix}-w", kind="no such kind", ttl=None)])
-    assert [(p["index"], p["field"]) for p in batch.value.problems] == [(1, "expires_at")]
+    assert [(p["index"], p["field"]) for p in batch.value.problems] == [(1, "kind")]
     with pytest.raises(Forbidden, match="agent role may not do this"):
         agent.revoke({"tenant": "acme"}, reason="an agent may not revoke")
     # what a security key may do, the same on both faces

@@ -15,8 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
 from memwarden.engine import InvalidInput, KeyStore, Principal, Unauthorized, answer, field_problems
-from memwarden.events import Refusal
-from memwarden.events._log import get_logger
+from memwarden.events import Refusal, get_logger
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send

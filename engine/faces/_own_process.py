@@ -1,7 +1,7 @@
 """What ``memwarden serve`` does to its own process, and a library never
 does to its host's: a collector paused while a write holds the store, and
 the heap's free pages given back after the SQLite log releases its cache.
-Each holds one target in BENCHMARKS.md, named beside it."""
+Each is kept for one speed target, named in its docstring."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import asyncio
 from collections import Counter
 
 from memwarden.engine import TooManyWaiters, Warden
-from memwarden.events._log import get_logger
+from memwarden.events import get_logger
 
 log = get_logger("memwarden.http")
 

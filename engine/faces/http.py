@@ -33,7 +33,7 @@ from memwarden.engine import (
     refuse_local_source,
     settle_committed,
 )
-from memwarden.events._log import get_logger
+from memwarden.events import get_logger
 from starlette.concurrency import run_in_threadpool
 
 from . import _http_responses as R
