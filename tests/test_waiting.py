@@ -17,9 +17,10 @@ import pytest
 from memwarden.engine import OPERATOR, TooManyWaiters, Warden
 from memwarden.engine.faces._waiting import HeadWatch
 
+from ._sizes import larger
 from .test_http import Server, save_body, start_server
 
-LONG_POLLS = 500
+LONG_POLLS = larger(200, 500)  # past the thread pool (40) many times over either way
 
 
 @pytest.fixture(scope="module")
