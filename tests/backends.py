@@ -27,6 +27,8 @@ from typing import Any
 
 from memwarden.events import content_checksum
 
+from ._pg_emptying import DROPPER, emptied, making
+
 # what a test names a store by: a file for SQLite, a URL for PostgreSQL
 Db = str | Path
 
@@ -249,7 +251,7 @@ class PostgresBackend(Backend):
         # (seconds once others write): a process of its own drops them, and
         # what an earlier session's left behind, while this one ends
         subprocess.Popen(
-            [sys.executable, "-c", _DROPPER, self.server, *made],
+            [sys.executable, "-c", DROPPER, self.server, *made],
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -288,7 +290,7 @@ class PostgresBackend(Backend):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
             (database,),
         )
-        if self._pristine is not None and _emptied(url, *self._pristine):
+        if self._pristine is not None and emptied(url, *self._pristine):
             self._migrated.append(database)
         else:
             self._remake_schema(url)
@@ -322,7 +324,7 @@ class PostgresBackend(Backend):
 
         url = self.lend()
         Warden(url).close()
-        found = _making(url)
+        found = making(url)
         self._migrated.append(url.rsplit("/", 1)[1])
         return found
 
@@ -416,76 +418,6 @@ class PostgresBackend(Backend):
         finally:
             for name, original in originals.items():
                 setattr(psycopg.Cursor, name, original)
-
-
-# drops the databases named, and any an ended session left (its process gone)
-_DROPPER = """
-import os, sys, psycopg
-server, names = sys.argv[1], sys.argv[2:]
-with psycopg.connect(server + "/postgres", autocommit=True) as admin:
-    for (name,) in admin.execute("SELECT datname FROM pg_database WHERE datname LIKE 'memwarden_test_%'").fetchall():
-        pid = name.split("_")[2]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            names.append(name)
-    for name in dict.fromkeys(names):
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-"""
-
-# a schema as memwarden makes it: any change (a trigger a test dropped, a
-# column it altered) makes a store that is not lent again as it is
-_FINGERPRINT = (
-    "SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns"
-    " WHERE table_schema = 'public' ORDER BY 1, 2",
-    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
-    "SELECT tgrelid::regclass::text, tgname, tgenabled FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2",
-    "SELECT proname, md5(prosrc) FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1, 2",
-    "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE connamespace = 'public'::regnamespace"
-    " ORDER BY 1, 2",
-    "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public' ORDER BY 1",
-)
-
-
-def _tables(conn: Any) -> list[str]:
-    return [row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")]
-
-
-def _fingerprint(conn: Any) -> list[Any]:
-    return [conn.execute(sql).fetchall() for sql in _FINGERPRINT]
-
-
-def _making(url: str) -> tuple[list[Any], dict[str, list[tuple[Any, ...]]]]:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        found = {table: conn.execute(f'SELECT * FROM "{table}"').fetchall() for table in _tables(conn)}
-        return _fingerprint(conn), {table: rows for table, rows in found.items() if rows}
-
-
-# past this many rows a store is truncated (new files) rather than deleted
-# from: a DELETE of a few rows is ten times quicker than a TRUNCATE
-_DELETE_UP_TO = 2_000
-
-
-def _emptied(url: str, fingerprint: list[Any], seed: dict[str, list[tuple[Any, ...]]]) -> bool:
-    """Whether the store at ``url`` had memwarden's schema as it makes it,
-    and if so, every row gone and the making's rows back, past the log's
-    own refusals (triggers do not fire in a replica's session)."""
-    import psycopg
-
-    with psycopg.connect(url) as conn:
-        if _fingerprint(conn) != fingerprint:
-            return False
-        conn.execute("SET LOCAL session_replication_role = replica")
-        tables = _tables(conn)
-        deleted = sum(conn.execute(f'DELETE FROM "{t}"').rowcount for t in tables)
-        if deleted > _DELETE_UP_TO:
-            conn.rollback()
-            conn.execute("SET LOCAL session_replication_role = replica")
-            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY")
-        for table, rows in seed.items():
-            marks = ", ".join(["%s"] * len(rows[0]))
-            conn.cursor().executemany(f'INSERT INTO "{table}" VALUES ({marks})', rows)
-    return True
 
 
 BACKENDS: list[Backend] = [SQLiteBackend(), PostgresBackend()]
