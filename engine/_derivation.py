@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
 from memwarden.events import MemoryInvalidated, RecordedEvent
-from memwarden.projections import Access, Key, ViewReader, Write, parent_refs
+from memwarden.projections import Access, Key, Kin, LineageQuery, TakenAt, ViewReader, Write, parent_refs
 from pydantic import ConfigDict, TypeAdapter
 
 from ._gate import Decision, ParentState, decide
@@ -68,8 +68,7 @@ class EvidenceView(Protocol):
 
     def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None: ...
     def rows(self, keys: Sequence[Key]) -> Mapping[Key, dict[str, Any] | None]: ...
-    def ancestors(self, tenant: str, memory_ids: Sequence[str]) -> set[str]: ...
-    def drawn_from(self, tenant: str, memory_id: str) -> list[str]: ...
+    def lineage(self, query: LineageQuery) -> list[Kin]: ...
 
 
 class Judge:
@@ -163,7 +162,8 @@ class Judge:
         if root["derived_from"] == "[]":
             return
         tenant = root["tenant"]
-        below = [m for m in self.view.ancestors(tenant, [root["memory_id"]]) if (tenant, m) not in self._rows]
+        walked = self.view.lineage(LineageQuery("up", ((tenant, root["memory_id"]),)))
+        below = [k.memory_id for k in walked if k.key not in self._rows]
         if len(below) < 2:
             return  # one parent: as cheap to read when the walk comes to it
         found = self.view.rows([(tenant, m) for m in sorted(below)])
@@ -242,8 +242,8 @@ class Judge:
             nodes: list[dict[str, Any]] = []
             if depth >= 32:
                 return nodes
-            for child_id in self.view.drawn_from(parent["tenant"], parent["memory_id"]):
-                child = self.row(parent["tenant"], child_id)
+            for kin in self.view.lineage(LineageQuery("drawn", ((parent["tenant"], parent["memory_id"]),))):
+                child = self.row(kin.tenant, kin.memory_id)
                 if child is None or _key(child) in seen or not access.allows(child["tenant"], child["agent"]):
                     continue
                 if left[0] <= 0:
@@ -284,8 +284,10 @@ def cascade(tx: Write, records: Sequence[RecordedEvent]) -> None:
             # what this revocation took out, found the way its UPDATE found
             # it (so the cost follows its size, not every derivation ever
             # recorded), and of that only what is someone's evidence
-            for key in view.revoked_evidence(record.payload["selector"], record.payload["revocation_id"], record.seq):
-                roots[key] = (record.seq, "revoked")
+            p = record.payload
+            evidence = TakenAt(p["revocation_id"], record.seq, p["selector"], evidence=True)
+            for covered in view.covered(evidence):
+                roots[covered.key] = (record.seq, "revoked")
         elif record.type in CASCADE_TRIGGERS:
             why = {"memory.erased": "erased", "memory.integrity_failed": "integrity_failed"}.get(
                 record.type, record.payload.get("reason", "invalidated")
@@ -297,7 +299,9 @@ def cascade(tx: Write, records: Sequence[RecordedEvent]) -> None:
     frontier = roots
     while frontier:
         following: dict[Key, tuple[int, str]] = {}
-        for tenant, child_id, version, parent_id in view.children(frontier):
+        for kin in view.lineage(LineageQuery("children", tuple(frontier))):
+            tenant, child_id, version, parent_id = kin.tenant, kin.memory_id, kin.version, kin.parent_id
+            assert version is not None and parent_id is not None  # a children walk names both
             if (tenant, child_id) in seen:  # drawn from two parents that went out together
                 continue
             seen.add((tenant, child_id))

@@ -59,24 +59,35 @@ class KeyStore:
             return None
         key_id, _, secret = key[3:].partition("_")
         with self.warden.reading() as view:
-            row = view.key(key_id)
-        if row is None or row["revoked_at"] is not None or not hmac.compare_digest(row["key_hash"], _hash(secret)):
+            row = next(iter(view.keys(key_id)), None)
+        if row is None or row.revoked_at is not None or not hmac.compare_digest(row.key_hash or "", _hash(secret)):
             return None
-        return Principal(key_id, row["role"], tuple(row["tenants"]), row["agent"])
+        return Principal(key_id, row.role, row.tenants, row.agent)
 
     def principal(self, key_id: str) -> Principal | None:
         """Who an active key is, by its id (for a session that signed in with
         the key); None once the key is revoked."""
         with self.warden.reading() as view:
-            row = view.key(key_id)
-        if row is None or row["revoked_at"] is not None:
+            row = next(iter(view.keys(key_id)), None)
+        if row is None or row.revoked_at is not None:
             return None
-        return Principal(key_id, row["role"], tuple(row["tenants"]), row["agent"])
+        return Principal(key_id, row.role, row.tenants, row.agent)
 
     def list(self, *, caller: Principal) -> list[dict[str, Any]]:
         authorize(caller, "operate")
         with self.warden.reading() as view:
-            return view.keys()
+            listed = view.keys()
+        return [
+            {
+                "key_id": k.key_id,
+                "role": k.role,
+                "tenants": list(k.tenants),
+                "agent": k.agent,
+                "created_at": k.created_at,
+                "revoked_at": k.revoked_at,
+            }
+            for k in listed
+        ]
 
     def revoke(self, key_id: str, *, caller: Principal) -> bool:
         authorize(caller, "operate")

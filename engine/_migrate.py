@@ -118,11 +118,9 @@ def _copy_keys(source: Any, target: Any) -> int:
     against the new store exactly as it did, and a revoked one stays revoked."""
     count = 0
     for listed in source.keys():
-        key = source.key(listed["key_id"])
-        target.add_key(
-            listed["key_id"], key["key_hash"], key["role"], key["tenants"], key["agent"], listed["created_at"]
-        )
-        if listed["revoked_at"] is not None:
-            target.revoke_key(listed["key_id"], listed["revoked_at"])
+        (key,) = source.keys(listed.key_id)
+        target.add_key(key.key_id, key.key_hash, key.role, list(key.tenants), key.agent, key.created_at)
+        if key.revoked_at is not None:
+            target.revoke_key(key.key_id, key.revoked_at)
         count += 1
     return count

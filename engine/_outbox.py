@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json
-from memwarden.projections import Key, ViewWriter, Write
+from memwarden.projections import CheckedUnder, Key, LineageQuery, RevokedBy, ViewWriter, Write
 
 from ._sink_config import NOTICE_TYPES, SinkSpec
 
@@ -113,9 +113,9 @@ def _announcements(
                 )
             )
         elif r.type == "policy.version_changed":
-            retired = view.checked_under(p["policy"], str(p["previous_version"]))
+            retired = view.covered(CheckedUnder(p["policy"], str(p["previous_version"])))
             fields = {"policy": p["policy"], "version": p["version"], "previous_version": p["previous_version"]}
-            out.append((r, r.type, fields, list(retired)))
+            out.append((r, r.type, fields, [c.key for c in retired]))
         elif r.type in ("memory.erased", "memory.invalidated") and r.seq not in absorbed:
             batch.setdefault(r.type, (r, []))[1].append((p["tenant"], p["memory_id"]))
     out.extend((first, kind, {}, keys) for kind, (first, keys) in batch.items())
@@ -139,9 +139,10 @@ def _absorbed(recorded: Iterable[RecordedEvent]) -> set[int]:
 def _covered(view: ViewWriter, record: RecordedEvent) -> list[Key]:
     """What the revocation took out at this commit, and everything drawn from it."""
     p = record.payload
-    direct = [tuple(k) for k in view.revoked_by({**p, "seq": record.seq})]
-    below = view.descendants(direct) - set(direct)  # type: ignore[arg-type]
-    return [*direct, *sorted(below)]  # type: ignore[list-item]
+    query = RevokedBy(p["revocation_id"], record.seq, p["effective_at"], p["selector"])
+    direct = [c.key for c in view.covered(query)]
+    below = {k.key for k in view.lineage(LineageQuery("down", tuple(direct)))} - set(direct)
+    return [*direct, *sorted(below)]
 
 
 def _by_tenant(keys: Iterable[Key]) -> dict[str, list[str]]:

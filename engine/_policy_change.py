@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from memwarden.events import version_key, version_value
-from memwarden.projections import ViewReader
+from memwarden.projections import CheckedUnder, ViewReader
 
 from ._core import Core, log
 from ._errors import InvalidInput
@@ -25,11 +25,15 @@ def _policy_name(policy: Any) -> str:
 
 def _retiring(view: ViewReader, policy: str) -> dict[str, Any]:
     """What leaving the current version of ``policy`` retires now."""
-    tenants = view.would_retire(policy, version_key(version_of(view, policy)))
+    counts: dict[str, list[int]] = {}  # tenant -> [retired, of those the Memory API's], by tenant
+    for row in view.covered(CheckedUnder(policy, version_key(version_of(view, policy)))):
+        count = counts.setdefault(row.tenant, [0, 0])
+        count[0] += 1
+        count[1] += row.kind == "agent_memory"
     return {
-        "retired": sum(t.count for t in tenants),
-        "memory_api": sum(t.memory_api for t in tenants),
-        "tenants": [{"tenant": t.tenant, "retired": t.count, "memory_api": t.memory_api} for t in tenants],
+        "retired": sum(c[0] for c in counts.values()),
+        "memory_api": sum(c[1] for c in counts.values()),
+        "tenants": [{"tenant": t, "retired": c[0], "memory_api": c[1]} for t, c in sorted(counts.items())],
     }
 
 
@@ -63,7 +67,7 @@ def change_policy(
             return {
                 "policy": policy,
                 "version": version,
-                "seq": view.policy_seq(policy),
+                "seq": view.policy(policy).seq,
                 "retired": 0,
                 "memory_api": 0,
                 "tenants": [],

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, get_logger, parse_ts
-from memwarden.projections import search_tokens
+from memwarden.projections import LineageQuery, RevocationQuery, RevokedBy, search_tokens
 
 from . import _metrics
 from ._core import Core
@@ -38,8 +38,11 @@ def covered_ids(warden: Core, revocation: dict[str, Any]) -> dict[str, dict[str,
     covered: serving it is no leak."""
     by_tenant: dict[str, dict[str, int]] = defaultdict(dict)
     with warden.reading() as view:
-        direct = view.revoked_by(revocation)
-        below = view.descendants(direct) - set(direct)
+        query = RevokedBy(
+            revocation["revocation_id"], revocation["seq"], revocation["effective_at"], revocation["selector"]
+        )
+        direct = [c.key for c in view.covered(query)]
+        below = {k.key for k in view.lineage(LineageQuery("down", tuple(direct)))} - set(direct)
         for row in rows_for(view, sorted(set(direct) | below)):
             by_tenant[row["tenant"]][row["memory_id"]] = row["version"]
     return by_tenant
@@ -132,10 +135,11 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
     checked = [*paths, "fts_text_search"]
     latency_ms = max((warden.clock.now() - parse_ts(revocation["recorded_at"])).total_seconds() * 1000, 0.0)
     with warden.transaction() as tx:
-        current = tx.view.readback_state(revocation_id)
-        if current is None:
+        found = tx.view.revocation_records(RevocationQuery(revocation_id))
+        if not found:
             raise RevocationNotFound(revocation_id)
-        status = current.status
+        current = found[0]
+        status = current.readback_status
         if status == "confirmed" or (
             status == "failed" and leaked and json.loads(current.leaked_ids or "[]") == sorted(leaked)
         ):

@@ -81,8 +81,10 @@ def embedding_status(core: Core, *, tenant: str | None = None, caller: Principal
     _tenant(caller, tenant)
     embedder = core.embedder
     with core.reading() as view:
-        counts = view.embedding_counts(tenant)
-        stale = view.count_stale_vectors(embedder.name, embedder.dims, tenant) if embedder is not None else None
+        counts = view.vectors().embedding_counts(tenant)
+        stale = (
+            view.vectors().count_stale_vectors(embedder.name, embedder.dims, tenant) if embedder is not None else None
+        )
     return {
         "embedder": embedder.name if embedder is not None else None,
         "dims": embedder.dims if embedder is not None else None,
@@ -118,14 +120,14 @@ def reembed(
     after = ("", "")  # key order: a version skipped is not asked about again in this run
     while max_batches is None or result.batches < max_batches:
         with core.reading() as view:
-            rows = view.stale_vectors(embedder.name, embedder.dims, batch, after, tenant)
+            rows = view.vectors().stale_vectors(embedder.name, embedder.dims, batch, after, tenant)
         if not rows:
             break
         after = (rows[-1].tenant, rows[-1].memory_id)
         _one_batch(core, embedder, rows, result, actor or caller.actor)
         result.batches += 1
     with core.reading() as view:
-        result.remaining = view.count_stale_vectors(embedder.name, embedder.dims, tenant)
+        result.remaining = view.vectors().count_stale_vectors(embedder.name, embedder.dims, tenant)
     log.info(
         "memories_reembedded",
         embedder=embedder.name,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemoryErased, RevocationIssued, Selector, check_storable, format_ts, new_id
-from memwarden.projections import SETTLED
+from memwarden.projections import SETTLED, LineageQuery, RevocationQuery, RevocationRow, Selected
 
 from . import _metrics
 from ._core import Core, log
@@ -45,7 +46,8 @@ def revoke(
     )
     with core.transaction() as tx:
         seq = tx.append([event])[0]
-        covered = tx.view.revocation(event.revocation_id)["covered"]  # type: ignore[index]
+        (row,) = tx.view.revocation_records(RevocationQuery(event.revocation_id))
+        covered = row.covered or 0
         cascaded = sum(1 for r in tx.recorded if r.type == "memory.invalidated")
     _metrics.REVOCATIONS.inc()
     log.warning(
@@ -69,19 +71,19 @@ def preview_revocation(
     sel = _selector(selector)
     effective = format_ts(when("effective_at", effective_at) or core.clock.now())
     with core.reading() as view:
-        tenants = view.would_revoke(sel.model_dump(mode="json"))
+        direct = [c.key for c in view.covered(Selected(sel.model_dump(mode="json")))]
+        tenants = Counter(tenant for tenant, _ in direct)
         # the cascade: what is drawn from those and still holds, invalidated with them
-        direct = [(t, m) for t, m in view.would_revoke_keys(sel.model_dump(mode="json"))]
-        below = view.descendants(direct) - set(direct)
+        below = {k.key for k in view.lineage(LineageQuery("down", tuple(direct)))} - set(direct)
         cascaded = sum(1 for r in rows_for(view, sorted(below)) if r["status"] not in SETTLED)
     return {
         "dry_run": True,
         "selector": sel.model_dump(mode="json", exclude_defaults=True),
         "effective_at": effective,
         "everything": sel.everything,
-        "covered": sum(t.count for t in tenants),
+        "covered": len(direct),
         "cascaded": cascaded,
-        "tenants": [{"tenant": t.tenant, "covered": t.count} for t in tenants],
+        "tenants": [{"tenant": tenant, "covered": count} for tenant, count in sorted(tenants.items())],
     }
 
 
@@ -101,10 +103,10 @@ def _selector(selector: Selector | dict[str, Any]) -> Selector:
 @operation("review")
 def revocation(core: Core, revocation_id: str, *, caller: Principal) -> dict[str, Any]:
     with core.reading() as view:
-        out = view.revocation(revocation_id)
-    if out is None:
+        found = view.revocation_records(RevocationQuery(revocation_id))
+    if not found:
         raise RevocationNotFound(revocation_id)
-    return _revocation_out(out)
+    return _revocation_out(found[0])
 
 
 @operation("review")
@@ -115,10 +117,11 @@ def revocations(core: Core, *, limit: int = 100, offset: int = 0, caller: Princi
     if not isinstance(offset, int) or offset < 0:
         raise InvalidInput("offset", "must be 0 or more")
     with core.reading() as view:
-        return [_revocation_out(r) for r in view.revocation_list(limit, offset)]
+        return [_revocation_out(r) for r in view.revocation_records(RevocationQuery(limit=limit, offset=offset))]
 
 
-def _revocation_out(row: dict[str, Any]) -> dict[str, Any]:
+def _revocation_out(record: RevocationRow) -> dict[str, Any]:
+    row = record.as_dict()
     row["selector"] = json.loads(row["selector"])
     row["leaked_ids"] = json.loads(row["leaked_ids"]) if row["leaked_ids"] else []
     return row

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemorySaved, ParentRef, Scope, check_storable, content_checksum, format_ts, sha256_hex
-from memwarden.projections import Access, Key, ViewReader, blocking_revocation
+from memwarden.projections import Access, Key, LineageQuery, ViewReader, blocking_revocation, depth_of
 
 from ._core import Core
 from ._derivation import Judge
@@ -210,10 +210,11 @@ def _evidence(
             )
         if parent_id not in {r.memory_id for r in refs}:
             refs.append(ParentRef(memory_id=parent_id, version=parent["version"]))
-    if memory_id in view.ancestors(tenant, [r.memory_id for r in refs]):
+    parents = tuple((tenant, r.memory_id) for r in refs)
+    if memory_id in {k.memory_id for k in view.lineage(LineageQuery("up", parents))}:
         raise InvalidInput("derived_from", f"a cycle: memory {memory_id!r} is already evidence for one of its parents")
     limit = core.limits.max_derivation_depth
-    levels = view.depth(tenant, [r.memory_id for r in refs], limit) + 1
+    levels = depth_of(view.lineage(LineageQuery("up", parents, limit))) + 1
     if levels > limit:
         raise InvalidInput(
             "derived_from",

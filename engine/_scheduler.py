@@ -18,6 +18,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, get_logger, parse_ts, sha256_hex
+from memwarden.projections import RevocationQuery
 
 from . import _metrics
 from ._backoff import HostBackoff, SharedBackoff, host_of
@@ -123,7 +124,7 @@ class Scheduler:
 
     def pending_readbacks(self) -> list[str]:
         with self.warden.reading() as view:
-            return view.unconfirmed_revocations()
+            return [r.revocation_id for r in view.revocation_records(RevocationQuery(unconfirmed=True))]
 
     def read_back(self, revocation_id: str, *, caller: Principal) -> dict[str, Any]:
         """Read a revocation back now and return its record (a caller waiting for it)."""

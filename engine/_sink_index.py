@@ -43,7 +43,7 @@ class IndexSink:
         if embedder is not None:
             found.add(embedder.dims)
         with self.core.reading() as view:
-            found.update(c.dims for c in view.embedding_counts(tenant) if c.dims is not None)
+            found.update(c.dims for c in view.vectors().embedding_counts(tenant) if c.dims is not None)
         return sorted(found)
 
     def held(self, notice_id: str, ids: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -57,7 +57,9 @@ class IndexSink:
             for dims in self._dims(tenant):
                 with self.core.reading() as view:
                     leaked.update(self.core.vector_index.holding(view, tenant, dims, memory_ids))
-                    vectors = view.current_vectors(tenant, dims, sample)
+                    vectors = {
+                        r.memory_id: r.vector for r in view.vectors().vector_rows(tenant, dims, sample, any_status=True)
+                    }
                 # stored float32, little-endian: each of a version's vectors is asked for
                 queries = [
                     row for data in vectors.values() for row in np.frombuffer(bytes(data), "<f4").reshape(-1, dims)

@@ -45,7 +45,7 @@ IMPLICIT_VERSION = 1
 
 def current_version(view: ViewReader, policy: str) -> int | str | None:
     """The current version of ``policy``, or None if it was never set."""
-    key = view.policy_version(policy)
+    key = view.policy(policy).current
     return None if key is None else version_value(key)
 
 
@@ -64,10 +64,11 @@ def is_retired(view: ViewReader, policy: str, version: int | str) -> bool:
     """Whether ``version`` was left behind: once current and then replaced,
     or a number below the highest the policy was ever at."""
     version = parse_version(version, "revocation_version")
-    if view.retired_version(policy, version_key(version)) is not None:
+    found = view.policy(policy, version_key(version))
+    if found.retired_seq is not None:
         return True
-    highest = view.highest_numbered(policy)
-    current = current_version(view, policy)
+    highest = found.highest_numbered
+    current = None if found.current is None else version_value(found.current)
     return isinstance(version, int) and highest is not None and version < highest and version != current
 
 
@@ -78,7 +79,7 @@ def change(
     version = parse_version(version, field)
     current = current_version(view, policy)
     previous = IMPLICIT_VERSION if current is None else current
-    problem = view.policy_problem(policy, version_key(version))  # the rule every append passes
+    problem = view.policy(policy, version_key(version)).problem  # the rule every append passes
     if problem is not None:
         raise InvalidInput(field, problem)
     return _event(policy, version, previous, actor, field)
@@ -108,7 +109,7 @@ def adopt(
     if current is None:
         if version_key(version) == version_key(IMPLICIT_VERSION):
             return None
-        problem = view.policy_problem(policy, version_key(version))
+        problem = view.policy(policy, version_key(version)).problem
         if problem is not None:
             raise InvalidInput(field, problem)
         if not may_set:
@@ -118,7 +119,7 @@ def adopt(
                 field=field,
             )
         return _event(policy, version, IMPLICIT_VERSION, actor, field)
-    if view.retired_version(policy, version_key(version)) is not None:
+    if view.policy(policy, version_key(version)).retired_seq is not None:
         raise InvalidInput(
             field, f"version {version!r} of policy {policy!r} was retired; a retired version never comes back"
         )

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from memwarden.events import RecordedEvent, version_key
 
 from ._fold import fold_memory, revoke_row
+from ._reads import Kin, LineageQuery
 from ._rows import Key, parent_refs
 from ._selector import could_cover
 
@@ -166,6 +167,18 @@ class PointView:
                     row_after(events, self.context(tenant), tenant, memory_id) if events else None
                 )
         return {k: row for k in keys if (row := self._rows.get(k)) is not None}
+
+    def lineage(self, query: LineageQuery) -> list[Kin]:
+        """``ViewReader.lineage`` then: the walks a Judge makes (up, drawn)."""
+        found: list[Kin] = []
+        for tenant, memory_id in query.keys:
+            if query.walk == "up" and query.limit is None:
+                found.extend(Kin(tenant, m) for m in sorted(self.ancestors(tenant, [memory_id])))
+            elif query.walk == "drawn":
+                found.extend(Kin(tenant, child, memory_id) for child in self.drawn_from(tenant, memory_id))
+            else:
+                raise NotImplementedError(f"a past view walks up or drawn, not {query.walk}")
+        return found
 
     def ancestors(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
         """Every memory of ``tenant`` the given ones were drawn from then, at any depth."""

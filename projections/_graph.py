@@ -5,12 +5,10 @@ recurses in Python however deep a chain goes."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from ._fold import SETTLED_SQL
 from ._named import Child
 from ._rows import Connection, Key
-from ._selector import selector_sql
 
 # One step of a walk: the rows of ``derivations`` (alias d) whose ``{key}``
 # is ``{walk}.id``, in the tenant given by the step's one ``?``. SQLite
@@ -38,19 +36,25 @@ def ancestors(conn: Connection, tenant: str, memory_ids: Sequence[str], step: st
     }
 
 
-def depth(conn: Connection, tenant: str, memory_ids: Sequence[str], limit: int, step: str = JOIN_STEP) -> int:
-    """How many levels of evidence lie under the given memories (1: they
-    were drawn from nothing), counted up to ``limit + 1`` and no further."""
+def levels(
+    conn: Connection, tenant: str, memory_ids: Sequence[str], limit: int, step: str = JOIN_STEP
+) -> dict[str, int]:
+    """Every memory of ``tenant`` the given ones were drawn from, walked no
+    deeper than ``limit + 1`` levels, each with the deepest level it was met
+    at (2: a direct parent): so one walk answers both whether a memory is
+    evidence under them and how deep their evidence goes."""
     if not memory_ids:
-        return 0
+        return {}
     marks = ",".join("?" * len(memory_ids))
-    found = conn.execute(
-        f"WITH RECURSIVE up(id, d) AS (SELECT parent_id, 2 FROM derivations WHERE tenant = ? AND child_id IN ({marks}) "
-        f"UNION SELECT d.parent_id, up.d + 1 FROM {step.format(walk='up', key='child_id')} "
-        "WHERE up.d <= ?) SELECT max(d) FROM up",
-        [tenant, *memory_ids, tenant, limit],
-    ).fetchone()[0]
-    return found or 1
+    return {
+        memory_id: int(level)
+        for memory_id, level in conn.execute(
+            f"WITH RECURSIVE up(id, d) AS (SELECT parent_id, 2 FROM derivations WHERE tenant = ? "
+            f"AND child_id IN ({marks}) UNION SELECT d.parent_id, up.d + 1 FROM "
+            f"{step.format(walk='up', key='child_id')} WHERE up.d <= ?) SELECT id, max(d) FROM up GROUP BY id",
+            [tenant, *memory_ids, tenant, limit],
+        )
+    }
 
 
 def descendants(conn: Connection, keys: Iterable[Key], step: str = JOIN_STEP) -> set[Key]:
@@ -96,16 +100,3 @@ def children(conn: Connection, parents: Iterable[Key]) -> list[Child]:
                 ),
             )
     return sorted(children)
-
-
-def revoked_evidence(conn: Connection, selector: dict[str, Any], revocation_id: str, seq: int) -> list[Key]:
-    """What the revocation at ``seq`` took out that is someone's evidence,
-    found the way its UPDATE found it (so the cost follows its size, not
-    every derivation ever recorded)."""
-    where, params = selector_sql(selector)
-    return conn.execute(
-        f"SELECT m.tenant, m.memory_id FROM memories m WHERE ({where}) AND m.revoked_by = ? "
-        "AND m.last_seq = ? AND EXISTS (SELECT 1 FROM derivations d WHERE d.tenant = m.tenant "
-        "AND d.parent_id = m.memory_id)",
-        [*params, revocation_id, seq],
-    ).fetchall()

@@ -109,28 +109,6 @@ class StaleVector(NamedTuple):
     dims: int | None
 
 
-class TenantCount(NamedTuple):
-    """How many of a tenant's memories a revocation would take out (``would_revoke``)."""
-
-    tenant: str
-    count: int  # type: ignore[assignment]  # the field shadows tuple.count: callers read .count as the number
-
-
-class Retiring(NamedTuple):
-    """How many of a tenant's memories a policy change would retire (``would_retire``)."""
-
-    tenant: str
-    count: int  # type: ignore[assignment]  # the field shadows tuple.count: callers read .count as the number
-    memory_api: int  # of those, the Memory API's (kind agent_memory)
-
-
-class ReadbackState(NamedTuple):
-    """A revocation's read-back so far (``readback_state``)."""
-
-    status: str | None
-    leaked_ids: str | None  # JSON text
-
-
 class Backoff(NamedTuple):
     """A source that failed lately (``backoff``)."""
 

@@ -5,11 +5,8 @@ speak; ``SQLView`` inherits them, and a backend picks its walk's step."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
-
 from . import _graph
-from ._named import Child
+from ._reads import Kin, LineageQuery
 from ._rows import Connection, Key
 
 
@@ -20,31 +17,38 @@ class GraphReads:
 
     # -- derivations -----------------------------------------------------------------------
 
-    def ancestors(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
-        """Every memory of ``tenant`` the given ones were drawn from, at any depth."""
-        return _graph.ancestors(self.conn, tenant, memory_ids, self.GRAPH_STEP)
-
-    def depth(self, tenant: str, memory_ids: Sequence[str], limit: int) -> int:
-        """How many levels of evidence lie under the given memories (at most ``limit`` + 1)."""
-        return _graph.depth(self.conn, tenant, memory_ids, limit, self.GRAPH_STEP)
-
-    def descendants(self, keys: Iterable[Key]) -> set[Key]:
-        """Every memory drawn from the given ones, at any depth."""
-        return _graph.descendants(self.conn, keys, self.GRAPH_STEP)
-
-    def children(self, parents: Iterable[Key]) -> list[Child]:
-        """(tenant, child_id, child version, parent_id) drawn directly from ``parents``."""
-        return _graph.children(self.conn, parents)
-
-    def drawn_from(self, tenant: str, memory_id: str) -> list[str]:
-        """Ids of the memories drawn from ``memory_id``, whatever their status."""
-        return [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT child_id FROM derivations WHERE tenant = ? AND parent_id = ? ORDER BY child_id",
-                (tenant, memory_id),
+    def lineage(self, query: LineageQuery) -> list[Kin]:
+        """A walk of the derivation graph from ``query.keys`` (``LineageQuery``),
+        in recursive queries: no Python recursion, whatever the depth."""
+        if query.walk == "up":
+            return self._up(query)
+        if query.walk == "down":
+            return [Kin(t, m) for t, m in sorted(_graph.descendants(self.conn, query.keys, self.GRAPH_STEP))]
+        if query.walk == "children":
+            return [Kin(c.tenant, c.memory_id, c.parent_id, c.version) for c in _graph.children(self.conn, query.keys)]
+        found: list[Kin] = []
+        for tenant, parent_id in query.keys:
+            found.extend(
+                Kin(tenant, child_id, parent_id)
+                for (child_id,) in self.conn.execute(
+                    "SELECT child_id FROM derivations WHERE tenant = ? AND parent_id = ? ORDER BY child_id",
+                    (tenant, parent_id),
+                )
             )
-        ]
+        return found
+
+    def _up(self, query: LineageQuery) -> list[Kin]:
+        by_tenant: dict[str, list[str]] = {}
+        for tenant, memory_id in query.keys:
+            by_tenant.setdefault(tenant, []).append(memory_id)
+        found: list[Kin] = []
+        for tenant, ids in by_tenant.items():
+            if query.limit is None:
+                found.extend(Kin(tenant, m) for m in sorted(_graph.ancestors(self.conn, tenant, ids, self.GRAPH_STEP)))
+            else:
+                levels = _graph.levels(self.conn, tenant, ids, query.limit, self.GRAPH_STEP)
+                found.extend(Kin(tenant, m, level=d) for m, d in sorted(levels.items()))
+        return found
 
     # -- what a past view is listed from (projections/_asof.py) -------------------------------
 
@@ -77,7 +81,3 @@ class GraphReads:
                 (tenant, memory_id),
             )
         ]
-
-    def revoked_evidence(self, selector: dict[str, Any], revocation_id: str, seq: int) -> list[Key]:
-        """What a revocation just took out that is some memory's evidence."""
-        return _graph.revoked_evidence(self.conn, selector, revocation_id, seq)

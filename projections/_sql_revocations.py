@@ -11,8 +11,18 @@ from typing import Any
 
 from . import _rows
 from ._fold import TERMINAL_SQL
-from ._named import ReadbackState, Retiring, TenantCount
-from ._rows import Connection, Key
+from ._reads import (
+    CheckedUnder,
+    CoveredRow,
+    Covering,
+    PolicyRow,
+    RevocationQuery,
+    RevocationRow,
+    RevokedBy,
+    Selected,
+    TakenAt,
+)
+from ._rows import Connection
 from ._rules import highest_numbered, policy_problem
 from ._runner import Projector
 from ._selector import COVERED_SQL, selector_sql
@@ -49,113 +59,72 @@ class RevocationReads:
         """``revocations(tenant)`` for each of ``tenants``, in one read."""
         return self._projector.revocation_shares(self.conn, tenants)
 
-    def revocation(self, revocation_id: str) -> dict[str, Any] | None:
-        """A revocation as the view holds it (selector and leaked ids as JSON text)."""
-        row = self.conn.execute(
-            f"SELECT {', '.join(REVOCATION_FIELDS)} FROM revocations WHERE revocation_id = ?", (revocation_id,)
-        ).fetchone()
-        return dict(zip(REVOCATION_FIELDS, row, strict=True)) if row else None
+    def revocation_records(self, query: RevocationQuery) -> list[RevocationRow]:
+        """Revocations as the view holds them (selector and leaked ids as JSON
+        text): one by id, the unconfirmed oldest first, or a page newest first."""
+        select = f"SELECT {', '.join(REVOCATION_FIELDS)} FROM revocations"
+        args: list[Any] = []
+        if query.revocation_id is not None:
+            sql = f"{select} WHERE revocation_id = ?"
+            args.append(query.revocation_id)
+        elif query.unconfirmed:
+            sql = f"{select} WHERE readback_status IS NULL OR readback_status = 'failed' ORDER BY seq"
+        else:
+            sql = f"{select} ORDER BY seq DESC"
+        if query.limit is not None:
+            sql += " LIMIT ? OFFSET ?"
+            args.extend((query.limit, query.offset))
+        return [RevocationRow(*row) for row in self.conn.execute(sql, args).fetchall()]
 
-    def revocation_list(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
-        """Revocations as the view holds them, newest first (selector and
-        leaked ids as JSON text)."""
-        rows = self.conn.execute(
-            f"SELECT {', '.join(REVOCATION_FIELDS)} FROM revocations ORDER BY seq DESC LIMIT ? OFFSET ?",
-            (limit, offset),
-        ).fetchall()
-        return [dict(zip(REVOCATION_FIELDS, row, strict=True)) for row in rows]
-
-    def would_revoke(self, selector: dict[str, Any]) -> list[TenantCount]:
-        """(tenant, count) of the memories a revocation of ``selector``
-        issued now would take out: the fold's own WHERE, counted."""
-        where, params = selector_sql(selector)
+    def covered(self, query: Covering) -> list[CoveredRow]:
+        """The memories a selector, a revocation or a policy version covers,
+        found with the fold's own WHERE (``_selector``)."""
+        match query:
+            case Selected(selector=selector):
+                # what a revocation issued now would take out
+                where, params = selector_sql(selector)
+                sql = f"WHERE ({where}) AND status NOT IN {TERMINAL_SQL} ORDER BY tenant, memory_id"
+            case RevokedBy():
+                where, params = selector_sql(query.selector)
+                sql = f"WHERE ({where}) AND {COVERED_SQL} ORDER BY memory_id, tenant"
+                params = [*params, query.revocation_id, query.seq, query.effective_at]
+            case TakenAt():
+                # found the way its UPDATE found it, so the cost follows its
+                # size; a later change of a memory is an event of its own
+                where, params = selector_sql(query.selector)
+                sql = f"m WHERE ({where}) AND m.revoked_by = ? AND m.last_seq = ? AND m.status = 'revoked'"
+                params = [*params, query.revocation_id, query.seq]
+                if query.tenant is not None:
+                    sql += " AND m.tenant = ?"
+                    params.append(query.tenant)
+                if query.evidence:
+                    sql += (
+                        " AND EXISTS (SELECT 1 FROM derivations d WHERE d.tenant = m.tenant "
+                        "AND d.parent_id = m.memory_id)"
+                    )
+                sql += " ORDER BY m.tenant, m.memory_id"
+            case CheckedUnder(policy=policy, version=version):
+                sql = (
+                    f"WHERE policy = ? AND revocation_version = ? AND status NOT IN {TERMINAL_SQL} "
+                    "ORDER BY tenant, memory_id"
+                )
+                params = [policy, version]
         return [
-            TenantCount(tenant, count)
-            for tenant, count in self.conn.execute(
-                f"SELECT tenant, count(*) FROM memories WHERE ({where}) "
-                f"AND status NOT IN {TERMINAL_SQL} GROUP BY tenant ORDER BY tenant",
-                params,
-            )
+            CoveredRow(*row) for row in self.conn.execute(f"SELECT tenant, memory_id, kind FROM memories {sql}", params)
         ]
-
-    def would_revoke_keys(self, selector: dict[str, Any]) -> list[Key]:
-        """(tenant, memory_id) of what ``would_revoke`` counts."""
-        where, params = selector_sql(selector)
-        return self.conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND status NOT IN {TERMINAL_SQL}", params
-        ).fetchall()
-
-    def would_retire(self, policy: str, version: str) -> list[Retiring]:
-        """(tenant, count, Memory API count) of the memories a change of
-        ``policy`` away from ``version`` (its current version key) would
-        retire: those checked under it that are not already out for good."""
-        return [
-            Retiring(tenant, count, memory_api)
-            for tenant, count, memory_api in self.conn.execute(
-                "SELECT tenant, count(*), sum(CASE WHEN kind = 'agent_memory' THEN 1 ELSE 0 END) FROM memories "
-                f"WHERE policy = ? AND revocation_version = ? AND status NOT IN {TERMINAL_SQL} "
-                "GROUP BY tenant ORDER BY tenant",
-                (policy, version),
-            )
-        ]
-
-    def checked_under(self, policy: str, version: str) -> list[Key]:
-        """(tenant, memory_id) of the memories checked under ``version`` of
-        ``policy`` and not out for good: what a change away from it retires."""
-        return self.conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE policy = ? AND revocation_version = ? "
-            f"AND status NOT IN {TERMINAL_SQL} ORDER BY tenant, memory_id",
-            (policy, version),
-        ).fetchall()
-
-    def unconfirmed_revocations(self) -> list[str]:
-        """Revocations with no read-back yet, or a failed one, oldest first."""
-        return [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT revocation_id FROM revocations WHERE readback_status IS NULL OR readback_status = 'failed' "
-                "ORDER BY seq"
-            )
-        ]
-
-    def readback_state(self, revocation_id: str) -> ReadbackState | None:
-        """(readback_status, leaked_ids JSON) of a revocation; None if there is none."""
-        row = self.conn.execute(
-            "SELECT readback_status, leaked_ids FROM revocations WHERE revocation_id = ?", (revocation_id,)
-        ).fetchone()
-        return ReadbackState(row[0], row[1]) if row else None
-
-    def revoked_by(self, revocation: dict[str, Any]) -> list[Key]:
-        """(tenant, memory_id) of what ``revocation`` covers, by memory id."""
-        where, params = selector_sql(revocation["selector"])
-        return self.conn.execute(
-            f"SELECT tenant, memory_id FROM memories WHERE ({where}) AND {COVERED_SQL} ORDER BY memory_id",
-            [*params, revocation["revocation_id"], revocation["seq"], revocation["effective_at"]],
-        ).fetchall()
 
     def policies(self) -> dict[str, str]:
         """Each policy ever set and its current version key."""
         return _rows.current_policies(self.conn)
 
-    def policy_version(self, policy: str) -> str | None:
-        """The current version key of ``policy``, or None if it was never set."""
-        row = self.conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
-        return row[0] if row else None
-
-    def policy_seq(self, policy: str) -> int | None:
-        """The seq that made the current version of ``policy`` current."""
-        row = self.conn.execute("SELECT seq FROM policies WHERE policy = ?", (policy,)).fetchone()
-        return row[0] if row else None
-
-    def policy_problem(self, policy: str, version: str) -> str | None:
-        """Why ``policy`` may not be made current at ``version`` now (the
-        rule every append passes: ``_rules.policy_problem``), or None."""
-        return policy_problem(self.conn, policy, version)
-
-    def highest_numbered(self, policy: str) -> int | None:
-        """The highest numbered version ``policy`` has ever been at."""
-        return highest_numbered(self.conn, policy)
-
-    def retired_version(self, policy: str, version: str) -> int | None:
-        """The seq that retired ``version`` of ``policy``; None if it never was."""
-        return _rows.retired_version(self.conn, policy, version)
+    def policy(self, policy: str, version: str | None = None) -> PolicyRow:
+        """``policy`` as the view holds it; with ``version`` (a version key),
+        whether that version was retired and why it may not be made current
+        now (the rule every append passes: ``_rules.policy_problem``)."""
+        row = self.conn.execute("SELECT version, seq FROM policies WHERE policy = ?", (policy,)).fetchone()
+        current, seq = (row[0], row[1]) if row else (None, None)
+        highest = highest_numbered(self.conn, policy)
+        if version is None:
+            return PolicyRow(policy, current, seq, highest)
+        retired = _rows.retired_version(self.conn, policy, version)
+        return PolicyRow(policy, current, seq, highest, version, retired, policy_problem(self.conn, policy, version))

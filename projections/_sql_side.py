@@ -8,9 +8,9 @@ schedule is not history). Written once in SQL both backends speak;
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from ._named import Backoff
+from ._reads import KeyRow
 from ._rows import Connection
 
 
@@ -26,38 +26,22 @@ class SideTables:
             (key_id, key_hash, role, json.dumps(tenants), agent, now),
         )
 
-    def key(self, key_id: str) -> dict[str, Any] | None:
-        """A key's hash, role, tenants, agent and revocation time; None if there is no such key."""
-        row = self.conn.execute(
-            "SELECT key_hash, role, tenants, agent, revoked_at FROM api_keys WHERE key_id = ?", (key_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        return {
-            "key_hash": row[0],
-            "role": row[1],
-            "tenants": json.loads(row[2]),
-            "agent": row[3],
-            "revoked_at": row[4],
-        }
-
-    def keys(self) -> list[dict[str, Any]]:
-        """Every key (never a hash), oldest first."""
-        rows = self.conn.execute(
-            "SELECT key_id, role, tenants, agent, created_at, revoked_at FROM api_keys ORDER BY created_at"
-        ).fetchall()
-        return [
-            {"key_id": k, "role": r, "tenants": json.loads(t), "agent": a, "created_at": c, "revoked_at": v}
-            for k, r, t, a, c, v in rows
-        ]
+    def keys(self, key_id: str | None = None) -> list[KeyRow]:
+        """Every key, oldest first, never with its hash; with ``key_id``,
+        that key (with its hash), or nothing if there is no such key."""
+        if key_id is not None:
+            found = self.conn.execute(
+                "SELECT key_id, role, tenants, agent, created_at, revoked_at, key_hash FROM api_keys WHERE key_id = ?",
+                (key_id,),
+            ).fetchall()
+        else:
+            found = self.conn.execute(
+                "SELECT key_id, role, tenants, agent, created_at, revoked_at, NULL FROM api_keys ORDER BY created_at"
+            ).fetchall()
+        return [KeyRow(k, r, tuple(json.loads(t)), a, c, v, h) for k, r, t, a, c, v, h in found]
 
     # -- the server's secrets: made once per store and shared by every node on it;
     # a credential, so never in the log, an export or a log line ---------------------------
-
-    def server_secret(self, name: str) -> bytes | None:
-        """The secret kept under ``name``; None until one is kept."""
-        row = self.conn.execute("SELECT secret FROM server_secrets WHERE name = ?", (name,)).fetchone()
-        return bytes.fromhex(row[0]) if row else None
 
     def keep_server_secret(self, name: str, secret: bytes, now: str) -> bytes:
         """The secret under ``name``: the one already kept (a writer on
@@ -66,14 +50,16 @@ class SideTables:
             "INSERT INTO server_secrets (name, secret, created_at) VALUES (?,?,?) ON CONFLICT(name) DO NOTHING",
             (name, secret.hex(), now),
         )
-        kept = self.server_secret(name)
-        assert kept is not None  # inserted, or already there, in this transaction
-        return kept
+        return self.server_secrets(name)[name]  # inserted, or already there, in this transaction
 
-    def server_secrets(self) -> dict[str, bytes]:
-        """Every secret by name (a migration carries them to the new store)."""
-        rows = self.conn.execute("SELECT name, secret FROM server_secrets ORDER BY name").fetchall()
-        return {name: bytes.fromhex(secret) for name, secret in rows}
+    def server_secrets(self, name: str | None = None) -> dict[str, bytes]:
+        """Every secret by name (a migration carries them to the new store);
+        with ``name``, only the one kept under it, if one is."""
+        sql, args = "SELECT name, secret FROM server_secrets", tuple[str, ...]()
+        if name is not None:
+            sql, args = f"{sql} WHERE name = ?", (name,)
+        rows = self.conn.execute(f"{sql} ORDER BY name", args).fetchall()
+        return {kept: bytes.fromhex(secret) for kept, secret in rows}
 
     def set_server_secret(self, name: str, secret: bytes, now: str) -> None:
         """``secret`` under ``name``, in place of any kept before (a migration's copy)."""

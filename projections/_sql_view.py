@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Unpack
+from typing import Any, Self, Unpack
 
 from . import _rows
 from ._access import Access
@@ -95,6 +95,10 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
     def position(self) -> int:
         """The seq every projection has applied (the view's freshness)."""
         return self._projector.position(self.conn)
+
+    def vectors(self) -> Self:
+        """The vector projection's questions, on this connection (``VectorReads``)."""
+        return self
 
     # -- confinement ---------------------------------------------------------------------
 

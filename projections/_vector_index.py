@@ -49,6 +49,7 @@ from memwarden.events import EVENT_TYPES, get_logger
 
 from ._access import Access
 from ._named import VectorRow
+from ._reads import CoveredRow, Covering, TakenAt
 from ._selector import could_cover
 from ._vector_files import IndexFiles
 from ._wanted import Wanted
@@ -71,14 +72,20 @@ _CHUNK = 500  # memory ids per lookup of their vectors
 _STOP_CHECK = 0.05  # seconds between the follower's looks at its stop
 
 
+class VectorRows(Protocol):
+    def vector_rows(
+        self, tenant: str, dims: int, memory_ids: Sequence[str] | None = None, *, any_status: bool = False
+    ) -> list[VectorRow]: ...
+
+
 class VectorView(Protocol):
     """What the index reads of a view (``VectorReads`` is how ``SQLView``
     answers it): named here, not as the port's view reader, because the
     backends that implement the port import this module."""
 
     def position(self) -> int: ...
-    def vector_rows(self, tenant: str, dims: int, memory_ids: Sequence[str] | None = None) -> list[VectorRow]: ...
-    def revoked_at(self, tenant: str, seq: int, selector: dict[str, Any]) -> list[str]: ...
+    def vectors(self) -> VectorRows: ...
+    def covered(self, query: Covering) -> list[CoveredRow]: ...
 
 
 class Followed(Protocol):
@@ -220,7 +227,7 @@ class VectorIndex:
             else:
                 log.warning("vector_index_stale", tenant=tenant, position=at, view=position)
         t = TenantIndex(tenant, dims, position)
-        t.apply(changes_of(view.vector_rows(tenant, dims), (), dims))
+        t.apply(changes_of(view.vectors().vector_rows(tenant, dims), (), dims))
         return t
 
     def _hash_at(self, position: int) -> str:
@@ -257,10 +264,11 @@ class VectorIndex:
             gone: set[str] = set()
             for seq, payload in revocations:
                 if seq > t.position and could_cover(payload, t.tenant):
-                    gone.update(m for m in view.revoked_at(t.tenant, seq, payload["selector"]) if m in t.where)
+                    taken = TakenAt(payload["revocation_id"], seq, payload["selector"], tenant=t.tenant)
+                    gone.update(c.memory_id for c in view.covered(taken) if c.memory_id in t.where)
             for at in range(0, len(ids), _CHUNK):
                 chunk = ids[at : at + _CHUNK]
-                t.apply(changes_of(view.vector_rows(t.tenant, t.dims, chunk), chunk, t.dims), scrub=destroyed)
+                t.apply(changes_of(view.vectors().vector_rows(t.tenant, t.dims, chunk), chunk, t.dims), scrub=destroyed)
             t.apply(((m, None, None) for m in gone), scrub=destroyed)
             t.position = position
             if destroyed:  # its file holds the erased vectors: saved again (overwriting it) at the next pass

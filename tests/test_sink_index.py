@@ -15,7 +15,7 @@ import pytest
 from memwarden.engine import OPERATOR, HashEmbedder, InvalidInput, Warden, sinks_from_table
 from memwarden.engine import _sink_index as index_sink
 from memwarden.events._sqlite_readers import ReaderPool
-from memwarden.projections._vector_reads import VectorReads
+from memwarden.projections import SQLView, TakenAt
 
 from .test_sinks import save_n
 
@@ -52,7 +52,12 @@ def test_a_covered_id_the_index_still_yields_is_a_leak(w: Warden, monkeypatch: p
 
     monkeypatch.setattr(index_sink, "search", gate_broken)
     # and an index that is never told what a revocation took out: it keeps their vectors
-    monkeypatch.setattr(VectorReads, "revoked_at", lambda self, tenant, seq, selector: [])
+    covered = SQLView.covered
+    monkeypatch.setattr(
+        SQLView,
+        "covered",
+        lambda self, query: [] if isinstance(query, TakenAt) and query.tenant else covered(self, query),
+    )
     result = w.revoke({"tenant": "acme", "ids": ids[:4]}, reason="r", caller=OPERATOR)
     assert all(w.vector_index.held("acme", 384, m) is not None for m in ids[:4])
     [line] = w.settle_sinks(result.revocation_id, caller=OPERATOR)
