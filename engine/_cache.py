@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from memwarden.events import Scope, canonical_json, sha256_hex
+from memwarden.projections import row_of
 
 from ._core import Core
 from ._errors import InvalidInput, MemoryNotFound
@@ -71,7 +72,7 @@ def cache_get(
     except MemoryNotFound:
         return False, None, "miss"
     with core.reading() as reader:
-        row = reader.row(scope_model.tenant, key)
+        row = row_of(reader, caller.access, scope_model.tenant, key)
     expected = {
         **scope_model.model_dump(),
         "tool": scope_model.tool or tool,

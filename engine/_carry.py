@@ -109,7 +109,7 @@ def carry(core: Core, taken: TakenOut, *, replaced: str) -> dict[str, int]:
         for tenant, memory_id, through in taken.marks:
             if tx.texts.erased_through(tenant, memory_id) >= through:
                 continue  # the restored store knew of it already
-            rows = tx.view.named(memory_id, tenant=tenant, access=SYSTEM.access, limit=1)
+            rows = tx.view.memories(SYSTEM.access, memory_id=memory_id, tenant=tenant)
             row = rows[0] if rows else None
             if row is not None and row["status"] != "erased" and row["version"] <= through:
                 why = taken.reasons.get((tenant, memory_id)) or "erased"
@@ -178,7 +178,7 @@ def carry(core: Core, taken: TakenOut, *, replaced: str) -> dict[str, int]:
 def _invalidate(tx: Any, p: dict[str, Any]) -> int:
     """Invalidate again the version ``p`` (a ``memory.invalidated``) names
     if this store holds it, current and not settled: 1 if it did."""
-    rows = tx.view.named(p["memory_id"], tenant=p["tenant"], access=SYSTEM.access, limit=1)
+    rows = tx.view.memories(SYSTEM.access, memory_id=p["memory_id"], tenant=p["tenant"])
     if not rows or rows[0]["version"] != p["version"] or rows[0]["status"] in SETTLED:
         return 0
     detail = str(p.get("detail") or "")

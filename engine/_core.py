@@ -209,7 +209,7 @@ class Core:
             raise MemoryNotFound(str(memory_id))  # no store holds such an id: none to find
         if tenant is not None:
             check_storable("tenant", tenant)  # refused naming it, as the query and get refuse it
-        found = view.named(memory_id, tenant=tenant, access=access)
+        found = view.memories(access, memory_id=memory_id, tenant=tenant, limit=2)
         if not found:
             raise MemoryNotFound(memory_id)
         if len(found) > 1:

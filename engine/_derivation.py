@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
 from memwarden.events import MemoryInvalidated, RecordedEvent
-from memwarden.projections import Access, Key, Kin, LineageQuery, TakenAt, ViewReader, Write, parent_refs
+from memwarden.projections import Access, Key, Kin, LineageQuery, TakenAt, ViewReader, Write, parent_refs, row_of
 from pydantic import ConfigDict, TypeAdapter
 
 from ._gate import Decision, ParentState, decide
@@ -66,8 +66,7 @@ def _key(row: dict[str, Any]) -> Key:
 class EvidenceView(Protocol):
     """The reads a Judge makes: the live view's (``ViewReader``) or a past point's (``PointView``)."""
 
-    def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None: ...
-    def rows(self, keys: Sequence[Key]) -> Mapping[Key, dict[str, Any] | None]: ...
+    def rows(self, access: Access, keys: Sequence[Key]) -> Mapping[Key, dict[str, Any] | None]: ...
     def lineage(self, query: LineageQuery) -> list[Kin]: ...
 
 
@@ -85,7 +84,7 @@ class Judge:
         """A memory of the view; evidence is always in its child's tenant."""
         key = (tenant, memory_id)
         if key not in self._rows:
-            self._rows[key] = self.view.row(tenant, memory_id)
+            self._rows[key] = row_of(self.view, Access.system(), tenant, memory_id)
         return self._rows[key]
 
     def refresh(self, tenant: str, memory_id: str) -> None:
@@ -93,7 +92,7 @@ class Judge:
         decided: after a write changed it, its children are judged from
         its new state."""
         key = (tenant, memory_id)
-        row = self._rows[key] = self.view.row(tenant, memory_id)
+        row = self._rows[key] = row_of(self.view, Access.system(), tenant, memory_id)
         self._decisions.pop(key, None)
         if row is not None:
             self._decisions[key] = self._decided(row, self.parents(row))
@@ -166,7 +165,7 @@ class Judge:
         below = [k.memory_id for k in walked if k.key not in self._rows]
         if len(below) < 2:
             return  # one parent: as cheap to read when the walk comes to it
-        found = self.view.rows([(tenant, m) for m in sorted(below)])
+        found = self.view.rows(Access.system(), [(tenant, m) for m in sorted(below)])
         for memory_id in below:
             self._rows[(tenant, memory_id)] = found.get((tenant, memory_id))
 
@@ -335,4 +334,4 @@ def cascade(tx: Write, records: Sequence[RecordedEvent]) -> None:
 
 
 def rows_for(view: ViewReader, keys: Sequence[Key]) -> list[dict[str, Any]]:
-    return [row for row in view.rows(list(keys)).values() if row is not None]
+    return [row for row in view.rows(Access.system(), list(keys)).values() if row is not None]

@@ -100,7 +100,7 @@ def _held(target: Core) -> str | None:
     try:
         with target.store.reading() as view:
             keys = len(view.keys())
-            rows = bool(view.policies()) or bool(view.tenant_names(Access(), limit=1))
+            rows = bool(view.policies()) or bool(view.tenant_names(Access.system(), limit=1))
         texts = next(iter(target.texts.all()), None) is not None
     except Exception as exc:  # tables of another layout: not a store memwarden made empty
         return f"tables memwarden cannot read ({type(exc).__name__}: {str(exc)[:120]})"

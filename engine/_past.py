@@ -190,7 +190,7 @@ def explain(
     with warden.reading() as view:
         tenant = warden.find_row(view, memory_id, tenant=tenant, access=access)["tenant"]
         # an erased text's checksum is withheld with it: a short text is found again from its hash
-        erased_through = view.erased_through(tenant, memory_id)
+        erased_through = view.erasures([(tenant, memory_id)]).get((tenant, memory_id), 0)
     row: dict[str, Any] | None = None
     history: list[dict[str, Any]] = []
     events = warden.log.memories_events([(tenant, memory_id)], until_seq=point)

@@ -13,7 +13,7 @@ from memwarden.events import (
     content_checksum,
     unstorable,
 )
-from memwarden.projections import STATUSES, TERMINAL, AgentQuery, ViewReader, ViewRow
+from memwarden.projections import STATUSES, TERMINAL, Access, AgentQuery, ViewReader, ViewRow, row_of
 
 from ._content_filter import content_tests
 from ._core import Core, log
@@ -42,7 +42,7 @@ def get(
         check_storable("tenant", tenant)  # refused naming it, as the query refuses it
     now = core.now()
     with core.reading(min_seq) as view:
-        found = view.named_with_text(memory_id, tenant=tenant, access=caller.access)
+        found = view.named_with_text(caller.access, memory_id, tenant=tenant)
         if not found:
             raise MemoryNotFound(memory_id)
         if len(found) > 1:
@@ -98,13 +98,13 @@ def _integrity(
 ) -> tuple[dict[str, Any] | None, bool, str | None]:
     tenant, memory_id = key
     with core.reading() as view:
-        row = view.row(tenant, memory_id)  # every column: the fetchers need the source's
+        row = row_of(view, Access.system(), tenant, memory_id)  # every column: the fetchers need the source's
     if row is None:
         return None, False, None
     if not ok and row["status"] != "quarantined":
         log.error("integrity_failed", memory_id=memory_id, expected=row["checksum"], actual=actual_checksum(data))
         with core.transaction() as tx:
-            current = tx.view.row(tenant, memory_id)
+            current = row_of(tx.view, Access.system(), tenant, memory_id)
             if current is not None and current["status"] != "quarantined" and current["status"] not in TERMINAL:
                 tx.append(
                     [
@@ -127,7 +127,7 @@ def _integrity(
     if text is None and ok:
         text = data.decode("utf-8") if data is not None else None  # the blob was restored meanwhile
     with core.transaction() as tx:
-        current = tx.view.row(tenant, memory_id)
+        current = row_of(tx.view, Access.system(), tenant, memory_id)
         if (
             text is not None
             and current is not None
@@ -148,7 +148,7 @@ def _integrity(
                 ]
             )
             log.info("memory_resynced", memory_id=memory_id)
-            return tx.view.row(tenant, memory_id) or current, True, text
+            return row_of(tx.view, Access.system(), tenant, memory_id) or current, True, text
     return current or row, False, None
 
 
@@ -294,7 +294,7 @@ def search_ids(core: Core, text: str, *, tenant: str | None = None, caller: Prin
     """Ids of memories whose summary or text match (any status): the raw
     text-index path, used by read-back to prove nothing leaks there."""
     with core.reading() as view:
-        return view.text_matches(search_words(text), caller.access, tenant)
+        return view.text_matches(caller.access, search_words(text), tenant)
 
 
 def _without_content(view: MemoryView) -> MemoryView:

@@ -41,7 +41,7 @@ from memwarden.events import (
     version_key,
 )
 from memwarden.events._types import Identifier, NonEmptyStr, UTCDateTime
-from memwarden.projections import ViewReader, Write, blocking_revocation
+from memwarden.projections import Access, ViewReader, Write, blocking_revocation, row_of
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._core import Core
@@ -141,7 +141,7 @@ def import_records(
             tx.append(adoptions)
         revocations = tx.view.revocations()
         versions: dict[tuple[str, str], dict[str, Any] | None] = {}
-        erased = tx.view.erased_among([(r.scope.tenant, r.memory_id) for _, r, _ in records])
+        erased = tx.view.erasures([(r.scope.tenant, r.memory_id) for _, r, _ in records])
         for number, record, digest in records:
             tick(1)
             event_id = f"rec_{digest[:40]}"
@@ -158,7 +158,7 @@ def import_records(
             if refusal is not None:
                 refused.append({"line": number, "memory_id": record.memory_id, **refusal})
                 continue
-            row = tx.view.row(*key)
+            row = row_of(tx.view, Access.system(), *key)
             _append(warden, tx, record, event_id, f"line {number}", (row["version"] + 1) if row else 1)
             imported += 1
     if refused:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memwarden.events import MemoryReembedded, Vector, get_logger
-from memwarden.projections import TERMINAL, StaleVector
+from memwarden.projections import TERMINAL, Access, StaleVector
 
 from ._core import Core
 from ._embedders import Embedder
@@ -152,7 +152,7 @@ def _one_batch(core: Core, embedder: Embedder, rows: list[StaleVector], result: 
         return
     vectors = embedder.embed([text for _, text in texts])
     with core.transaction() as tx:
-        now = tx.view.rows([(row.tenant, row.memory_id) for row, _ in texts])
+        now = tx.view.rows(Access.system(), [(row.tenant, row.memory_id) for row, _ in texts])
         events, kept = [], []
         for (row, _), vector in zip(texts, vectors, strict=True):
             t, m, v = row.tenant, row.memory_id, row.version

@@ -160,7 +160,7 @@ def erase(
         if memory_id is not None:
             rows = [core.find_row(tx.view, memory_id, tenant=tenant, access=caller.access)]
         elif user is not None:  # always, one of the two being given
-            rows = tx.view.of_user(user, tenant=tenant, access=caller.access)
+            rows = tx.view.memories(caller.access, user=user, tenant=tenant)
             if not rows:
                 raise UserNotFound(user, tenant)
         targets = sorted(

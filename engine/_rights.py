@@ -75,7 +75,7 @@ class Principal:
         it: staff every tenant; an agent key its tenants, and bound to an
         agent name, only that agent's memories."""
         if self.role in STAFF:
-            return Access()
+            return Access.system()
         return Access(self.tenants, self.agent, unsearchable=tuple(sorted(WITHHELD)))
 
     @property

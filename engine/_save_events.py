@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemorySaved, ParentRef, Scope, check_storable, content_checksum, format_ts, sha256_hex
-from memwarden.projections import Access, Key, LineageQuery, ViewReader, blocking_revocation, depth_of
+from memwarden.projections import Access, Key, LineageQuery, ViewReader, blocking_revocation, depth_of, row_of
 
 from ._core import Core
 from ._derivation import Judge
@@ -52,7 +52,7 @@ class Reads:
     def __init__(self, view: ViewReader, keys: Iterable[Key] = ()) -> None:
         self.view = view
         wanted = list(dict.fromkeys(keys))
-        found = view.rows(wanted) if wanted else {}
+        found = view.rows(Access.system(), wanted) if wanted else {}
         self._rows: dict[Key, dict[str, Any] | None] = {key: found.get(key) for key in wanted}
         self._policies: dict[str, int | str] = {}
 
@@ -62,7 +62,7 @@ class Reads:
         changed one). Only those: re-reading every remaining row after each
         append made a batch repeating one id quadratic."""
         wanted = list(dict.fromkeys(changed))
-        found = self.view.rows(wanted) if wanted else {}
+        found = self.view.rows(Access.system(), wanted) if wanted else {}
         self._rows.update((key, found.get(key)) for key in wanted)
         self._policies.clear()
 
@@ -81,7 +81,7 @@ class Reads:
     def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
         key = (tenant, memory_id)
         if key not in self._rows:  # kept: the event and the revocations' check both ask
-            self._rows[key] = self.view.row(tenant, memory_id)
+            self._rows[key] = row_of(self.view, Access.system(), tenant, memory_id)
         return self._rows[key]
 
     def version_of(self, policy: str) -> int | str:

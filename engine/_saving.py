@@ -314,7 +314,8 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     if prior is None:
         return None
     p = prior.payload
-    if prior.type == "memory.saved" and p["version"] <= view.erased_through(p["tenant"], p["memory_id"]):
+    erased = view.erasures([(p["tenant"], p["memory_id"])])
+    if prior.type == "memory.saved" and p["version"] <= erased.get((p["tenant"], p["memory_id"]), 0):
         raise EventIdReused(event_id, prior.seq)
     same = (
         prior.type == "memory.saved"

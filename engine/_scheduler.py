@@ -18,7 +18,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.background import BackgroundScheduler
 from memwarden.events import MemoryExpired, get_logger, parse_ts, sha256_hex
-from memwarden.projections import RevocationQuery
+from memwarden.projections import Access, RevocationQuery
 
 from . import _metrics
 from ._backoff import HostBackoff, SharedBackoff, host_of
@@ -92,7 +92,7 @@ class Scheduler:
         after: tuple[str, str, str] | None = None
         while True:
             with self.warden.reading() as view:
-                rows = view.past_expiry(now, SWEEP_BATCH, after)
+                rows = view.past_expiry(Access.system(), now, SWEEP_BATCH, after)
             if not rows:
                 return written
             last = rows[-1]
@@ -174,7 +174,7 @@ class Scheduler:
         if not kinds:
             return []
         with self.warden.reading() as view:
-            wanted = view.of_kinds(kinds)
+            wanted = view.of_kinds(Access.system(), kinds)
         items = [d for d in self.warden.due(caller=SYSTEM) if (d.tenant, d.memory_id) in wanted]
         # the warden's clock, so a frozen clock governs the waits too
         now = self.warden.clock.now().timestamp()

@@ -17,7 +17,7 @@ from memwarden.events import (
     get_logger,
     parse_ts,
 )
-from memwarden.projections import SCOPE_COLUMNS, TERMINAL, Access, Write, parent_refs
+from memwarden.projections import SCOPE_COLUMNS, TERMINAL, Access, Write, parent_refs, row_of
 
 from ._core import Core
 from ._derivation import Judge, deepest_first
@@ -68,7 +68,7 @@ def _verify_source(warden: Core, row: dict[str, Any], *, accept: bool) -> Verify
         text, problem = None, exc.public
     now = warden.clock.now()
     with warden.transaction() as tx:
-        current = tx.view.row(tenant, memory_id)
+        current = row_of(tx.view, Access.system(), tenant, memory_id)
         if current is None or current["version"] != row["version"] or current["status"] in TERMINAL:
             return VerifyResult(memory_id, "skipped", "the memory changed while it was being verified", None, tenant)
         if text is None:
@@ -269,7 +269,7 @@ def due(warden: Core, *, limit: int | None = None, caller: Principal) -> list[Du
     now = warden.now()
     items: dict[tuple[str, str], DueItem] = {}
     with warden.reading() as view:
-        rows = view.due(now, caller.access)
+        rows = view.due(caller.access, now)
     for row in rows:  # the first reason a memory comes with counts
         items.setdefault((row.memory_id, row.tenant), DueItem(row.memory_id, row.source_url, row.reason, row.tenant))
     ordered = sorted(items)  # by memory id, then tenant

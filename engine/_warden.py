@@ -132,7 +132,7 @@ class Warden(Core):
         """The counters per ISO week (saves, re-fetches after expiry, blocks by revocation, ...)."""
         authorize(caller, "review")
         with self.reading() as view:
-            return view.weekly()
+            return [week.as_dict() for week in view.weekly()]
 
     def tenants(self, *, caller: Principal) -> list[str]:
         """The tenants the caller may see (``_rights.tenants_seen``): those

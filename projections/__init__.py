@@ -62,7 +62,9 @@ if TYPE_CHECKING:
         RevokedBy,
         Selected,
         TakenAt,
+        WeekRow,
         depth_of,
+        row_of,
     )
     from ._rows import VIEW_COLUMNS, Key, parent_refs
     from ._runner import CheckResult, Projection, Projector, default_projections
@@ -148,6 +150,7 @@ __all__ = [
     "ViewRow",
     "ViewWriter",
     "Wanted",
+    "WeekRow",
     "Write",
     "blocking_revocation",
     "copy_store_file",
@@ -162,6 +165,7 @@ __all__ = [
     "revocation_blocks",
     "revoke_row",
     "revokes",
+    "row_of",
     "search_tokens",
     "selector_covers",
     "selector_sql",

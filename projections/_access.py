@@ -2,8 +2,10 @@
 agent name, that agent's memories only.
 
 The engine hands an ``Access`` to the store with every read and write that
-names or lists memories; each backend confines its statement with it (the
-SQLite store: ``SQLiteView.confine``), so a memory outside the caller's
+names or lists memories (a required parameter of each such read of the
+port, so an unconfined read cannot be written by leaving it out: it is
+``Access.system()``); each backend confines its statement with it, in its
+WHERE clause (``SQLView.confine``), so a memory outside the caller's
 rights is never read, and answers exactly as one that does not exist.
 """
 
@@ -22,9 +24,16 @@ class Access:
     never matches their words either (an agent rebuilt a revoked text
     letter by letter from which prefixes still found it)."""
 
-    tenants: tuple[str, ...] | None = None
+    tenants: tuple[str, ...] | None  # required: an unconfined read is written as such
     agent: str | None = None
     unsearchable: tuple[str, ...] = ()
+
+    @classmethod
+    def system(cls) -> Access:
+        """Every tenant's memories, every agent's: memwarden's own jobs (the
+        scheduler, the cascade, a replay), staff and the local operator. Named,
+        so that a read no caller's rights confine says so where it is written."""
+        return cls(None)
 
     def allows(self, tenant: str | None, agent: str | None) -> bool:
         if self.tenants is not None and tenant not in self.tenants:

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from memwarden.events import RecordedEvent, version_key
 
+from ._access import Access
 from ._fold import fold_memory, revoke_row
 from ._reads import Kin, LineageQuery
 from ._rows import Key, parent_refs
@@ -45,7 +46,7 @@ class Listing(Protocol):
 
     def existing_at(self, point: int, tenant: str | None, after: Key | None, limit: int) -> list[Key]: ...
     def ever_drawn_from(self, tenant: str, memory_id: str) -> list[str]: ...
-    def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]: ...
+    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]: ...
 
 
 def revocation_of(event: RecordedEvent) -> dict[str, Any]:
@@ -137,10 +138,13 @@ class PointView:
     def position(self) -> int:
         return self.point
 
-    def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
-        return self.rows([(tenant, memory_id)]).get((tenant, memory_id))
+    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
+        """The rows of those of ``keys`` that existed then and ``access``
+        allows (none for the others): folded from events, so confined here."""
+        found = self._then(keys)
+        return {k: row for k, row in found.items() if access.allows(row["tenant"], row["agent"])}
 
-    def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
+    def _then(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
         """The rows of those of ``keys`` that existed then (none for the others)."""
         missing = sorted({k for k in keys if k not in self._rows})
         # A live row nothing touched after the point is the row then: every
@@ -148,7 +152,7 @@ class PointView:
         # last_seq. Only the memories touched since are folded from their
         # streams (rows are never deleted: no live row, no memory then).
         with self.reading() as live:
-            current = live.rows(missing) if missing else {}
+            current = live.rows(Access.system(), missing) if missing else {}
         folding: list[Key] = []
         for key in missing:
             row = current.get(key)
@@ -185,7 +189,7 @@ class PointView:
         found: set[str] = set()
         frontier = list(memory_ids)
         while frontier:
-            rows = self.rows([(tenant, m) for m in frontier])
+            rows = self._then([(tenant, m) for m in frontier])
             step = {
                 ref["memory_id"]
                 for row in rows.values()
@@ -200,7 +204,7 @@ class PointView:
         """Ids of the memories drawn from ``memory_id`` then, whatever their status."""
         with self.reading() as live:
             candidates = live.ever_drawn_from(tenant, memory_id)
-        rows = self.rows([(tenant, c) for c in candidates])
+        rows = self._then([(tenant, c) for c in candidates])
         return sorted(
             child_id
             for (_, child_id), row in rows.items()
@@ -212,7 +216,7 @@ class PointView:
         and id, after the key ``after``."""
         with self.reading() as live:
             keys = live.existing_at(self.point, tenant, after, limit)
-        rows = self.rows(keys)
+        rows = self._then(keys)
         return [rows[k] for k in keys if k in rows]
 
     def every_row(self, tenant: str | None = None) -> list[dict[str, Any]]:

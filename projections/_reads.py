@@ -8,9 +8,11 @@ port stays a short list and each answer names its fields.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from ._access import Access
 from ._rows import Key
 
 # -- policies -----------------------------------------------------------------------------
@@ -44,6 +46,17 @@ class KeyRow:
     created_at: str
     revoked_at: str | None
     key_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WeekRow:
+    """The counters of one ISO week (``ViewReader.weekly``): each of ``COUNTERS``."""
+
+    week: str
+    counts: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"week": self.week, **self.counts}
 
 
 # -- revocations ----------------------------------------------------------------------------
@@ -183,3 +196,15 @@ class Kin:
 def depth_of(found: list[Kin]) -> int:
     """How many levels of evidence lie under a walk's keys (1: drawn from nothing)."""
     return max((k.level or 1 for k in found), default=1)
+
+
+# -- one memory's row ------------------------------------------------------------------------
+
+
+class RowsReader(Protocol):
+    def rows(self, access: Access, keys: Sequence[Key]) -> Mapping[Key, dict[str, Any] | None]: ...
+
+
+def row_of(view: RowsReader, access: Access, tenant: str, memory_id: str) -> dict[str, Any] | None:
+    """The row of one memory that ``access`` allows (``ViewReader.rows`` of one key); None otherwise."""
+    return view.rows(access, [(tenant, memory_id)]).get((tenant, memory_id))

@@ -92,14 +92,18 @@ def value_marks(rows: Sequence[Sequence[Any]], width: int) -> str:
     return ",".join(row for _ in rows)
 
 
-def fetch_rows(conn: Connection, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
-    """The rows of the memories ``keys`` name (absent ones left out)."""
+def fetch_rows(
+    conn: Connection, keys: Sequence[Key], allowed: str = "TRUE", allowed_params: Sequence[Any] = ()
+) -> dict[Key, dict[str, Any] | None]:
+    """The rows of the memories ``keys`` name (absent ones left out), among
+    those the WHERE term ``allowed`` (over ``memories``) lets through."""
     found: dict[Key, dict[str, Any] | None] = {}
     for chunk in chunks(keys, 400):
         flat = [part for key in chunk for part in key]
         # a join on a VALUES list, not "(tenant, memory_id) IN (VALUES ...)":
         # SQLite answers the row-value IN with a scan of the whole table
-        for values in conn.execute(f"WITH k(t, m) AS (VALUES {value_marks(chunk, 2)}) {_SELECT_BY_KEYS}", flat):
+        sql = f"WITH k(t, m) AS (VALUES {value_marks(chunk, 2)}) {_SELECT_BY_KEYS} WHERE {allowed}"
+        for values in conn.execute(sql, [*flat, *allowed_params]):
             row = row_dict(values)
             found[(row["tenant"], row["memory_id"])] = row
     return found

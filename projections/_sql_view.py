@@ -26,13 +26,12 @@ from ._agent_page import AgentQuery
 from ._content_tests import ContentTest
 from ._embedding_reads import EmbeddingReads
 from ._named import DueRow, Expiring, ViewRow
+from ._reads import WeekRow
 from ._rows import (
-    SELECT_MEMORIES,
     TEXT_JOIN,
     VIEW_COLUMNS,
     Connection,
     Key,
-    row_dict,
     rows_with_text_sql,
     select_rows,
     select_rows_with_text,
@@ -131,23 +130,39 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
 
     # -- memories ------------------------------------------------------------------------
 
-    def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
-        """A memory's whole row, by its identity; None if there is none."""
-        return _rows.fetch_row(self.conn, tenant, memory_id)
+    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
+        """The rows of the memories ``keys`` name that ``access`` allows (the others left out)."""
+        return _rows.fetch_rows(self.conn, keys, *self.confine(access, "memories"))
 
-    def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
-        """The rows of the memories ``keys`` name (absent ones left out)."""
-        return _rows.fetch_rows(self.conn, keys)
+    def memories(
+        self,
+        access: Access,
+        *,
+        tenant: str | None = None,
+        memory_id: str | None = None,
+        user: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The memories ``access`` allows, by tenant and id: of ``tenant``,
+        with id ``memory_id`` (one per tenant holding it), whose scope names
+        ``user`` (erasure by user), each when given; up to ``limit``."""
+        allowed, args = self.confine(access)
+        clauses = [allowed]
+        for column, value in (("tenant", tenant), ("memory_id", memory_id), ('"user"', user)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                args.append(value)
+        tail = "ORDER BY tenant, memory_id"
+        if limit is not None:
+            tail += " LIMIT ?"
+            args.append(limit)
+        return select_rows(self.conn, " AND ".join(clauses), args, tail)
 
-    def named(self, memory_id: str, *, tenant: str | None, access: Access, limit: int = 2) -> list[dict[str, Any]]:
-        """Up to ``limit`` rows of the memories a caller names by id (one per
-        tenant holding it), only among those ``access`` allows."""
-        where, args = self._naming("memory_id", memory_id, tenant, access)
-        return [row_dict(r) for r in self.conn.execute(f"{SELECT_MEMORIES} WHERE {where} LIMIT ?", [*args, limit])]
-
-    def named_with_text(self, memory_id: str, *, tenant: str | None, access: Access) -> list[ViewRow]:
-        """``named`` as ``VIEW_COLUMNS`` rows with their summary and stored
-        content last (``get``: one statement for the row and its text)."""
+    def named_with_text(self, access: Access, memory_id: str, *, tenant: str | None) -> list[ViewRow]:
+        """Up to two rows of the memories a caller names by id (one per tenant
+        holding it), only among those ``access`` allows, as ``VIEW_COLUMNS``
+        rows with their summary and stored content last (``get``: one
+        statement for the row and its text)."""
         where, args = self._naming("memory_id", memory_id, tenant, access, alias="m")
         found = select_rows_with_text(self.conn, VIEW_COLUMNS, where, args, "LIMIT 2", texts=self.TEXTS)
         return [ViewRow._make(values) for values in found]
@@ -163,46 +178,33 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             )
         ]
 
-    def of_user(self, user: str, *, tenant: str | None, access: Access) -> list[dict[str, Any]]:
-        """Every memory whose scope names ``user`` (erasure by user)."""
-        return select_rows(self.conn, *self._naming("user", user, tenant, access))
-
-    def every_row(self, tenant: str | None = None) -> list[dict[str, Any]]:
-        """Every memory (of ``tenant`` when given), by tenant and id: a replay's listing."""
-        where, params = ("tenant = ?", [tenant]) if tenant is not None else ("TRUE", [])
-        return select_rows(self.conn, where, params, "ORDER BY tenant, memory_id")
-
     def summaries(self, rows: Sequence[dict[str, Any]]) -> dict[Key, str | None]:
         """The summary of each row's current version (None once erased)."""
         return _rows.summaries(self.conn, rows, summary=self.SUMMARY)
 
-    def erased_among(self, keys: Sequence[Key]) -> set[Key]:
+    def erasures(self, keys: Sequence[Key]) -> dict[Key, int]:
         """Which of the memories ``keys`` name had texts erased (a version's,
-        or all of them), a statement per few hundred."""
-        found: set[Key] = set()
+        or all of them), each with the last version whose texts were erased
+        (0: none marked, the memory erased), a statement per few hundred."""
+        found: dict[Key, int] = {}
         for chunk in _rows.chunks(list(dict.fromkeys(keys)), 400):
             flat = [part for key in chunk for part in key]
             marks = _rows.value_marks(chunk, 2)
-            for tenant, memory_id in self.conn.execute(
-                f"WITH k(t, m) AS (VALUES {marks}) SELECT k.t, k.m FROM k WHERE EXISTS "
-                "(SELECT 1 FROM erased_texts e WHERE e.tenant = k.t AND e.memory_id = k.m) OR EXISTS "
-                "(SELECT 1 FROM memories x WHERE x.tenant = k.t AND x.memory_id = k.m AND x.status = 'erased')",
+            for tenant, memory_id, through in self.conn.execute(
+                f"WITH k(t, m) AS (VALUES {marks}) SELECT k.t, k.m, e.through_version FROM k "
+                "LEFT JOIN erased_texts e ON e.tenant = k.t AND e.memory_id = k.m WHERE e.tenant IS NOT NULL OR "
+                "EXISTS (SELECT 1 FROM memories x WHERE x.tenant = k.t AND x.memory_id = k.m AND x.status = 'erased')",
                 flat,
             ):
-                found.add((tenant, memory_id))
+                found[(tenant, memory_id)] = int(through or 0)
         return found
 
-    def erased_through(self, tenant: str, memory_id: str) -> int:
-        """The last version of a memory whose texts were erased (0: none)."""
-        row = self.conn.execute(
-            "SELECT through_version FROM erased_texts WHERE tenant = ? AND memory_id = ?", (tenant, memory_id)
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    def current_texts(self) -> Iterator[tuple[str, bytes | None]]:
-        """(checksum, content bytes) of every memory not erased."""
+    def current_texts(self, access: Access) -> Iterator[tuple[str, bytes | None]]:
+        """(checksum, content bytes) of every memory not erased that ``access`` allows."""
+        allowed, params = self.confine(access, "m")
         for checksum, _summary, content in self.conn.execute(
-            f"SELECT m.checksum, {self.TEXTS} FROM memories m {TEXT_JOIN} WHERE m.status <> 'erased'"
+            f"SELECT m.checksum, {self.TEXTS} FROM memories m {TEXT_JOIN} WHERE m.status <> 'erased' AND {allowed}",
+            params,
         ):
             yield checksum, None if content is None else bytes(content)
 
@@ -280,7 +282,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
     def match_query(self, words: Sequence[str]) -> str:
         """``words`` in the text index's own query language: each a prefix."""
 
-    def text_matches(self, match: Sequence[str], access: Access, tenant: str | None = None) -> list[str]:
+    def text_matches(self, access: Access, match: Sequence[str], tenant: str | None = None) -> list[str]:
         """Ids of memories whose texts match (any status): the raw text index."""
         allowed, allowed_params = self.confine(access, "m")
         sql = f"SELECT m.memory_id FROM memories m WHERE m.mid IN ({self.MATCHING}) AND {allowed}"
@@ -300,16 +302,19 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
 
     # -- what the scheduler and re-verification look for ----------------------------------
 
-    def past_expiry(self, now: str, limit: int, after: tuple[str, str, str] | None = None) -> list[Expiring]:
+    def past_expiry(
+        self, access: Access, now: str, limit: int, after: tuple[str, str, str] | None = None
+    ) -> list[Expiring]:
         """(tenant, memory_id, version, expires_at) of usable memories at or past
         their expiry, the earliest first, after the (expires_at, tenant,
         memory_id) ``after``: a sweep pages on from where it stopped rather
         than walking again past what it already expired. In the expiry
         index's own order (an entry ends with the row's key, tenant and
         memory_id), so a page is read off the index, not sorted."""
-        where, args = "", [now]
+        allowed, params = self.confine(access)
+        where, args = f" AND {allowed}", [now, *params]
         if after is not None:
-            where = " AND (expires_at, tenant, memory_id) > (?, ?, ?)"
+            where += " AND (expires_at, tenant, memory_id) > (?, ?, ?)"
             args.extend(after)
         found = self.conn.execute(
             # the expiry index, not the status index, drives this
@@ -319,16 +324,18 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         ).fetchall()
         return [Expiring._make(values) for values in found]
 
-    def of_kinds(self, kinds: Iterable[str]) -> set[Key]:
-        """(tenant, memory_id) of every memory of the given kinds."""
+    def of_kinds(self, access: Access, kinds: Iterable[str]) -> set[Key]:
+        """(tenant, memory_id) of every memory of the given kinds that ``access`` allows."""
         wanted = sorted(kinds)
+        allowed, params = self.confine(access)
         return set(
             self.conn.execute(
-                f"SELECT tenant, memory_id FROM memories WHERE kind IN ({','.join('?' * len(wanted))})", wanted
+                f"SELECT tenant, memory_id FROM memories WHERE kind IN ({','.join('?' * len(wanted))}) AND {allowed}",
+                [*wanted, *params],
             ).fetchall()
         )
 
-    def due(self, now: str, access: Access) -> list[DueRow]:
+    def due(self, access: Access, now: str) -> list[DueRow]:
         """(tenant, memory_id, source_url, reason) of what must be re-verified,
         in precedence (a memory may come more than once: the first counts):
         invalidated as ``revoked``, past expiry, failed checks, older policy
@@ -360,6 +367,6 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             )
         return found
 
-    def weekly(self) -> list[dict[str, Any]]:
+    def weekly(self) -> list[WeekRow]:
         """The counters per ISO week."""
         return weekly(self.conn)

@@ -8,6 +8,7 @@ from typing import Any
 
 from memwarden.events import RecordedEvent, iso_week
 
+from ._reads import WeekRow
 from ._rows import Connection
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS stats (
@@ -95,8 +96,8 @@ class StatsProjection:
         return {"stats": conn.execute("SELECT week, counter, count FROM stats ORDER BY week, counter").fetchall()}
 
 
-def weekly(conn: Connection) -> list[dict[str, Any]]:
+def weekly(conn: Connection) -> list[WeekRow]:
     weeks: dict[str, dict[str, int]] = {}
     for week, counter, count in conn.execute("SELECT week, counter, count FROM stats ORDER BY week, counter"):
         weeks.setdefault(week, dict.fromkeys(COUNTERS, 0))[counter] = count
-    return [{"week": w, **c} for w, c in weeks.items()]
+    return [WeekRow(w, c) for w, c in weeks.items()]

@@ -20,6 +20,7 @@ from memwarden.events import (
     canonical_json,
     format_ts,
 )
+from memwarden.projections import Access, row_of
 
 from .conftest import Cli, save_memory
 
@@ -29,7 +30,7 @@ IDS = ("m0", "m1", "m2", "m3")
 
 def live(w: Warden, tenant: str, memory_id: str) -> dict[str, Any] | None:
     with w.reading() as view:
-        return view.row(tenant, memory_id)
+        return row_of(view, Access.system(), tenant, memory_id)
 
 
 def apply(w: Warden, clock: FrozenClock, op: tuple[Any, ...]) -> None:
