@@ -67,19 +67,19 @@ class SharedBackoff(HostBackoff):
 
     def waits_until(self, host: str) -> float:
         with self.warden.reading() as view:
-            held = view.backoff(host)
+            held = view.side().backoff(host)
         return held.until if held is not None else 0.0
 
     def record(self, host: str, ok: bool, now: float, rule: Rule | None = None) -> float:
         if ok:
             with self.warden.reading() as view:
-                if view.backoff(host) is None:
+                if view.side().backoff(host) is None:
                     return 0.0  # the usual answer: nothing to clear, no write
             with self.warden.transaction() as tx:
                 tx.view.clear_backoff(host)
             return 0.0
         with self.warden.transaction() as tx:
-            held = tx.view.backoff(host)
+            held = tx.view.side().backoff(host)
             failures = (held.failures if held is not None else 0) + 1
             until = now + self.delay(failures, rule)
             tx.view.set_backoff(host, failures, until)

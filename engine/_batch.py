@@ -137,7 +137,7 @@ def _prepared(
     ready: dict[int, _Ready] = {}
     with core.reading() as view:
         reads = Reads(view, _keys(plain))
-        shares = view.revocation_shares({item.scope.tenant for _, item in plain})
+        shares = view.revocations({item.scope.tenant for _, item in plain})
         for index, item in plain:
             pace()
             tenant = item.scope.tenant
@@ -219,7 +219,7 @@ def save_many(
     with core.transaction(size=len(checked)) as tx:
         # each tenant's revocations read once for the batch (a save appends
         # none), and every memory's row and policy version once, not per item
-        shares = tx.view.revocation_shares({item.scope.tenant for _, item in checked})
+        shares = tx.view.revocations({item.scope.tenant for _, item in checked})
         # compared once a tenant, not once an item: where a tenant's
         # revocations are those its items were checked on before the lock,
         # (with their rows' own, in their basis) those checks hold

@@ -93,7 +93,7 @@ class TakenOut:
                 versions = policies.setdefault(p["policy"], [version_key(p["previous_version"])])
                 versions.append(version_key(p["version"]))
         with core.reading() as view:
-            keys = [(k.key_id, k.revoked_at) for k in view.keys() if k.revoked_at is not None]
+            keys = [(k.key_id, k.revoked_at) for k in view.side().keys() if k.revoked_at is not None]
         return cls(core.texts.erasure_marks(), reasons, revocations, keys, policies, invalidations)
 
 

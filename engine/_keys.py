@@ -59,7 +59,7 @@ class KeyStore:
             return None
         key_id, _, secret = key[3:].partition("_")
         with self.warden.reading() as view:
-            row = next(iter(view.keys(key_id)), None)
+            row = next(iter(view.side().keys(key_id)), None)
         if row is None or row.revoked_at is not None or not hmac.compare_digest(row.key_hash or "", _hash(secret)):
             return None
         return Principal(key_id, row.role, row.tenants, row.agent)
@@ -68,7 +68,7 @@ class KeyStore:
         """Who an active key is, by its id (for a session that signed in with
         the key); None once the key is revoked."""
         with self.warden.reading() as view:
-            row = next(iter(view.keys(key_id)), None)
+            row = next(iter(view.side().keys(key_id)), None)
         if row is None or row.revoked_at is not None:
             return None
         return Principal(key_id, row.role, row.tenants, row.agent)
@@ -76,7 +76,7 @@ class KeyStore:
     def list(self, *, caller: Principal) -> list[dict[str, Any]]:
         authorize(caller, "operate")
         with self.warden.reading() as view:
-            listed = view.keys()
+            listed = view.side().keys()
         return [
             {
                 "key_id": k.key_id,

@@ -218,7 +218,7 @@ def versions(warden: Core, tenant: str, memory_id: str, *, reveal: bool = False)
     if not saved:
         raise MemoryNotFound(memory_id)
     with warden.reading() as view:
-        revocations = view.revocations()
+        revocations = view.revocations([tenant])[tenant]
     out = []
     for version, info in sorted(saved.items()):
         row = {**info["row"], "fetched_at": info["fetched_at"]}

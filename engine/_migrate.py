@@ -54,7 +54,7 @@ def migrate(core: Core, to: str, *, caller: Principal) -> dict[str, Any]:
                     batch = []
             copied += tx.append_recorded(batch)
             keys = _copy_keys(source, tx.view)
-            for name, secret in source.server_secrets().items():
+            for name, secret in source.side().server_secrets().items():
                 tx.view.set_server_secret(name, secret, core.now())
         moved = target.log.head()
         check = target.store.check()
@@ -99,7 +99,7 @@ def _held(target: Core) -> str | None:
         return f"{events} events"
     try:
         with target.store.reading() as view:
-            keys = len(view.keys())
+            keys = len(view.side().keys())
             rows = bool(view.policies()) or bool(view.tenant_names(Access.system(), limit=1))
         texts = next(iter(target.texts.all()), None) is not None
     except Exception as exc:  # tables of another layout: not a store memwarden made empty
@@ -117,8 +117,8 @@ def _copy_keys(source: Any, target: Any) -> int:
     """API keys as they are (hash, role, tenants, agent, times): a key works
     against the new store exactly as it did, and a revoked one stays revoked."""
     count = 0
-    for listed in source.keys():
-        (key,) = source.keys(listed.key_id)
+    for listed in source.side().keys():
+        (key,) = source.side().keys(listed.key_id)
         target.add_key(key.key_id, key.key_hash, key.role, list(key.tenants), key.agent, key.created_at)
         if key.revoked_at is not None:
             target.revoke_key(key.key_id, key.revoked_at)

@@ -139,7 +139,7 @@ def import_records(
         adoptions = list(_adoptions(tx.view, records))
         if adoptions:
             tx.append(adoptions)
-        revocations = tx.view.revocations()
+        revocations = tx.view.revocations({r.scope.tenant for _, r, _ in records})
         versions: dict[tuple[str, str], dict[str, Any] | None] = {}
         erased = tx.view.erasures([(r.scope.tenant, r.memory_id) for _, r, _ in records])
         for number, record, digest in records:
@@ -154,7 +154,7 @@ def import_records(
             if tx.holds(event_id):
                 skipped += 1  # this very record was imported before
                 continue
-            refusal = _refusal(tx.view, record, revocations, versions, now)
+            refusal = _refusal(tx.view, record, revocations[record.scope.tenant], versions, now)
             if refusal is not None:
                 refused.append({"line": number, "memory_id": record.memory_id, **refusal})
                 continue

@@ -284,7 +284,7 @@ def save(
         first = retried(core, tx.view, item)
         if first is not None:
             return first
-        revocations = tx.view.revocations(item.scope.tenant)  # only those that may cover it
+        revocations = tx.view.revocations([item.scope.tenant])[item.scope.tenant]  # only those that may cover it
         event, adopted = saved_event(core, tx.view, item, revocations, caller)
         tx.texts.put(item.scope.tenant, event.memory_id, event.version, item.summary, item.content)
         tx.texts.put_vectors(vector_of(item, event))

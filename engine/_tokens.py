@@ -100,7 +100,7 @@ def store_tokens(core: Core) -> Tokens:
     """The store's tokens: its secret read, or made and kept on first use
     (a writer on another node that kept one first wins, and this one reads it)."""
     with core.reading() as view:
-        secret = view.server_secrets(_SECRET).get(_SECRET)
+        secret = view.side().server_secrets(_SECRET).get(_SECRET)
     if secret is None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 

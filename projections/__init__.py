@@ -48,7 +48,7 @@ if TYPE_CHECKING:
         ViewRow,
     )
     from ._open import UnknownBackend, open_store, sqlite_options, sqlite_path
-    from ._port import Evidence, Store, Texts, VectorReader, ViewReader, ViewWriter, Write
+    from ._port import Evidence, SideReader, Store, Texts, VectorReader, ViewReader, ViewWriter, Write
     from ._reads import (
         CheckedUnder,
         CoveredRow,
@@ -136,6 +136,7 @@ __all__ = [
     "SQLiteStore",
     "SQLiteView",
     "Selected",
+    "SideReader",
     "StaleVector",
     "StatsProjection",
     "Store",

@@ -1,13 +1,13 @@
 """Both backends' readers satisfy the read port, checked by mypy: these
 functions fail to type-check if either backend's view drifts from
-``ViewReader``, ``ViewWriter`` or ``VectorReader``. Never called."""
+``ViewReader``, ``ViewWriter``, ``VectorReader`` or ``SideReader``. Never called."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._port import VectorReader, ViewReader, ViewWriter
+    from ._port import SideReader, VectorReader, ViewReader, ViewWriter
     from ._postgres_view import PostgresView
     from ._sqlite_view import SQLiteView
 
@@ -24,6 +24,10 @@ def _sqlite_vectors(view: SQLiteView) -> VectorReader:
     return view
 
 
+def _sqlite_side(view: SQLiteView) -> SideReader:
+    return view
+
+
 def _postgres_reader(view: PostgresView) -> ViewReader:
     return view
 
@@ -33,4 +37,8 @@ def _postgres_writer(view: PostgresView) -> ViewWriter:
 
 
 def _postgres_vectors(view: PostgresView) -> VectorReader:
+    return view
+
+
+def _postgres_side(view: PostgresView) -> SideReader:
     return view

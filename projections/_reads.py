@@ -176,7 +176,7 @@ class LineageQuery:
     limit: int | None = None
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class Kin:
     """A memory a walk found: ``parent_id`` (children, drawn) the one of the
     walk's keys it was drawn from; ``version`` (children) its current

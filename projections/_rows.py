@@ -169,11 +169,3 @@ POLICIES = "SELECT policy, version FROM policies"
 def current_policies(conn: Connection) -> dict[str, str]:
     """Each policy's current version key (a policy never set is at "1")."""
     return dict(conn.execute(POLICIES).fetchall())
-
-
-def retired_version(conn: Connection, policy: str, version: str) -> int | None:
-    """The seq that retired ``version`` of ``policy``, or None if it never was."""
-    row = conn.execute(
-        "SELECT retired_seq FROM retired_versions WHERE policy = ? AND version = ?", (policy, version)
-    ).fetchone()
-    return row[0] if row else None

@@ -22,6 +22,7 @@ resurrection in the fold, erasure in the text store.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from memwarden.events import RecordedEvent, version_key, version_number
 
@@ -31,17 +32,39 @@ from ._rows import Connection
 IMPLICIT = "1"  # every policy's version until it is first set
 
 
-def highest_numbered(conn: Connection, policy: str) -> int | None:
-    """The highest numbered version ``policy`` has ever been at (current or
-    retired): a numbered version only goes up, past every one before it,
-    whatever key versions came between."""
-    found = [version_number(str(v)) for (v,) in conn.execute(_VERSIONS, (policy, policy))]
-    return max((n for n in found if n is not None), default=None)
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """What the view holds of one policy's versions, read in one statement."""
+
+    current: str | None  # None: never set
+    seq: int | None  # the seq that made ``current`` current
+    retired: dict[str, int]  # each retired version key -> the seq that retired it
+
+    @property
+    def highest_numbered(self) -> int | None:
+        """The highest numbered version it has ever been at (current or
+        retired): a numbered version only goes up, past every one before
+        it, whatever key versions came between."""
+        found = [version_number(v) for v in (*self.retired, *([self.current] if self.current else []))]
+        return max((n for n in found if n is not None), default=None)
 
 
 _VERSIONS = (
-    "SELECT version FROM policies WHERE policy = ? UNION ALL SELECT version FROM retired_versions WHERE policy = ?"
+    "SELECT version, seq, 0 FROM policies WHERE policy = ? "
+    "UNION ALL SELECT version, retired_seq, 1 FROM retired_versions WHERE policy = ?"
 )
+
+
+def versions_of(conn: Connection, policy: str) -> Versions:
+    current: str | None = None
+    seq: int | None = None
+    retired: dict[str, int] = {}
+    for version, at, was_retired in conn.execute(_VERSIONS, (policy, policy)):
+        if was_retired:
+            retired[str(version)] = int(at)
+        else:
+            current, seq = str(version), int(at)
+    return Versions(current, seq, retired)
 
 
 def policy_problem(
@@ -57,15 +80,27 @@ def policy_problem(
     before it builds a change and every append asks again. ``previous``,
     when given, must be the current version; ``pending`` and ``retiring``
     are the changes earlier in the same append."""
-    current = (pending or {}).get(policy) or _current(conn, policy)
+    return problem_of(versions_of(conn, policy), policy, version, previous, pending, retiring)
+
+
+def problem_of(
+    known: Versions,
+    policy: str,
+    version: str,
+    previous: str | None = None,
+    pending: dict[str, str] | None = None,
+    retiring: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+) -> str | None:
+    """``policy_problem`` of what the view holds of the policy (``known``)."""
+    current = (pending or {}).get(policy) or known.current or IMPLICIT
     if previous is not None and previous != current:
         return f"policy {policy!r} is at version {current!r}, not {previous!r}"
     if version == current:
         return f"policy {policy!r} is already at version {version!r}"
-    if (policy, version) in retiring or _retired(conn, policy, version):
+    if (policy, version) in retiring or version in known.retired:
         return f"version {version!r} of policy {policy!r} was retired and never comes back"
     seen = [version_number(v) for p, v in retiring if p == policy] + [version_number(current)]
-    seen.append(highest_numbered(conn, policy))
+    seen.append(known.highest_numbered)
     highest = max((n for n in seen if n is not None), default=None)
     number = version_number(version)
     if number is not None and highest is not None and number <= highest:
@@ -91,16 +126,6 @@ class AppendRules:
                 retiring.add((policy, previous))
             elif event.type == "revocation.issued" and _revocation_exists(conn, p["revocation_id"]):
                 raise AppendRefused(event, f"revocation {p['revocation_id']!r} was issued already")
-
-
-def _current(conn: Connection, policy: str) -> str:
-    row = conn.execute("SELECT version FROM policies WHERE policy = ?", (policy,)).fetchone()
-    return str(row[0]) if row else IMPLICIT
-
-
-def _retired(conn: Connection, policy: str, version: str) -> bool:
-    found = conn.execute("SELECT 1 FROM retired_versions WHERE policy = ? AND version = ?", (policy, version))
-    return found.fetchone() is not None
 
 
 def _revocation_exists(conn: Connection, revocation_id: str) -> bool:

@@ -7,6 +7,7 @@ policy tables and the fold's own selectors, never a memory's texts."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from . import _rows
@@ -23,7 +24,7 @@ from ._reads import (
     TakenAt,
 )
 from ._rows import Connection
-from ._rules import highest_numbered, policy_problem
+from ._rules import problem_of, versions_of
 from ._runner import Projector
 from ._selector import COVERED_SQL, selector_sql
 
@@ -50,13 +51,11 @@ class RevocationReads:
     conn: Connection
     _projector: Projector
 
-    def revocations(self, tenant: str | None = None) -> list[dict[str, Any]]:
-        """Every revocation's id, selector and effective time, oldest first;
-        with ``tenant``, only those whose selector may cover its memories."""
-        return self._projector.revocations(self.conn, tenant)
-
-    def revocation_shares(self, tenants: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-        """``revocations(tenant)`` for each of ``tenants``, in one read."""
+    def revocations(self, tenants: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+        """Each of ``tenants``' revocations (those whose selector may cover
+        its memories: id, selector, effective time and seq), oldest first,
+        in one read: what a save is checked against (the fold's parsed list,
+        kept per store: ``_revocation_cache``)."""
         return self._projector.revocation_shares(self.conn, tenants)
 
     def revocation_records(self, query: RevocationQuery) -> list[RevocationRow]:
@@ -121,10 +120,9 @@ class RevocationReads:
         """``policy`` as the view holds it; with ``version`` (a version key),
         whether that version was retired and why it may not be made current
         now (the rule every append passes: ``_rules.policy_problem``)."""
-        row = self.conn.execute("SELECT version, seq FROM policies WHERE policy = ?", (policy,)).fetchone()
-        current, seq = (row[0], row[1]) if row else (None, None)
-        highest = highest_numbered(self.conn, policy)
+        known = versions_of(self.conn, policy)  # one statement, whatever is asked
+        found = PolicyRow(policy, known.current, known.seq, known.highest_numbered)
         if version is None:
-            return PolicyRow(policy, current, seq, highest)
-        retired = _rows.retired_version(self.conn, policy, version)
-        return PolicyRow(policy, current, seq, highest, version, retired, policy_problem(self.conn, policy, version))
+            return found
+        problem = problem_of(known, policy, version)
+        return replace(found, version=version, retired_seq=known.retired.get(version), problem=problem)

@@ -99,6 +99,10 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         """The vector projection's questions, on this connection (``VectorReads``)."""
         return self
 
+    def side(self) -> Self:
+        """The tables beside the view, on this connection (``SideTables``)."""
+        return self
+
     # -- confinement ---------------------------------------------------------------------
 
     @staticmethod
