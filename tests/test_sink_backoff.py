@@ -81,7 +81,7 @@ def test_a_host_that_failed_a_fetch_holds_its_sink_back(w: Warden, receiver: Rec
         # the sink's success cleared the host for the fetcher too
         assert jobs.backoff.ready(host(receiver), clock.now().timestamp())
         with w.reading() as view:
-            assert view.backoff(host(receiver)) is None
+            assert view.side().backoff(host(receiver)) is None
     finally:
         jobs.stop()
 

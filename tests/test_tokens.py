@@ -246,7 +246,7 @@ def test_the_secret_is_made_once_and_every_node_reads_the_others_tokens(tmp_path
             token = issuer.tokens.issue(41)
             assert all(reader.tokens.position(token, "min_seq") == 41 for reader in nodes)
         with nodes[0].reading() as view:
-            secret = view.server_secrets("consistency_tokens").get("consistency_tokens")
+            secret = view.side().server_secrets("consistency_tokens").get("consistency_tokens")
         assert secret is not None and len(secret) == 32
         for shown in (secret.hex(), base64.b64encode(secret).decode(), repr(nodes[0].tokens)):
             assert shown not in str(logged) or shown == repr(nodes[0].tokens)
@@ -269,12 +269,12 @@ def test_a_staff_caller_never_makes_the_secret(tmp_path: Path, backend: Backend)
         saved = staff.save(**save_body("s-1", ttl="6h"))
         assert isinstance(saved.seq, int) and staff.get("s-1", min_seq=saved.seq).usable
         with w.reading() as view:
-            assert view.server_secrets("consistency_tokens").get("consistency_tokens") is None
+            assert view.side().server_secrets("consistency_tokens").get("consistency_tokens") is None
         agent = w.acting_as(key)
         token = agent.save(**save_body("s-2", ttl="6h", scope={"tenant": "acme"})).seq
         assert is_token(token) and agent.get("s-2", min_seq=token).usable
         with w.reading() as view:
-            assert view.server_secrets("consistency_tokens").get("consistency_tokens") is not None
+            assert view.side().server_secrets("consistency_tokens").get("consistency_tokens") is not None
 
 
 # -- the feed and the router ----------------------------------------------------------------------
