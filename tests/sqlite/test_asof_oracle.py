@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from memwarden.engine import OPERATOR, Warden
 from memwarden.engine._derivation import Judge
 from memwarden.engine.testing import in_memory_warden
-from memwarden.projections import Projector, SQLiteView, private_view
+from memwarden.projections import Access, Projector, SQLiteView, private_view
 
 from ..test_asof import OPS, TENANTS, apply
 
@@ -23,7 +23,7 @@ def replayed_answers(w: Warden, seq: int) -> dict[tuple[str, str], tuple[Any, ..
         when = w.log.get(seq).recorded_at if seq else w.now()
         judge = Judge(past, when, past.policies())
         out = {}
-        for row in past.every_row():
+        for row in past.memories(Access.system()):
             decision = judge.decide(row)
             out[(row["tenant"], row["memory_id"])] = (row["status"], decision.usable, decision.reason)
         return out
