@@ -308,7 +308,7 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     a save whose text was erased since: its answer carried the erased
     text's checksum, and whether a guess matched it would tell the text."""
     event_id = item.fields["event_id"]
-    if not event_id:
+    if event_id is None:
         return None
     prior = core.log.by_event_id(tenant_event_id(item.scope.tenant, event_id))
     if prior is None:

@@ -106,7 +106,11 @@ def serve(
         # in this process rather than a `keys` command before it: one Python start, not two
         click.echo(demo_banner(_kept_demo_key(warden, demo_key), host, port, warden.path))
     else:
-        click.echo(f"memwarden on http://{host}:{port}  ({store_line(warden.path)}; OpenAPI at /docs)")
+        click.echo(
+            f"memwarden on http://{host}:{port}  ({store_line(warden.path)}; OpenAPI at /docs; MCP at /mcp;"
+            " console at /console)\nevery request needs a key: memwarden keys create --role agent --tenant T"
+            " (or serve --demo-key FILE for a demo agent key)"
+        )
     app = create_app(
         warden,
         max_content=max_content,
