@@ -24,7 +24,6 @@ from memwarden.projections import ViewReader
 
 from . import _metrics
 from ._core import Core, log
-from ._embedders import vector_input, vectors_input
 from ._errors import ChecksumMismatch, InvalidInput
 from ._limits import encoded, normal_checksum, normal_url
 from ._memory_ids import agent_named
@@ -32,6 +31,7 @@ from ._rights import Principal, operation, scope_for_save
 from ._save_events import Checked, saved_event, tenant_event_id
 from ._validation import build, when
 from ._views import SaveResult
+from .recall._embedders import vector_input, vectors_input
 
 # A fetch claimed this far in the future is a clock problem or a lie
 # (refused); one claimed less far ahead is clamped to now, never trusted.
