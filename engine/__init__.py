@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from ._addresses import AddressPolicy, AddressRefused
     from ._answers import Answer, answer, refusal_from
     from ._committed import read_back_committed, settle_committed
-    from ._embedders import CallableEmbedder, Embedder, EmbedderFailed, HashEmbedder, HttpEmbedder, register_embedder
     from ._errors import (
         AckRefused,
         AmbiguousMemory,
@@ -50,14 +49,9 @@ if TYPE_CHECKING:
     from ._policy import KindRule, PolicyFile, TtlPolicy
     from ._readback import read_back, readback_records
     from ._reading import search_words
-    from ._recall import MODES as SEARCH_MODES
-    from ._recall import RRF_K
     from ._restore import restore
     from ._rights import OPERATOR, SYSTEM, Principal, may
     from ._scheduler import HostBackoff, Scheduler, SharedBackoff, expiry_event_id
-    from ._sink_clients import signed_headers
-    from ._sink_config import NOTICE_TYPES, SinkSpec, sinks_from_table
-    from ._sinks import SinkWorker
     from ._validation import field_problems
     from ._views import (
         DueItem,
@@ -70,6 +64,19 @@ if TYPE_CHECKING:
         VerifyResult,
     )
     from ._warden import Warden
+    from .recall._embedders import (
+        CallableEmbedder,
+        Embedder,
+        EmbedderFailed,
+        HashEmbedder,
+        HttpEmbedder,
+        register_embedder,
+    )
+    from .recall._search import MODES as SEARCH_MODES
+    from .recall._search import RRF_K
+    from .sinks._clients import signed_headers
+    from .sinks._config import NOTICE_TYPES, SinkSpec, sinks_from_table
+    from .sinks._worker import SinkWorker
 
 __getattr__ = lazy_exports(__name__, __file__)
 

@@ -71,7 +71,7 @@ def _named(item: Checked) -> set[Key]:
 def _plain(item: Checked) -> bool:
     """A save that names nothing but itself and adopts no policy version."""
     f = item.fields
-    return not f["derived_from"] and not f["event_id"] and f["revocation_version"] is None
+    return not f["derived_from"] and f["event_id"] is None and f["revocation_version"] is None
 
 
 def _keys(checked: Sequence[tuple[int, Checked]]) -> list[Key]:

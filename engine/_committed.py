@@ -14,8 +14,8 @@ from ._answers import answer
 from ._core import Core
 from ._readback import ReadPath, read_back, revocation_of
 from ._rights import Principal
-from ._sink_ops import settle_sinks
-from ._sinks import sink_line
+from .sinks._ops import settle_sinks
+from .sinks._worker import sink_line
 
 log = get_logger("memwarden.readback")
 

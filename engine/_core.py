@@ -39,15 +39,15 @@ from memwarden.projections import (
 
 from . import _metrics
 from ._derivation import cascade
-from ._embedders import Embedder
 from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView, StoreDamaged
 from ._fetchers import Fetchers
 from ._joined import Joined
 from ._limits import Limits
-from ._outbox import outbox_writer
 from ._policy import TtlPolicy
-from ._sink_config import SinkSpec
 from ._write_turns import WriteTurns
+from .recall._embedders import Embedder
+from .sinks._config import SinkSpec
+from .sinks._outbox import outbox_writer
 
 log = get_logger("memwarden")
 
@@ -83,7 +83,7 @@ class Core:
         self.write_turns = WriteTurns()  # small writes before queued batches (``_write_turns``)
         # what each write transaction runs inside once it holds the store:
         # nothing here, a guest in its application's process; a server entry
-        # point that owns its process may set its own (``faces/_cli_serve``)
+        # point that owns its process may set its own (``faces/cli/_serve``)
         self.holding_store: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
         # of the interpreter a large write's preparation may hold (``_pace``):
         # all of it alone in a process; a server gives half to the requests beside it
@@ -96,7 +96,7 @@ class Core:
         sqlite = SQLiteOptions(synchronous=synchronous, mmap_mb=mmap_mb, cache_mb=cache_mb)
         self.store: Store = open_store(path, clock=self.clock, read_url=read_url, sqlite=sqlite)
         self.vector_index = VectorIndex(self.store, vector_index, _vector_folder(self.store, vector_index))
-        # the copies outside memwarden a revocation must reach (``_sinks``)
+        # the copies outside memwarden a revocation must reach (``sinks``)
         self.sinks: tuple[SinkSpec, ...] = tuple(sinks)
         # seconds between runs of the scheduler's jobs the policy file names ([scheduler])
         self.schedule: dict[str, float] = dict(schedule or {})

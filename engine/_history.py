@@ -90,7 +90,13 @@ def audit_verify(
             if report.ok:
                 out.update(first_bad_seq=0, problem=f"the head at seq 0 is {GENESIS_HASH}, not the anchored {expected}")
         elif seq > 0 and event is None:
-            problem = f"the anchored seq {seq} is no longer in the log"
+            head = warden.log.head().seq
+            problem = (
+                f"the log ends at seq {head}, before the anchored seq {seq}: events after seq {head} were removed"
+                " since the anchor was taken (or the anchor is another store's)"
+                if seq > head
+                else f"the anchored seq {seq} is no longer in the log"
+            )
             out.update(ok=False, extends_anchor=False)
             if report.ok:
                 out.update(first_bad_seq=seq, problem=problem)

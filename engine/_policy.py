@@ -27,7 +27,7 @@ reverify = 60
 erasure_purge = 300
 sinks = 5
 
-[sinks.NAME]             # a copy outside memwarden a revocation must reach (``_sink_config``)
+[sinks.NAME]             # a copy outside memwarden a revocation must reach (``sinks._config``)
 kind = "redis"
 url = "redis://127.0.0.1:6379/0"
 """
@@ -44,11 +44,11 @@ from typing import Any
 from memwarden.events import parse_duration
 
 from ._addresses import AddressPolicy
-from ._embedders import Embedder, embedder_from_settings
 from ._errors import InvalidInput
 from ._fetchers import Fetchers
 from ._limits import Limits
-from ._sink_config import SinkSpec, sinks_from_table
+from .recall._embedders import Embedder, embedder_from_settings
+from .sinks._config import SinkSpec, sinks_from_table
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "research_result": {"ttl": "1h"},
@@ -151,7 +151,7 @@ class PolicyFile:
     fetch: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     sinks: tuple[SinkSpec, ...] = ()
-    embedding: dict[str, Any] = field(default_factory=dict)  # the [embedder] table (``_embedders``)
+    embedding: dict[str, Any] = field(default_factory=dict)  # the [embedder] table (``recall._embedders``)
     schedule: dict[str, float] = field(default_factory=dict)  # the [scheduler] table (``_scheduler``)
 
     @classmethod

@@ -153,7 +153,7 @@ def built_event(
         embedding_dims=len(item.vectors[0]) if item.vectors else None,
         embedding_count=len(item.vectors) if item.vectors and len(item.vectors) > 1 else None,
         actor=f["actor"],
-        **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] else {}),
+        **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] is not None else {}),
     )
     check_source_url("source_url", event.source_url)
     return event, adopted

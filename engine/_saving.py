@@ -24,7 +24,6 @@ from memwarden.projections import ViewReader
 
 from . import _metrics
 from ._core import Core, log
-from ._embedders import vector_input, vectors_input
 from ._errors import ChecksumMismatch, InvalidInput
 from ._limits import encoded, normal_checksum, normal_url
 from ._memory_ids import agent_named
@@ -32,6 +31,7 @@ from ._rights import Principal, operation, scope_for_save
 from ._save_events import Checked, saved_event, tenant_event_id
 from ._validation import build, when
 from ._views import SaveResult
+from .recall._embedders import vector_input, vectors_input
 
 # A fetch claimed this far in the future is a clock problem or a lie
 # (refused); one claimed less far ahead is clamped to now, never trusted.
@@ -308,7 +308,7 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     a save whose text was erased since: its answer carried the erased
     text's checksum, and whether a guess matched it would tell the text."""
     event_id = item.fields["event_id"]
-    if not event_id:
+    if event_id is None:
         return None
     prior = core.log.by_event_id(tenant_event_id(item.scope.tenant, event_id))
     if prior is None:

@@ -26,9 +26,9 @@ from ._committed import read_back_committed
 from ._policy import JOBS, schedule_from_table
 from ._readback import ReadPath, read_back
 from ._rights import SYSTEM, Principal
-from ._sinks import SinkWorker
 from ._views import DueItem, VerifyResult
 from ._warden import Warden
+from .sinks._worker import SinkWorker
 
 log = get_logger("memwarden.scheduler")
 

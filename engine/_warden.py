@@ -16,14 +16,10 @@ from . import (
     _past,
     _policy_change,
     _reading,
-    _recall,
     _records,
-    _reembed,
     _restore,
     _revoking,
     _saving,
-    _sink_acks,
-    _sink_ops,
     _verify,
 )
 from ._core import Core
@@ -32,6 +28,10 @@ from ._memories import Acting
 from ._rights import Principal, authorize, tenants_seen
 from ._tokens import Positions, Tokens, store_tokens
 from ._views import DueItem
+from .recall import _reembed
+from .recall import _search as _recall
+from .sinks import _acks as _sink_acks
+from .sinks import _ops as _sink_ops
 
 
 class Warden(Core):
@@ -68,7 +68,7 @@ class Warden(Core):
     policies = _policy_change.policies
     erase = _revoking.erase
 
-    # the copies outside memwarden (_sink_ops): the outbox, each sink's read-back
+    # the copies outside memwarden (sinks._ops): the outbox, each sink's read-back
     sinks_status = _sink_ops.sinks
     test_sink = _sink_ops.test_sink
     redeliver = _sink_ops.redeliver

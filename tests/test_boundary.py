@@ -46,14 +46,31 @@ def holds_sql(path: Path) -> bool:
     return any(SQL.search(s) for s in strings(ast.parse(path.read_text(encoding="utf-8"))))
 
 
+def private_engine_module(name: str) -> bool:
+    """A private module of the engine or of one of its subpackages
+    (``memwarden.engine._core``, ``memwarden.engine.sinks._worker``)."""
+    parts = name.split(".")
+    return parts[:2] == ["memwarden", "engine"] and any(part.startswith("_") for part in parts[2:])
+
+
 def test_the_faces_hold_no_sql_and_use_only_the_public_engine() -> None:
-    for path in sorted((ROOT / "engine" / "faces").glob("*.py")):
+    faces = sorted((ROOT / "engine" / "faces").rglob("*.py"))
+    assert len(faces) > 20, "the faces moved: this test must find them again"
+    for path in faces:
+        name = path.relative_to(ROOT)
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        assert not holds_sql(path), f"{path.name} holds SQL"
+        assert not holds_sql(path), f"{name} holds SQL"
         used = imports(tree)
-        assert "sqlite3" not in used, f"{path.name} imports sqlite3"
-        private = {m for m in used if m.startswith("memwarden.engine._") or m.startswith("memwarden.events._")}
-        assert not private, f"{path.name} reaches into {sorted(private)}"
+        assert "sqlite3" not in used, f"{name} imports sqlite3"
+        private = {m for m in used if private_engine_module(m) or m.startswith("memwarden.events._")}
+        assert not private, f"{name} reaches into {sorted(private)}"
+
+
+def test_the_detector_finds_a_private_engine_module() -> None:
+    assert private_engine_module("memwarden.engine._core")
+    assert private_engine_module("memwarden.engine.sinks._worker")
+    assert not private_engine_module("memwarden.engine")
+    assert not private_engine_module("memwarden.engine.sinks")
 
 
 def test_the_engine_holds_no_sql() -> None:
@@ -108,35 +125,65 @@ def test_the_detector_finds_sql() -> None:
     assert not SQL.search("select the memories a selector covers")
 
 
+def engine_modules() -> dict[str, Path]:
+    """Each module of the engine, its subpackages' and its faces' among them,
+    by its name under ``memwarden.engine`` (``_core``, ``sinks._worker``;
+    a package by its own name, ``sinks``, the engine's ``__init__`` as "")."""
+    found = {}
+    for path in (ROOT / "engine").rglob("*.py"):
+        parts = list(path.relative_to(ROOT / "engine").with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def engine_imports() -> dict[str, set[str]]:
+    """Each engine module -> the engine modules its relative imports name,
+    for types only or inside a function as well (a relative import from a
+    package's ``__init__`` is relative to the package itself)."""
+    modules = engine_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = name.split(".") if name else []
+        package = here if path.name == "__init__.py" else here[:-1]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.level >= 1) or node.level - 1 > len(package):
+                continue
+            base = package[: len(package) - (node.level - 1)]
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            if node.module:
+                deps.add(".".join(target))
+            deps.update(".".join([*target, a.name]) for a in node.names)  # names that are submodules
+        graph[name] = deps & set(modules)
+    return graph
+
+
 def test_the_engine_modules_import_each_other_without_a_cycle() -> None:
     """The Warden delegates to its modules and none of them needs the Warden
     back: no import cycle, not even one hidden behind TYPE_CHECKING or in a
-    function (every relative import counts, wherever it stands; a library
-    imported for its types only, as httpx where the first exchange loads
-    it, makes no cycle)."""
-    modules = {p.stem: p for p in (ROOT / "engine").glob("*.py")}
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        text = path.read_text("utf-8")
-        deps: set[str] = set()
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                deps.update([node.module] if node.module else [a.name for a in node.names])
-        graph[name] = deps & set(modules)
+    function (every relative import counts, wherever it stands, in the
+    engine's subpackages and faces too; a library imported for its types
+    only, as httpx where the first exchange loads it, makes no cycle)."""
+    graph = engine_imports()
+    assert {"_core", "sinks._worker", "recall._search", "faces.http._app"} <= set(graph)
+    assert "_core" in graph["sinks._ops"] and "sinks._config" in graph["_core"]
+    cycle = a_cycle(graph)
+    assert cycle is None, f"import cycle: {' -> '.join(cycle or [])}"
 
-    def cycle_from(start: str) -> list[str] | None:
-        stack = [(start, [start])]
-        while stack:
-            node, path = stack.pop()
-            for dep in graph[node]:
-                if dep == start:
-                    return [*path, dep]
-                if dep not in path:
-                    stack.append((dep, [*path, dep]))
-        return None
 
-    for name in graph:
-        assert cycle_from(name) is None, f"import cycle: {' -> '.join(cycle_from(name) or [])}"
+def test_the_engine_subpackages_import_their_modules_when_asked() -> None:
+    """A module of a subpackage imports the subpackage's ``__init__`` first:
+    that ``__init__`` names its modules under TYPE_CHECKING only (each
+    imported when first asked for, ``lazy_exports``), so importing one module
+    of ``sinks/`` runs none of the others and the graph above holds at run
+    time too."""
+    for name in ("sinks", "recall", "faces.http", "faces.console"):
+        path = engine_modules()[name]
+        for node in ast.parse(path.read_text("utf-8")).body:
+            eager = isinstance(node, ast.ImportFrom) and node.level >= 1
+            assert not eager, f"{path.relative_to(ROOT)} imports its modules at once"
 
 
 def sibling_imports(package: str) -> dict[str, set[str]]:

@@ -25,7 +25,8 @@ def served(warden: Warden) -> Warden:
 def test_serve_sets_up_its_own_process(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """``memwarden serve`` owns its process: the collector paused under the
     store, and the heap the page cache gave back returned to the OS."""
-    from memwarden.engine.faces import _http_server, http
+    from memwarden.engine.faces import http
+    from memwarden.engine.faces.http import _server as _http_server
 
     served: list[Warden] = []
     monkeypatch.setattr(http, "create_app", lambda w, **_: w)

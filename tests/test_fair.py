@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 from memwarden.engine import metrics
-from memwarden.engine.faces._fair import FairShare, Lanes, stepped_out
+from memwarden.engine.faces.http._fair import FairShare, Lanes, stepped_out
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -135,7 +135,7 @@ def test_waiting_gives_the_slot_back_and_probes_always_answer() -> None:
 
 
 def test_a_few_large_bodies_are_read_at_a_time_whoever_sends_them() -> None:
-    from memwarden.engine.faces._http_guard import BodyLimit
+    from memwarden.engine.faces.http._guard import BodyLimit
 
     inside = {"now": 0, "peak": 0}
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from memwarden.engine import OPERATOR, InvalidInput, KeyStore, Scheduler, SinkWorker, Warden, sinks_from_table
-from memwarden.engine._sink_records import deadline_event, outcome_event, record
 from memwarden.engine.faces.http import create_app
+from memwarden.engine.sinks._records import deadline_event, outcome_event, record
 
 from .backends import Backend
 from .conftest import START

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from mcp import Client
 from memwarden.engine import Fetchers, Limits, SinkSpec, Warden
-from memwarden.engine._embedders import EMBEDDER_KEYS
 from memwarden.engine._policy import DEFAULTS, FETCH_KEYS, JOBS, KIND_KEYS, TABLES
-from memwarden.engine._sink_config import BY_KIND, COMMON
 from memwarden.engine.faces.http import create_app
 from memwarden.engine.faces.mcp import build_server
+from memwarden.engine.recall._embedders import EMBEDDER_KEYS
+from memwarden.engine.sinks._config import BY_KIND, COMMON
 
 REFERENCE = Path(__file__).parent.parent / "docs" / "reference"
 

@@ -190,3 +190,18 @@ def test_an_invalidation_since_the_backup_is_reapplied(tmp_path: Path, backend: 
         assert w.get("drawn", caller=OPERATOR).reason == "derived_from_unusable"
         assert w.reapply(db, caller=OPERATOR)["invalidations_reapplied"] == 0
         assert w.check_projections(caller=OPERATOR).ok
+
+
+def test_an_anchor_past_the_restored_head_says_the_log_was_cut_back(tmp_path: Path, backend: Backend) -> None:
+    """An auditor's anchor taken after the backup: the restored log ends
+    before it, and the answer says so rather than calling the file damaged."""
+    with Warden(backend.db(tmp_path, "older.db")) as older:
+        save_memory(older, "a")
+        with Warden(backend.db(tmp_path, "newer.db")) as newer:
+            save_memory(newer, "a")
+            save_memory(newer, "b")
+            anchor = newer.audit_head(caller=OPERATOR)
+        verdict = older.audit_verify(f"{anchor['seq']}:{anchor['hash']}", caller=OPERATOR)
+    assert not verdict["ok"] and verdict["extends_anchor"] is False
+    assert verdict["file_problems"] == []
+    assert f"ends at seq 1, before the anchored seq {anchor['seq']}" in verdict["problem"]

@@ -113,7 +113,7 @@ def test_no_face_checks_a_role_or_narrows_a_tenant_itself() -> None:
     would be a second place that decides."""
     decided_elsewhere = {"role", "tenants", "access", "allows", "allows_tenant", "reads_tenant", "is_staff"}
     found = []
-    for path in sorted(FACES.glob("*.py")):
+    for path in sorted(FACES.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}  # warden.tenants(...)
         for node in ast.walk(tree):
@@ -124,6 +124,8 @@ def test_no_face_checks_a_role_or_narrows_a_tenant_itself() -> None:
                     if isinstance(value, ast.Constant) and value.value in ("agent", "security", "auditor"):
                         found.append(f"{path.name}:{node.lineno} compares with {value.value!r}")
     assert found == []
-    for template in sorted((FACES / "templates").glob("*.html")):
+    templates = sorted((FACES / "console" / "templates").glob("*.html"))
+    assert templates, "the console's templates moved: this test must find them again"
+    for template in templates:
         text = template.read_text(encoding="utf-8")
         assert "who.role ==" not in text and "who.role in" not in text, template.name

@@ -98,7 +98,7 @@ def test_a_revoked_demo_key_is_replaced(tmp_path: Path) -> None:
     key_file.write_text(old + "\n")
     assert CliRunner().invoke(cli, ["--db", str(db), "keys", "revoke", old.split("_")[1]]).exit_code == 0
     from memwarden.engine import KeyStore, Warden
-    from memwarden.engine.faces._cli_serve import _kept_demo_key
+    from memwarden.engine.faces.cli._serve import _kept_demo_key
 
     warden = Warden(str(db))
     try:

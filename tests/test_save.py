@@ -205,6 +205,24 @@ def test_bad_ids_and_scope_are_refused(warden: Warden) -> None:
             scope={"tenant": "t"},
             caller=OPERATOR,
         )
+    # an empty idempotency key is a mistake, not "no key": a retry under it would save twice
+    with pytest.raises(InvalidInput, match="event_id"):
+        save_memory(warden, "ok", event_id="")
+    with pytest.raises(ValueError, match="event_id"):  # BatchRefused, naming each item's field
+        warden.save_many(
+            [
+                dict(
+                    memory_id="ok",
+                    kind="external_fact",
+                    summary="s",
+                    content="c",
+                    source_url="https://example.org/ok",
+                    scope={"tenant": "t"},
+                    event_id="",
+                )
+            ],
+            caller=OPERATOR,
+        )
     assert warden.log.head().seq == 0
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from memwarden.engine import Fetchers, InvalidInput, SinkUnavailable, sinks_from_table
-from memwarden.engine._sink_clients import RedisSink, client_for
+from memwarden.engine.sinks._clients import RedisSink, client_for
 from memwarden.events import FrozenClock
 
 from .sink_receiver import new_secret

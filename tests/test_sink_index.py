@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from memwarden.engine import OPERATOR, HashEmbedder, InvalidInput, Warden, sinks_from_table
-from memwarden.engine import _sink_index as index_sink
+from memwarden.engine.sinks import _index as index_sink
 from memwarden.events._sqlite_readers import ReaderPool
 from memwarden.projections import SQLView, TakenAt
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from memwarden.engine import OPERATOR, TooManyWaiters, Warden
-from memwarden.engine.faces._waiting import HeadWatch
+from memwarden.engine.faces.http._waiting import HeadWatch
 
 from ._sizes import larger
 from .test_http import Server, save_body, start_server

@@ -36,7 +36,7 @@ from memwarden.engine import (
 from memwarden.events import canonical_json
 from pydantic import BaseModel, Field, ValidationError
 
-from ._http_models import Body, MinSeq, SaveBody, SaveManyBody, SearchBody
+from .http._models import Body, MinSeq, SaveBody, SaveManyBody, SearchBody
 
 Authenticate = Callable[[str | None], Principal | None]
 
