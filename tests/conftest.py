@@ -90,6 +90,12 @@ def warden(db_path: Path, clock: FrozenClock) -> Iterator[Warden]:
     w.close()
 
 
+def scratch_warden(backend: Backend, tmp_path: Path, name: str = "scratch", **options: Any) -> Warden:
+    """A Warden on a store as new, for one example of a property test
+    (``Backend.scratch``: PostgreSQL's lent database emptied, not made)."""
+    return Warden(backend.scratch(tmp_path, name), clock=FrozenClock(START), **options)
+
+
 def agent_key(*tenants: str, agent: str | None = None, key_id: str = "test") -> Principal:
     """An agent key's caller, bound to ``tenants`` (and ``agent``)."""
     return Principal(key_id, "agent", tenants, agent)
