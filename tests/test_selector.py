@@ -18,10 +18,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from memwarden.engine import OPERATOR, RevokedScope, Warden
-from memwarden.events import format_ts
+from memwarden.events import MemorySaved, Scope, content_checksum, format_ts
 from memwarden.projections import TERMINAL, blocking_revocation, revokes, selector_covers
 
 from ._sizes import larger
@@ -76,11 +76,33 @@ STEPS = st.lists(
     st.one_of(
         st.tuples(st.just("save"), MEMORIES),
         st.tuples(st.just("save"), MEMORIES),
+        # as an import does, straight to the log: the fold alone decides
+        st.tuples(st.just("import"), MEMORIES),
         st.tuples(st.just("revoke"), SELECTORS, st.integers(0, 60)),  # effective this many minutes ago
+        st.tuples(st.just("erase"), st.sampled_from(TENANTS), st.sampled_from(IDS)),  # a later event on a row
     ),
     min_size=3,
     max_size=larger(14, 30),
 )
+
+# a version imported, fetched at the second revocation's effective time
+# (before the first's): the fold names the first, the SQL finds it for the
+# second by its fetch time alone
+HELD_TWICE = [
+    ("revoke", {"tenant": "acme"}, 0),
+    ("revoke", {"ids": ["m1"]}, 1),
+    (
+        "import",
+        {
+            **dict.fromkeys(SCOPE),
+            "memory_id": "m1",
+            "tenant": "acme",
+            "kind": "사실",
+            "source_url": "/srv/a_b",
+            "age": 2,
+        },
+    ),
+]
 
 
 def examples(backend: Backend) -> int:
@@ -94,14 +116,19 @@ def test_the_python_sql_and_cached_spellings_of_revocation_agree(backend: Backen
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
     @given(STEPS, st.lists(SELECTORS, max_size=6))
+    @example(HELD_TWICE, [])
     def check(steps: list[tuple[Any, ...]], probes: list[dict[str, Any]]) -> None:
         w = scratch_warden(backend, tmp_path)
         try:
-            recorded: dict[tuple[str, str], int] = {}  # (tenant, id) -> seq of its current version
+            recorded = Recorded()
             for step in steps:
                 w.clock.advance("1m")  # type: ignore[attr-defined]
                 if step[0] == "save":
                     save(w, step[1], recorded)
+                elif step[0] == "import":
+                    imported(w, step[1], recorded)
+                elif step[0] == "erase":
+                    erase(w, step[1], step[2])
                 else:
                     revoke(w, step[1], step[2])
             agree(w, recorded, probes)
@@ -111,7 +138,17 @@ def test_the_python_sql_and_cached_spellings_of_revocation_agree(backend: Backen
     check()
 
 
-def save(w: Warden, memory: dict[str, Any], recorded: dict[tuple[str, str], int]) -> None:
+class Recorded:
+    """What the test knows of each memory's current version (by tenant and id)."""
+
+    def __init__(self) -> None:
+        self.seq: dict[tuple[str, str], int] = {}  # the seq that recorded it
+        # the revocation holding it, imported though an earlier version was
+        # revoked and its fetch is no later (whatever scope it claims now)
+        self.held: dict[tuple[str, str], str] = {}
+
+
+def save(w: Warden, memory: dict[str, Any], recorded: Recorded) -> None:
     """A save is refused exactly when the Python rule over every revocation
     says so, or a revocation already held an earlier version of it."""
     fetched = w.clock.now() - timedelta(minutes=memory["age"])
@@ -146,7 +183,39 @@ def save(w: Warden, memory: dict[str, Any], recorded: dict[tuple[str, str], int]
         assert held or (until is not None and candidate["fetched_at"] <= until), (candidate, every)
         return
     assert not held, (candidate, every)
-    recorded[key] = w.log.head().seq
+    recorded.seq[key] = w.log.head().seq
+    recorded.held.pop(key, None)
+
+
+def imported(w: Warden, memory: dict[str, Any], recorded: Recorded) -> None:
+    """A version appended past the engine's refusal: the fold records it
+    revoked exactly when the Python rule says a revocation holds it."""
+    fetched = w.clock.now() - timedelta(minutes=memory["age"])
+    key = (memory["tenant"], memory["memory_id"])
+    with w.reading() as view:
+        row = view.row(*key)
+    text = f"{memory} 내용"
+    until = row.get("revoked_until") if row else None
+    if until is not None and format_ts(fetched) <= until:
+        recorded.held[key] = row["last_revocation"]  # type: ignore[index]
+    else:
+        recorded.held.pop(key, None)
+    (recorded.seq[key],) = w.log.append(
+        [
+            MemorySaved(  # type: ignore[call-arg]  # a summary given as text is recorded as its checksum
+                memory_id=memory["memory_id"],
+                version=row["version"] + 1 if row else 1,
+                kind=memory["kind"],
+                summary="요약",
+                content_checksum=content_checksum(text),
+                content_length=len(text.encode()),
+                source_url=memory["source_url"],
+                fetched_at=fetched,
+                expires_at=fetched + timedelta(days=30),
+                scope=Scope(**{f: memory[f] for f in ("tenant", *SCOPE) if memory[f] is not None}),
+            )
+        ]
+    )
 
 
 def revoke(w: Warden, selector: dict[str, Any], minutes_ago: int) -> None:
@@ -165,7 +234,14 @@ def revoke(w: Warden, selector: dict[str, Any], minutes_ago: int) -> None:
     assert result.covered == sum(1 for r in live if selector_covers(issued["selector"], r)), issued
 
 
-def agree(w: Warden, recorded: dict[tuple[str, str], int], probes: list[dict[str, Any]]) -> None:
+def erase(w: Warden, tenant: str, memory_id: str) -> None:
+    try:
+        w.erase(memory_id=memory_id, tenant=tenant, reason="asked", caller=OPERATOR)
+    except LookupError:
+        pass  # never saved: nothing to erase
+
+
+def agree(w: Warden, recorded: Recorded, probes: list[dict[str, Any]]) -> None:
     with w.reading() as view:
         rows = view.every_row()
         every = view.revocations()
@@ -174,21 +250,31 @@ def agree(w: Warden, recorded: dict[tuple[str, str], int], probes: list[dict[str
             by_python = {key(r) for r in rows if r["status"] not in TERMINAL and selector_covers(selector, r)}
             assert set(map(tuple, view.would_revoke_keys(selector))) == by_python, selector
         for revocation in every:
-            by_python = {
-                key(r) for r in rows if revokes(revocation, r, recorded_before=recorded[key(r)] < revocation["seq"])
-            }
-            assert set(map(tuple, view.revoked_by(revocation))) == by_python, revocation
+            by_python = {key(r) for r in rows if takes_out(revocation, r, recorded)}
+            by_sql = set(map(tuple, view.revoked_by(revocation)))
+            # the SQL reads "recorded before" from a row's last event, which an
+            # erasure moves past the revocation: it may leave out an erased
+            # memory (never served) the rule covers, and nothing else
+            erased = {key(r) for r in rows if r["status"] == "erased"}
+            assert by_sql - erased == by_python - erased and by_sql <= by_python, revocation
     for tenant, share in shares.items():
         # a selector naming another tenant never covers its memories
         assert share == [r for r in every if r["selector"].get("tenant") in (None, tenant)], tenant
     for row in rows:
-        before = recorded[key(row)]
-        revoked = any(revokes(r, row, recorded_before=before < r["seq"]) for r in every)
-        assert (row["status"] == "revoked") == revoked, (row, every)
+        if row["status"] != "erased":  # an erasure outranks a revocation
+            revoked = any(takes_out(r, row, recorded) for r in every)
+            assert (row["status"] == "revoked") == revoked, (row, every)
         # a version saved now: the tenant's share blocks it as the whole list would
         now = {**row, "fetched_at": format_ts(w.clock.now())}
         in_share = blocking_revocation(shares[row["tenant"]], now) is not None
         assert in_share == any(revokes(r, now, recorded_before=False) for r in every), row
+
+
+def takes_out(revocation: dict[str, Any], row: dict[str, Any], recorded: Recorded) -> bool:
+    """The Python rule, and the hold of a revocation on a later version."""
+    if recorded.held.get(key(row)) == revocation["revocation_id"]:
+        return True
+    return revokes(revocation, row, recorded_before=recorded.seq[key(row)] < revocation["seq"])
 
 
 def key(row: dict[str, Any]) -> tuple[str, str]:
