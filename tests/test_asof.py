@@ -145,6 +145,8 @@ OPS = st.one_of(
 )
 
 
+# --runslow runs hundreds of generated histories: minutes on PostgreSQL
+@pytest.mark.timeout(larger(120, 1800))
 def test_at_every_seq_of_a_generated_log_the_indexed_view_equals_a_replay(backend: Backend, tmp_path: Path) -> None:
     """Rows, policies and what was drawn from what, against a full replay
     (the gate's answers too: tests/sqlite/test_asof_oracle.py)."""

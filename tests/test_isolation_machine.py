@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
@@ -150,6 +151,8 @@ class TwoTenants(RuleBasedStateMachine):
         self.alone.w.close()
 
 
+# --runslow runs hundreds of generated histories: minutes on PostgreSQL
+@pytest.mark.timeout(larger(120, 1800))
 def test_nothing_one_tenant_does_shows_through_the_wall(backend: Backend, tmp_path: Path) -> None:
     # PostgreSQL's examples cost a round trip per read: fewer in the default run
     sqlite = backend.name == "sqlite"

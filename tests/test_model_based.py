@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
@@ -288,6 +289,8 @@ class GateMachine(RuleBasedStateMachine):
         self.w.close()
 
 
+# --runslow runs hundreds of generated histories: minutes on PostgreSQL
+@pytest.mark.timeout(larger(120, 1800))
 def test_the_engine_answers_as_the_reference_model(backend: Backend, tmp_path: Path) -> None:
     # PostgreSQL's examples cost a round trip per read: fewer in the default run
     sqlite = backend.name == "sqlite"

@@ -18,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from memwarden.engine import OPERATOR, RevokedScope, Warden
@@ -109,6 +110,8 @@ def examples(backend: Backend) -> int:
     return larger(40, 300) if backend.name == "sqlite" else larger(15, 100)
 
 
+# --runslow runs hundreds of generated histories: minutes on PostgreSQL
+@pytest.mark.timeout(larger(120, 1800))
 def test_the_python_sql_and_cached_spellings_of_revocation_agree(backend: Backend, tmp_path: Path) -> None:
     @settings(
         max_examples=examples(backend),
