@@ -61,14 +61,20 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """The store every contract test runs against, once per backend. One
     that cannot run here is skipped with its reason, except under
     ``CI=true``, where every backend must run."""
-    chosen: Backend = request.param
+    chosen = ready(request.param)
+    yield chosen
+    chosen.close()
+
+
+def ready(chosen: Backend) -> Backend:
+    """``chosen``, if it can run here; else the test is skipped with the
+    reason (failed under ``CI=true``, where every backend must run)."""
     missing = chosen.available()
     if missing is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true needs the {chosen.name} backend: {missing}")
         pytest.skip(missing)
-    yield chosen
-    chosen.close()
+    return chosen
 
 
 @pytest.fixture
