@@ -297,8 +297,8 @@ def test_the_engine_answers_as_the_reference_model(backend: Backend, tmp_path: P
     run_state_machine_as_test(
         lambda: GateMachine(backend, tmp_path),  # type: ignore[arg-type]  # a factory serves as the class
         settings=settings(
-            max_examples=larger(40, 100) if sqlite else larger(8, 60),
-            stateful_step_count=30 if sqlite else larger(12, 30),
+            max_examples=larger(40, 100) if sqlite else larger(6, 60),
+            stateful_step_count=30 if sqlite else larger(10, 30),
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],
         ),
