@@ -1,7 +1,8 @@
 """Which memories a revocation selector covers, in Python and in SQL.
 
 Both forms are generated from the same field table; a property test
-(tests/test_selector.py) holds them to the same answer.
+(tests/test_selector.py) holds them, and the revocation cache's shares
+(``_revocation_cache``), to the same answer on every backend.
 """
 
 from __future__ import annotations

@@ -54,6 +54,12 @@ class Backend(ABC):
         store for the same ``tmp_path`` and ``name``)."""
 
     @abstractmethod
+    def scratch(self, tmp_path: Path, name: str = "scratch") -> Any:
+        """A store as new, for one example of a property test: every call
+        with the same ``tmp_path`` and ``name`` empties the same one (its
+        wardens closed first), never makes a store anew."""
+
+    @abstractmethod
     def stored_text(self, db: Db, checksum: str) -> bytes | None:
         """The stored content whose bytes hash to ``checksum``."""
 
@@ -106,6 +112,10 @@ class SQLiteBackend(Backend):
 
     def db(self, tmp_path: Path, name: str = "memwarden.db") -> Path:
         return tmp_path / name
+
+    def scratch(self, tmp_path: Path, name: str = "scratch") -> str:
+        # a database in memory is new at every open and gone at its close
+        return ":memory:"
 
     def _connect(self, db: Db) -> sqlite3.Connection:
         # a warden's path is a string
@@ -315,6 +325,23 @@ class PostgresBackend(Backend):
                 self._pristine = self._make_pristine()
             self._lent[key] = self._migrated.pop() if self._migrated else self.lend().rsplit("/", 1)[1]
         return f"{self.server}/{self._lent[key]}"
+
+    def scratch(self, tmp_path: Path, name: str = "scratch") -> str:
+        key = str(tmp_path / name)
+        if key in self._lent:
+            self._empty(f"{self.server}/{self._lent[key]}")
+        return self.db(tmp_path, name)
+
+    def _empty(self, url: str) -> None:
+        """The store at ``url`` as new, its connections ended first: its rows
+        deleted (its schema kept, as memwarden made it), or its schema gone."""
+        database = url.rsplit("/", 1)[1]
+        self._admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,),
+        )
+        if self._pristine is None or not emptied(url, *self._pristine):
+            self._remake_schema(url)
 
     def _make_pristine(self) -> tuple[list[Any], dict[str, list[tuple[Any, ...]]]]:
         """What a store holds once opened: its schema's fingerprint and the

@@ -61,14 +61,20 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """The store every contract test runs against, once per backend. One
     that cannot run here is skipped with its reason, except under
     ``CI=true``, where every backend must run."""
-    chosen: Backend = request.param
+    chosen = ready(request.param)
+    yield chosen
+    chosen.close()
+
+
+def ready(chosen: Backend) -> Backend:
+    """``chosen``, if it can run here; else the test is skipped with the
+    reason (failed under ``CI=true``, where every backend must run)."""
     missing = chosen.available()
     if missing is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true needs the {chosen.name} backend: {missing}")
         pytest.skip(missing)
-    yield chosen
-    chosen.close()
+    return chosen
 
 
 @pytest.fixture
@@ -88,6 +94,12 @@ def warden(db_path: Path, clock: FrozenClock) -> Iterator[Warden]:
     w = Warden(db_path, clock=clock)
     yield w
     w.close()
+
+
+def scratch_warden(backend: Backend, tmp_path: Path, name: str = "scratch", **options: Any) -> Warden:
+    """A Warden on a store as new, for one example of a property test
+    (``Backend.scratch``: PostgreSQL's lent database emptied, not made)."""
+    return Warden(backend.scratch(tmp_path, name), clock=FrozenClock(START), **options)
 
 
 def agent_key(*tenants: str, agent: str | None = None, key_id: str = "test") -> Principal:

@@ -4,13 +4,13 @@ seq of generated logs, on every backend; and the faces serve it paged."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memwarden.engine import OPERATOR, Warden
-from memwarden.engine.testing import in_memory_warden
 from memwarden.events import (
     FrozenClock,
     MemoryExpired,
@@ -22,7 +22,9 @@ from memwarden.events import (
 )
 from memwarden.projections import Access, row_of
 
-from .conftest import Cli, save_memory
+from ._sizes import larger
+from .backends import Backend
+from .conftest import Cli, save_memory, scratch_warden
 
 TENANTS = ("acme", "globex")
 IDS = ("m0", "m1", "m2", "m3")
@@ -144,21 +146,32 @@ OPS = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(OPS, min_size=8, max_size=30))
-def test_at_every_seq_of_a_generated_log_the_indexed_view_equals_a_replay(ops: list[tuple[Any, ...]]) -> None:
+# --runslow runs hundreds of generated histories: minutes on PostgreSQL
+@pytest.mark.timeout(larger(120, 1800))
+def test_at_every_seq_of_a_generated_log_the_indexed_view_equals_a_replay(backend: Backend, tmp_path: Path) -> None:
     """Rows, policies and what was drawn from what, against a full replay
     (the gate's answers too: tests/sqlite/test_asof_oracle.py)."""
-    w = in_memory_warden()
-    try:
-        for op in ops:
-            apply(w, w.clock, op)  # type: ignore[arg-type]
-        for seq in range(w.log.head().seq + 1):
-            result = w.check_as_of(seq=seq, caller=OPERATOR)
-            assert result.ok, (seq, result)
-        assert w.check_projections(caller=OPERATOR).ok
-    finally:
-        w.close()
+
+    # PostgreSQL's examples cost a round trip per read: fewer in the default run
+    @settings(
+        max_examples=150 if backend.name == "sqlite" else larger(12, 150),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(st.lists(OPS, min_size=8, max_size=30))
+    def check(ops: list[tuple[Any, ...]]) -> None:
+        w = scratch_warden(backend, tmp_path)
+        try:
+            for op in ops:
+                apply(w, w.clock, op)  # type: ignore[arg-type]
+            for seq in range(w.log.head().seq + 1):
+                result = w.check_as_of(seq=seq, caller=OPERATOR)
+                assert result.ok, (seq, result)
+            assert w.check_projections(caller=OPERATOR).ok
+        finally:
+            w.close()
+
+    check()
 
 
 def test_a_batch_that_changes_a_memorys_evidence_keeps_what_it_rested_on(warden: Warden) -> None:
