@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from _common import Metric, arguments, repeats, report, scratch_dir, sized
-from memwarden.engine import OPERATOR, Scheduler, Warden
+from memwarden.engine import MAX_BATCH, OPERATOR, Scheduler, Warden
 from memwarden.events import FrozenClock, canonical_json
 
 TEXT = "서울 지사 회의록: 목요일 오후 3시, 3층 회의실. Quarterly numbers reviewed; follow-ups assigned. "
@@ -254,9 +254,9 @@ def main() -> None:
         clock = FrozenClock("2026-01-05T09:00:00Z")
         path = folder / f"sweep-{next(counter)}.db"
         w = Warden(path, clock=clock, synchronous="FULL")
-        for start in range(0, swept, 5000):
+        for start in range(0, swept, MAX_BATCH):
             w.save_many(
-                [memory(9, i) | {"ttl": "1h" if i % 5 == 0 else "30d"} for i in range(start, min(start + 5000, swept))],
+                [memory(9, i) | {"ttl": "1h" if i % 5 == 0 else "30d"} for i in range(start, min(start + MAX_BATCH, swept))],
                 caller=OPERATOR,
             )
         clock.advance("2h")
