@@ -109,3 +109,40 @@ def test_langgraph_batch_past_the_limit_is_saved_in_chunks(warden: Warden, monke
     store.batch([PutOp(("docs",), f"k{i}", {"text": f"값 {i}"}) for i in range(OVER)])
     assert sizes == [MAX_BATCH, 1]
     assert store.get(("docs",), "k0") is not None and store.get(("docs",), f"k{OVER - 1}") is not None
+
+
+def record(i: int, memory_id: str | None = None, summary: str | None = None) -> str:
+    return json.dumps(
+        {
+            "memory_id": memory_id or f"r{i}",
+            "kind": "external_fact",
+            "summary": summary or f"요약 {i}",
+            "source_url": f"https://example.org/{i}",
+            "fetched_at": "2026-01-05T09:00:00Z",
+            "scope": {"tenant": "acme"},
+        },
+        ensure_ascii=False,
+    )
+
+
+def test_import_records_commits_a_batch_at_a_time(warden: Warden, tmp_path: Path) -> None:
+    """No transaction of an import writes more than a batch holds; a
+    record repeated in one batch is skipped, a memory named twice takes
+    two versions, and running it again imports nothing."""
+    lines = [record(i) for i in range(OVER)] + [record(0), record(9, "r1", "다른 요약")]
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sizes: list[int] = []
+    real = warden.transaction
+
+    def transaction(size: int = 1) -> Any:
+        sizes.append(size)
+        return real(size)
+
+    warden.transaction = transaction  # type: ignore[method-assign]
+    result = warden.import_records(path, caller=OPERATOR)
+    assert (result.imported, result.skipped, result.refused) == (OVER + 1, 1, [])
+    assert max(sizes) <= MAX_BATCH and len(sizes) >= 2
+    assert warden.get("r1", caller=OPERATOR).version == 2
+    again = warden.import_records(path, caller=OPERATOR)
+    assert (again.imported, again.skipped) == (0, OVER + 2)
