@@ -103,7 +103,8 @@ def seed(db: str, seeds: int) -> dict[str, str]:
         "security": store.create("security", caller=OPERATOR)[0],
         "auditor": store.create("auditor", caller=OPERATOR)[0],
     }
-    w.save_many([memory(f"seed{i}") for i in range(seeds)], caller=OPERATOR)
+    for start in range(0, seeds, MAX_BATCH):
+        w.save_many([memory(f"seed{i}") for i in range(start, min(start + MAX_BATCH, seeds))], caller=OPERATOR)
     # a diamond DAG: each layer's two memories drawn from both of the layer before
     w.save_many([memory(f"d0-{s}", tenant="hostile") for s in "ab"], caller=OPERATOR)
     for layer in range(1, 21):
