@@ -38,8 +38,10 @@ Issue #61: a batch of 1,000 (MAX_BATCH, the most one holds) holds the
 write transaction <= 250 ms (its median, timed around the store's
 ``writing``); and 16 threads each saving single durable memories at once
 save >= 2x the memories a second one thread does (group commit), each on a
-store of its own, the ratio's median over the runs. ``--only`` runs some
-parts: single, batch, concurrent, sweep.
+store of its own, the ratio's median over the runs. For the record:
+``import-records`` of the batch part's memories as seed-format records
+against ``save_many`` of them. ``--only`` runs some parts: single, batch,
+concurrent, import, sweep.
 """
 
 from __future__ import annotations
@@ -181,8 +183,8 @@ def main() -> None:
         __doc__ or "",
         lambda p: p.add_argument(
             "--only",
-            default="single,batch,concurrent,sweep",
-            help="the parts to run, comma-separated: single, batch, concurrent, sweep",
+            default="single,batch,concurrent,import,sweep",
+            help="the parts to run, comma-separated: single, batch, concurrent, import, sweep",
         ),
     )
     parts = set(args.only.split(","))
@@ -233,6 +235,32 @@ def main() -> None:
             rates.append(singles / (time.perf_counter() - started))
             w.close()
         return rates[0], rates[1]
+
+    def imported() -> tuple[float, float]:
+        """``import_records`` of ``batches`` x ``batch`` seed-format records,
+        and ``save_many`` of the same memories a batch at a time, on stores of
+        their own: records/s and saves/s."""
+        n = batches * batch
+        path = folder / f"records-{next(counter)}.jsonl"
+        records = [
+            {k: v for k, v in memory(2, i).items() if k not in ("content", "ttl")}
+            | {"fetched_at": "2026-01-05T09:00:00Z", "expires_at": "2036-01-05T09:00:00Z"}
+            for i in range(n)
+        ]
+        path.write_text("".join(canonical_json(r) + "\n" for r in records), encoding="utf-8")
+        w = Warden(folder / f"import-{next(counter)}.db", synchronous="FULL")
+        started = time.perf_counter()
+        w.import_records(path, caller=OPERATOR)
+        ours = n / (time.perf_counter() - started)
+        w.close()
+        w = Warden(folder / f"import-many-{next(counter)}.db", synchronous="FULL")
+        saves = [r | {"content": r["summary"]} for r in records]
+        started = time.perf_counter()
+        for start in range(0, n, batch):
+            w.save_many(saves[start : start + batch], caller=OPERATOR)
+        many = n / (time.perf_counter() - started)
+        w.close()
+        return ours, many
 
     def raw_single() -> float:
         conn = raw(folder / f"raw-single-{next(counter)}.db")
@@ -337,6 +365,7 @@ def main() -> None:
     single, single_raw, single_same, single_revoked = [], [], [], []
     many, many_raw, many_same = [], [], []
     together: list[tuple[float, float]] = []
+    imports: list[tuple[float, float]] = []
     for _ in range(runs):
         if "single" in parts:
             single.append(ours_single())
@@ -349,6 +378,8 @@ def main() -> None:
             many_raw.append(raw_batch())
         if "concurrent" in parts:
             together.append(ours_concurrent())
+        if "import" in parts:
+            imports.append(imported())
     metrics: list[Metric] = []
     if "single" in parts:
         metrics += single_metrics(single, single_same, single_raw, single_revoked, lived)
@@ -391,6 +422,19 @@ def main() -> None:
                 ratio,
                 ">= 2",
                 ratio >= 2,
+            )
+        )
+    if imports:
+        ratio = statistics.median(a / b for a, b in imports)
+        metrics.append(
+            Metric(
+                f"import-records of {batches * batch:,} vs save_many of them, {batch:,} a batch",
+                statistics.median(a for a, _ in imports),
+                "records/s",
+                statistics.median(b for _, b in imports),
+                ratio,
+                "(info)",
+                True,
             )
         )
     if "sweep" in parts:
