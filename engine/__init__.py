@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ._fetchers import Fetchers
     from ._gate import ACTIONS, REASONS, Decision, decide
     from ._keys import KeyStore
-    from ._limits import MAX_PAGE, Limits, Page, refuse_local_source
+    from ._limits import MAX_BATCH, MAX_PAGE, Limits, Page, refuse_local_source
     from ._logging import configure_logging
     from ._memories import Acting, Memories
     from ._policy import KindRule, PolicyFile, TtlPolicy
@@ -82,6 +82,7 @@ __getattr__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "ACTIONS",
+    "MAX_BATCH",
     "MAX_PAGE",
     "NOTICE_TYPES",
     "OPERATOR",

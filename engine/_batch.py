@@ -36,14 +36,12 @@ from memwarden.projections import Key
 
 from ._core import Core, log
 from ._errors import BatchRefused
-from ._limits import MAX_PAGE
+from ._limits import MAX_BATCH
 from ._pace import Pace, unpaced
 from ._rights import Principal, operation
 from ._save_events import Checked, Reads, built_event, refuse_if_revoked, saved_event
 from ._saving import check_input, embedded, retried, vector_of
 from ._views import SaveResult
-
-MAX_BATCH = MAX_PAGE
 
 
 def _problem(index: int, exc: Exception) -> dict[str, Any]:
@@ -187,7 +185,7 @@ def save_many(
                 {
                     "index": None,
                     "field": "memories",
-                    "problem": f"holds {len(given)}; at most {MAX_BATCH} a batch",
+                    "problem": f"holds {len(given)}; the limit is {MAX_BATCH} a batch (MAX_BATCH): send it in batches",
                     "error": "TooLarge",
                 }
             ]

@@ -41,6 +41,7 @@ from . import _metrics
 from ._derivation import cascade
 from ._errors import AmbiguousMemory, InvalidInput, MemoryNotFound, StaleView, StoreDamaged
 from ._fetchers import Fetchers
+from ._group_commit import GroupCommit
 from ._joined import Joined
 from ._limits import Limits
 from ._policy import TtlPolicy
@@ -81,6 +82,8 @@ class Core:
         self.limits = limits or Limits()
         self.chain_check: Joined[Any] = Joined()  # one chain verification at a time (``audit_verify``)
         self.write_turns = WriteTurns()  # small writes before queued batches (``_write_turns``)
+        # concurrent single saves share one durable commit (``_group_commit``)
+        self.group_commit = GroupCommit(lambda size: self.transaction(size=size))
         # what each write transaction runs inside once it holds the store:
         # nothing here, a guest in its application's process; a server entry
         # point that owns its process may set its own (``faces/cli/_serve``)

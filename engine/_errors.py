@@ -221,7 +221,7 @@ class BatchRefused(Refusal, ValueError):
     def __init__(self, problems: list[dict[str, Any]]) -> None:
         first = problems[0]
         where = f"memories[{first['index']}]" if first["index"] is not None else "memories"
-        field = f".{first['field']}" if first.get("field") else ""
+        field = f".{first['field']}" if first.get("field") and first["index"] is not None else ""
         count = f"{len(problems)} refused; first: " if len(problems) > 1 else ""
         super().__init__(f"{count}{where}{field}: {first['problem']}")
         self.problems = problems

@@ -14,10 +14,13 @@ from memwarden.events import check_storable, has_user_info, spelled
 
 from ._errors import InvalidInput, TooLarge
 
-# the most memories (events, notices, ids) one page of any answer holds, and
-# the most items one batch carries: one number, so a face cannot allow more
-# than the engine answers
+# the most memories (events, notices, ids) one page of any answer holds
 MAX_PAGE = 10_000
+# the most memories one batch save carries, on every face (save_many, the
+# HTTP and MCP batches, a chunk of a LangGraph batch or of an import): a
+# batch is one write transaction, and every other writer, a revocation too,
+# waits for it: the bound keeps that wait short
+MAX_BATCH = 1_000
 # the most content (UTF-8 bytes) one answer of a read holds: a page of
 # 10,000 memories of a mebibyte each would be ten gigabytes built in memory;
 # past this an answer stops and says so, and the caller pages on

@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from memwarden.events import (
+    Event,
     MemoryInvalidated,
     MemorySaved,
     PolicyVersion,
     Scope,
+    Texts,
     canonical_json,
     content_checksum,
     format_ts,
@@ -41,12 +43,12 @@ from memwarden.events import (
     version_key,
 )
 from memwarden.events._types import Identifier, NonEmptyStr, UTCDateTime
-from memwarden.projections import Access, ViewReader, Write, blocking_revocation, row_of
+from memwarden.projections import Access, ViewReader, Write, blocking_revocation
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._core import Core
 from ._errors import InvalidInput
-from ._limits import check_source_url
+from ._limits import MAX_BATCH, check_source_url
 from ._rights import Principal, operation
 from ._saving import fetch_time
 from ._validation import build, field_error
@@ -124,46 +126,90 @@ def import_records(
     A record has no separate content: its summary is its text unless a
     ``content`` field is given. Re-importing the same file is a no-op
     (event ids come from each record's bytes). ``progress`` is told of
-    each record handled.
+    each record handled. The records commit a batch save's worth
+    (``MAX_BATCH``) at a time, each batch appended in one pass.
     """
     records = read_records(path)
     now = warden.clock.now()
+    urls: dict[int, str] = {}  # each record's source as it is recorded, by line
     for number, record, _ in records:  # the file is refused whole before anything is written
         fetch_time(record.fetched_at, now, f"line {number}.fetched_at")
         if record.verified_at is not None:
             fetch_time(record.verified_at, now, f"line {number}.verified_at")
+        text = record.content if record.content is not None else record.summary
+        warden.limits.check_text(f"line {number}.content", text, "max_content_bytes")
+        urls[number] = check_source_url(f"line {number}.source_url", record.source_url)
     tick = progress or (lambda n: None)
     refused: list[dict[str, Any]] = []
     imported = skipped = 0
-    with warden.transaction(size=len(records)) as tx:
+    with warden.transaction() as tx:  # the policies this file makes current, before any record
         adoptions = list(_adoptions(tx.view, records))
         if adoptions:
             tx.append(adoptions)
-        revocations = tx.view.revocations({r.scope.tenant for _, r, _ in records})
-        versions: dict[tuple[str, str], dict[str, Any] | None] = {}
-        erased = tx.view.erasures([(r.scope.tenant, r.memory_id) for _, r, _ in records])
-        for number, record, digest in records:
-            tick(1)
-            event_id = f"rec_{digest[:40]}"
-            key = (record.scope.tenant, record.memory_id)
-            if key in erased:
-                # whether this very record was imported before must not tell
-                # which words an erased memory held: every record of it is refused alike
-                refused.append({"line": number, "memory_id": record.memory_id, "reason": "erased"})
-                continue
-            if tx.holds(event_id):
-                skipped += 1  # this very record was imported before
-                continue
-            refusal = _refusal(tx.view, record, revocations[record.scope.tenant], versions, now)
-            if refusal is not None:
-                refused.append({"line": number, "memory_id": record.memory_id, **refusal})
-                continue
-            row = row_of(tx.view, Access.system(), *key)
-            _append(warden, tx, record, event_id, f"line {number}", (row["version"] + 1) if row else 1)
-            imported += 1
+    # then the records a batch at a time, each batch one transaction as a
+    # batch save is (``MAX_BATCH``): an import holds the write lock no longer
+    # than a batch does, and one stopped part way is finished by running it
+    # again (each record's event id comes from its bytes)
+    for start in range(0, len(records), MAX_BATCH):
+        chunk = records[start : start + MAX_BATCH]
+        with warden.transaction(size=len(chunk)) as tx:
+            done = _import_chunk(warden, tx, chunk, urls, now, refused, tick)
+        imported += done[0]
+        skipped += done[1]
     if refused:
         log.warning("records_refused", count=len(refused))
     return ImportResult(imported, refused, skipped)
+
+
+def _import_chunk(
+    warden: Core,
+    tx: Write,
+    chunk: list[Line],
+    urls: dict[int, str],
+    now: datetime,
+    refused: list[dict[str, Any]],
+    tick: Callable[[int], None],
+) -> tuple[int, int]:
+    """One batch of records judged and appended in one pass: their texts,
+    then their events. (imported, skipped); refusals go to ``refused``."""
+    imported = skipped = 0
+    keys = [(r.scope.tenant, r.memory_id) for _, r, _ in chunk]
+    revocations = tx.view.revocations({tenant for tenant, _ in keys})  # each tenant's that may cover it
+    versions: dict[tuple[str, str], dict[str, Any] | None] = {}
+    erased = set(tx.view.erasures(keys))
+    held = tx.held([f"rec_{digest[:40]}" for _, _, digest in chunk])
+    rows = tx.view.rows(Access.system(), [key for key in dict.fromkeys(keys) if key not in erased])
+    # what this batch appends, ahead of the view: a record repeated in it
+    # is skipped, one more version of a memory takes the next number
+    pending: set[str] = set()
+    latest: dict[tuple[str, str], int] = {}
+    texts: list[Texts] = []
+    events: list[Event] = []
+    for number, record, digest in chunk:
+        tick(1)
+        event_id = f"rec_{digest[:40]}"
+        key = (record.scope.tenant, record.memory_id)
+        if key in erased:
+            # whether this very record was imported before must not tell
+            # which words an erased memory held: every record of it is refused alike
+            refused.append({"line": number, "memory_id": record.memory_id, "reason": "erased"})
+            continue
+        if event_id in pending or event_id in held:
+            skipped += 1  # this very record was imported before
+            continue
+        refusal = _refusal(tx.view, record, urls[number], revocations[record.scope.tenant], versions, now)
+        if refusal is not None:
+            refused.append({"line": number, "memory_id": record.memory_id, **refusal})
+            continue
+        row = rows.get(key)
+        version = latest[key] = latest.get(key, row["version"] if row else 0) + 1
+        text, saved = _record_events(warden, record, urls[number], event_id, f"line {number}", version, events)
+        texts.append(Texts(saved.tenant, record.memory_id, version, record.summary, text))
+        pending.add(event_id)
+        imported += 1
+    tx.texts.put_many(texts)  # before the events: the fold indexes them
+    tx.append(events)
+    return imported, skipped
 
 
 def _adoptions(view: ViewReader, records: list[Line]) -> Iterator[Any]:
@@ -199,6 +245,7 @@ def _adoptions(view: ViewReader, records: list[Line]) -> Iterator[Any]:
 def _refusal(
     view: ViewReader,
     record: MemoryRecord,
+    source_url: str,
     revocations: list[dict[str, Any]],
     versions: dict[tuple[str, str], dict[str, Any] | None],
     now: datetime,
@@ -214,7 +261,7 @@ def _refusal(
     candidate = {
         "memory_id": record.memory_id,
         "kind": record.kind,
-        "source_url": check_source_url("source_url", record.source_url),
+        "source_url": source_url,
         **record.scope.model_dump(),
     }
     blocking = blocking_revocation(revocations, {**candidate, "fetched_at": format_ts(min(record.fetched_at, now))})
@@ -230,9 +277,12 @@ def _version_refusal(view: ViewReader, record: MemoryRecord) -> dict[str, Any] |
     return None
 
 
-def _append(warden: Core, tx: Write, record: MemoryRecord, event_id: str, where: str, version: int) -> None:
+def _record_events(
+    warden: Core, record: MemoryRecord, source_url: str, event_id: str, where: str, version: int, events: list[Event]
+) -> tuple[str, MemorySaved]:
+    """A record's events, added to ``events``: its save, and its
+    invalidation when it carries one. (Its text, its save.)"""
     text = record.content if record.content is not None else record.summary
-    warden.limits.check_text(f"{where}.content", text, "max_content_bytes")
     saved = build(
         MemorySaved,
         where,
@@ -243,7 +293,7 @@ def _append(warden: Core, tx: Write, record: MemoryRecord, event_id: str, where:
         summary_checksum=content_checksum(record.summary),
         content_checksum=content_checksum(text),
         content_length=len(text.encode("utf-8")),
-        source_url=check_source_url(f"{where}.source_url", record.source_url),
+        source_url=source_url,
         fetched_at=fetch_time(record.fetched_at, warden.clock.now(), f"{where}.fetched_at"),
         expires_at=record.expires_at,
         verified_at=fetch_time(record.verified_at, warden.clock.now(), f"{where}.verified_at")
@@ -254,18 +304,16 @@ def _append(warden: Core, tx: Write, record: MemoryRecord, event_id: str, where:
         revocation_version=record.revocation_version,
         actor="import",
     )
-    tx.texts.put(saved.tenant, record.memory_id, saved.version, record.summary, text)
-    tx.append([saved])
+    events.append(saved)
     if record.invalidation_reason:
-        tx.append(
-            [
-                MemoryInvalidated(
-                    event_id=f"{event_id}_inv",
-                    tenant=saved.tenant,
-                    memory_id=record.memory_id,
-                    version=saved.version,
-                    reason=record.invalidation_reason,
-                    actor="import",
-                )
-            ]
+        events.append(
+            MemoryInvalidated(
+                event_id=f"{event_id}_inv",
+                tenant=saved.tenant,
+                memory_id=record.memory_id,
+                version=saved.version,
+                reason=record.invalidation_reason,
+                actor="import",
+            )
         )
+    return text, saved

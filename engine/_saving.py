@@ -20,7 +20,7 @@ from memwarden.events import (
     format_ts,
     parse_duration,
 )
-from memwarden.projections import ViewReader
+from memwarden.projections import ViewReader, Write
 
 from . import _metrics
 from ._core import Core, log
@@ -280,25 +280,48 @@ def save(
         caller=caller,
     )
     [item] = embedded(core, [item])
-    with core.transaction() as tx:
-        first = retried(core, tx.view, item)
-        if first is not None:
-            return first
-        revocations = tx.view.revocations([item.scope.tenant])[item.scope.tenant]  # only those that may cover it
-        event, adopted = saved_event(core, tx.view, item, revocations, caller)
-        tx.texts.put(item.scope.tenant, event.memory_id, event.version, item.summary, item.content)
-        tx.texts.put_vectors(vector_of(item, event))
-        seq = tx.append([adopted, event] if adopted else [event])[-1]
+    prepare = _prepared(core, item, caller)
+
+    def alone() -> SaveResult:
+        with core.transaction() as tx:
+            return prepare(tx)()
+
+    # inside this thread's own transaction it writes there; else with the
+    # saves of other threads queued now, in one commit
+    result = alone() if core.write_turns.mine() else core.group_commit.run(prepare, alone)
     log.info(
         "memory_saved",
-        tenant=item.scope.tenant,
-        memory_id=event.memory_id,
-        version=event.version,
-        seq=seq,
+        tenant=result.tenant,
+        memory_id=result.memory_id,
+        version=result.version,
+        seq=result.seq,
         kind=item.kind,
     )
-    expires = format_ts(item.expires) if item.expires else None
-    return SaveResult(event.memory_id, event.version, item.checksum, seq, expires, item.scope.tenant)
+    return result
+
+
+def _prepared(core: Core, item: Checked, caller: Principal) -> Callable[[Write], Callable[[], SaveResult]]:
+    """A save's work in a write transaction: its checks against the view
+    (a refusal raised before anything is written), then a callable that
+    writes it and answers."""
+
+    def prepare(tx: Write) -> Callable[[], SaveResult]:
+        first = retried(core, tx.view, item)
+        if first is not None:
+            return lambda: first
+        revocations = tx.view.revocations([item.scope.tenant])[item.scope.tenant]  # only those that may cover it
+        event, adopted = saved_event(core, tx.view, item, revocations, caller)
+
+        def write() -> SaveResult:
+            tx.texts.put(item.scope.tenant, event.memory_id, event.version, item.summary, item.content)
+            tx.texts.put_vectors(vector_of(item, event))
+            seq = tx.append([adopted, event] if adopted else [event])[-1]
+            expires = format_ts(item.expires) if item.expires else None
+            return SaveResult(event.memory_id, event.version, item.checksum, seq, expires, item.scope.tenant)
+
+        return write
+
+    return prepare
 
 
 def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:

@@ -35,6 +35,10 @@ class WriteTurns:
         self._small_waiting = 0
         self._due = 0  # large writes that have given way long enough
 
+    def mine(self) -> bool:
+        """Whether this thread's transaction holds the turn now."""
+        return self._holder == threading.get_ident()
+
     @contextmanager
     def turn(self, size: int = 1) -> Iterator[None]:
         me = threading.get_ident()

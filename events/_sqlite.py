@@ -234,6 +234,10 @@ class WriteTransaction(PublishingWrite):
         """Whether the log, as this transaction sees it, has an event ``event_id``."""
         return self.conn.execute("SELECT 1 FROM events WHERE event_id = ?", (event_id,)).fetchone() is not None
 
+    def held(self, event_ids: Sequence[str]) -> set[str]:
+        """Those of ``event_ids`` the log holds, as this transaction sees it."""
+        return set(self._find_existing(list(event_ids)))
+
     def append(self, events: Iterable[Event], expected_version: int | dict[str, int] | None = None) -> list[int]:
         return self._append(events, expected_version)[0]
 

@@ -66,7 +66,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
-from memwarden.engine import Memories, MemoryNotFound, MemoryView, Warden
+from memwarden.engine import MAX_BATCH, Memories, MemoryNotFound, MemoryView, Warden
 from memwarden.events import parse_ts
 
 from ._items import (
@@ -323,8 +323,11 @@ class MemwardenStore(BaseStore):
         saves = [self._fields(op, [next(made) for _ in item]) for op, item in zip(kept, texts, strict=True)]
         if len(saves) == 1:
             yield Ask("save", saves[0])
-        elif saves:
-            yield Ask("save_many", {"memories": saves})
+        else:
+            # LangGraph's batch is not atomic, and memwarden's is capped: a
+            # large one is saved in chunks, each its own transaction
+            for start in range(0, len(saves), MAX_BATCH):
+                yield Ask("save_many", {"memories": saves[start : start + MAX_BATCH]})
         for op in ops:
             if op.value is None:
                 namespace = tuple(op.namespace)

@@ -46,3 +46,6 @@ class LogWrite:
 
     def holds(self, event_id: str) -> bool:
         return self._tx.holds(event_id)
+
+    def held(self, event_ids: Sequence[str]) -> set[str]:
+        return self._tx.held(event_ids)

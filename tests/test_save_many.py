@@ -112,8 +112,8 @@ def test_no_resurrection_and_the_callers_wall_hold_per_item(warden: Warden, cloc
 def test_an_empty_or_oversized_batch_is_refused(warden: Warden) -> None:
     with pytest.raises(BatchRefused, match="memories: is empty"):
         warden.save_many([], caller=OPERATOR)
-    with pytest.raises(BatchRefused, match="at most 10000"):
-        warden.save_many([memory(i) for i in range(10_001)], caller=OPERATOR)
+    with pytest.raises(BatchRefused, match="the limit is 1000"):
+        warden.save_many([memory(i) for i in range(1_001)], caller=OPERATOR)
     assert warden.log.head().seq == 0
 
 

@@ -11,7 +11,7 @@ appended what was pending and re-read every remaining item's row, and a
 stream's last version was a max over the stream: quadratic, 10,000 items
 about 34 s on SQLite). Baseline: the distinct-id batch, measured in the
 same process, on a fresh store each, alternating. Medians of 3 runs
-(--repeat). 10,000 items a batch (2,000 with --quick, 200 with --smoke).
+(--repeat). 1,000 items a batch, the most one holds (200 with --smoke).
 
 Target: the same-id batch takes at most 2x the distinct-id one (ratio of
 seconds) — linear, and the per-item cost of a repeat close to a new id's.
@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from _common import Metric, arguments, fresh_store, repeats, report, sized
-from memwarden.engine import OPERATOR, Warden
+from memwarden.engine import MAX_BATCH, OPERATOR, Warden
 from memwarden.events import FrozenClock
 
 
@@ -56,7 +56,7 @@ def items(n: int, *, same: bool) -> list[dict[str, Any]]:
 
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
-    size = sized(args, full=10_000, quick=2_000, smoke=200)
+    size = sized(args, full=MAX_BATCH, quick=MAX_BATCH, smoke=200)  # the most a batch holds
     runs = repeats(args, 3)
     counter = itertools.count()
 

@@ -11,8 +11,8 @@ issue, all at once:
 
 - 200 connections dripping request header lines, never finishing a head;
 - 300 open long-polls on /v1/events;
-- batches of 2,000 items repeating one id;
-- 6 loops at once sending batches of 5,000 distinct items (about 3 MB each);
+- batches of 1,000 items (the most a batch holds, MAX_BATCH) repeating one id;
+- 6 loops at once sending batches of 1,000 distinct items (about 0.6 MB each);
 - text searches of one word repeated 499 times;
 - explain of the top of a 21-layer diamond derivation DAG;
 - summaries holding ESC and words of 2,000 characters, then revoked, so
@@ -51,6 +51,7 @@ from typing import Any
 
 import httpx
 from _common import Metric, arguments, fresh_store, percentile, report, sized
+from memwarden.engine import MAX_BATCH
 
 NORMAL_LOOPS = 8
 DRIPS = 200
@@ -102,7 +103,8 @@ def seed(db: str, seeds: int) -> dict[str, str]:
         "security": store.create("security", caller=OPERATOR)[0],
         "auditor": store.create("auditor", caller=OPERATOR)[0],
     }
-    w.save_many([memory(f"seed{i}") for i in range(seeds)], caller=OPERATOR)
+    for start in range(0, seeds, MAX_BATCH):
+        w.save_many([memory(f"seed{i}") for i in range(start, min(start + MAX_BATCH, seeds))], caller=OPERATOR)
     # a diamond DAG: each layer's two memories drawn from both of the layer before
     w.save_many([memory(f"d0-{s}", tenant="hostile") for s in "ab"], caller=OPERATOR)
     for layer in range(1, 21):
@@ -166,7 +168,7 @@ async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Ru
     deadline = time.monotonic() + seconds
     # --smoke: every attack once or so, not its weight (a tenth of it; long-polls that end with the phase)
     tenth = 10 if smoke else 1
-    drips, long_polls, same_size, big_size = DRIPS // tenth, LONG_POLLS // tenth, 2000 // tenth, 5000 // tenth
+    drips, long_polls, same_size, big_size = DRIPS // tenth, LONG_POLLS // tenth, MAX_BATCH // tenth, MAX_BATCH // tenth
     poll_wait = 1 if smoke else 30
     host, port = urls[0].removeprefix("http://").split(":")
 
@@ -206,12 +208,12 @@ async def attacks(urls: list[str], keys: dict[str, str], seconds: float, run: Ru
     big = itertools.count()
 
     async def big_batches() -> None:
-        # 5,000 distinct items, about 3 MB each, from 6 loops at once
+        # the most distinct items a batch holds, from 6 loops at once
         while time.monotonic() < deadline:
             start = next(big) * big_size
             items = [memory(f"big{start + i}", tenant="hostile", content="b" * 300) for i in range(big_size)]
             run.answered(await attacker.post("/v1/memories/batch", json={"memories": items}))
-            run.attacks["3 MB batches"] += 1
+            run.attacks["largest batches"] += 1
 
     async def searches() -> None:
         while time.monotonic() < deadline:

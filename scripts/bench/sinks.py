@@ -36,7 +36,16 @@ import time
 from typing import Any
 
 from _common import Metric, arguments, fresh_store, percentile, report, sized
-from memwarden.engine import OPERATOR, AddressPolicy, Fetchers, Scheduler, SinkWorker, Warden, sinks_from_table
+from memwarden.engine import (
+    MAX_BATCH,
+    OPERATOR,
+    AddressPolicy,
+    Fetchers,
+    Scheduler,
+    SinkWorker,
+    Warden,
+    sinks_from_table,
+)
 
 from tests.sink_receiver import Receiver, new_secret
 
@@ -45,7 +54,7 @@ REDIS = os.environ.get("MEMWARDEN_BENCH_REDIS", "redis://127.0.0.1:6379/9")
 
 def save_tenant(w: Warden, tenant: str, n: int) -> list[str]:
     ids = [f"{tenant}-m{i:06d}" for i in range(n)]
-    for start in range(0, n, 5000):
+    for start in range(0, n, MAX_BATCH):
         w.save_many(
             [
                 dict(
@@ -56,7 +65,7 @@ def save_tenant(w: Warden, tenant: str, n: int) -> list[str]:
                     source_url=f"https://src.example/{m}",
                     scope={"tenant": tenant, "project": "p1"},
                 )
-                for m in ids[start : start + 5000]
+                for m in ids[start : start + MAX_BATCH]
             ],
             caller=OPERATOR,
         )

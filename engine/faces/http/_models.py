@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi.exceptions import RequestValidationError
-from memwarden.engine import MAX_PAGE
+from memwarden.engine import MAX_BATCH, MAX_PAGE
 from memwarden.events import MAX_EMBEDDINGS
 from pydantic import (
     BaseModel,
@@ -110,7 +110,7 @@ class SaveBody(Body):
 
 
 class SaveManyBody(Body):
-    memories: list[SaveBody] = Field(min_length=1, max_length=MAX_PAGE)
+    memories: list[SaveBody] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 M = TypeVar("M", bound=BaseModel)
