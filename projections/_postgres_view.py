@@ -75,7 +75,7 @@ class PostgresView(SQLView):
         position = self._projector.position_of((name, int(seq)) for name, seq in tracked)
         return AgentPage(position, dict(policies), rows, {})
 
-    def match_query(self, words: Sequence[str]) -> str:
+    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> str:
         return search_query(words)
 
     def content_terms(self, tests: Sequence[ContentTest]) -> tuple[str, list[Any]]:

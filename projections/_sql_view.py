@@ -256,7 +256,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             params.extend(args)
         if match is not None:
             clauses.append(f"mid IN ({self.MATCHING})")
-            params.append(self.match_query(match))
+            params.append(self.match_query(match, [tenant]))
             if access.unsearchable:
                 clauses.append(f"m.status NOT IN ({','.join('?' * len(access.unsearchable))})")
                 params.extend(access.unsearchable)
@@ -273,14 +273,17 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         """``tests`` as one WHERE term over the texts' content (``t.content``)."""
 
     @abstractmethod
-    def match_query(self, words: Sequence[str]) -> str:
-        """``words`` in the text index's own query language: each a prefix."""
+    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> str:
+        """``words`` in the text index's own query language: each a prefix,
+        in the words of ``tenants`` (every tenant's, if None)."""
 
     def text_matches(self, match: Sequence[str], access: Access, tenant: str | None = None) -> list[str]:
         """Ids of memories whose texts match (any status): the raw text index."""
         allowed, allowed_params = self.confine(access, "m")
         sql = f"SELECT m.memory_id FROM memories m WHERE m.mid IN ({self.MATCHING}) AND {allowed}"
-        args: list[Any] = [self.match_query(match), *allowed_params]
+        # the index's words of the tenants the search may see, no other's
+        tenants = [tenant] if tenant is not None else access.tenants
+        args: list[Any] = [self.match_query(match, tenants), *allowed_params]
         if access.unsearchable:
             sql += f" AND m.status NOT IN ({','.join('?' * len(access.unsearchable))})"
             args.extend(access.unsearchable)
