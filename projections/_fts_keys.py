@@ -4,13 +4,17 @@ FTS5 keeps one posting list per word for the whole table: a search for a
 word reads every document holding it, every tenant's, and the time it takes
 tells a tenant how many of the others' memories hold that word. So each word
 of a document is indexed, and each word of a search asked, behind its
-tenant's mark: twelve hex digits of an HMAC-SHA-256 of the tenant under a
-random key kept with the index (``text_index_key``). A tenant's search reads
-only its own tenant's posting lists.
+tenant's mark: twelve hex digits of the SHA-256 of a random key kept with
+the index (``text_index_key``) and the tenant. A tenant's search reads only
+its own tenant's posting lists. PostgreSQL's index (``_postgres_usable``)
+keys its words with the same marks, which its SQL computes too.
 
 Keyed, not a plain hash: a tenant who could name a tenant could otherwise
 search for names whose mark equals another tenant's (48 bits is within
-reach) and share its posting lists again. A mark shared by chance only
+reach) and share its posting lists again. The key is of fixed length and
+the marks are never shown, so the key's hash in front of the tenant is as
+good as an HMAC here, and is what PostgreSQL can compute without an
+extension. A mark shared by chance only
 shares work: which memories a search may return is still the SQL's tenant
 and access terms, never the mark. The key is made with the index, so a
 rebuild of the index is also a new key.
@@ -25,7 +29,6 @@ other.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import os
 import re
 import sqlite3
@@ -64,9 +67,9 @@ _WORD = re.compile(f"[^{_SEPARATOR}{_DIACRITIC}][^{_SEPARATOR}]*")
 FUNCTION = "memwarden_keyed_words"
 
 
-def make_key(conn: Connection) -> None:
+def make_key(conn: Connection, schema: str = KEY_SCHEMA) -> None:
     """Give the index its key, if it has none."""
-    conn.execute(KEY_SCHEMA)
+    conn.execute(schema)
     conn.execute("INSERT INTO text_index_key (id, secret) VALUES (1, ?) ON CONFLICT DO NOTHING", (os.urandom(32),))
 
 
@@ -80,7 +83,7 @@ def text_index_key(conn: Connection) -> bytes:
 
 def tenant_mark(key: bytes, tenant: str) -> str:
     """The mark in front of each of ``tenant``'s words."""
-    return hmac.new(key, tenant.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:MARK_CHARS]
+    return hashlib.sha256(key + tenant.encode("utf-8", "surrogatepass")).hexdigest()[:MARK_CHARS]
 
 
 def keyed(mark: str, text: str) -> str:

@@ -256,7 +256,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             params.extend(args)
         if match is not None:
             clauses.append(f"mid IN ({self.MATCHING})")
-            params.append(self.match_query(match, [tenant]))
+            params.extend(self.match_query(match, [tenant]))
             if access.unsearchable:
                 clauses.append(f"m.status NOT IN ({','.join('?' * len(access.unsearchable))})")
                 params.extend(access.unsearchable)
@@ -273,9 +273,10 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         """``tests`` as one WHERE term over the texts' content (``t.content``)."""
 
     @abstractmethod
-    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> str:
-        """``words`` in the text index's own query language: each a prefix,
-        in the words of ``tenants`` (every tenant's, if None)."""
+    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> list[Any]:
+        """The parameters of ``MATCHING`` for ``words`` in the text index's
+        own query language: each a prefix of a word of one of ``tenants``
+        (every tenant's, if None)."""
 
     def text_matches(self, match: Sequence[str], access: Access, tenant: str | None = None) -> list[str]:
         """Ids of memories whose texts match (any status): the raw text index."""
@@ -283,7 +284,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         sql = f"SELECT m.memory_id FROM memories m WHERE m.mid IN ({self.MATCHING}) AND {allowed}"
         # the index's words of the tenants the search may see, no other's
         tenants = [tenant] if tenant is not None else access.tenants
-        args: list[Any] = [self.match_query(match, tenants), *allowed_params]
+        args: list[Any] = [*self.match_query(match, tenants), *allowed_params]
         if access.unsearchable:
             sql += f" AND m.status NOT IN ({','.join('?' * len(access.unsearchable))})"
             args.extend(access.unsearchable)
