@@ -63,6 +63,9 @@ _DIACRITIC = "".join(re.escape(chr(c)) for c in DIACRITICS)
 # a word as FTS5 reads it: a word character, then word characters and the
 # diacritics it folds away (which, before a word, only separate)
 _WORD = re.compile(f"[^{_SEPARATOR}{_DIACRITIC}][^{_SEPARATOR}]*")
+# the runs between words, kept by a split
+_SEPARATORS = re.compile(f"([{_SEPARATOR}]+)")
+_DIACRITICS = frozenset(chr(c) for c in DIACRITICS)
 # the SQL function documents are keyed by (``keying``)
 FUNCTION = "memwarden_keyed_words"
 
@@ -87,8 +90,15 @@ def tenant_mark(key: bytes, tenant: str) -> str:
 
 
 def keyed(mark: str, text: str) -> str:
-    """``text`` with ``mark`` in front of each of its words."""
-    return _WORD.sub(mark + r"\g<0>", text)
+    """``text`` with ``mark`` in front of each of its words: split at the
+    separators, each run between them is a word, unless it starts with
+    diacritics, which only separate there."""
+    parts = _SEPARATORS.split(text)
+    parts[::2] = [
+        (mark + run if run[0] not in _DIACRITICS else _WORD.sub(mark + r"\g<0>", run)) if run else run
+        for run in parts[::2]
+    ]
+    return "".join(parts)
 
 
 def _text(value: str | bytes | None) -> str:
