@@ -58,13 +58,21 @@ KEY_SCHEMA = """CREATE TABLE IF NOT EXISTS text_index_key (
 )"""
 MARK_CHARS = 12  # hex digits: 48 bits
 
-_SEPARATOR = "".join(f"{re.escape(chr(first))}-{re.escape(chr(last))}" for first, last in SEPARATORS)
+# the separators below U+10000 and above it: a class of each lets the
+# regular expression engine test most characters against a table
+_SEPARATOR = "".join(
+    f"{re.escape(chr(first))}-{re.escape(chr(min(last, 0xFFFF)))}" for first, last in SEPARATORS if first <= 0xFFFF
+)
+_ASTRAL = "".join(
+    f"{re.escape(chr(max(first, 0x10000)))}-{re.escape(chr(last))}" for first, last in SEPARATORS if last > 0xFFFF
+)
 _DIACRITIC = "".join(re.escape(chr(c)) for c in DIACRITICS)
 # a word as FTS5 reads it: a word character, then word characters and the
 # diacritics it folds away (which, before a word, only separate)
-_WORD = re.compile(f"[^{_SEPARATOR}{_DIACRITIC}][^{_SEPARATOR}]*")
-# the runs between words, kept by a split
-_SEPARATORS = re.compile(f"([{_SEPARATOR}]+)")
+_WORD = re.compile(f"[^{_SEPARATOR}{_ASTRAL}{_DIACRITIC}][^{_SEPARATOR}{_ASTRAL}]*")
+# the runs between words, kept by a split; in ASCII, all but letters and digits
+_SEPARATORS = re.compile(f"((?:[{_SEPARATOR}]|[{_ASTRAL}])+)")
+_ASCII_SEPARATORS = re.compile("([^0-9A-Za-z]+)")
 _DIACRITICS = frozenset(chr(c) for c in DIACRITICS)
 # the SQL function documents are keyed by (``keying``)
 FUNCTION = "memwarden_keyed_words"
@@ -93,6 +101,10 @@ def keyed(mark: str, text: str) -> str:
     """``text`` with ``mark`` in front of each of its words: split at the
     separators, each run between them is a word, unless it starts with
     diacritics, which only separate there."""
+    if text.isascii():
+        parts = _ASCII_SEPARATORS.split(text)
+        parts[::2] = [mark + run if run else run for run in parts[::2]]
+        return "".join(parts)
     parts = _SEPARATORS.split(text)
     parts[::2] = [
         (mark + run if run[0] not in _DIACRITICS else _WORD.sub(mark + r"\g<0>", run)) if run else run
