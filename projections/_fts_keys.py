@@ -1,4 +1,4 @@
-"""Tenant-keyed words in the SQLite text index.
+"""Tenant-keyed words in the text index (SQLite's FTS5 here).
 
 FTS5 keeps one posting list per word for the whole table: a search for a
 word reads every document holding it, every tenant's, and the time it takes
@@ -14,9 +14,9 @@ search for names whose mark equals another tenant's (48 bits is within
 reach) and share its posting lists again. The key is of fixed length and
 the marks are never shown, so the key's hash in front of the tenant is as
 good as an HMAC here, and is what PostgreSQL can compute without an
-extension. A mark shared by chance only
-shares work: which memories a search may return is still the SQL's tenant
-and access terms, never the mark. The key is made with the index, so a
+extension. A mark shared by chance only shares work: which memories a
+search may return is still the SQL's tenant and access terms, never the
+mark. The key is made with the index, so a
 rebuild of the index is also a new key.
 
 The mark goes in front of each word where FTS5 itself starts one
