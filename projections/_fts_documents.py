@@ -13,12 +13,15 @@ from typing import Any
 from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN
 from memwarden.events.sqlite import has_table
 
+from ._fts_keys import FUNCTION, keyed, keying, tenant_mark, text_index_key
 from ._rows import Connection, Key, chunks, on_sqlite, value_marks
 
 # (tenant, memory_id, version) -> (summary, content) to index, or None
 TextSource = Callable[[Connection, str, str, int], tuple[str | None, str | None] | None]
-# a document's two columns, read from the text store's row t
-_DOCUMENT = f"coalesce({SUMMARY_TEXT}, ''), coalesce(CAST(t.content AS TEXT), '')"
+# a document's two columns, read from the text store's row t, each word
+# behind its tenant's mark (``_fts_keys``); bytes, so a damaged row's text
+# that is not UTF-8 still indexes
+_DOCUMENT = f"{FUNCTION}(m.tenant, CAST(t.summary AS BLOB)), {FUNCTION}(m.tenant, {CONTENT_BYTES})"
 
 
 def stored_texts(conn: Connection, tenant: str, memory_id: str, version: int) -> tuple[str | None, str | None] | None:
@@ -86,9 +89,12 @@ def write_documents(
         if action == "index" and (row := pending[key]) is not None and row["status"] != "erased"
     ]
     insert = "INSERT INTO memories_fts (rowid, summary, content) SELECT m.mid"
+    if not indexed:
+        return
     if text_source is stored_texts:
         # the texts are in this database: SQLite joins them itself,
         # without a read into Python per memory (as fill_documents does)
+        keying(conn)
         try:
             for chunk in chunks([key for key, _ in indexed], 400):
                 conn.execute(
@@ -103,10 +109,12 @@ def write_documents(
             if "no such table: texts" not in str(exc):
                 raise
     documents = []
+    marks: dict[str, str] = {}
     for key, version in indexed:
         texts = text_source(conn, *key, version) if text_source else None
         summary, content = texts or (None, None)
-        documents.append((*key, summary or "", content or ""))
+        mark = marks.get(key[0]) or marks.setdefault(key[0], tenant_mark(text_index_key(conn), key[0]))
+        documents.append((*key, keyed(mark, summary or ""), keyed(mark, content or "")))
     for chunk in chunks(documents, 200):
         conn.execute(
             f"WITH k(t, m, s, c) AS (VALUES {value_marks(chunk, 4)}) {insert}, k.s, k.c FROM k "
@@ -119,6 +127,7 @@ def fill_documents(conn: Connection, text_source: TextSource | None) -> None:
     """The index written whole from the view (a rebuild's last step), in rowid order."""
     conn.execute("DELETE FROM memories_fts")
     if text_source is stored_texts and has_table(on_sqlite(conn), "texts"):
+        keying(conn)
         conn.execute(
             f"INSERT INTO memories_fts (rowid, summary, content) SELECT m.mid, {_DOCUMENT} "
             f"FROM memories m {TEXT_JOIN} WHERE m.status != 'erased' ORDER BY m.mid"
@@ -127,10 +136,18 @@ def fill_documents(conn: Connection, text_source: TextSource | None) -> None:
         rows = conn.execute(
             "SELECT mid, tenant, memory_id, version FROM memories WHERE status != 'erased' ORDER BY mid"
         ).fetchall()
+        key = text_index_key(conn)
+        marks = {t: tenant_mark(key, t) for t in {row[1] for row in rows}}
         conn.executemany(
             "INSERT INTO memories_fts (rowid, summary, content) VALUES (?,?,?)",
             [
-                (mid, *(part or "" for part in ((text_source(conn, t, m, v) if text_source else None) or (None, None))))
+                (
+                    mid,
+                    *(
+                        keyed(marks[t], part or "")
+                        for part in ((text_source(conn, t, m, v) if text_source else None) or (None, None))
+                    ),
+                )
                 for mid, t, m, v in rows
             ],
         )

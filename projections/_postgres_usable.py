@@ -12,7 +12,9 @@ SQLite's FTS5 (``unicode61 remove_diacritics 2``) finds: runs of letters and
 digits, lower-cased, without diacritics (``search_tokens``). Both the
 vector and the query are given to PostgreSQL as literals, so its own parser
 never splits a word differently, and a search matches the same memories on
-both backends.
+both backends. Each word is behind its tenant's mark, as in SQLite's index
+(``_fts_keys``): a search reads its own tenant's GIN entries only, never
+the posting lists of another tenant's words.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from memwarden.events.postgres import no_statistics
 from ._content_tests import JSONB_FUNCTION
 from ._fold import STATUSES
 from ._fts_documents import index_changes
+from ._fts_keys import MARK_CHARS, make_key, tenant_mark, text_index_key
 from ._rows import Connection, Key
 from ._runner import Backlog, Projection, Projector
 from ._stats import StatsProjection
@@ -77,6 +80,8 @@ SCHEMA = (
         PRIMARY KEY (tenant, child_id, parent_id)
     )""",
     "CREATE TABLE IF NOT EXISTS memories_search (mid bigint PRIMARY KEY, doc tsvector NOT NULL)",
+    # the key of the index's words (``_fts_keys``): a new index, a new key
+    "CREATE TABLE IF NOT EXISTS text_index_key (id bigint PRIMARY KEY CHECK (id = 1), secret bytea NOT NULL)",
     # the words of the texts and the checksums never reach the planner's samples
     no_statistics("memories_search", ("doc",)),
     no_statistics("memories", ("checksum",)),
@@ -130,6 +135,7 @@ def concurrently(statement: str) -> str:
 
 
 TABLES = (
+    "text_index_key",
     "memories_search",
     "derivations_ever",
     "derivations",
@@ -150,23 +156,40 @@ _MAX_VECTOR = 1_000_000
 _MAX_LEXEME = 2047  # bytes: PostgreSQL refuses a longer word in a tsvector or a tsquery
 
 
-def _clipped(token: str) -> str:
-    """A token as the index keeps it: its first 2,047 bytes (whole
-    characters). A longer word is still found by its beginning, as a
-    prefix, where PostgreSQL would refuse the text that holds it."""
+# in a query, where its tenant's mark goes: never in a token (letters and
+# digits only), replaced by the mark in SQL (KEYED_QUERY)
+MARK = "#"
+# a query's tsquery: ``search_query(words, MARK)`` with each of the tenants'
+# marks (every tenant's, given NULL), computed as ``tenant_mark`` does, in
+# the statement that reads the index, so in its snapshot (a rebuild makes a
+# new key); no tenant makes NULL, which matches nothing
+KEYED_QUERY = (
+    "CAST((SELECT string_agg('(' || replace(CAST(? AS text), '#', "
+    f"substr(encode(sha256(k.secret || convert_to(u.t, 'UTF8')), 'hex'), 1, {MARK_CHARS})) || ')', ' | ') "
+    "FROM text_index_key k, unnest(coalesce(CAST(? AS text[]), "
+    "ARRAY(SELECT DISTINCT tenant FROM memories))) AS u(t)) AS tsquery)"
+)
+
+
+def _clipped(token: str, mark: str = "") -> str:
+    """A token as the index keeps it, behind ``mark``: its first 2,047
+    bytes (whole characters), a tenant's mark's room kept whatever the
+    mark. A longer word is still found by its beginning, as a prefix, where
+    PostgreSQL would refuse the text that holds it."""
+    room = _MAX_LEXEME - (MARK_CHARS if mark else 0)
     raw = token.encode("utf-8")
-    return token if len(raw) <= _MAX_LEXEME else raw[:_MAX_LEXEME].decode("utf-8", "ignore")
+    return mark + (token if len(raw) <= room else raw[:room].decode("utf-8", "ignore"))
 
 
-def _lexeme(token: str) -> str:
+def _lexeme(token: str, mark: str = "") -> str:
     # tokens hold letters and digits only: nothing to escape inside quotes
-    return f"'{_clipped(token)}'"
+    return f"'{_clipped(token, mark)}'"
 
 
-def search_vector(summary: str | None, content: str | None) -> str:
-    """A ``tsvector`` literal of a version's summary and content. Their
-    positions are a word apart, so a phrase never runs from one into the
-    other (as in FTS5, whose columns are separate)."""
+def search_vector(summary: str | None, content: str | None, mark: str = "") -> str:
+    """A ``tsvector`` literal of a version's summary and content, each word
+    behind ``mark``. Their positions are a word apart, so a phrase never
+    runs from one into the other (as in FTS5, whose columns are separate)."""
     positions: dict[str, list[int]] = {}
     at = 0
     size = 0
@@ -174,7 +197,7 @@ def search_vector(summary: str | None, content: str | None) -> str:
         at += 1
         for word in search_tokens(part or ""):
             at += 1
-            token = _clipped(word)
+            token = _clipped(word, mark)
             spots = positions.get(token)
             if spots is None:
                 size += len(token.encode("utf-8")) + 8
@@ -186,16 +209,18 @@ def search_vector(summary: str | None, content: str | None) -> str:
     return " ".join(f"{_lexeme(t)}:{','.join(map(str, sorted(set(p))))}" for t, p in positions.items())
 
 
-def search_query(words: Sequence[str]) -> str:
-    """A ``tsquery`` literal: every word a prefix, a word of several tokens
-    (``foo-bar``) a phrase whose last token is the prefix, as FTS5 reads
-    ``"foo-bar"*``. A word with no letters or digits is left out; with none
-    left, the query matches nothing (``_`` is never a token)."""
+def search_query(words: Sequence[str], mark: str = "") -> str:
+    """A ``tsquery`` literal: every word a prefix, behind ``mark``, a word
+    of several tokens (``foo-bar``) a phrase whose last token is the
+    prefix, as FTS5 reads ``"foo-bar"*``. A word with no letters or digits
+    is left out; with none left, the query matches nothing (``_`` is never
+    a token)."""
     phrases = []
     for word in words:
         tokens = search_tokens(word)
         if tokens:
-            phrases.append(" <-> ".join([*map(_lexeme, tokens[:-1]), f"{_lexeme(tokens[-1])}:*"]))
+            lexemes = [_lexeme(token, mark) for token in tokens]
+            phrases.append(" <-> ".join([*lexemes[:-1], f"{lexemes[-1]}:*"]))
     return " & ".join(phrases) or "'_'"
 
 
@@ -236,8 +261,18 @@ class PostgresUsableProjection(UsableProjection):
         return found == 1
 
     def create(self, conn: Connection, *, indexes: bool = True) -> None:
+        # a text index of before its words were keyed by tenant (_fts_keys)
+        unkeyed = conn.execute(
+            "SELECT to_regclass('memories_search') IS NOT NULL AND to_regclass('text_index_key') IS NULL"
+        ).fetchone()[0]
         for statement in SCHEMA:
             conn.execute(statement)
+        make_key(conn, next(s for s in SCHEMA if "text_index_key" in s))
+        if unkeyed:
+            # written again whole, every word keyed; TRUNCATE leaves no page
+            # of the old words behind
+            conn.execute("TRUNCATE memories_search")
+            self._fill(conn)
         if indexes:
             self.create_indexes(conn)
 
@@ -297,14 +332,17 @@ class PostgresUsableProjection(UsableProjection):
         ]
         if not indexed:
             return
+        key = text_index_key(conn)
         rows = conn.execute(
             "SELECT k.tenant, k.memory_id, convert_from(t.summary, 'UTF8'), t.content "
             "FROM unnest(?::text[], ?::text[], ?::bigint[]) AS k(tenant, memory_id, version) "
             "LEFT JOIN texts t ON t.tenant = k.tenant AND t.memory_id = k.memory_id AND t.version = k.version",
             ([k[0] for k, _ in indexed], [k[1] for k, _ in indexed], [v for _, v in indexed]),
         ).fetchall()
+        marks = {tenant: tenant_mark(key, tenant) for tenant, *_ in rows}
         documents = [
-            (tenant, memory_id, search_vector(summary, _utf8(content))) for tenant, memory_id, summary, content in rows
+            (tenant, memory_id, search_vector(summary, _utf8(content), marks[tenant]))
+            for tenant, memory_id, summary, content in rows
         ]
         conn.execute(
             "INSERT INTO memories_search (mid, doc) SELECT m.mid, CAST(k.doc AS tsvector) "
@@ -316,19 +354,26 @@ class PostgresUsableProjection(UsableProjection):
     def finish_bulk(self, conn: Connection) -> None:
         self.create_indexes(conn)
         conn.execute("DELETE FROM memories_search")
+        self._fill(conn)
+
+    def _fill(self, conn: Connection) -> None:
+        """Every memory's document written, from the view and the text store."""
+        key = text_index_key(conn)
+        marks: dict[str, str] = {}
         raw = conn.raw  # type: ignore[attr-defined]  # COPY needs psycopg's own cursor
         # a page of texts at a time, then its COPY: one connection cannot
         # read a cursor while a COPY is under way
         with raw.cursor(name="memwarden_index_texts") as rows, raw.cursor() as out:
             rows.execute(
-                "SELECT m.mid, convert_from(t.summary, 'UTF8'), t.content FROM memories m "
+                "SELECT m.mid, m.tenant, convert_from(t.summary, 'UTF8'), t.content FROM memories m "
                 "LEFT JOIN texts t ON t.tenant = m.tenant AND t.memory_id = m.memory_id AND t.version = m.version "
                 "WHERE m.status <> 'erased' ORDER BY m.mid"
             )
             while page := rows.fetchmany(2000):
                 with out.copy("COPY memories_search (mid, doc) FROM STDIN") as copy:
-                    for mid, summary, content in page:
-                        copy.write_row((mid, search_vector(summary, _decoded(content))))
+                    for mid, tenant, summary, content in page:
+                        mark = marks.get(tenant) or marks.setdefault(tenant, tenant_mark(key, tenant))
+                        copy.write_row((mid, search_vector(summary, _decoded(content), mark)))
 
 
 def _decoded(data: bytes | None) -> str | None:

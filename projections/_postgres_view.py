@@ -13,7 +13,7 @@ from ._agent_page import AgentPage, AgentQuery
 from ._content_tests import ContentTest, postgres_terms
 from ._graph import LATERAL_STEP
 from ._named import ViewRow
-from ._postgres_usable import search_query
+from ._postgres_usable import KEYED_QUERY, MARK, search_query
 from ._rows import POLICIES, Connection
 from ._runner import TRACKED, Projector
 from ._sql_view import SQLView
@@ -37,7 +37,7 @@ class PostgresView(SQLView):
 
     SUMMARY = PostgresTextStore.SUMMARY
     TEXTS = f"{PostgresTextStore.SUMMARY}, {PostgresTextStore.CONTENT}"
-    MATCHING = "SELECT mid FROM memories_search WHERE doc @@ CAST(? AS tsquery)"
+    MATCHING = f"SELECT mid FROM memories_search WHERE doc @@ {KEYED_QUERY}"
     GRAPH_STEP = LATERAL_STEP
     # a notice another node is taking is skipped, never waited for
     ROW_LOCK = " FOR UPDATE SKIP LOCKED"
@@ -75,8 +75,8 @@ class PostgresView(SQLView):
         position = self._projector.position_of((name, int(seq)) for name, seq in tracked)
         return AgentPage(position, dict(policies), rows, {})
 
-    def match_query(self, words: Sequence[str]) -> str:
-        return search_query(words)
+    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> list[Any]:
+        return [search_query(words, MARK), None if tenants is None else list(tenants)]
 
     def content_terms(self, tests: Sequence[ContentTest]) -> tuple[str, list[Any]]:
         return postgres_terms(tests, "t.content")

@@ -266,7 +266,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             params.extend(args)
         if match is not None:
             clauses.append(f"mid IN ({self.MATCHING})")
-            params.append(self.match_query(match))
+            params.extend(self.match_query(match, [tenant]))
             if access.unsearchable:
                 clauses.append(f"m.status NOT IN ({','.join('?' * len(access.unsearchable))})")
                 params.extend(access.unsearchable)
@@ -283,14 +283,18 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         """``tests`` as one WHERE term over the texts' content (``t.content``)."""
 
     @abstractmethod
-    def match_query(self, words: Sequence[str]) -> str:
-        """``words`` in the text index's own query language: each a prefix."""
+    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> list[Any]:
+        """The parameters of ``MATCHING`` for ``words`` in the text index's
+        own query language: each a prefix of a word of one of ``tenants``
+        (every tenant's, if None)."""
 
     def text_matches(self, access: Access, match: Sequence[str], tenant: str | None = None) -> list[str]:
         """Ids of memories whose texts match (any status): the raw text index."""
         allowed, allowed_params = self.confine(access, "m")
         sql = f"SELECT m.memory_id FROM memories m WHERE m.mid IN ({self.MATCHING}) AND {allowed}"
-        args: list[Any] = [self.match_query(match), *allowed_params]
+        # the index's words of the tenants the search may see, no other's
+        tenants = [tenant] if tenant is not None else access.tenants
+        args: list[Any] = [*self.match_query(match, tenants), *allowed_params]
         if access.unsearchable:
             sql += f" AND m.status NOT IN ({','.join('?' * len(access.unsearchable))})"
             args.extend(access.unsearchable)

@@ -11,15 +11,11 @@ from typing import Any
 from memwarden.events import SUMMARY_TEXT
 
 from ._content_tests import ContentTest, sqlite_terms
+from ._fts_keys import fts5_query as fts5_query  # the words' query, unkeyed (tests compare PostgreSQL's to it)
+from ._fts_keys import keyed_query
 from ._rows import SQLITE_TEXTS
 from ._sql_view import SQLView
 from ._text_index import purge_text_index
-
-
-def fts5_query(words: Sequence[str]) -> str:
-    """Words as an FTS5 query: every one must match as a prefix, so a Korean
-    stem finds its inflected forms (서울 finds 서울에서)."""
-    return " ".join('"' + w.replace('"', '""') + '"*' for w in words)
 
 
 class SQLiteView(SQLView):
@@ -32,8 +28,8 @@ class SQLiteView(SQLView):
     STATUS_UNINDEXED = "+status"
     UNINDEXED = "+{}"
 
-    def match_query(self, words: Sequence[str]) -> str:
-        return fts5_query(words)
+    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> list[Any]:
+        return [keyed_query(self.conn, words, tenants)]
 
     def content_terms(self, tests: Sequence[ContentTest]) -> tuple[str, list[Any]]:
         return sqlite_terms(tests, "t.content")

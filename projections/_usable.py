@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json, version_key
-from memwarden.events.sqlite import column_types
+from memwarden.events.sqlite import column_types, has_table
 
 from ._fold import COLUMNS, TERMINAL_SQL, fold_memory
 from ._fts_documents import TextSource, fill_documents, stored_texts, write_documents
+from ._fts_keys import is_keyed, make_key
 from ._revocation_cache import RevocationCache
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows, on_sqlite
 from ._selector import selector_sql
@@ -104,10 +105,23 @@ class UsableProjection:
         )
 
     def create(self, conn: Connection, *, indexes: bool = True) -> None:
+        # a text index of before its words were keyed by tenant (_fts_keys)
+        unkeyed = has_table(on_sqlite(conn), "memories_fts") and not is_keyed(on_sqlite(conn))
         for statement in SCHEMA:
             conn.execute(statement)
+        make_key(conn)
+        if unkeyed:
+            self.rekey(conn)
         if indexes:
             self.create_indexes(conn)
+
+    def rekey(self, conn: Connection) -> None:
+        """Write the text index again, every word keyed: dropped whole (no
+        segment of the old one left behind) and filled from the view and
+        the text store, where an erased memory has no text and no row."""
+        drop_text_index(conn, "memories_fts")
+        conn.execute(next(s for s in SCHEMA if "memories_fts" in s))
+        fill_documents(conn, self.text_source)
 
     def create_indexes(self, conn: Connection) -> None:
         for statement in INDEXES:

@@ -113,4 +113,13 @@ INDEXES = [
 ]
 
 
-TABLES = ("memories", "revocations", "policies", "retired_versions", "derivations", "derivations_ever", "memories_fts")
+TABLES = (
+    "memories",
+    "revocations",
+    "policies",
+    "retired_versions",
+    "derivations",
+    "derivations_ever",
+    "memories_fts",
+    "text_index_key",  # the key of the index's words (_fts_keys): a new index, a new key
+)

@@ -19,48 +19,96 @@ KEEP_ALIVE_S = 5
 
 
 def head_deadline(head_timeout: float) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol, with a deadline on each request's head
-    (uvicorn is imported here, not when the command line starts)."""
+    """uvicorn's h11 protocol (the one ``--http h11`` names), with a
+    deadline on each request's head.
+
+    Composed, not subclassed: the wrapper speaks to uvicorn's protocol only
+    through ``asyncio.Protocol``'s methods and hands it the arguments uvicorn
+    gave, so nothing of its insides (its request cycle, its event handling)
+    is relied on. Where a head ends it learns from its own ``h11`` parser,
+    fed the same bytes: h11's public API, which frames requests as uvicorn's
+    does. uvicorn is imported here, not when the command line starts."""
+    import asyncio
+
+    import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class HeadDeadline(H11Protocol):
-        """Closes a connection whose request head is late."""
+    class HeadDeadline(asyncio.Protocol):
+        """Closes a connection whose request head is late: counted from the
+        connection's opening, then from the first byte of each later head
+        (between requests, uvicorn's keep-alive timeout closes an idle one)."""
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._head_due: asyncio.TimerHandle | None = None
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._served = H11Protocol(*args, **kwargs)
+            self._framing: h11.Connection | None = h11.Connection(h11.SERVER)
+            self._in_request = False
+            self._due: asyncio.TimerHandle | None = None
+            self._transport: asyncio.Transport | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self._transport = transport  # type: ignore[assignment]
+            self._served.connection_made(transport)  # type: ignore[arg-type]
             self._arm()
 
-        def _arm(self) -> None:
-            self._disarm()
-            self._head_due = self.loop.call_later(head_timeout, self._head_late)
+        def data_received(self, data: bytes) -> None:
+            if data and not self._in_request and self._due is None and self._framing is not None:
+                self._arm()  # a new head begins
+            self._follow(data)
+            self._served.data_received(data)
 
-        def _disarm(self) -> None:
-            if getattr(self, "_head_due", None) is not None:
-                self._head_due.cancel()  # type: ignore[union-attr]
-                self._head_due = None
-
-        def _waiting_for_a_head(self) -> bool:
-            return self.cycle is None or self.cycle.response_complete
-
-        def _head_late(self) -> None:
-            self._head_due = None
-            if self._waiting_for_a_head() and not self.transport.is_closing():
-                self.transport.close()
-
-        def handle_events(self) -> None:
-            super().handle_events()
-            if not self._waiting_for_a_head():
-                self._disarm()  # the head came: the app's own limits take over
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm()
+        def eof_received(self) -> None:
+            self._served.eof_received()  # which lets the transport close
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
-            super().connection_lost(exc)
+            self._served.connection_lost(exc)
+
+        def pause_writing(self) -> None:
+            self._served.pause_writing()
+
+        def resume_writing(self) -> None:
+            self._served.resume_writing()
+
+        def _follow(self, data: bytes) -> None:
+            """Where the requests in ``data`` begin and end."""
+            if self._framing is None:
+                return
+            self._framing.receive_data(data)
+            while self._framing is not None:
+                try:
+                    event = self._framing.next_event()
+                except h11.RemoteProtocolError:
+                    # uvicorn answers a malformed request and closes
+                    self._framing = None
+                    self._disarm()
+                    return
+                if event is h11.NEED_DATA or event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
+                    return
+                if isinstance(event, h11.Request):
+                    self._in_request = True
+                    self._disarm()  # the head came: the app's own limits take over
+                elif isinstance(event, h11.EndOfMessage):
+                    # the next request, if any bytes of it came, is a new head
+                    rest, _closed = self._framing.trailing_data
+                    self._framing = h11.Connection(h11.SERVER)
+                    self._in_request = False
+                    if rest:
+                        self._arm()
+                        self._framing.receive_data(rest)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._due = asyncio.get_running_loop().call_later(head_timeout, self._head_late)
+
+        def _disarm(self) -> None:
+            if self._due is not None:
+                self._due.cancel()
+                self._due = None
+
+        def _head_late(self) -> None:
+            self._due = None
+            if not self._in_request and self._transport is not None and not self._transport.is_closing():
+                self._transport.close()
 
     return HeadDeadline
 

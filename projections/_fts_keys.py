@@ -1,0 +1,162 @@
+"""Tenant-keyed words in the text index (SQLite's FTS5 here).
+
+FTS5 keeps one posting list per word for the whole table: a search for a
+word reads every document holding it, every tenant's, and the time it takes
+tells a tenant how many of the others' memories hold that word. So each word
+of a document is indexed, and each word of a search asked, behind its
+tenant's mark: twelve hex digits of the SHA-256 of a random key kept with
+the index (``text_index_key``) and the tenant. A tenant's search reads only
+its own tenant's posting lists. PostgreSQL's index (``_postgres_usable``)
+keys its words with the same marks, which its SQL computes too.
+
+Keyed, not a plain hash: a tenant who could name a tenant could otherwise
+search for names whose mark equals another tenant's (48 bits is within
+reach) and share its posting lists again. The key is of fixed length and
+the marks are never shown, so the key's hash in front of the tenant is as
+good as an HMAC here, and is what PostgreSQL can compute without an
+extension. A mark shared by chance only shares work: which memories a
+search may return is still the SQL's tenant and access terms, never the
+mark. The key is made with the index, so a
+rebuild of the index is also a new key.
+
+The mark goes in front of each word where FTS5 itself starts one
+(``_unicode61``), leaving the text otherwise as it was: FTS5 folds case and
+diacritics and splits words exactly as before, a prefix of a word is the
+mark and a prefix of the keyed word, and a phrase's words stay next to each
+other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+from memwarden.events.sqlite import has_table
+
+from ._rows import Connection, on_sqlite
+from ._unicode61 import DIACRITICS, SEPARATORS
+
+__all__ = [
+    "FUNCTION",
+    "KEY_SCHEMA",
+    "MARK_CHARS",
+    "fts5_query",
+    "is_keyed",
+    "keyed",
+    "keyed_query",
+    "keying",
+    "make_key",
+    "tenant_mark",
+    "text_index_key",
+]
+
+KEY_SCHEMA = """CREATE TABLE IF NOT EXISTS text_index_key (
+    id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL
+)"""
+MARK_CHARS = 12  # hex digits: 48 bits
+
+# the separators below U+10000 and above it: a class of each lets the
+# regular expression engine test most characters against a table
+_SEPARATOR = "".join(
+    f"{re.escape(chr(first))}-{re.escape(chr(min(last, 0xFFFF)))}" for first, last in SEPARATORS if first <= 0xFFFF
+)
+_ASTRAL = "".join(
+    f"{re.escape(chr(max(first, 0x10000)))}-{re.escape(chr(last))}" for first, last in SEPARATORS if last > 0xFFFF
+)
+_DIACRITIC = "".join(re.escape(chr(c)) for c in DIACRITICS)
+# a word as FTS5 reads it: a word character, then word characters and the
+# diacritics it folds away (which, before a word, only separate)
+_WORD = re.compile(f"[^{_SEPARATOR}{_ASTRAL}{_DIACRITIC}][^{_SEPARATOR}{_ASTRAL}]*")
+# the runs between words, kept by a split; in ASCII, all but letters and digits
+_SEPARATORS = re.compile(f"((?:[{_SEPARATOR}]|[{_ASTRAL}])+)")
+_ASCII_SEPARATORS = re.compile("([^0-9A-Za-z]+)")
+_DIACRITICS = frozenset(chr(c) for c in DIACRITICS)
+# the SQL function documents are keyed by (``keying``)
+FUNCTION = "memwarden_keyed_words"
+
+
+def make_key(conn: Connection, schema: str = KEY_SCHEMA) -> None:
+    """Give the index its key, if it has none."""
+    conn.execute(schema)
+    conn.execute("INSERT INTO text_index_key (id, secret) VALUES (1, ?) ON CONFLICT DO NOTHING", (os.urandom(32),))
+
+
+def text_index_key(conn: Connection) -> bytes:
+    """The index's key."""
+    row = conn.execute("SELECT secret FROM text_index_key WHERE id = 1").fetchone()
+    if row is None:
+        raise LookupError("text_index_key: the text index has no key (open the store to make one)")
+    return bytes(row[0])
+
+
+def tenant_mark(key: bytes, tenant: str) -> str:
+    """The mark in front of each of ``tenant``'s words."""
+    return hashlib.sha256(key + tenant.encode("utf-8", "surrogatepass")).hexdigest()[:MARK_CHARS]
+
+
+def keyed(mark: str, text: str) -> str:
+    """``text`` with ``mark`` in front of each of its words: split at the
+    separators, each run between them is a word, unless it starts with
+    diacritics, which only separate there."""
+    if text.isascii():
+        parts = _ASCII_SEPARATORS.split(text)
+        parts[::2] = [mark + run if run else run for run in parts[::2]]
+        return "".join(parts)
+    parts = _SEPARATORS.split(text)
+    parts[::2] = [
+        (mark + run if run[0] not in _DIACRITICS else _WORD.sub(mark + r"\g<0>", run)) if run else run
+        for run in parts[::2]
+    ]
+    return "".join(parts)
+
+
+def _text(value: str | bytes | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        # a damaged row's bytes that are not UTF-8 index as U+FFFD, a separator
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def keying(conn: Connection) -> None:
+    """Let SQL on ``conn`` key a document: ``memwarden_keyed_words(tenant,
+    text)``, text or bytes, under the index's key as it is now."""
+    key = text_index_key(conn)
+    marks: dict[str, str] = {}
+
+    def keyed_words(tenant: str, text: str | bytes | None) -> str:
+        mark = marks.get(tenant)
+        if mark is None:
+            mark = marks[tenant] = tenant_mark(key, tenant)
+        return keyed(mark, _text(text))
+
+    on_sqlite(conn).create_function(FUNCTION, 2, keyed_words, deterministic=True)
+
+
+def fts5_query(words: Sequence[str]) -> str:
+    """Words as an FTS5 query: every one must match as a prefix."""
+    return " ".join('"' + w.replace('"', '""') + '"*' for w in words)
+
+
+def keyed_query(conn: Connection, words: Sequence[str], tenants: Iterable[str] | None) -> str:
+    """An FTS5 query of ``words`` in each of ``tenants`` (every tenant the view
+    holds, if None): every word a prefix of a word of the same tenant, so a
+    Korean stem finds its inflected forms (서울 finds 서울에서)."""
+    if not words:
+        return ""
+    key = text_index_key(conn)
+    if tenants is None:
+        tenants = [t for (t,) in conn.execute("SELECT DISTINCT tenant FROM memories")]
+    each = [fts5_query([keyed(mark, w) for w in words]) for mark in sorted({tenant_mark(key, t) for t in tenants})]
+    if not each:
+        return '""'  # no tenant: a phrase of no words, which matches nothing
+    return each[0] if len(each) == 1 else " OR ".join(f"({q})" for q in each)
+
+
+def is_keyed(conn: sqlite3.Connection) -> bool:
+    """Whether the index's words are keyed (a store of before has no key)."""
+    return has_table(conn, "text_index_key")

@@ -1,0 +1,192 @@
+"""The SQLite text index's words are keyed by tenant (issue 58, a search that
+leaks nothing): two tenants' documents holding one word index it under two
+terms, a tenant's search names only its own tenant's terms (so the work it
+does never grows with another tenant's documents), what a search finds is
+as before, Korean and diacritics and phrases included, and a store whose
+index was written before the keys is rewritten keyed when it opens."""
+
+from __future__ import annotations
+
+import random
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from memwarden.engine import OPERATOR, Warden
+from memwarden.events import FrozenClock
+from memwarden.projections._access import Access
+from memwarden.projections._fts_keys import MARK_CHARS, keyed, tenant_mark, text_index_key
+from memwarden.projections._sqlite_view import SQLiteView
+from memwarden.projections._unicode61 import DIACRITICS, SEPARATORS
+
+from ..conftest import save_memory
+
+A, B = "acme", "globex"
+TEXTS = {
+    "seoul": ("서울 출장", "서울에서 회의가 있었다"),
+    "cafe": ("Café notes", "crème brûlée at the CAFÉ"),
+    "phrase": ("deploy", "the foo-bar switch, then baz"),
+    "nfd": ("decomposed", "cafe\u0301 au lait"),
+}
+
+
+@pytest.fixture
+def two(tmp_path: Path, clock: FrozenClock) -> Iterator[Warden]:
+    """Both tenants hold the same words; globex holds many more documents of them."""
+    w = Warden(tmp_path / "store.db", clock=clock)
+    for tenant, copies in ((A, 1), (B, 5)):
+        for name, (summary, content) in TEXTS.items():
+            for n in range(copies):
+                save_memory(w, f"{name}-{n}", tenant=tenant, summary=summary, content=content)
+    yield w
+    w.close()
+
+
+def vocabulary(conn: sqlite3.Connection) -> set[str]:
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_terms USING fts5vocab(main, memories_fts, 'row')")
+    return {term for (term,) in conn.execute("SELECT term FROM temp.fts_terms")}
+
+
+def words_of(conn: sqlite3.Connection, text: str) -> list[str]:
+    """The terms SQLite's FTS5 makes of ``text``, in order."""
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.probe USING fts5(s, tokenize='unicode61 remove_diacritics 2')"
+    )
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.probe_words USING fts5vocab(temp, probe, 'instance')")
+    conn.execute("INSERT INTO temp.probe (rowid, s) VALUES (1, ?)", (text,))
+    found = [t for (t,) in conn.execute("SELECT term FROM temp.probe_words ORDER BY offset")]
+    conn.execute("DELETE FROM temp.probe")
+    return found
+
+
+def test_the_same_word_in_two_tenants_is_two_terms(two: Warden) -> None:
+    conn = two.store.conn  # type: ignore[attr-defined]
+    key = text_index_key(conn)
+    marks = {A: tenant_mark(key, A), B: tenant_mark(key, B)}
+    assert marks[A] != marks[B] and len(marks[A]) == MARK_CHARS
+    terms = vocabulary(conn)
+    for word in ("서울에서", "cafe", "creme", "foo", "bar", "baz"):
+        assert {t for t in terms if t.endswith(word) and len(t) == MARK_CHARS + len(word)} == {
+            marks[A] + word,
+            marks[B] + word,
+        }, word
+    # no word of a document is indexed bare
+    assert all(t[:MARK_CHARS] in marks.values() for t in terms), sorted(terms)[:5]
+
+
+def test_a_search_names_only_its_tenants_terms(two: Warden) -> None:
+    conn = two.store.conn  # type: ignore[attr-defined]
+    view = SQLiteView(conn, two.store.projector)  # type: ignore[attr-defined]
+    mark = tenant_mark(text_index_key(conn), A)
+    _sql, params = view.agent_query_sql(
+        tenant=A,
+        access=Access(tenants=(A,)),
+        filters={},
+        ids=None,
+        id_prefixes=None,
+        match=["서울", "foo-bar", "caf"],
+        content=None,
+        usable_at=None,
+        limit=10,
+        offset=0,
+    )
+    [expression] = [p for p in params if isinstance(p, str) and '"*' in p]
+    assert expression == f'"{mark}서울"* "{mark}foo-{mark}bar"* "{mark}caf"*'
+    # every term the expression can read is the tenant's: a prefix of one of
+    # its words (the last of a phrase) or one of them whole
+    terms = vocabulary(conn)
+    named = re.findall(rf"[0-9a-f]{{{MARK_CHARS}}}[^\s\"*-]+", expression)
+    read = {t for t in terms for n in named if t.startswith(n)}
+    assert read and all(t.startswith(mark) for t in read)
+    # the raw text-index path too, for a caller of both tenants searching one
+    assert sorted(two.search_ids("서울", tenant=A, caller=OPERATOR)) == ["seoul-0"]
+
+
+def test_what_a_search_finds_is_unchanged(two: Warden) -> None:
+    def found(tenant: str, text: str) -> list[str]:
+        page = two.search(tenant=tenant, query_text=text, mode="text", limit=50, caller=OPERATOR)
+        assert {f.view.scope["tenant"] for f in page} <= {tenant}
+        return sorted(f.view.memory_id for f in page)
+
+    assert found(A, "서울") == ["seoul-0"]  # a stem finds its inflected form
+    assert found(B, "서울") == [f"seoul-{n}" for n in range(5)]
+    assert found(A, "cafe") == ["cafe-0", "nfd-0"]  # diacritics folded, composed or not
+    assert found(A, "CAFÉ") == ["cafe-0", "nfd-0"]
+    assert found(A, "brul") == ["cafe-0"]
+    assert found(A, "foo-bar") == ["phrase-0"]  # a phrase: its words next to each other
+    assert found(A, "bar-foo") == []
+    assert found(A, "switch then") == ["phrase-0"]
+    assert found(A, "회의 서울") == ["seoul-0"]
+    assert found(A, "nothing") == []
+
+
+def test_the_marks_go_where_fts5_starts_a_word(tmp_path: Path) -> None:
+    """A keyed text is the same words, each behind the mark, on random texts
+    of every kind of character the tokenizer treats apart."""
+    conn = sqlite3.connect(":memory:")
+    rng = random.Random(58)
+    edges = [c for first, last in SEPARATORS for c in (first - 1, first, last, last + 1) if 0 < c < 0x110000]
+    alphabet = [chr(c) for c in [*edges, *DIACRITICS, *range(0x20, 0x7F)] if not 0xD800 <= c < 0xE000]
+    alphabet += list("서울에서회의 éÉçÇß") + [chr(rng.randrange(0x80, 0x30000)) for _ in range(500)]
+    alphabet = [c for c in alphabet if not 0xD800 <= ord(c) < 0xE000]
+    ascii = [chr(c) for c in range(0x7F)]
+    mark = "0123456789ab"
+    for n in range(600):
+        letters = ascii if n % 3 == 0 else alphabet  # ASCII alone takes a path of its own
+        text = "".join(rng.choice(letters) for _ in range(rng.randrange(1, 40)))
+        assert words_of(conn, keyed(mark, text)) == [mark + w for w in words_of(conn, text)], repr(text)
+
+
+def test_the_separator_table_is_sqlites(tmp_path: Path) -> None:
+    """Each separator run's edges, and each diacritic: a word character
+    joins the letters around it, a separator splits them, a diacritic
+    folds away inside a word and does not start one."""
+    conn = sqlite3.connect(":memory:")
+    separators = {c for first, last in SEPARATORS for c in range(first, last + 1)}
+    for code in sorted({c for first, last in SEPARATORS for c in (first - 1, first, last, last + 1)} | set(DIACRITICS)):
+        if not 0 < code < 0x110000 or 0xD800 <= code < 0xE000:
+            continue
+        inside = len(words_of(conn, f"xq{chr(code)}q")) == 1
+        starts = words_of(conn, f"x {chr(code)}q")[1:] != ["q"]
+        kind = "separator" if code in separators else "diacritic" if code in DIACRITICS else "word"
+        assert kind == ("word" if starts else "diacritic" if inside else "separator"), hex(code)
+
+
+def test_a_store_of_unkeyed_words_is_rewritten_when_it_opens(tmp_path: Path, clock: FrozenClock) -> None:
+    path = tmp_path / "old.db"
+    w = Warden(path, clock=clock)
+    save_memory(w, "kept", tenant=A, summary="서울 출장", content="서울에서 회의")
+    save_memory(w, "other", tenant=B, summary="서울 출장", content="서울에서 회의")
+    save_memory(w, "gone", tenant=A, summary="secret", content="erasedword 서울")
+    w.erase(memory_id="gone", tenant=A, reason="asked", caller=OPERATOR)
+    w.close()
+    # the index as a store before the keys wrote it: every word bare
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP TABLE text_index_key")
+    conn.execute("DROP TABLE memories_fts")
+    conn.execute(
+        "CREATE VIRTUAL TABLE memories_fts USING fts5(summary, content, tokenize = 'unicode61 remove_diacritics 2')"
+    )
+    conn.execute(
+        "INSERT INTO memories_fts (rowid, summary, content) SELECT m.mid, CAST(t.summary AS TEXT), "
+        "CAST(t.content AS TEXT) FROM memories m JOIN texts t ON t.tenant = m.tenant AND t.memory_id = m.memory_id "
+        "AND t.version = m.version WHERE m.status != 'erased'"
+    )
+    assert "서울에서" in vocabulary(conn)
+    conn.close()
+
+    w = Warden(path, clock=clock)
+    try:
+        conn = w.store.conn  # type: ignore[attr-defined]
+        key = text_index_key(conn)
+        terms = vocabulary(conn)
+        assert {tenant_mark(key, A) + "서울에서", tenant_mark(key, B) + "서울에서"} <= terms
+        assert not [t for t in terms if "erasedword" in t or "secret" in t]
+        assert all(len(t) > MARK_CHARS and t[:MARK_CHARS] in {tenant_mark(key, A), tenant_mark(key, B)} for t in terms)
+        page = w.search(tenant=A, query_text="서울", mode="text", limit=10, caller=OPERATOR)
+        assert [f.view.memory_id for f in page] == ["kept"]
+        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    finally:
+        w.close()
