@@ -114,9 +114,21 @@ def test_memories_lists_only_those_the_access_allows(view: ViewReader, access: A
 
 
 @pytest.mark.parametrize("access", ACCESSES)
-def test_named_with_text_tenant_names_and_text_matches_stay_behind_the_wall(view: ViewReader, access: Access) -> None:
-    found = view.named_with_text(access, "shared", tenant=None)
-    assert [(r.tenant, r.memory_id) for r in found] == sorted(k for k in allowed(access) if k[1] == "shared")
+def test_a_named_memory_tenant_names_and_text_matches_stay_behind_the_wall(view: ViewReader, access: Access) -> None:
+    # a memory named by id alone (``get``): the agent query with no tenant, one row per tenant holding it
+    found = view.agent_query(
+        tenant=None,
+        access=access,
+        filters={},
+        ids=["shared"],
+        id_prefixes=None,
+        match=None,
+        content=None,
+        usable_at=None,
+        limit=2,
+        offset=0,
+    )
+    assert sorted((r.tenant, r.memory_id) for r in found) == sorted(k for k in allowed(access) if k[1] == "shared")
     assert all(r.content is not None for r in found)
     assert view.tenant_names(access) == sorted({t for t, _ in allowed(access)})
     matched = view.text_matches(access, ["서울"])
@@ -150,11 +162,14 @@ def test_the_scheduler_reads_stay_behind_the_wall(view: ViewReader, access: Acce
     assert {(e.tenant, e.memory_id) for e in view.past_expiry(SYSTEM, later, 100)} == set(EVERY_KEY) - {
         ("globex", "g_bot")
     }
-    assert view.of_kinds(access, ["external_fact"]) == allowed(access)
     assert {(d.tenant, d.memory_id) for d in view.due(access, later)} <= allowed(access)
     assert {(d.tenant, d.memory_id) for d in view.due(access, later)} >= allowed(access) - {("globex", "g_bot")}
-    texts = list(view.current_texts(access))
-    assert len(texts) == len(allowed(access))
+    # of some kinds only (the scheduler's re-verification): every memory here is an external fact
+    assert view.due(access, later, ["external_fact", "preference"]) == view.due(access, later)
+    assert view.due(access, later, ["preference"]) == view.due(access, later, []) == []
+    texts = list(view.texts(access))
+    assert sorted(t.key for t in texts) == sorted(allowed(access))
+    assert all(t.content is not None and t.checksum for t in texts)
 
 
 def test_a_page_of_expiring_memories_goes_on_after_the_last_one(view: ViewReader) -> None:
@@ -248,8 +263,10 @@ def test_keys_and_server_secrets(view: ViewReader) -> None:
 
 
 def test_the_texts_and_counters(view: ViewReader) -> None:
-    rows = [r for r in view.rows(SYSTEM, [("acme", "a_bot")]).values() if r is not None]
-    assert view.summaries(rows) == {("acme", "a_bot"): "about a_bot"}
+    [text] = view.texts(SYSTEM, [("acme", "a_bot", 1), ("initech", "gone", 2), ("acme", "a_bot", 9)])
+    assert (text.key, text.version, text.summary) == (("acme", "a_bot"), 1, "about a_bot")
+    assert text.content is not None and "서울".encode() in text.content
+    assert list(view.texts(NOBODY, [("acme", "a_bot", 1)])) == []  # confined like every other read
     assert view.erasures([("acme", "a_bot"), ("initech", "gone"), ("initech", "none")]) == {("initech", "gone"): 2}
     assert view.position() > 0
     assert view.side().backoff("nowhere.example") is None
