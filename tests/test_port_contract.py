@@ -6,14 +6,15 @@ memories (a wall confined in the statement, not filtered after it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from memwarden.engine import OPERATOR, Warden
-from memwarden.events import FrozenClock
+from memwarden.events import FrozenClock, StorageError, StoreFailed
 from memwarden.projections import (
     COUNTERS,
     Access,
@@ -274,3 +275,82 @@ def test_the_texts_and_counters(view: ViewReader) -> None:
     assert weeks and all(set(w.counts) == set(COUNTERS) for w in weeks)
     counts = view.vectors().embedding_counts("acme")
     assert sum(c.versions for c in counts) == 5
+
+
+# -- driver errors stay below the port ---------------------------------------------------------
+
+LATER = "2027-01-01T00:00:00Z"
+# every read of the port, each through its parts where it has them
+READS: dict[str, Callable[[ViewReader], object]] = {
+    "position": lambda v: v.position(),
+    "rows": lambda v: v.rows(SYSTEM, EVERY_KEY),
+    "memories": lambda v: v.memories(SYSTEM),
+    "tenant_names": lambda v: v.tenant_names(SYSTEM),
+    "agent_query": lambda v: v.agent_query(
+        tenant=None,
+        access=SYSTEM,
+        filters={},
+        ids=["shared"],
+        id_prefixes=None,
+        match=None,
+        content=None,
+        usable_at=None,
+        limit=2,
+        offset=0,
+    ),
+    "text_matches": lambda v: v.text_matches(SYSTEM, ["서울"]),
+    "texts": lambda v: list(v.texts(SYSTEM)),
+    "past_expiry": lambda v: v.past_expiry(SYSTEM, LATER, 10),
+    "due": lambda v: v.due(SYSTEM, LATER),
+    "erasures": lambda v: v.erasures(EVERY_KEY),
+    "lineage": lambda v: v.lineage(LineageQuery("up", (("acme", "d_bot"),))),
+    "covered": lambda v: v.covered(Selected({"tenant": "acme"})),
+    "revocations": lambda v: v.revocations(["acme"]),
+    "revocation_records": lambda v: v.revocation_records(RevocationQuery()),
+    "policies": lambda v: v.policies(),
+    "policy": lambda v: v.policy("default"),
+    "weekly": lambda v: v.weekly(),
+    "outbox": lambda v: v.outbox().notices(),
+    "vectors": lambda v: v.vectors().embedding_counts(),
+    "side": lambda v: v.side().keys(),
+}
+# what PostgreSQL's snapshot read when it opened, so never asks its connection again
+FROM_THE_OPENING = {"position", "policies"}
+
+
+def test_every_read_of_the_port_is_in_the_list() -> None:
+    methods = {name for name in vars(ViewReader) if not name.startswith("_")}
+    assert methods == set(READS)
+    assert len(methods) <= 20  # the port stays narrow
+
+
+@pytest.mark.parametrize("inside", ["reading", "writing"])
+@pytest.mark.parametrize("read", READS)
+def test_a_driver_failure_under_a_read_is_memwardens_own_error(
+    store: Warden, backend: Backend, read: str, inside: str
+) -> None:
+    failure = backend.driver_failure()
+    opened = store.store.reading() if inside == "reading" else store.store.writing()
+    # memwarden's own error: the store failed, or (SQLite's writer) the log could not be written
+    with pytest.raises((StoreFailed, StorageError)) as raised:
+        with opened as entered:
+            view = entered if inside == "reading" else entered.view
+            backend.fail_under(view, failure)  # every statement of this view fails from here on
+            READS[read](view)
+            if inside == "reading" and backend.name == "postgres" and read in FROM_THE_OPENING:
+                raise failure  # answered without a statement: nothing to fail
+    assert raised.value.__cause__ is failure  # the driver's error kept as the cause, never raised itself
+    assert not isinstance(raised.value, type(failure))
+
+
+def test_a_closed_connection_under_a_read_is_memwardens_own_error(backend: Backend, tmp_path: Path) -> None:
+    warden = Warden(backend.db(tmp_path), clock=FrozenClock(START))
+    try:
+        save_memory(warden, "a", tenant="acme")
+        with pytest.raises(StoreFailed) as raised, warden.store.writing() as tx:
+            backend.sever(tx.view)
+            tx.view.rows(SYSTEM, [("acme", "a")])
+        assert raised.value.__cause__ is not None
+    finally:
+        with contextlib.suppress(Exception):
+            warden.close()
