@@ -226,7 +226,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
     ) -> tuple[str, list[Any]]:
         """One page of the agent query, newest first, as ``VIEW_COLUMNS`` rows
         with their texts: a tenant's memories (with ``tenant`` None, any
-        tenant's) that ``access`` lets the caller read, narrowed by scope
+        tenant's, by id then tenant) that ``access`` lets the caller read, narrowed by scope
         ``filters``, ``ids``, ids starting with one of ``id_prefixes``, the
         words of a text-index ``match`` (each a prefix of a word in the
         summary or content) and ``content`` tests on the stored text read
@@ -269,8 +269,12 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         if usable_at is not None:
             clauses.append("status = 'usable' AND (expires_at IS NULL OR expires_at > ?)")
             params.append(usable_at)
+        # one id, in a tenant or across them (a memory named by id: ``get``):
+        # a row per tenant holding it at most, read off the id's index unsorted
+        one_id = tenant is None or (ids is not None and len(ids) == 1)
+        order = "m.memory_id, m.tenant" if one_id else "m.last_seq DESC"
         sql = rows_with_text_sql(
-            VIEW_COLUMNS, " AND ".join(clauses), "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?", texts=self.TEXTS
+            VIEW_COLUMNS, " AND ".join(clauses), f"ORDER BY {order} LIMIT ? OFFSET ?", texts=self.TEXTS
         )
         return sql, [*params, limit, offset]
 
