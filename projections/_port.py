@@ -69,7 +69,10 @@ class SideReader(Protocol):
 
 
 class ViewReader(Protocol):
-    """The usable view as one consistent state shows it."""
+    """The usable view as one consistent state shows it. No driver error
+    leaves a read: whatever one raises inside ``Store.reading`` or
+    ``Store.writing`` surfaces as ``StoreFailed`` (or SQLite's writer's
+    ``StorageError``), the driver's error its cause (``events._translated``)."""
 
     def position(self) -> int: ...
     # the memories: every read that names or lists them takes the caller's
@@ -86,7 +89,9 @@ class ViewReader(Protocol):
         limit: int | None = None,
     ) -> list[dict[str, Any]]: ...
     def tenant_names(self, access: Access, limit: int = 1000) -> list[str]: ...
-    def agent_query(self, **query: Unpack[AgentQuery]) -> list[ViewRow]: ...  # its ``access`` is the query's
+    # its ``access`` is the query's; with ``tenant=None`` and one id, a
+    # memory named by id alone (``get``): a row per tenant holding it
+    def agent_query(self, **query: Unpack[AgentQuery]) -> list[ViewRow]: ...
     def text_matches(self, access: Access, match: Sequence[str], tenant: str | None = None) -> list[str]: ...
     # the texts of some versions, or of every current one (``TextRow``)
     def texts(self, access: Access, versions: Sequence[Version] | None = None) -> Iterator[TextRow]: ...
