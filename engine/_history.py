@@ -164,8 +164,8 @@ def texts_damaged(warden: Core) -> int:
     reported, not failed on."""
     bad = 0
     with warden.store.reading() as view:  # no freshness asked: an audit reads a damaged view too
-        for checksum, content in view.current_texts(Access.system()):
-            if content is not None and actual_checksum(content) != checksum:
+        for text in view.texts(Access.system()):
+            if text.content is not None and actual_checksum(text.content) != text.checksum:
                 bad += 1
     return bad
 

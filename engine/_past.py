@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json, check_range, format_ts, parse_ts
-from memwarden.projections import COLUMNS, CheckResult, Key, story
+from memwarden.projections import COLUMNS, Access, CheckResult, Key, story
 
 from ._core import Core
 from ._derivation import Judge
@@ -94,7 +94,8 @@ def replay_memories(
             judge = Judge(past, when, policies)
             shown = [(row, d) for row in rows if (d := judge.decide(row)).usable or include_unusable]
             with warden.reading() as live:
-                labels = live.summaries([row for row, _ in shown])
+                versions = [(row["tenant"], row["memory_id"], row["version"]) for row, _ in shown]
+                labels = {text.key: text.summary for text in live.texts(Access.system(), versions)}
             past.forget()
             for row, decision in shown:
                 label = labels.get((row["tenant"], row["memory_id"]))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from memwarden.events import ReadbackConfirmed, ReadbackFailed, get_logger, parse_ts
-from memwarden.projections import LineageQuery, RevocationQuery, RevokedBy, search_tokens
+from memwarden.projections import Access, LineageQuery, RevocationQuery, RevokedBy, search_tokens
 
 from . import _metrics
 from ._core import Core
@@ -122,10 +122,11 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
     sampled = 0
     picked = [(tenant, m) for tenant, versions in by_tenant.items() for m in versions][:FTS_SAMPLE]
     with warden.reading() as view:
+        rows = rows_for(view, picked)
         sample = [
-            (memory_id, tenant, summary)
-            for (tenant, memory_id), summary in view.summaries(rows_for(view, picked)).items()
-            if summary is not None
+            (text.memory_id, text.tenant, text.summary)
+            for text in view.texts(Access.system(), [(r["tenant"], r["memory_id"], r["version"]) for r in rows])
+            if text.summary is not None
         ]
     # one search per distinct (tenant, word): whatever it returns of the covered leaks
     searches = {(tenant, word) for _, tenant, summary in sample if (word := _first_word(summary))}

@@ -42,7 +42,19 @@ def get(
         check_storable("tenant", tenant)  # refused naming it, as the query refuses it
     now = core.now()
     with core.reading(min_seq) as view:
-        found = view.named_with_text(caller.access, memory_id, tenant=tenant)
+        # up to two: one per tenant holding the id, among those the caller may read
+        found = view.agent_query(
+            tenant=tenant,
+            access=caller.access,
+            filters={},
+            ids=[memory_id],
+            id_prefixes=None,
+            match=None,
+            content=None,
+            usable_at=None,
+            limit=2,
+            offset=0,
+        )
         if not found:
             raise MemoryNotFound(memory_id)
         if len(found) > 1:

@@ -26,6 +26,7 @@ from ._committed import read_back_committed
 from ._policy import JOBS, schedule_from_table
 from ._readback import ReadPath, read_back
 from ._rights import SYSTEM, Principal
+from ._verify import due_of
 from ._views import DueItem, VerifyResult
 from ._warden import Warden
 from .sinks._worker import SinkWorker
@@ -173,9 +174,7 @@ class Scheduler:
         kinds = {k for k, rule in self.warden.policy.rules.items() if rule.reverify}
         if not kinds:
             return []
-        with self.warden.reading() as view:
-            wanted = view.of_kinds(Access.system(), kinds)
-        items = [d for d in self.warden.due(caller=SYSTEM) if (d.tenant, d.memory_id) in wanted]
+        items = due_of(self.warden, Access.system(), kinds=kinds)
         # the warden's clock, so a frozen clock governs the waits too
         now = self.warden.clock.now().timestamp()
         ready = [d for d in items if self.backoff.ready(_host(d.source_url), now)]

@@ -22,7 +22,8 @@ from ._named import ViewRow
 class AgentQuery(TypedDict):
     """What a page of the agent query asks (``SQLView.agent_query_sql``)."""
 
-    tenant: str
+    # None: every tenant ``access`` allows (a memory named by id alone: ``get``)
+    tenant: str | None
     access: Access
     filters: dict[str, str | None]
     ids: list[str] | None

@@ -198,6 +198,34 @@ def depth_of(found: list[Kin]) -> int:
     return max((k.level or 1 for k in found), default=1)
 
 
+# -- the texts ----------------------------------------------------------------------------
+
+# (tenant, memory_id, version): one version of a memory
+Version = tuple[str, str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TextRow:
+    """A version's texts (``ViewReader.texts``), with its memory's current
+    checksum (what the current version's content must hash to)."""
+
+    tenant: str
+    memory_id: str
+    version: int
+    checksum: str
+    summary: str | None
+    content: bytes | None
+
+    @classmethod
+    def of(cls, tenant: str, memory_id: str, version: int, checksum: str, summary: str | None, content: Any) -> TextRow:
+        """From a statement's row: the content as bytes (PostgreSQL's bytea is a memoryview)."""
+        return cls(tenant, memory_id, int(version), checksum, summary, None if content is None else bytes(content))
+
+    @property
+    def key(self) -> Key:
+        return (self.tenant, self.memory_id)
+
+
 # -- one memory's row ------------------------------------------------------------------------
 
 

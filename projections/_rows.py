@@ -139,29 +139,6 @@ def select_rows(conn: Connection, where: str, params: Sequence[Any], tail: str =
     return [row_dict(v) for v in conn.execute(f"{SELECT_MEMORIES} WHERE {where} {tail}", params)]
 
 
-def summaries(
-    conn: Connection, rows: Sequence[dict[str, Any]], *, summary: str = SUMMARY_TEXT
-) -> dict[Key, str | None]:
-    """The summary of each row's current version (None once erased), a
-    statement per few hundred rows, not one per row: on a server each
-    statement is a round trip."""
-    found: dict[Key, str | None] = {(row["tenant"], row["memory_id"]): None for row in rows}
-    wanted = [(row["tenant"], row["memory_id"], row["version"]) for row in rows]
-    for start in range(0, len(wanted), 300):
-        chunk = wanted[start : start + 300]
-        # a join from the keys, so both backends seek the texts' key (SQLite
-        # scanned the table for a row value IN a VALUES list)
-        values = ", ".join("(?, ?, CAST(? AS INTEGER))" for _ in chunk)
-        for tenant, memory_id, text in conn.execute(
-            f"WITH k (tenant, memory_id, version) AS (VALUES {values}) "
-            f"SELECT k.tenant, k.memory_id, {summary} FROM k "
-            "JOIN texts t ON t.tenant = k.tenant AND t.memory_id = k.memory_id AND t.version = k.version",
-            [v for key in chunk for v in key],
-        ):
-            found[(tenant, memory_id)] = text
-    return found
-
-
 # each policy's current version key (a policy never set is at "1")
 POLICIES = "SELECT policy, version FROM policies"
 

@@ -26,7 +26,7 @@ from ._agent_page import AgentQuery
 from ._content_tests import ContentTest
 from ._embedding_reads import EmbeddingReads
 from ._named import DueRow, Expiring, ViewRow
-from ._reads import WeekRow
+from ._reads import TextRow, Version, WeekRow
 from ._rows import (
     TEXT_JOIN,
     VIEW_COLUMNS,
@@ -34,7 +34,6 @@ from ._rows import (
     Key,
     rows_with_text_sql,
     select_rows,
-    select_rows_with_text,
 )
 from ._runner import Projector
 from ._sql_graph import GraphReads
@@ -119,19 +118,6 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             params.append(access.agent)
         return (" AND ".join(clauses) or "TRUE"), params
 
-    def _naming(
-        self, column: str, value: Any, tenant: str | None, access: Access, alias: str = ""
-    ) -> tuple[str, list[Any]]:
-        """``column = value``, in ``tenant`` when given, among what ``access`` allows."""
-        at = f"{alias}." if alias else ""
-        allowed, params = self.confine(access, alias)
-        sql = f'{at}"{column}" = ? AND {allowed}'
-        args: list[Any] = [value, *params]
-        if tenant is not None:
-            sql += f" AND {at}tenant = ?"
-            args.append(tenant)
-        return sql, args
-
     # -- memories ------------------------------------------------------------------------
 
     def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
@@ -162,15 +148,6 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             args.append(limit)
         return select_rows(self.conn, " AND ".join(clauses), args, tail)
 
-    def named_with_text(self, access: Access, memory_id: str, *, tenant: str | None) -> list[ViewRow]:
-        """Up to two rows of the memories a caller names by id (one per tenant
-        holding it), only among those ``access`` allows, as ``VIEW_COLUMNS``
-        rows with their summary and stored content last (``get``: one
-        statement for the row and its text)."""
-        where, args = self._naming("memory_id", memory_id, tenant, access, alias="m")
-        found = select_rows_with_text(self.conn, VIEW_COLUMNS, where, args, "LIMIT 2", texts=self.TEXTS)
-        return [ViewRow._make(values) for values in found]
-
     def tenant_names(self, access: Access, limit: int = 1000) -> list[str]:
         """The tenants holding memories that ``access`` lets the caller read."""
         allowed, params = self.confine(access, "m")
@@ -181,10 +158,6 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
                 [*params, limit],
             )
         ]
-
-    def summaries(self, rows: Sequence[dict[str, Any]]) -> dict[Key, str | None]:
-        """The summary of each row's current version (None once erased)."""
-        return _rows.summaries(self.conn, rows, summary=self.SUMMARY)
 
     def erasures(self, keys: Sequence[Key]) -> dict[Key, int]:
         """Which of the memories ``keys`` name had texts erased (a version's,
@@ -203,14 +176,34 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
                 found[(tenant, memory_id)] = int(through or 0)
         return found
 
-    def current_texts(self, access: Access) -> Iterator[tuple[str, bytes | None]]:
-        """(checksum, content bytes) of every memory not erased that ``access`` allows."""
+    def texts(self, access: Access, versions: Sequence[Version] | None = None) -> Iterator[TextRow]:
+        """The texts of the memories ``access`` allows: of the (tenant,
+        memory_id, version) ``versions`` named (a version whose texts were
+        erased left out), a statement per few hundred; otherwise of every
+        memory's current version not erased. Each with the memory's current
+        checksum."""
+        if versions is None:
+            allowed, params = self.confine(access, "m")
+            for found in self.conn.execute(
+                f"SELECT m.tenant, m.memory_id, m.version, m.checksum, {self.TEXTS} FROM memories m {TEXT_JOIN} "
+                f"WHERE m.status <> 'erased' AND {allowed}",
+                params,
+            ):
+                yield TextRow.of(*found)
+            return
         allowed, params = self.confine(access, "m")
-        for checksum, _summary, content in self.conn.execute(
-            f"SELECT m.checksum, {self.TEXTS} FROM memories m {TEXT_JOIN} WHERE m.status <> 'erased' AND {allowed}",
-            params,
-        ):
-            yield checksum, None if content is None else bytes(content)
+        for chunk in _rows.chunks(list(dict.fromkeys(versions)), 300):
+            # a join from the keys, so both backends seek the texts' key
+            marks = ", ".join("(?, ?, CAST(? AS INTEGER))" for _ in chunk)
+            for found in self.conn.execute(
+                f"WITH k (tenant, memory_id, version) AS (VALUES {marks}) "
+                f"SELECT k.tenant, k.memory_id, k.version, m.checksum, {self.TEXTS} FROM k "
+                "JOIN memories m ON m.tenant = k.tenant AND m.memory_id = k.memory_id "
+                "JOIN texts t ON t.tenant = k.tenant AND t.memory_id = k.memory_id AND t.version = k.version "
+                f"WHERE {allowed}",
+                [*(v for key in chunk for v in key), *params],
+            ):
+                yield TextRow.of(*found)
 
     def agent_query(self, **query: Unpack[AgentQuery]) -> list[ViewRow]:
         """One page of the agent query (``agent_query_sql``)."""
@@ -220,7 +213,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
     def agent_query_sql(
         self,
         *,
-        tenant: str,
+        tenant: str | None,
         access: Access,
         filters: dict[str, str | None],
         ids: list[str] | None,
@@ -232,17 +225,20 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         offset: int,
     ) -> tuple[str, list[Any]]:
         """One page of the agent query, newest first, as ``VIEW_COLUMNS`` rows
-        with their texts: a tenant's memories that ``access`` lets the caller
-        read, narrowed by scope ``filters``, ``ids``, ids starting with one of
-        ``id_prefixes``, the words of a text-index ``match`` (each a prefix
-        of a word in the summary or content) and ``content`` tests on the
-        stored text read as JSON (``_content_tests``); with ``usable_at``,
-        only rows the view holds usable and unexpired then (an
-        index-friendly prefilter: the gate still decides). The statement
-        and its parameters."""
+        with their texts: a tenant's memories (with ``tenant`` None, any
+        tenant's, by id then tenant) that ``access`` lets the caller read, narrowed by scope
+        ``filters``, ``ids``, ids starting with one of ``id_prefixes``, the
+        words of a text-index ``match`` (each a prefix of a word in the
+        summary or content) and ``content`` tests on the stored text read
+        as JSON (``_content_tests``); with ``usable_at``, only rows the view
+        holds usable and unexpired then (an index-friendly prefilter: the
+        gate still decides). The statement and its parameters."""
         allowed, allowed_params = self.confine(access, "m")
-        clauses = ["m.tenant = ?", allowed]
-        params: list[Any] = [tenant, *allowed_params]
+        clauses = [allowed]
+        params: list[Any] = list(allowed_params)
+        if tenant is not None:
+            clauses.insert(0, "m.tenant = ?")
+            params.insert(0, tenant)
         for name, column in SCOPE_FILTERS:
             if filters.get(name) is not None:
                 # given a project, the covering index on (tenant, project,
@@ -273,8 +269,12 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         if usable_at is not None:
             clauses.append("status = 'usable' AND (expires_at IS NULL OR expires_at > ?)")
             params.append(usable_at)
+        # one id, in a tenant or across them (a memory named by id: ``get``):
+        # a row per tenant holding it at most, read off the id's index unsorted
+        one_id = tenant is None or (ids is not None and len(ids) == 1)
+        order = "m.memory_id, m.tenant" if one_id else "m.last_seq DESC"
         sql = rows_with_text_sql(
-            VIEW_COLUMNS, " AND ".join(clauses), "ORDER BY m.last_seq DESC LIMIT ? OFFSET ?", texts=self.TEXTS
+            VIEW_COLUMNS, " AND ".join(clauses), f"ORDER BY {order} LIMIT ? OFFSET ?", texts=self.TEXTS
         )
         return sql, [*params, limit, offset]
 
@@ -332,23 +332,17 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         ).fetchall()
         return [Expiring._make(values) for values in found]
 
-    def of_kinds(self, access: Access, kinds: Iterable[str]) -> set[Key]:
-        """(tenant, memory_id) of every memory of the given kinds that ``access`` allows."""
-        wanted = sorted(kinds)
-        allowed, params = self.confine(access)
-        return set(
-            self.conn.execute(
-                f"SELECT tenant, memory_id FROM memories WHERE kind IN ({','.join('?' * len(wanted))}) AND {allowed}",
-                [*wanted, *params],
-            ).fetchall()
-        )
-
-    def due(self, access: Access, now: str) -> list[DueRow]:
+    def due(self, access: Access, now: str, kinds: Iterable[str] | None = None) -> list[DueRow]:
         """(tenant, memory_id, source_url, reason) of what must be re-verified,
         in precedence (a memory may come more than once: the first counts):
         invalidated as ``revoked``, past expiry, failed checks, older policy
-        versions; every statement confined to ``access``."""
+        versions; every statement confined to ``access`` and, given
+        ``kinds``, to memories of those kinds."""
         allowed, params = self.confine(access)
+        if kinds is not None:
+            wanted = sorted(kinds)
+            allowed += f" AND kind IN ({','.join('?' * len(wanted))})" if wanted else " AND FALSE"
+            params = [*params, *wanted]
         found: list[DueRow] = []
 
         def add(sql: str, args: list[Any], reason: str) -> None:

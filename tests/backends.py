@@ -106,6 +106,31 @@ class Backend(ABC):
         context is open (this thread's; each execution of one SQLite runs
         many times, each call of PostgreSQL's: a round trip)."""
 
+    @abstractmethod
+    def driver_failure(self) -> Exception:
+        """An error as this backend's driver raises it when the database
+        fails under a statement (a disk error, a server gone)."""
+
+    def fail_under(self, view: Any, failure: Exception) -> None:
+        """Make every statement ``view`` runs from now on fail with ``failure``."""
+        view.conn = Failing(failure)
+
+    @abstractmethod
+    def sever(self, view: Any) -> None:
+        """Close the driver's connection under ``view``, as a server gone
+        or a file closed would leave it."""
+
+
+class Failing:
+    """A connection every use of which fails with ``failure``, as the
+    backend's driver fails when the database does under a statement."""
+
+    def __init__(self, failure: Exception) -> None:
+        self.failure = failure
+
+    def __getattr__(self, name: str) -> Any:
+        raise self.failure
+
 
 class SQLiteBackend(Backend):
     name = "sqlite"
@@ -209,6 +234,12 @@ class SQLiteBackend(Backend):
             yield seen
         finally:
             conn.set_trace_callback(None)
+
+    def driver_failure(self) -> Exception:
+        return sqlite3.OperationalError("disk I/O error")
+
+    def sever(self, view: Any) -> None:
+        view.conn.close()
 
 
 POSTGRES_SERVER = os.environ.get("MEMWARDEN_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
@@ -445,6 +476,14 @@ class PostgresBackend(Backend):
         finally:
             for name, original in originals.items():
                 setattr(psycopg.Cursor, name, original)
+
+    def driver_failure(self) -> Exception:
+        import psycopg
+
+        return psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
+
+    def sever(self, view: Any) -> None:
+        view.conn.raw.close()
 
 
 BACKENDS: list[Backend] = [SQLiteBackend(), PostgresBackend()]

@@ -6,14 +6,15 @@ memories (a wall confined in the statement, not filtered after it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from memwarden.engine import OPERATOR, Warden
-from memwarden.events import FrozenClock
+from memwarden.events import FrozenClock, StorageError, StoreFailed
 from memwarden.projections import (
     COUNTERS,
     Access,
@@ -114,9 +115,21 @@ def test_memories_lists_only_those_the_access_allows(view: ViewReader, access: A
 
 
 @pytest.mark.parametrize("access", ACCESSES)
-def test_named_with_text_tenant_names_and_text_matches_stay_behind_the_wall(view: ViewReader, access: Access) -> None:
-    found = view.named_with_text(access, "shared", tenant=None)
-    assert [(r.tenant, r.memory_id) for r in found] == sorted(k for k in allowed(access) if k[1] == "shared")
+def test_a_named_memory_tenant_names_and_text_matches_stay_behind_the_wall(view: ViewReader, access: Access) -> None:
+    # a memory named by id alone (``get``): the agent query with no tenant, one row per tenant holding it
+    found = view.agent_query(
+        tenant=None,
+        access=access,
+        filters={},
+        ids=["shared"],
+        id_prefixes=None,
+        match=None,
+        content=None,
+        usable_at=None,
+        limit=2,
+        offset=0,
+    )
+    assert sorted((r.tenant, r.memory_id) for r in found) == sorted(k for k in allowed(access) if k[1] == "shared")
     assert all(r.content is not None for r in found)
     assert view.tenant_names(access) == sorted({t for t, _ in allowed(access)})
     matched = view.text_matches(access, ["서울"])
@@ -150,11 +163,14 @@ def test_the_scheduler_reads_stay_behind_the_wall(view: ViewReader, access: Acce
     assert {(e.tenant, e.memory_id) for e in view.past_expiry(SYSTEM, later, 100)} == set(EVERY_KEY) - {
         ("globex", "g_bot")
     }
-    assert view.of_kinds(access, ["external_fact"]) == allowed(access)
     assert {(d.tenant, d.memory_id) for d in view.due(access, later)} <= allowed(access)
     assert {(d.tenant, d.memory_id) for d in view.due(access, later)} >= allowed(access) - {("globex", "g_bot")}
-    texts = list(view.current_texts(access))
-    assert len(texts) == len(allowed(access))
+    # of some kinds only (the scheduler's re-verification): every memory here is an external fact
+    assert view.due(access, later, ["external_fact", "preference"]) == view.due(access, later)
+    assert view.due(access, later, ["preference"]) == view.due(access, later, []) == []
+    texts = list(view.texts(access))
+    assert sorted(t.key for t in texts) == sorted(allowed(access))
+    assert all(t.content is not None and t.checksum for t in texts)
 
 
 def test_a_page_of_expiring_memories_goes_on_after_the_last_one(view: ViewReader) -> None:
@@ -248,8 +264,10 @@ def test_keys_and_server_secrets(view: ViewReader) -> None:
 
 
 def test_the_texts_and_counters(view: ViewReader) -> None:
-    rows = [r for r in view.rows(SYSTEM, [("acme", "a_bot")]).values() if r is not None]
-    assert view.summaries(rows) == {("acme", "a_bot"): "about a_bot"}
+    [text] = view.texts(SYSTEM, [("acme", "a_bot", 1), ("initech", "gone", 2), ("acme", "a_bot", 9)])
+    assert (text.key, text.version, text.summary) == (("acme", "a_bot"), 1, "about a_bot")
+    assert text.content is not None and "서울".encode() in text.content
+    assert list(view.texts(NOBODY, [("acme", "a_bot", 1)])) == []  # confined like every other read
     assert view.erasures([("acme", "a_bot"), ("initech", "gone"), ("initech", "none")]) == {("initech", "gone"): 2}
     assert view.position() > 0
     assert view.side().backoff("nowhere.example") is None
@@ -257,3 +275,82 @@ def test_the_texts_and_counters(view: ViewReader) -> None:
     assert weeks and all(set(w.counts) == set(COUNTERS) for w in weeks)
     counts = view.vectors().embedding_counts("acme")
     assert sum(c.versions for c in counts) == 5
+
+
+# -- driver errors stay below the port ---------------------------------------------------------
+
+LATER = "2027-01-01T00:00:00Z"
+# every read of the port, each through its parts where it has them
+READS: dict[str, Callable[[ViewReader], object]] = {
+    "position": lambda v: v.position(),
+    "rows": lambda v: v.rows(SYSTEM, EVERY_KEY),
+    "memories": lambda v: v.memories(SYSTEM),
+    "tenant_names": lambda v: v.tenant_names(SYSTEM),
+    "agent_query": lambda v: v.agent_query(
+        tenant=None,
+        access=SYSTEM,
+        filters={},
+        ids=["shared"],
+        id_prefixes=None,
+        match=None,
+        content=None,
+        usable_at=None,
+        limit=2,
+        offset=0,
+    ),
+    "text_matches": lambda v: v.text_matches(SYSTEM, ["서울"]),
+    "texts": lambda v: list(v.texts(SYSTEM)),
+    "past_expiry": lambda v: v.past_expiry(SYSTEM, LATER, 10),
+    "due": lambda v: v.due(SYSTEM, LATER),
+    "erasures": lambda v: v.erasures(EVERY_KEY),
+    "lineage": lambda v: v.lineage(LineageQuery("up", (("acme", "d_bot"),))),
+    "covered": lambda v: v.covered(Selected({"tenant": "acme"})),
+    "revocations": lambda v: v.revocations(["acme"]),
+    "revocation_records": lambda v: v.revocation_records(RevocationQuery()),
+    "policies": lambda v: v.policies(),
+    "policy": lambda v: v.policy("default"),
+    "weekly": lambda v: v.weekly(),
+    "outbox": lambda v: v.outbox().notices(),
+    "vectors": lambda v: v.vectors().embedding_counts(),
+    "side": lambda v: v.side().keys(),
+}
+# what PostgreSQL's snapshot read when it opened, so never asks its connection again
+FROM_THE_OPENING = {"position", "policies"}
+
+
+def test_every_read_of_the_port_is_in_the_list() -> None:
+    methods = {name for name in vars(ViewReader) if not name.startswith("_")}
+    assert methods == set(READS)
+    assert len(methods) <= 20  # the port stays narrow
+
+
+@pytest.mark.parametrize("inside", ["reading", "writing"])
+@pytest.mark.parametrize("read", READS)
+def test_a_driver_failure_under_a_read_is_memwardens_own_error(
+    store: Warden, backend: Backend, read: str, inside: str
+) -> None:
+    failure = backend.driver_failure()
+    opened = store.store.reading() if inside == "reading" else store.store.writing()
+    # memwarden's own error: the store failed, or (SQLite's writer) the log could not be written
+    with pytest.raises((StoreFailed, StorageError)) as raised:
+        with opened as entered:
+            view = entered if inside == "reading" else entered.view
+            backend.fail_under(view, failure)  # every statement of this view fails from here on
+            READS[read](view)
+            if inside == "reading" and backend.name == "postgres" and read in FROM_THE_OPENING:
+                raise failure  # answered without a statement: nothing to fail
+    assert raised.value.__cause__ is failure  # the driver's error kept as the cause, never raised itself
+    assert not isinstance(raised.value, type(failure))
+
+
+def test_a_closed_connection_under_a_read_is_memwardens_own_error(backend: Backend, tmp_path: Path) -> None:
+    warden = Warden(backend.db(tmp_path), clock=FrozenClock(START))
+    try:
+        save_memory(warden, "a", tenant="acme")
+        with pytest.raises(StoreFailed) as raised, warden.store.writing() as tx:
+            backend.sever(tx.view)
+            tx.view.rows(SYSTEM, [("acme", "a")])
+        assert raised.value.__cause__ is not None
+    finally:
+        with contextlib.suppress(Exception):
+            warden.close()
