@@ -262,7 +262,8 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             params.extend(args)
         if match is not None:
             clauses.append(f"mid IN ({self.MATCHING})")
-            params.extend(self.match_query(match, [tenant]))
+            # the caller's tenants' words only: a search does no work for another tenant's memories
+            params.extend(self.match_query(match, [tenant] if tenant is not None else access.tenants))
             if access.unsearchable:
                 clauses.append(f"m.status NOT IN ({','.join('?' * len(access.unsearchable))})")
                 params.extend(access.unsearchable)
