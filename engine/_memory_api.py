@@ -62,6 +62,9 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
+MAX_NAME = 512  # an agent name or key, as any identifier of a memory
+
+
 @operation("save")
 def save(
     warden: Core, *, tenant: str | None = None, agent: str, key: str, content: str, caller: Principal
@@ -71,6 +74,8 @@ def save(
     for field, value in (("agent", agent), ("key", key)):
         if not isinstance(value, str) or not value or any(c.isspace() or ord(c) < 32 for c in value):
             raise InvalidInput(field, "must be non-empty, without spaces or control characters")
+        if len(value) > MAX_NAME:  # the key becomes the summary, the pair the memory id: named here, not there
+            raise InvalidInput(field, f"is longer than {MAX_NAME} characters")
         encoded(field, value)
     tenant = one_tenant(caller, tenant)
     if not isinstance(content, str):

@@ -40,6 +40,8 @@ def get(
         raise MemoryNotFound(str(memory_id))  # no store holds such an id: none to find
     if tenant is not None:
         check_storable("tenant", tenant)  # refused naming it, as the query refuses it
+        if not tenant.strip():
+            raise InvalidInput("tenant", "is empty: name a tenant, or leave it out")
     now = core.now()
     with core.reading(min_seq) as view:
         # up to two: one per tenant holding the id, among those the caller may read

@@ -153,18 +153,22 @@ def built_event(
         embedding_dims=len(item.vectors[0]) if item.vectors else None,
         embedding_count=len(item.vectors) if item.vectors and len(item.vectors) > 1 else None,
         actor=f["actor"],
-        **({"event_id": tenant_event_id(tenant, f["event_id"])} if f["event_id"] is not None else {}),
+        **({"event_id": tenant_event_id(tenant, f["event_id"], item.scope.agent)} if f["event_id"] is not None else {}),
     )
     check_source_url("source_url", event.source_url)
     return event, adopted
 
 
-def tenant_event_id(tenant: str, event_id: Any) -> str:
-    """A caller's event id as the log keeps it: in its tenant, so that one
-    tenant's ids never meet (nor tell of) another's."""
-    if not isinstance(event_id, str) or not event_id or CONTROL.search(event_id) or len(event_id) > 512:
-        raise InvalidInput("event_id", "must be 1 to 512 characters without control characters")
-    return "cid_" + sha256_hex(f"{tenant}\x00{event_id}")[:40]
+def tenant_event_id(tenant: str, event_id: Any, agent: str | None = None) -> str:
+    """A caller's event id as the log keeps it: in its tenant, and for a
+    memory of an agent in that agent's, so that one tenant's (or agent's)
+    ids never meet, nor tell of, another's (an agent probing which ids
+    another used, or claiming them first). Neither a tenant nor an agent
+    holds a NUL, so the three parts never run together."""
+    if not isinstance(event_id, str) or not event_id.strip() or CONTROL.search(event_id) or len(event_id) > 512:
+        raise InvalidInput("event_id", "must be 1 to 512 characters, not all spaces, without control characters")
+    owner = tenant if agent is None else f"{tenant}\x00{agent}"
+    return "cid_" + sha256_hex(f"{owner}\x00{event_id}")[:40]
 
 
 def _evidence(

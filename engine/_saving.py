@@ -333,7 +333,7 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     event_id = item.fields["event_id"]
     if event_id is None:
         return None
-    prior = core.log.by_event_id(tenant_event_id(item.scope.tenant, event_id))
+    prior = core.log.by_event_id(tenant_event_id(item.scope.tenant, event_id, item.scope.agent))
     if prior is None:
         return None
     p = prior.payload

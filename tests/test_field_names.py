@@ -186,3 +186,12 @@ def test_a_langgraph_puts_ttl_too_long_is_named(warden: Warden, minutes: float) 
         store.put(("notes",), "k", {"content": "c"}, ttl=minutes)
     assert caught.value.field == "ttl" and LIMIT in caught.value.problem, caught.value
     assert warden.log.head().seq == 0
+
+
+def test_a_memory_api_key_too_long_is_named_key(app: Any, warden: Warden) -> None:
+    """The key becomes the memory's summary: a key too long is the key's problem."""
+    client, keys = app
+    body = {"agent": "bot", "key": "k" * 5000, "content": "x"}
+    refused = refusal(client.post("/memory/save", json=body, headers={"x-api-key": keys["agent"]}), "key")
+    assert "512" in refused["problem"]
+    assert warden.log.head().seq == 0

@@ -83,6 +83,23 @@ def test_a_key_bound_to_one_agent_cannot_take_over_another_agents_memory(warden:
         save_memory(warden, "mine", tenant="ta", scope={"agent": "botb"}, caller=bound)
 
 
+def test_an_agents_event_ids_neither_tell_of_nor_block_another_agents(warden: Warden) -> None:
+    """Event ids are an agent's own in its tenant: a bound key can neither
+    learn which ids another agent used (a refusal would tell) nor claim
+    them first so that the other's saves are refused."""
+    a, b = agent_key("ta", agent="bota", key_id="a"), agent_key("ta", agent="botb", key_id="b")
+    first = save_memory(warden, "a-notes", tenant="ta", scope={"agent": "bota"}, event_id="EV-1", caller=a)
+    probe = save_memory(warden, "b-notes", tenant="ta", scope={"agent": "botb"}, event_id="EV-1", caller=b)
+    assert probe.memory_id == "b-notes" and probe.seq != first.seq
+    squat = save_memory(warden, "b-more", tenant="ta", scope={"agent": "botb"}, event_id="EV-2", caller=b)
+    taken = save_memory(warden, "a-more", tenant="ta", scope={"agent": "bota"}, event_id="EV-2", caller=a)
+    assert taken.memory_id == "a-more" and taken.seq != squat.seq
+    # within one agent an id still names one save: its retry answers the first
+    assert save_memory(warden, "a-notes", tenant="ta", scope={"agent": "bota"}, event_id="EV-1", caller=a) == first
+    with pytest.raises(InvalidInput, match="event_id"):
+        save_memory(warden, "a-blank", tenant="ta", scope={"agent": "bota"}, event_id=" ", caller=a)
+
+
 def test_memory_api_names_cannot_collide() -> None:
     assert memory_id_of("bota:x", "notes") != memory_id_of("bota", "x:notes")
     assert memory_id_of("a%3Ab", "c") != memory_id_of("a:b", "c")

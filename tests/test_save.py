@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from memwarden.engine import OPERATOR, ChecksumMismatch, InvalidInput, TtlPolicy, Warden
+from memwarden.engine import MAX_BATCH, OPERATOR, ChecksumMismatch, InvalidInput, TtlPolicy, Warden
 from memwarden.events import FrozenClock, content_checksum
 
 from .backends import Backend
@@ -245,3 +245,21 @@ def test_json_output_is_one_document(run_cli: Cli) -> None:
     )
     data = json.loads(result.stdout)
     assert set(data) >= {"memory_id", "version", "checksum", "seq", "expires_at"}
+
+
+def test_an_empty_tenant_and_an_oversized_batch_are_named_on_the_command_line(run_cli: Cli, tmp_path: Path) -> None:
+    empty = run_cli("get", "m1", "--tenant", "")
+    assert empty.exit_code == 2 and empty.stderr.startswith("Error: tenant: is empty"), empty.stderr
+    line = {
+        "kind": "external_fact",
+        "summary": "s",
+        "content": "c",
+        "source_url": "https://e",
+        "scope": {"tenant": "t"},
+    }
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("".join(json.dumps({**line, "memory_id": f"m{i}"}) + "\n" for i in range(MAX_BATCH + 1)))
+    refused = run_cli("save-many", str(batch))
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.startswith(f"Error: memories: holds {MAX_BATCH + 1}"), refused.stderr  # named once
+    assert run_cli.json("audit", "head")["seq"] == 0

@@ -97,8 +97,10 @@ def _refuse(
 def _batch_line(problem: dict[str, Any]) -> str:
     if problem["problem"].startswith("line "):  # a file's line, as save-many names it
         return problem["problem"] + (f" ({problem['field']})" if problem.get("field") else "")
-    where = f"memories[{problem['index']}]" if problem.get("index") is not None else "memories"
-    return f"{where}" + (f".{problem['field']}" if problem.get("field") else "") + f": {problem['problem']}"
+    if problem.get("index") is None:  # the batch as a whole (its size): its field is the batch itself
+        return f"memories: {problem['problem']}"
+    field = f".{problem['field']}" if problem.get("field") else ""
+    return f"memories[{problem['index']}]{field}: {problem['problem']}"
 
 
 class VersionParam(click.ParamType):
