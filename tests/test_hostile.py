@@ -7,15 +7,17 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import httpx2
 import pytest
+from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from memwarden.engine import OPERATOR, InvalidInput, Limits, PolicyFile, TooLarge, Warden
+from memwarden.engine import MAX_BATCH, OPERATOR, InvalidInput, KeyStore, Limits, PolicyFile, TooLarge, Warden
 from memwarden.events import FrozenClock, content_checksum
 
 from .backends import Backend
@@ -264,14 +266,15 @@ def test_http_takes_as_many_parents_as_the_limit_says(tmp_path: Path, max_parent
     w = Warden(tmp_path / "parents.db", limits=Limits(max_parents=max_parents))
     key = KeyStore(w).create("agent", tenants=["acme"], caller=OPERATOR)[0]
     parents = [f"p{n}" for n in range(min(max_parents, 1200) + 1)]
-    w.save_many(
-        [
-            {"memory_id": p, "kind": "permission", "summary": "s", "content": "c", "source_url": "https://e"}
-            | {"scope": {"tenant": "acme"}}
-            for p in parents
-        ],
-        caller=OPERATOR,
-    )
+    for start in range(0, len(parents), MAX_BATCH):  # a batch holds at most MAX_BATCH
+        w.save_many(
+            [
+                {"memory_id": p, "kind": "permission", "summary": "s", "content": "c", "source_url": "https://e"}
+                | {"scope": {"tenant": "acme"}}
+                for p in parents[start : start + MAX_BATCH]
+            ],
+            caller=OPERATOR,
+        )
     try:
         with TestClient(create_app(w, scheduler=False, mcp=False)) as client:
             auth = {"x-api-key": key}
@@ -286,3 +289,25 @@ def test_http_takes_as_many_parents_as_the_limit_says(tmp_path: Path, max_parent
             assert len(w.get("ok", tenant="acme", caller=OPERATOR).derived_from) == len(parents) - 1
     finally:
         w.close()
+
+
+def test_a_chunked_body_past_the_limit_is_413_naming_the_limit(warden: Warden) -> None:
+    """With no Content-Length to refuse it by, the body is counted as it
+    arrives: past the limit the answer is the same 413 as a declared one,
+    not a complaint about JSON the app could not read."""
+    from memwarden.engine.faces.http import create_app
+
+    key = KeyStore(warden).create("agent", tenants=["acme"], caller=OPERATOR)[0]
+    limit = warden.limits.longest_body
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(limit // 65_536 + 2):
+            yield b" " * 65_536
+
+    with TestClient(create_app(warden, scheduler=False, mcp=False)) as client:
+        streamed = client.post("/v1/memories", content=chunks(), headers={"x-api-key": key})
+        declared = client.post("/v1/memories", content=b" " * (limit + 1), headers={"x-api-key": key})
+    for answer in (streamed, declared):
+        assert answer.status_code == 413, answer.text
+        assert answer.json()["error"] == "too_large" and answer.json()["field"] == "body"
+    assert warden.log.head().seq == 0

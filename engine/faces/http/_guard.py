@@ -73,30 +73,43 @@ class BodyLimit:
             await _too_large(send, self.limit)
             return
         seen = 0
-        holding = False
+        holding = exceeded = started = False
         if size is not None and size > self.large:
             await self.slots().acquire()
             holding = True
 
         async def limited() -> Message:
-            nonlocal seen, holding
+            nonlocal seen, holding, exceeded
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
+                    exceeded = True
                     raise _BodyTooLarge
                 if seen > self.large and not holding:
                     await self.slots().acquire()
                     holding = True
             return message
 
+        async def answering(message: Message) -> None:
+            nonlocal started
+            # a body past the limit (sent chunked, with no length to refuse it
+            # by) fails the app's reading of it, which the app may answer as
+            # a body it could not parse: the 413 below is the answer instead
+            if exceeded and not started:
+                return
+            started = True
+            await send(message)
+
         try:
-            await self.app(scope, limited, send)
+            await self.app(scope, limited, answering)
         except _BodyTooLarge:
-            await _too_large(send, self.limit)
+            pass
         finally:
             if holding:
                 self.slots().release()
+        if exceeded and not started:
+            await _too_large(send, self.limit)
 
 
 class PathText:
