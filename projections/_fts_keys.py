@@ -69,6 +69,7 @@ __all__ = [
     "fts5_query",
     "is_keyed",
     "keyed",
+    "keyed_each",
     "keyed_query",
     "keying",
     "make_key",
@@ -144,23 +145,36 @@ def document_words(key: bytes, tenant: str, agent: str | None, text: str, marks:
     second = marks.get((tenant, agent))
     if second is None:
         second = marks[(tenant, agent)] = agent_mark(key, tenant, agent)
-    return keyed(mark, text) + "\n" + keyed(second, text)
+    return "\n".join(keyed_each((mark, second), text))
 
 
 def keyed(mark: str, text: str) -> str:
     """``text`` with ``mark`` in front of each of its words: split at the
     separators, each run between them is a word, unless it starts with
     diacritics, which only separate there."""
+    return keyed_each((mark,), text)[0]
+
+
+def keyed_each(marks: Sequence[str], text: str) -> list[str]:
+    """``keyed`` of ``text`` under each of ``marks``, the text split once."""
     if text.isascii():
         parts = _ASCII_SEPARATORS.split(text)
-        parts[::2] = [mark + run if run else run for run in parts[::2]]
-        return "".join(parts)
+        runs = parts[::2]
+        found = []
+        for mark in marks:
+            parts[::2] = [mark + run if run else run for run in runs]
+            found.append("".join(parts))
+        return found
     parts = _SEPARATORS.split(text)
-    parts[::2] = [
-        (mark + run if run[0] not in _DIACRITICS else _WORD.sub(mark + r"\g<0>", run)) if run else run
-        for run in parts[::2]
-    ]
-    return "".join(parts)
+    runs = parts[::2]
+    found = []
+    for mark in marks:
+        parts[::2] = [
+            (mark + run if run[0] not in _DIACRITICS else _WORD.sub(mark + r"\g<0>", run)) if run else run
+            for run in runs
+        ]
+        found.append("".join(parts))
+    return found
 
 
 def _text(value: str | bytes | None) -> str:
