@@ -13,15 +13,16 @@ from typing import Any
 from memwarden.events import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN
 from memwarden.events.sqlite import has_table
 
-from ._fts_keys import FUNCTION, keyed, keying, tenant_mark, text_index_key
+from ._fts_keys import FUNCTION, document_words, keying, text_index_key
 from ._rows import Connection, Key, chunks, on_sqlite, value_marks
 
 # (tenant, memory_id, version) -> (summary, content) to index, or None
 TextSource = Callable[[Connection, str, str, int], tuple[str | None, str | None] | None]
 # a document's two columns, read from the text store's row t, each word
-# behind its tenant's mark (``_fts_keys``); bytes, so a damaged row's text
-# that is not UTF-8 still indexes
-_DOCUMENT = f"{FUNCTION}(m.tenant, CAST(t.summary AS BLOB)), {FUNCTION}(m.tenant, {CONTENT_BYTES})"
+# behind its tenant's mark, and an agent's memory's again behind its
+# agent's (``_fts_keys``); bytes, so a damaged row's text that is not
+# UTF-8 still indexes
+_DOCUMENT = f"{FUNCTION}(m.tenant, m.agent, CAST(t.summary AS BLOB)), {FUNCTION}(m.tenant, m.agent, {CONTENT_BYTES})"
 
 
 def stored_texts(conn: Connection, tenant: str, memory_id: str, version: int) -> tuple[str | None, str | None] | None:
@@ -84,7 +85,7 @@ def write_documents(
             [part for key in chunk for part in key],
         )
     indexed = [
-        (key, row["version"])
+        (key, row["version"], row["agent"])
         for key, action in last.items()
         if action == "index" and (row := pending[key]) is not None and row["status"] != "erased"
     ]
@@ -96,7 +97,7 @@ def write_documents(
         # without a read into Python per memory (as fill_documents does)
         keying(conn)
         try:
-            for chunk in chunks([key for key, _ in indexed], 400):
+            for chunk in chunks([key for key, _, _ in indexed], 400):
                 conn.execute(
                     f"WITH k(t, m) AS (VALUES {value_marks(chunk, 2)}) {insert}, {_DOCUMENT} FROM k "
                     f"JOIN memories m ON m.tenant = k.t AND m.memory_id = k.m {TEXT_JOIN} ORDER BY m.mid",
@@ -109,12 +110,14 @@ def write_documents(
             if "no such table: texts" not in str(exc):
                 raise
     documents = []
-    marks: dict[str, str] = {}
-    for key, version in indexed:
+    marks: dict[Any, str] = {}
+    secret = text_index_key(conn)
+    for key, version, agent in indexed:
         texts = text_source(conn, *key, version) if text_source else None
         summary, content = texts or (None, None)
-        mark = marks.get(key[0]) or marks.setdefault(key[0], tenant_mark(text_index_key(conn), key[0]))
-        documents.append((*key, keyed(mark, summary or ""), keyed(mark, content or "")))
+        documents.append(
+            (*key, *(document_words(secret, key[0], agent, part or "", marks) for part in (summary, content)))
+        )
     for chunk in chunks(documents, 200):
         conn.execute(
             f"WITH k(t, m, s, c) AS (VALUES {value_marks(chunk, 4)}) {insert}, k.s, k.c FROM k "
@@ -134,20 +137,20 @@ def fill_documents(conn: Connection, text_source: TextSource | None) -> None:
         )
     else:
         rows = conn.execute(
-            "SELECT mid, tenant, memory_id, version FROM memories WHERE status != 'erased' ORDER BY mid"
+            "SELECT mid, tenant, memory_id, version, agent FROM memories WHERE status != 'erased' ORDER BY mid"
         ).fetchall()
         key = text_index_key(conn)
-        marks = {t: tenant_mark(key, t) for t in {row[1] for row in rows}}
+        marks: dict[Any, str] = {}
         conn.executemany(
             "INSERT INTO memories_fts (rowid, summary, content) VALUES (?,?,?)",
             [
                 (
                     mid,
                     *(
-                        keyed(marks[t], part or "")
+                        document_words(key, t, agent, part or "", marks)
                         for part in ((text_source(conn, t, m, v) if text_source else None) or (None, None))
                     ),
                 )
-                for mid, t, m, v in rows
+                for mid, t, m, v, agent in rows
             ],
         )

@@ -75,7 +75,8 @@ class PostgresView(SQLView):
         position = self._projector.position_of((name, int(seq)) for name, seq in tracked)
         return AgentPage(position, dict(policies), rows, {})
 
-    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> list[Any]:
+    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None, agent: str | None = None) -> list[Any]:
+        # keyed by tenant only, an agent's search too (``_fts_keys``)
         return [search_query(words, MARK), None if tenants is None else list(tenants)]
 
     def content_terms(self, tests: Sequence[ContentTest]) -> tuple[str, list[Any]]:

@@ -262,8 +262,9 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             params.extend(args)
         if match is not None:
             clauses.append(f"mid IN ({self.MATCHING})")
-            # the caller's tenants' words only: a search does no work for another tenant's memories
-            params.extend(self.match_query(match, [tenant] if tenant is not None else access.tenants))
+            # the caller's tenants' words only (and a bound key's agent's): a
+            # search does no work for memories the caller may not see
+            params.extend(self.match_query(match, [tenant] if tenant is not None else access.tenants, access.agent))
             if access.unsearchable:
                 clauses.append(f"m.status NOT IN ({','.join('?' * len(access.unsearchable))})")
                 params.extend(access.unsearchable)
@@ -284,10 +285,11 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         """``tests`` as one WHERE term over the texts' content (``t.content``)."""
 
     @abstractmethod
-    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> list[Any]:
+    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None, agent: str | None = None) -> list[Any]:
         """The parameters of ``MATCHING`` for ``words`` in the text index's
         own query language: each a prefix of a word of one of ``tenants``
-        (every tenant's, if None)."""
+        (every tenant's, if None), and given an ``agent``, of that agent's
+        memories (where the index keys them apart: SQLite's)."""
 
     def text_matches(self, access: Access, match: Sequence[str], tenant: str | None = None) -> list[str]:
         """Ids of memories whose texts match (any status): the raw text index."""
@@ -295,7 +297,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         sql = f"SELECT m.memory_id FROM memories m WHERE m.mid IN ({self.MATCHING}) AND {allowed}"
         # the index's words of the tenants the search may see, no other's
         tenants = [tenant] if tenant is not None else access.tenants
-        args: list[Any] = [*self.match_query(match, tenants), *allowed_params]
+        args: list[Any] = [*self.match_query(match, tenants, access.agent), *allowed_params]
         if access.unsearchable:
             sql += f" AND m.status NOT IN ({','.join('?' * len(access.unsearchable))})"
             args.extend(access.unsearchable)

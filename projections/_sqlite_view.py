@@ -28,8 +28,8 @@ class SQLiteView(SQLView):
     STATUS_UNINDEXED = "+status"
     UNINDEXED = "+{}"
 
-    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None) -> list[Any]:
-        return [keyed_query(self.conn, words, tenants)]
+    def match_query(self, words: Sequence[str], tenants: Sequence[str] | None, agent: str | None = None) -> list[Any]:
+        return [keyed_query(self.conn, words, tenants, agent)]
 
     def content_terms(self, tests: Sequence[ContentTest]) -> tuple[str, list[Any]]:
         return sqlite_terms(tests, "t.content")

@@ -105,7 +105,8 @@ class UsableProjection:
         )
 
     def create(self, conn: Connection, *, indexes: bool = True) -> None:
-        # a text index of before its words were keyed by tenant (_fts_keys)
+        # a text index of before its words were keyed by tenant, or by
+        # tenant alone and not by agent too (_fts_keys)
         unkeyed = has_table(on_sqlite(conn), "memories_fts") and not is_keyed(on_sqlite(conn))
         for statement in SCHEMA:
             conn.execute(statement)
@@ -117,10 +118,13 @@ class UsableProjection:
 
     def rekey(self, conn: Connection) -> None:
         """Write the text index again, every word keyed: dropped whole (no
-        segment of the old one left behind) and filled from the view and
-        the text store, where an erased memory has no text and no row."""
+        segment of the old one left behind), with a new key of this shape,
+        and filled from the view and the text store, where an erased memory
+        has no text and no row."""
         drop_text_index(conn, "memories_fts")
         conn.execute(next(s for s in SCHEMA if "memories_fts" in s))
+        conn.execute("DROP TABLE IF EXISTS text_index_key")
+        make_key(conn)
         fill_documents(conn, self.text_source)
 
     def create_indexes(self, conn: Connection) -> None:

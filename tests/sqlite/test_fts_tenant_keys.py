@@ -3,7 +3,13 @@ leaks nothing): two tenants' documents holding one word index it under two
 terms, a tenant's search names only its own tenant's terms (so the work it
 does never grows with another tenant's documents), what a search finds is
 as before, Korean and diacritics and phrases included, and a store whose
-index was written before the keys is rewritten keyed when it opens."""
+index was written before the keys is rewritten keyed when it opens.
+
+An agent's memory is keyed again by (tenant, agent): its words are indexed
+under the tenant's terms and the agent's, a search by a key bound to an
+agent names only that agent's terms (so its work never grows with the
+tenant's other agents' memories), and a store keyed by tenant alone is
+rewritten when it opens."""
 
 from __future__ import annotations
 
@@ -17,11 +23,11 @@ import pytest
 from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock
 from memwarden.projections._access import Access
-from memwarden.projections._fts_keys import MARK_CHARS, keyed, tenant_mark, text_index_key
+from memwarden.projections._fts_keys import MARK_CHARS, agent_mark, keyed, tenant_mark, text_index_key
 from memwarden.projections._sqlite_view import SQLiteView
 from memwarden.projections._unicode61 import DIACRITICS, SEPARATORS
 
-from ..conftest import save_memory
+from ..conftest import agent_key, save_memory
 
 A, B = "acme", "globex"
 TEXTS = {
@@ -188,5 +194,158 @@ def test_a_store_of_unkeyed_words_is_rewritten_when_it_opens(tmp_path: Path, clo
         page = w.search(tenant=A, query_text="서울", mode="text", limit=10, caller=OPERATOR)
         assert [f.view.memory_id for f in page] == ["kept"]
         conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    finally:
+        w.close()
+
+
+PLANNER, OTHER = "planner", "other"
+
+
+@pytest.fixture
+def agents(tmp_path: Path, clock: FrozenClock) -> Iterator[Warden]:
+    """acme's planner holds each text once, its other agent five times, and
+    acme itself (no agent) once; globex's planner once."""
+    w = Warden(tmp_path / "agents.db", clock=clock)
+    for tenant, agent, copies in ((A, PLANNER, 1), (A, OTHER, 5), (A, None, 1), (B, PLANNER, 1)):
+        scope = {} if agent is None else {"agent": agent}
+        for name, (summary, content) in TEXTS.items():
+            for n in range(copies):
+                memory_id = f"{name}-{agent or 'tenant'}-{n}"
+                save_memory(w, memory_id, tenant=tenant, summary=summary, content=content, scope=scope)
+    save_memory(
+        w, "ends", tenant=A, summary="omega middle alpha", content="omega middle alpha", scope={"agent": PLANNER}
+    )
+    yield w
+    w.close()
+
+
+def test_an_agents_word_is_a_tenant_term_and_an_agent_term(agents: Warden) -> None:
+    conn = agents.store.conn  # type: ignore[attr-defined]
+    key = text_index_key(conn)
+    tenant = {A: tenant_mark(key, A), B: tenant_mark(key, B)}
+    agent = {(t, a): agent_mark(key, t, a) for t in (A, B) for a in (PLANNER, OTHER)}
+    assert len(set(tenant.values()) | set(agent.values())) == 6  # every mark apart
+    assert all(len(m) == MARK_CHARS for m in agent.values())
+    terms = vocabulary(conn)
+    for word in ("서울에서", "cafe", "creme", "foo", "bar", "baz"):
+        assert {t for t in terms if t.endswith(word) and len(t) == MARK_CHARS + len(word)} == {
+            tenant[A] + word,
+            tenant[B] + word,
+            agent[A, PLANNER] + word,
+            agent[A, OTHER] + word,
+            agent[B, PLANNER] + word,
+        }, word
+    # one planner memory's document holds each word under both marks, once each
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_at USING fts5vocab(main, memories_fts, 'instance')")
+    [mid] = conn.execute("SELECT mid FROM memories WHERE tenant = ? AND memory_id = 'seoul-planner-0'", (A,)).fetchone()
+    held = [t for (t,) in conn.execute("SELECT term FROM temp.fts_at WHERE doc = ? AND col = 'content'", (mid,))]
+    assert sorted(held) == sorted(
+        m + w for m in (tenant[A], agent[A, PLANNER]) for w in ("서울에서", "회의가", "있었다")
+    )
+    # a memory of no agent: its tenant's terms only
+    [mid] = conn.execute("SELECT mid FROM memories WHERE tenant = ? AND memory_id = 'seoul-tenant-0'", (A,)).fetchone()
+    held = [t for (t,) in conn.execute("SELECT term FROM temp.fts_at WHERE doc = ?", (mid,))]
+    assert held and all(t.startswith(tenant[A]) for t in held)
+
+
+def test_an_agent_bound_search_names_only_its_agents_terms(agents: Warden) -> None:
+    conn = agents.store.conn  # type: ignore[attr-defined]
+    view = SQLiteView(conn, agents.store.projector)  # type: ignore[attr-defined]
+    mark = agent_mark(text_index_key(conn), A, PLANNER)
+    for tenant in (A, None):
+        _sql, params = view.agent_query_sql(
+            tenant=tenant,
+            access=Access(tenants=(A,), agent=PLANNER),
+            filters={},
+            ids=None,
+            id_prefixes=None,
+            match=["서울", "foo-bar", "caf"],
+            content=None,
+            usable_at=None,
+            limit=10,
+            offset=0,
+        )
+        [expression] = [p for p in params if isinstance(p, str) and '"*' in p]
+        assert expression == f'"{mark}서울"* "{mark}foo-{mark}bar"* "{mark}caf"*'
+        terms = vocabulary(conn)
+        named = re.findall(rf"[0-9a-f]{{{MARK_CHARS}}}[^\s\"*-]+", expression)
+        read = {t for t in terms for n in named if t.startswith(n)}
+        assert read and all(t.startswith(mark) for t in read)
+    # the raw text-index path asks for the agent's terms too
+    assert view.match_query(["서울"], [A], PLANNER) == [f'"{mark}서울"*']
+
+
+def test_what_an_agent_bound_search_finds_is_its_agents(agents: Warden) -> None:
+    bound = agent_key(A, agent=PLANNER)
+
+    def found(text: str, caller: object = bound) -> list[str]:
+        page = agents.search(tenant=A, query_text=text, mode="text", limit=50, caller=caller)
+        return sorted(f.view.memory_id for f in page)
+
+    assert found("서울") == ["seoul-planner-0"]  # a Korean stem finds its inflected form
+    assert found("cafe") == ["cafe-planner-0", "nfd-planner-0"]
+    assert found("CAFÉ") == ["cafe-planner-0", "nfd-planner-0"]
+    assert found("brul") == ["cafe-planner-0"]  # a prefix
+    assert found("foo-bar") == ["phrase-planner-0"]  # a phrase
+    assert found("bar-foo") == []
+    assert found("회의 서울") == ["seoul-planner-0"]
+    # a phrase does not run from one copy of the text into the other
+    assert found("middle-alpha") == ["ends"]
+    assert found("alpha-omega") == []
+    assert found("alpha-omega", OPERATOR) == []
+    assert sorted(agents.search_ids("서울", tenant=A, caller=bound)) == ["seoul-planner-0"]
+    # tenant-wide searches still find every agent's memories and the tenant's own
+    everyone = ["planner-0", "tenant-0", *(f"{OTHER}-{n}" for n in range(5))]
+    assert found("서울", OPERATOR) == sorted(f"seoul-{x}" for x in everyone)
+    assert found("서울", agent_key(A)) == sorted(f"seoul-{x}" for x in everyone)
+    assert found("foo-bar", agent_key(A)) == sorted(f"phrase-{x}" for x in everyone)
+
+
+def test_a_store_keyed_by_tenant_alone_is_rewritten_when_it_opens(tmp_path: Path, clock: FrozenClock) -> None:
+    path = tmp_path / "tenant-only.db"
+    w = Warden(path, clock=clock)
+    save_memory(w, "mine", tenant=A, summary="서울 출장", content="서울에서 회의", scope={"agent": PLANNER})
+    save_memory(w, "theirs", tenant=A, summary="서울 출장", content="서울에서 회의", scope={"agent": OTHER})
+    save_memory(w, "shared", tenant=A, summary="서울 출장", content="서울에서 회의")
+    w.close()
+    # the index as a store keyed by tenant alone wrote it: a key of no shape, every word behind its tenant's mark
+    conn = sqlite3.connect(path, isolation_level=None)
+    old = bytes(32)
+    conn.execute("DROP TABLE text_index_key")
+    conn.execute("CREATE TABLE text_index_key (id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL)")
+    conn.execute("INSERT INTO text_index_key VALUES (1, ?)", (old,))
+    conn.execute("DELETE FROM memories_fts")
+    for mid, tenant, summary, content in conn.execute(
+        "SELECT m.mid, m.tenant, CAST(t.summary AS TEXT), CAST(t.content AS TEXT) FROM memories m JOIN texts t "
+        "ON t.tenant = m.tenant AND t.memory_id = m.memory_id AND t.version = m.version"
+    ).fetchall():
+        mark = tenant_mark(old, tenant)
+        conn.execute(
+            "INSERT INTO memories_fts (rowid, summary, content) VALUES (?, ?, ?)",
+            (mid, keyed(mark, summary), keyed(mark, content)),
+        )
+    assert {t[:MARK_CHARS] for t in vocabulary(conn)} == {tenant_mark(old, A)}
+    conn.close()
+
+    w = Warden(path, clock=clock)
+    try:
+        conn = w.store.conn  # type: ignore[attr-defined]
+        key = text_index_key(conn)
+        assert key != old  # a new index, a new key
+        marks = {tenant_mark(key, A), agent_mark(key, A, PLANNER), agent_mark(key, A, OTHER)}
+        terms = vocabulary(conn)
+        assert {m + "서울에서" for m in marks} <= terms
+        assert {t[:MARK_CHARS] for t in terms} == marks
+        page = w.search(tenant=A, query_text="서울", mode="text", limit=10, caller=agent_key(A, agent=PLANNER))
+        assert [f.view.memory_id for f in page] == ["mine"]
+        page = w.search(tenant=A, query_text="서울", mode="text", limit=10, caller=OPERATOR)
+        assert sorted(f.view.memory_id for f in page) == ["mine", "shared", "theirs"]
+        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    finally:
+        w.close()
+    # and opened again, it is not rewritten
+    w = Warden(path, clock=clock)
+    try:
+        assert text_index_key(w.store.conn) == key  # type: ignore[attr-defined]
     finally:
         w.close()
