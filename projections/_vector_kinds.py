@@ -41,13 +41,26 @@ CONNECTIVITY = 16
 EXPANSION_ADD = (
     64  # half the build of 128 (the build is most of a large tenant's wait); the breadth below makes up the recall
 )
-EXPANSION = 2048  # the least breadth that held recall@10 >= 0.95 at 200,000 vectors
+# the search breadth (usearch's ``expansion_search``) by the graph's size:
+# (at most this many vectors, breadth), the last for every size past them
+BREADTHS: tuple[tuple[int | None, int], ...] = (
+    (50_000, 2048),  # as before issue 62: a small graph's search at this breadth takes ~2 ms
+    (None, 256),  # placeholder
+)
 _FILLER_KEYS = 1 << 63  # fillers' keys: above every memory's
 # exact rows added at a time: a quarter more (at least 64), so an append is
 # amortised (not a copy per vector) while a small tenant's matrix stays near
 # its size (a fixed block made small tenants hold many times their bytes)
 _GROW_MIN = 64
 _GROW_SHARE = 4
+
+
+def breadth(size: int) -> int:
+    """The search breadth of a graph of ``size`` vectors (``BREADTHS``)."""
+    for most, wanted in BREADTHS:
+        if most is None or size <= most:
+            return wanted
+    return BREADTHS[-1][1]
 
 
 def normalised(data: Any, dims: int) -> np.ndarray:
@@ -202,8 +215,7 @@ class Hnsw:
         self.index = index or Index(
             ndim=dims, metric="cos", dtype="f16", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD
         )
-        # usearch's setter has no annotations, so mypy takes the property as read-only
-        self.index.expansion_search = EXPANSION  # type: ignore[misc]
+        self.breadth = 0  # the search breadth set on the graph, for its size (``_tuned``)
         self.key: dict[str, list[int]] = {}
         self.id_of: dict[int, str] = {}
         self.next_key = 0
@@ -229,7 +241,16 @@ class Hnsw:
             out.index.add(keys, rows, threads=0)
         out._mapped(keys.tolist(), ids)
         out.next_key = len(ids)
+        out._tuned()
         return out
+
+    def _tuned(self) -> None:
+        """The search breadth for the graph's size, set when it changes."""
+        wanted = breadth(len(self.id_of))
+        if wanted != self.breadth:
+            # usearch's setter has no annotations, so mypy takes the property as read-only
+            self.index.expansion_search = wanted  # type: ignore[misc]
+            self.breadth = wanted
 
     def _mapped(self, keys: list[int], ids: list[str]) -> None:
         for key, memory_id in zip(keys, ids, strict=True):
@@ -249,6 +270,7 @@ class Hnsw:
             del self.id_of[key]
         self.freed += len(keys)
         self.unscrubbed = True
+        self._tuned()
 
     def put(self, memory_id: str, vectors: np.ndarray | None) -> None:
         self.put_many([(memory_id, vectors)])
@@ -269,6 +291,7 @@ class Hnsw:
         self.index.add(keys, np.concatenate([v for _, v in added]), threads=0)
         self.freed = max(0, self.freed - len(ids))
         self._mapped(keys.tolist(), ids)
+        self._tuned()
 
     def held(self, memory_id: str) -> np.ndarray | None:
         """The rows this graph holds for ``memory_id`` (in 32 bits, from its 16), or None."""
@@ -349,6 +372,7 @@ class Hnsw:
         out.next_key, out.freed = int(meta["next_key"]), int(meta["freed"])
         if len(index) != len(out.id_of):
             raise ValueError("the graph and its ids disagree")
+        out._tuned()
         return out
 
     def nbytes(self) -> int:
