@@ -134,6 +134,8 @@ def test_a_file_far_behind_the_log_is_opened_from_the_view(
 
 
 def test_the_search_breadth_follows_the_graphs_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set when the graph is built, grows, shrinks or is restored; the
+    build's breadth by the size it is built at."""
     assert _vector_kinds.breadth(10) == _vector_kinds.BREADTHS[0][1]
     assert _vector_kinds.breadth(10**9) == _vector_kinds.BREADTHS[-1][1]
     sizes = [most for most, _ in _vector_kinds.BREADTHS]
@@ -150,5 +152,8 @@ def test_the_search_breadth_follows_the_graphs_size(monkeypatch: pytest.MonkeyPa
     assert graph.index.expansion_search == 48
     restored = _vector_kinds.Hnsw.load(DIMS, *graph.dump())
     assert restored.index.expansion_search == 48
+    monkeypatch.setattr(_vector_kinds, "EXPANSIONS_ADD", ((40, 24), (None, 72)))
+    assert _vector_kinds.Hnsw.built(DIMS, ["a"], rows[:1]).index.expansion_add == 24
+    assert _vector_kinds.Hnsw.built(DIMS, [f"m{i}" for i in range(50)], rows[:50]).index.expansion_add == 72
     graph.put_many([(f"m{i}", None) for i in range(50)])
     assert len(graph) == 50 and graph.index.expansion_search == 96

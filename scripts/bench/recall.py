@@ -294,6 +294,8 @@ def main() -> None:
     kind = next(d["kind"] for d in w.vector_index.describe() if d["tenant"] == BIG)
 
     big = measured(w, BIG, vectors[big_rows], [f"m{i}" for i in big_rows], [q for _, q in queries], runs)
+    print(f"{BIG}: recall@10 {big['recall']:.3f}, p99 {big['p99']:.2f} ms, exact p99 {big['exact_p99']:.2f} ms "
+          f"(built in {built_s:.0f}s)", file=sys.stderr)  # fmt: skip
     hashed = measured(w, HASHED, h_vectors / np.linalg.norm(h_vectors, axis=1, keepdims=True),
                       [f"h{i}" for i in range(hashed_n)], h_queries, runs)  # fmt: skip
 
@@ -312,6 +314,8 @@ def main() -> None:
     )
     leaked = sum(1 for page in answers for f in page if f.view.memory_id in revoked_ids)
     revoked_p99 = percentile(s, 0.99)
+    index_ratio = index_bytes / raw_bytes
+    print(f"{leaked} revoked served; index {index_ratio:.2f}x raw; hash recall {hashed['recall']:.3f}", file=sys.stderr)
     w.close()
     reopen_ms = reopened_ms(folder / "recall.db", settings, queries[1][1])
 
