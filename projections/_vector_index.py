@@ -313,7 +313,6 @@ class VectorIndex:
         started = time.monotonic()
         try:
             graph = Hnsw.built(t.dims, ids, rows)
-            del rows
             if self.on_built is not None:
                 self.on_built(t.tenant, agent)
             while not self._stop.is_set():

@@ -8,7 +8,7 @@ of floats would not fit; --size N: N), their vectors drawn from the
 clustered corpus (``_clustered``: seeded, shaped like a sentence model's
 embeddings, issue 62) and given with each save, the queries drawn the
 same way (never a stored vector). Beside them a tenant ``h00`` holds as
-many vectors as the big tenant (at most 100,000) of memwarden's hash
+many vectors as the big tenant (at most 50,000) of memwarden's hash
 embedder over texts of pseudo-words (near-orthogonal: no neighbourhoods
 for a graph to follow), asked queries sharing half a memory's words: its
 figures are reported and judged by nothing. In the
@@ -178,7 +178,7 @@ def batch_rates(
 
 
 HASHED = "h00"  # the tenant of the hash embedder's vectors, judged by nothing
-HASHED_MOST = 100_000
+HASHED_MOST = 50_000
 
 
 def hashed_corpus(n: int, n_queries: int) -> tuple[list[str], np.ndarray, list[np.ndarray], float]:
