@@ -264,7 +264,7 @@ def main() -> None:
     after_revoke = sized(parser_args, full=10_000, quick=1000, smoke=20)
     batch = sized(parser_args, full=BATCH, quick=BATCH, smoke=500)
     runs = parser_args.repeat or (1 if quick else 3)
-    peer_wanted = not million and n <= 200_000  # InMemoryStore's lists of floats past that would not fit
+    peer_wanted = not million and n <= 100_000  # past it, its scan in Python of each query would take minutes
     folder = scratch_dir("memwarden-recall-")
 
     print(f"drawing {n:,} clustered vectors ...", file=sys.stderr)
