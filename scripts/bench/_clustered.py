@@ -12,8 +12,10 @@ coordinates whose scales fall off as a power), plus a shared direction;
 a share of the vectors are near copies of an earlier one. Queries are
 drawn the same way from fresh noise (never a stored vector). ``stats``
 says what the parameters give: with these, the nearest stored
-neighbour of a query is at a cosine of about 0.65-0.9 and a random pair
-at about 0.1, as all-MiniLM-L6-v2's are on ordinary English text.
+neighbour of a query is at a cosine of 0.61-0.83 (10th to 90th
+percentile, median 0.72, at 50,000 and 100,000 stored) and a random pair
+at 0.09: the ranges a sentence model's similarities fall in (top-1
+about 0.6-0.9, a random pair about 0.0-0.2).
 """
 
 from __future__ import annotations
