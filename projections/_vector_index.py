@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,6 +70,9 @@ MEMORY_EVENTS = tuple(t for t in EVENT_TYPES if t.startswith("memory."))
 FOLLOWED = (*MEMORY_EVENTS, "revocation.issued")
 _CHUNK = 500  # memory ids per lookup of their vectors
 _STOP_CHECK = 0.05  # seconds between the follower's looks at its stop
+# a graph built beside its exact part takes over when at most this many
+# changes are left to apply to it (under the lock: about a tenth of a second)
+_SWAP_AT = 256
 
 
 class VectorRows(Protocol):
@@ -115,6 +118,11 @@ class IndexSettings:
     persist: bool = True
     exact_up_to: int = 20_000
     save_after: int = 1000  # changes to a tenant's index before the follower saves it
+    # a saved file more changes behind the log than this is not caught up
+    # but read again from the view (exact at once, its graph built beside):
+    # catching up inserts each change into a graph, about 5,000 a second on
+    # two cores, so opening takes seconds, not minutes, however far behind
+    catch_up_most: int = 20_000
     poll: float = 0.5  # the follower's pause when the log is ahead of the view, or the store unreachable
 
 
@@ -139,6 +147,9 @@ class VectorIndex:
         # vectors compared by searches in this process (exact rows scored,
         # distances the graph computed): what a search's work is measured in
         self.examined = 0
+        # called on a builder's thread when a graph is built, before it is
+        # brought up to its part and swapped in (tests hold a build there)
+        self.on_built: Callable[[str, str | None], None] | None = None
 
     # -- searching ------------------------------------------------------------
 
@@ -222,8 +233,9 @@ class VectorIndex:
                 except (KeyError, IndexError, ValueError, TypeError, RuntimeError) as exc:
                     log.warning("vector_index_unreadable", tenant=tenant, problem=str(exc))
                 else:
-                    self._catch_up([t], view, position)
-                    return t
+                    if self._catch_up([t], view, position, most=self.settings.catch_up_most):
+                        return t
+                    log.warning("vector_index_far_behind", tenant=tenant, position=at, view=position)
             else:
                 log.warning("vector_index_stale", tenant=tenant, position=at, view=position)
         t = TenantIndex(tenant, dims, position)
@@ -237,10 +249,13 @@ class VectorIndex:
         event = self._store.log.get(position)
         return event.hash if event is not None else "?"
 
-    def _catch_up(self, tenants: list[TenantIndex], view: VectorView, position: int) -> None:
+    def _catch_up(self, tenants: list[TenantIndex], view: VectorView, position: int, most: int | None = None) -> bool:
         """Apply to each of ``tenants`` the memory events and revocations
         after its position, up to ``position``: the memories they changed
-        take their current vectors and scope from the view (or leave)."""
+        take their current vectors and scope from the view (or leave).
+        False, and nothing applied, when more than ``most`` memories of one
+        tenant changed (each a graph insertion: a file that far behind is
+        opened faster from the view)."""
         from ._vector_parts import changes_of
 
         names = {t.tenant for t in tenants}
@@ -261,6 +276,8 @@ class VectorIndex:
         for t in tenants:
             destroyed = erased.get(t.tenant, 0) > t.position
             ids = [m for m, seq in changed[t.tenant].items() if seq > t.position]
+            if most is not None and len(ids) > most:
+                return False
             gone: set[str] = set()
             for seq, payload in revocations:
                 if seq > t.position and could_cover(payload, t.tenant):
@@ -273,6 +290,7 @@ class VectorIndex:
             t.position = position
             if destroyed:  # its file holds the erased vectors: saved again (overwriting it) at the next pass
                 t.changes = max(t.changes, self.settings.save_after)
+        return True
 
     # -- the graph past the threshold ----------------------------------------------
 
@@ -293,21 +311,36 @@ class VectorIndex:
             builder.start()
 
     def _build(self, t: TenantIndex, agent: str | None, part: Part, ids: list[str], rows: np.ndarray) -> None:
+        """The graph of a snapshot of ``part``, built and brought up to the
+        part beside it, outside the lock (searches and revocations go on
+        against the exact part meanwhile); the lock is taken only to read
+        what changed since the last look, and to swap once few changes are
+        left to apply."""
         from ._vector_kinds import Hnsw
 
         started = time.monotonic()
         try:
             graph = Hnsw.built(t.dims, ids, rows)
-            if self._stop.is_set():
+            if self.on_built is not None:
+                self.on_built(t.tenant, agent)
+            while not self._stop.is_set():
+                with self._lock:
+                    if self._tenants.get((t.tenant, t.dims)) is not t or t.parts.get(agent) is not part:
+                        return  # replaced meanwhile (a restore, or the part emptied): that one builds its own
+                    # what changed in the part since the last look, as the exact part holds it now
+                    changed = sorted(part.dirty or ())
+                    changes = [(m, part.index.held(m)) for m in changed]
+                    if len(changes) <= _SWAP_AT:
+                        graph.put_many(changes)
+                        graph.scrub()
+                        part.index, part.dirty = graph, None
+                        t.changes = max(t.changes, self.settings.save_after)  # saved by the next pass
+                        break
+                    part.dirty = set()
+                graph.put_many(changes)
+                graph.scrub()  # a removed vector's bytes leave the slot before the graph serves
+            else:
                 return
-            with self._lock:
-                if self._tenants.get((t.tenant, t.dims)) is not t or t.parts.get(agent) is not part:
-                    return  # replaced meanwhile (a restore, or the part emptied): that one builds its own
-                # what changed in the part since its snapshot, as the exact part holds it now
-                graph.put_many([(m, part.index.held(m)) for m in sorted(part.dirty or ())])
-                graph.scrub()
-                part.index, part.dirty = graph, None
-                t.changes = max(t.changes, self.settings.save_after)  # saved by the next pass
             log.info(
                 "vector_graph_built",
                 tenant=t.tenant,

@@ -8,10 +8,18 @@ stores f32 or f16, and saves to and restores from bytes (or maps a file
 read-only). FAISS is far larger and hnswlib is unmaintained.
 
 The HNSW index stores f16 (half the memory of f32, and the top ten over
-384 dimensions rank the same) with 16 links per node and a search breadth
-of ``EXPANSION``: the least breadth that holds the recall target, each
-doubling of it costing a query more time; f32 instead of f16 barely
-changes recall (the breadth, not the precision, decides).
+384 dimensions rank the same) with 16 links per node, a build breadth
+and a search breadth set by the graph's size (``EXPANSIONS_ADD``,
+``BREADTHS``), chosen on vectors clustered as a sentence model's are
+(``scripts/bench/hnsw_build.py``): a small graph searches broadly for
+about 2 ms, which holds recall even on unclustered vectors; a large one
+as broadly as its recall needs, each doubling of breadth costing a query
+about half again its time. f32 instead of f16 barely changes recall (the
+breadth, not the precision, decides).
+
+An int8 exact scan was measured as the cheaper exact search past the
+graph's reach and not taken: numpy has no int8 BLAS, and its int8
+matrix-vector product took twice the float32 one's time.
 
 A memory may hold several vectors (one version's ``embeddings``): each
 is a row (exact) or a key (HNSW) of its own, and a memory is as close to
@@ -37,17 +45,40 @@ from typing import Any
 import numpy as np
 from usearch.index import Index
 
+# links a node: 32 would take a graph's memory from about 1.0x to about 1.5x
+# the raw float32 (with the id maps, past the 1.5x target); its recall is made up by breadth
 CONNECTIVITY = 16
-EXPANSION_ADD = (
-    64  # half the build of 128 (the build is most of a large tenant's wait); the breadth below makes up the recall
+# the build's breadth by the size a graph is built at: (at most this many vectors, expansion_add)
+EXPANSIONS_ADD: tuple[tuple[int | None, int], ...] = (
+    (50_000, 64),  # a third of 128's build CPU; the small graph's breadth of 2,048 makes up its recall
+    (None, 128),  # at 100,000 clustered vectors: recall@10 0.979 against 64's 0.945 at breadth 128
 )
-EXPANSION = 2048  # the least breadth that held recall@10 >= 0.95 at 200,000 vectors
+# the search breadth (usearch's ``expansion_search``) by the graph's size:
+# (at most this many vectors, breadth), the last for every size past them
+BREADTHS: tuple[tuple[int | None, int], ...] = (
+    (50_000, 2048),  # as before issue 62: ~2 ms a search, and recall even on unclustered vectors
+    (200_000, 256),  # clustered, 100,000 and 200,000: recall@10 0.993 and 0.991 (128: 0.979), an eighth of 2,048's work
+    (None, 512),  # recall falls as the graph grows (0.002 a doubling at 256): past 200,000 a margin of twice
+)
 _FILLER_KEYS = 1 << 63  # fillers' keys: above every memory's
 # exact rows added at a time: a quarter more (at least 64), so an append is
 # amortised (not a copy per vector) while a small tenant's matrix stays near
 # its size (a fixed block made small tenants hold many times their bytes)
 _GROW_MIN = 64
 _GROW_SHARE = 4
+
+
+def by_size(table: tuple[tuple[int | None, int], ...], size: int) -> int:
+    """The value of ``table``'s first row whose size (None: any) holds ``size``."""
+    for most, value in table:
+        if most is None or size <= most:
+            return value
+    return table[-1][1]
+
+
+def breadth(size: int) -> int:
+    """The search breadth of a graph of ``size`` vectors (``BREADTHS``)."""
+    return by_size(BREADTHS, size)
 
 
 def normalised(data: Any, dims: int) -> np.ndarray:
@@ -197,13 +228,17 @@ class Hnsw:
 
     kind = "hnsw"
 
-    def __init__(self, dims: int, index: Index | None = None) -> None:
+    def __init__(self, dims: int, index: Index | None = None, size: int = 0) -> None:
+        """A graph of ``dims``: ``index`` (restored), or a new one for about ``size`` vectors."""
         self.dims = dims
         self.index = index or Index(
-            ndim=dims, metric="cos", dtype="f16", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD
+            ndim=dims,
+            metric="cos",
+            dtype="f16",
+            connectivity=CONNECTIVITY,
+            expansion_add=by_size(EXPANSIONS_ADD, size),
         )
-        # usearch's setter has no annotations, so mypy takes the property as read-only
-        self.index.expansion_search = EXPANSION  # type: ignore[misc]
+        self.breadth = 0  # the search breadth set on the graph, for its size (``_tuned``)
         self.key: dict[str, list[int]] = {}
         self.id_of: dict[int, str] = {}
         self.next_key = 0
@@ -223,13 +258,22 @@ class Hnsw:
     @classmethod
     def built(cls, dims: int, ids: list[str], rows: np.ndarray) -> Hnsw:
         """An index of ``rows`` (``ids[i]`` holds row ``i``), built on every core at once."""
-        out = cls(dims)
+        out = cls(dims, size=len(ids))
         keys = np.arange(len(ids), dtype=np.uint64)
         if ids:
             out.index.add(keys, rows, threads=0)
         out._mapped(keys.tolist(), ids)
         out.next_key = len(ids)
+        out._tuned()
         return out
+
+    def _tuned(self) -> None:
+        """The search breadth for the graph's size, set when it changes."""
+        wanted = breadth(len(self.id_of))
+        if wanted != self.breadth:
+            # usearch's setter has no annotations, so mypy takes the property as read-only
+            self.index.expansion_search = wanted  # type: ignore[misc]
+            self.breadth = wanted
 
     def _mapped(self, keys: list[int], ids: list[str]) -> None:
         for key, memory_id in zip(keys, ids, strict=True):
@@ -249,6 +293,7 @@ class Hnsw:
             del self.id_of[key]
         self.freed += len(keys)
         self.unscrubbed = True
+        self._tuned()
 
     def put(self, memory_id: str, vectors: np.ndarray | None) -> None:
         self.put_many([(memory_id, vectors)])
@@ -269,6 +314,7 @@ class Hnsw:
         self.index.add(keys, np.concatenate([v for _, v in added]), threads=0)
         self.freed = max(0, self.freed - len(ids))
         self._mapped(keys.tolist(), ids)
+        self._tuned()
 
     def held(self, memory_id: str) -> np.ndarray | None:
         """The rows this graph holds for ``memory_id`` (in 32 bits, from its 16), or None."""
@@ -349,6 +395,7 @@ class Hnsw:
         out.next_key, out.freed = int(meta["next_key"]), int(meta["freed"])
         if len(index) != len(out.id_of):
             raise ValueError("the graph and its ids disagree")
+        out._tuned()
         return out
 
     def nbytes(self) -> int:
