@@ -181,10 +181,9 @@ def test_a_derivation_chain_far_past_the_recursion_limit(tmp_path: Path, backend
     the square of its length): a recursing walk would fail past its limit
     whatever the limit, so a chain half again as long as a lowered one
     proves what one past the default 1,000 would."""
-    # low, with room for the stacks of pytest, the engine and the driver (at
-    # 200 psycopg's own calls can overflow, leaving its connection mid-query)
-    before, depth = sys.getrecursionlimit(), 450
-    sys.setrecursionlimit(300)
+    # low, with room for the stacks of pytest, the engine and the driver
+    before, depth = sys.getrecursionlimit(), 300
+    sys.setrecursionlimit(200)
     clock = FrozenClock("2026-01-05T09:00:00Z")
     w = Warden(
         backend.db(tmp_path, "deep.db"), clock=clock, limits=Limits(max_derivation_depth=1500), synchronous="OFF"
