@@ -70,6 +70,8 @@ class Promises(RuleBasedStateMachine):
         fetchers.register("src", lambda row: self.sources.get((row["tenant"], row["memory_id"]), "gone"))
         self.clock = FrozenClock(START)
         self.w = Warden(self.db, clock=self.clock, fetchers=fetchers, embedder=EMBEDDER)
+        # the erasure promise here is about what is stored and served, not the files' bytes
+        self.backend.erase_without_waiting(self.w)
         # a batch of two is large here: built before the write lock, judged again under it
         self.w.write_turns = WriteTurns(large=2)
         self.texts = itertools.count()
