@@ -21,6 +21,7 @@ from memwarden.events import (
     format_ts,
 )
 
+from ._sizes import larger
 from .conftest import Cli, save_memory
 
 TENANTS = ("acme", "globex")
@@ -143,7 +144,8 @@ OPS = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 60 logs of up to 30 steps, each checked at every seq, by default (150 under --runslow)
+@settings(max_examples=larger(60, 150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OPS, min_size=8, max_size=30))
 def test_at_every_seq_of_a_generated_log_the_indexed_view_equals_a_replay(ops: list[tuple[Any, ...]]) -> None:
     """Rows, policies and what was drawn from what, against a full replay
