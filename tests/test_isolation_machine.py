@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from memwarden.engine import OPERATOR, Fetchers, InvalidInput, MemoryErased, MemoryNotFound, RevokedScope, Warden
 from memwarden.engine.testing import in_memory_warden
 
+from ._sizes import larger
 from .conftest import agent_key
 
 IDS = ["m1", "m:2", "메모"]
@@ -147,7 +148,8 @@ class TwoTenants(RuleBasedStateMachine):
         self.alone.w.close()
 
 
+# 40 runs of 25 steps by default (80 under --runslow)
 TwoTenants.TestCase.settings = settings(
-    max_examples=80, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=larger(40, 80), stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestTwoTenants = TwoTenants.TestCase

@@ -13,6 +13,7 @@ from memwarden.engine._derivation import Judge
 from memwarden.engine.testing import in_memory_warden
 from memwarden.projections import Projector, SQLiteView, private_view
 
+from .._sizes import larger
 from ..test_asof import OPS, TENANTS, apply
 
 
@@ -39,7 +40,8 @@ def indexed_answers(w: Warden, seq: int) -> dict[tuple[str, str], tuple[Any, ...
     return out
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 40 logs of up to 30 steps by default, each compared at every seq (100 under --runslow)
+@settings(max_examples=larger(40, 100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OPS, min_size=8, max_size=30))
 def test_the_gates_answers_then_equal_a_full_replays(ops: list[tuple[Any, ...]]) -> None:
     w = in_memory_warden()
