@@ -32,7 +32,14 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[FLAG] = "1"
 
 
+# files that take minutes, most of it waiting on their suites' sleeps and servers: collected
+# first, so that the test workers' other files fill those waits instead of the run's end waiting
+# on them (each file runs on one worker, in collection order)
+FIRST = ("test_langgraph_conformance", "test_promises")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.path.name.startswith(FIRST))  # stable: each file's order kept
     if config.getoption("--runslow"):
         return
     skip = pytest.mark.skip(reason="larger setting: pass --runslow")

@@ -414,7 +414,9 @@ class Promises(RuleBasedStateMachine):
                 assert view.scope["tenant"] == tenant, (tenant, memory_id)
 
 
-@pytest.mark.parametrize("examples", [pytest.param(25, id="ci"), pytest.param(400, id="long", marks=pytest.mark.slow)])
+# 15 runs of 30 steps by default, every promise checked after each step (on PostgreSQL 25 ran
+# past the 120 s bound on a loaded machine); 400 under --runslow
+@pytest.mark.parametrize("examples", [pytest.param(15, id="ci"), pytest.param(400, id="long", marks=pytest.mark.slow)])
 def test_the_promises_hold_against_every_write_path(backend: Backend, tmp_path: Path, examples: int) -> None:
     Promises.backend, Promises.root = backend, tmp_path
     run_state_machine_as_test(
