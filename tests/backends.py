@@ -48,6 +48,11 @@ class Backend(ABC):
     def module_ended(self) -> None:  # noqa: B027 (a file per store needs nothing back)
         """A test module ended: what its stores held may be lent again."""
 
+    def erase_without_waiting(self, warden: Any) -> None:  # noqa: B027 (SQLite's erasure waits for nothing)
+        """Let ``warden``'s erasures rewrite the files at once, for a test
+        that asks nothing of the erased bytes leaving them (tests/test_erase.py
+        does): an erasure may otherwise wait for transactions elsewhere."""
+
     @abstractmethod
     def db(self, tmp_path: Path, name: str = "memwarden.db") -> Any:
         """What ``--db`` names for a fresh store of this backend (the same
@@ -268,6 +273,7 @@ class PostgresBackend(Backend):
         self._lent: dict[str, str] = {}  # the store a test named -> its database, until the module ends
         self._migrated: list[str] = []  # memwarden's schema, no rows: ready to lend as a store
         self._pristine: tuple[list[Any], dict[str, list[tuple[Any, ...]]]] | None = None
+        self._template = ""  # the store as made, copied for each new one (see _clone_pristine)
 
     def available(self) -> str | None:
         if self._admin is not None:
@@ -288,6 +294,7 @@ class PostgresBackend(Backend):
         self._admin.close()
         self._admin = None
         made, self._made, self._free, self._lent, self._migrated = self._made, [], [], {}, []
+        self._pristine, self._template = None, ""
         # each DROP DATABASE waits for a checkpoint of the whole server
         # (seconds once others write): a process of its own drops them, and
         # what an earlier session's left behind, while this one ends
@@ -354,7 +361,7 @@ class PostgresBackend(Backend):
         if key not in self._lent:
             if self._pristine is None:
                 self._pristine = self._make_pristine()
-            self._lent[key] = self._migrated.pop() if self._migrated else self.lend().rsplit("/", 1)[1]
+            self._lent[key] = self._migrated.pop() if self._migrated else self._clone_pristine()
         return f"{self.server}/{self._lent[key]}"
 
     def scratch(self, tmp_path: Path, name: str = "scratch") -> str:
@@ -377,14 +384,36 @@ class PostgresBackend(Backend):
     def _make_pristine(self) -> tuple[list[Any], dict[str, list[tuple[Any, ...]]]]:
         """What a store holds once opened: its schema's fingerprint and the
         rows its making writes, to tell a store a test left as memwarden
-        made it (truncated and lent again) from one it damaged."""
+        made it (truncated and lent again) from one it damaged. The store
+        stays as made, never lent: the template new stores are copied from."""
         from memwarden.engine import Warden
 
         url = self.lend()
         Warden(url).close()
         found = making(url)
-        self._migrated.append(url.rsplit("/", 1)[1])
+        self._template = url.rsplit("/", 1)[1]
         return found
+
+    def _clone_pristine(self) -> str:
+        """A new database holding a store as memwarden makes it, copied from
+        the template (a copy of a small database instead of making the
+        schema again: a second or more of the server's work for each)."""
+        name = f"memwarden_test_{os.getpid()}_{len(self._made)}"
+        # a copy needs its template without sessions (a closed Warden's may still be ending)
+        self._admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (self._template,),
+        )
+        self._admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self._admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self._template}"')
+        self._admin.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
+        self._made.append(name)
+        return name
+
+    def erase_without_waiting(self, warden: Any) -> None:
+        # before its VACUUM FULL an erasure waits (30 s at most) for every
+        # older transaction on the server, the other test workers' too
+        warden.store.erasure_wait = 0.0
 
     def _run(self, db: Db, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         import psycopg

@@ -32,6 +32,27 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[FLAG] = "1"
 
 
+# files of a test or two that take minutes, most of it waiting on their suites' sleeps and
+# servers: handed out first, so that the test workers' other files fill those waits instead of the
+# run's end waiting on them (xdist hands out the files with the most tests first)
+FIRST = ("test_langgraph_conformance", "test_promises")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongFilesFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node: Any) -> None:
+            for scope in [s for s in self.workqueue if Path(s).name.startswith(FIRST)]:
+                self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    return LongFilesFirst(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--runslow"):
         return

@@ -154,7 +154,7 @@ def test_at_every_seq_of_a_generated_log_the_indexed_view_equals_a_replay(backen
 
     # PostgreSQL's examples cost a round trip per read: fewer in the default run
     @settings(
-        max_examples=150 if backend.name == "sqlite" else larger(12, 150),
+        max_examples=larger(60, 150) if backend.name == "sqlite" else larger(12, 150),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )

@@ -12,6 +12,8 @@ from memwarden.engine import decide
 from memwarden.events import RecordedEvent
 from memwarden.projections import fold_memory, revoke_row
 
+from ._sizes import larger
+
 T = [f"2026-01-05T{h:02d}:00:00.000000Z" for h in range(24)]
 
 EVENT = st.one_of(
@@ -182,7 +184,8 @@ def engine(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | None]:
     return decision.usable, decision.reason
 
 
-@settings(max_examples=3000, deadline=None)
+# 1,000 histories of up to twelve events by default, each against the reference (3,000 under --runslow)
+@settings(max_examples=larger(1000, 3000), deadline=None)
 @given(st.lists(EVENT, max_size=12), st.integers(0, 23))
 def test_gate_and_fold_match_the_reference(history: list[tuple[Any, ...]], now: int) -> None:
     # clamp times the strategies may push past the day

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,10 +32,17 @@ class Server:
 
     def client(self, who: str | None = None) -> httpx.Client:
         headers = {"x-api-key": self.keys[who]} if who else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        return plain_client(base_url=self.url, headers=headers, timeout=30)
 
     def head(self) -> int:
         return self.client("auditor").get("/v1/audit/head").json()["seq"]
+
+
+def plain_client(**options: Any) -> httpx.Client:
+    """A client for the test servers' plain http:// (never TLS): without
+    the CA bundle httpx otherwise loads for every client it makes, most of
+    the making's cost (the suites make thousands)."""
+    return httpx.Client(verify=False, **options)
 
 
 def free_port() -> int:
@@ -102,15 +110,16 @@ def start_server(db: Path | str, *extra: str, policy_file: Path | None = None) -
     output.close()  # the child has its own descriptor
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"server did not start: {log_file.read_text(encoding='utf-8')}")
-        time.sleep(0.1)
+    with plain_client(timeout=1) as polling:
+        while True:
+            try:
+                if polling.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start: {log_file.read_text(encoding='utf-8')}")
+            time.sleep(0.1)
     return Server(url, db, keys, proc)
 
 

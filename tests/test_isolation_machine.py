@@ -159,7 +159,7 @@ def test_nothing_one_tenant_does_shows_through_the_wall(backend: Backend, tmp_pa
     run_state_machine_as_test(
         lambda: TwoTenants(backend, tmp_path),  # type: ignore[arg-type]  # a factory serves as the class
         settings=settings(
-            max_examples=larger(80, 200) if sqlite else larger(10, 80),
+            max_examples=larger(40, 200) if sqlite else larger(10, 80),
             stateful_step_count=25 if sqlite else larger(12, 25),
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

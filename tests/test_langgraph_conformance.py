@@ -42,11 +42,12 @@ def suites_pass_but_for_the_listed_differences(tmp_path: Path, legs: list[str]) 
             assert tally["passed"] > 80 and tally["of which built a store"] > 80, (name, leg, tally)
 
 
-# each suite's legs take minutes: in-process and over the client here, PostgreSQL in a file of its
-# own (test_langgraph_conformance_postgres.py), so two workers share them
+# each leg takes a minute or more, most of it their suites' sleeps and waits: in process on
+# SQLite here, over the client and on PostgreSQL in files of their own
+# (test_langgraph_conformance_client.py, _postgres.py), so three workers share them
 @pytest.mark.timeout(900)
-def test_langgraphs_store_suites_pass_in_process_and_over_the_client(tmp_path: Path) -> None:
-    suites_pass_but_for_the_listed_differences(tmp_path, ["sqlite", "client"])
+def test_langgraphs_store_suites_pass_in_process(tmp_path: Path) -> None:
+    suites_pass_but_for_the_listed_differences(tmp_path, ["sqlite"])
 
 
 def test_a_failure_the_list_does_not_name_fails_the_run(tmp_path: Path) -> None:

@@ -18,11 +18,13 @@ from mcp import Client
 from memwarden.engine import OPERATOR, Warden
 from memwarden.engine.faces.mcp import build_server
 
+from ._sizes import larger
 from .backends import Backend
 from .test_http_fuzz import JSON, SCALAR
 
-# examples per run; MEMWARDEN_FUZZ_EXAMPLES=3000 for a long hunt
-EXAMPLES = int(os.environ.get("MEMWARDEN_FUZZ_EXAMPLES", "250"))
+# examples per run; MEMWARDEN_FUZZ_EXAMPLES=3000 for a long hunt. By default 120
+# of one to four calls (each of the eight tools some thirty times), 250 under --runslow
+EXAMPLES = int(os.environ.get("MEMWARDEN_FUZZ_EXAMPLES", larger("120", "250")))
 
 # for each tool: whether it answered (False) and refused (True) at least once
 REACHED: dict[str, set[bool]] = {}

@@ -18,12 +18,15 @@ from memwarden.engine import OPERATOR, InvalidInput, KeyStore, Scheduler, SinkWo
 from memwarden.engine.faces.http import create_app
 from memwarden.engine.sinks._records import deadline_event, outcome_event, record
 
+from ._sizes import larger
 from .backends import Backend
 from .conftest import START
 
 # rounds of REQUESTS at once, each racing the other requests and both
-# jobs: 1,000 races in all across the two backends, more where one costs less
-ROUNDS = {"sqlite": 120, "postgres": 80}
+# jobs: 1,000 races in all across the two backends under --runslow, more
+# where one costs less; by default half: still 500 races of a commit
+# against both jobs, each of the three orders many times
+ROUNDS = {"sqlite": larger(60, 120), "postgres": larger(40, 80)}
 REQUESTS = 5
 
 

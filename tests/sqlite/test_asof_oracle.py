@@ -58,7 +58,7 @@ def indexed_answers(w: Warden, seq: int) -> dict[tuple[str, str], tuple[Any, ...
 def test_the_gates_answers_then_equal_a_full_replays(under_test: Backend, tmp_path: Path) -> None:
     # PostgreSQL's examples cost a round trip per read: fewer in the default run
     @settings(
-        max_examples=100 if under_test.name == "sqlite" else larger(12, 100),
+        max_examples=larger(40, 100) if under_test.name == "sqlite" else larger(12, 100),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
