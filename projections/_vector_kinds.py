@@ -10,8 +10,8 @@ read-only). FAISS is far larger and hnswlib is unmaintained.
 The HNSW index stores f16 (half the memory of f32, and the top ten over
 384 dimensions rank the same) with 16 links per node, a build breadth
 and a search breadth set by the graph's size (``EXPANSIONS_ADD``,
-``BREADTHS``), chosen on vectors clustered as a sentence model's are
-(``scripts/bench/hnsw_build.py``): a small graph searches broadly for
+``BREADTHS``), chosen by measuring recall on vectors clustered as a
+sentence model's are: a small graph searches broadly for
 about 2 ms, which holds recall even on unclustered vectors; a large one
 as broadly as its recall needs, each doubling of breadth costing a query
 about half again its time. f32 instead of f16 barely changes recall (the
