@@ -14,6 +14,7 @@ triggers, FTS5 structure records, tampering with the file) is tested in
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import sqlite3
 import subprocess
@@ -269,6 +270,9 @@ class PostgresBackend(Backend):
         self.server = server
         self._admin: Any = None
         self._made: list[str] = []  # every database this session created: dropped at its end
+        # in each name beside the pid: pids come round again (32,768 of them),
+        # and an ended session's dropper, still at work, must not drop a new one's
+        self._nonce = secrets.token_hex(4)
         self._free: list[str] = []  # emptied, ready to lend
         self._lent: dict[str, str] = {}  # the store a test named -> its database, until the module ends
         self._migrated: list[str] = []  # memwarden's schema, no rows: ready to lend as a store
@@ -326,7 +330,7 @@ class PostgresBackend(Backend):
             url = f"{self.server}/{self._migrated.pop()}"
             self._remake_schema(url)
             return url
-        return self.new_database(f"memwarden_test_{os.getpid()}_{len(self._made)}")
+        return self.new_database(f"memwarden_test_{os.getpid()}_{self._nonce}_{len(self._made)}")
 
     def give_back(self, url: str) -> None:
         """Empty the database at ``url`` and lend it again, its connections
@@ -398,7 +402,7 @@ class PostgresBackend(Backend):
         """A new database holding a store as memwarden makes it, copied from
         the template (a copy of a small database instead of making the
         schema again: a second or more of the server's work for each)."""
-        name = f"memwarden_test_{os.getpid()}_{len(self._made)}"
+        name = f"memwarden_test_{os.getpid()}_{self._nonce}_{len(self._made)}"
         # a copy needs its template without sessions (a closed Warden's may still be ending)
         self._admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
