@@ -17,8 +17,8 @@ from memwarden.engine import OPERATOR, InvalidInput, Limits, Warden
 from memwarden.engine._readback import python_path
 from memwarden.events import FrozenClock
 
+from ._http_server import Server, save_body, start_server
 from .backends import Backend
-from .test_http import Server, save_body, start_server
 
 CONTENT = 2000  # the largest content in the Python API's tests
 BUDGET = 5000  # their answer's bound: three memories of about 1,500 bytes fit, four do not

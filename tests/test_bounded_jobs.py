@@ -13,9 +13,9 @@ from memwarden.engine import OPERATOR, InvalidInput, Scheduler, TtlPolicy, Warde
 from memwarden.engine._readback import _first_word
 from memwarden.events import FrozenClock
 
+from ._http_server import Server, save_body, server  # noqa: F401  (the live server fixture)
 from .backends import Backend
 from .conftest import save_memory
-from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
 POISONED = ["\u001bfoo rest", "x" * 1500 + " tail", '"""*** ( NEAR', "\u001b[2J\u001b]0;title\u0007 more"]
 

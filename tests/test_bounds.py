@@ -13,8 +13,8 @@ from memwarden.engine import MAX_BATCH, OPERATOR, InvalidInput, StaleView, Warde
 from memwarden.engine._derivation import TREE_NODES
 from memwarden.engine._joined import Joined
 
+from ._http_server import Server, save_body, server  # noqa: F401  (the live server fixture)
 from .conftest import Cli, save_memory
-from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
 
 def _nodes(node: dict[str, Any]) -> int:

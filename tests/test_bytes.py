@@ -13,9 +13,9 @@ import pytest
 from memwarden.engine import OPERATOR, BatchRefused, Warden, answer
 from memwarden.events import UnstorableText
 
+from ._http_server import Server, save_body, server  # noqa: F401  (the live server fixture)
 from .backends import Backend, SQLiteBackend
 from .conftest import Cli, memwarden_subprocess, save_memory
-from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
 BAD = {"NUL": "before\x00after", "surrogate": "before\ud800after"}
 

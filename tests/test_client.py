@@ -34,7 +34,7 @@ from memwarden.engine import (
 )
 from memwarden.engine._tokens import is_token
 
-from .test_http import Server, start_server
+from ._http_server import Server, start_server
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ from memwarden.client import AsyncClient, Client, UntrustedAnswer
 from memwarden.engine import InvalidInput, StaleView, Warden
 from memwarden.engine._tokens import is_token
 
+from ._http_server import Server, start_server
 from .test_client import CLIENTS, fields
-from .test_http import Server, start_server
 
 BASE = "http://memwarden.test:8077"
 KEY = "mw_0123456789ab_secret"

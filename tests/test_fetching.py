@@ -23,8 +23,8 @@ from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import OPERATOR, AddressPolicy, Fetchers, FetchFailed, PolicyFile, Scheduler, TtlPolicy, Warden
 from memwarden.events import FrozenClock
 
+from ._http_server import Server, save_body, start_server
 from .backends import Backend
-from .test_http import Server, save_body, start_server
 
 SECRET = "internal: db password hunter2"
 

@@ -20,8 +20,8 @@ from memwarden.engine.faces.mcp import build_server
 from memwarden.integrations.langgraph import MemwardenStore
 from pydantic import BaseModel, ValidationError
 
+from ._http_server import save_body
 from .conftest import Cli, agent_key
-from .test_http import save_body
 
 
 @pytest.fixture

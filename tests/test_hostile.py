@@ -20,9 +20,9 @@ from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import MAX_BATCH, OPERATOR, InvalidInput, KeyStore, Limits, PolicyFile, TooLarge, Warden
 from memwarden.events import FrozenClock, content_checksum
 
+from ._http_server import Server, save_body, server  # noqa: F401  (the live server fixture)
 from .backends import Backend
 from .conftest import Cli
-from .test_http import Server, save_body, server  # noqa: F401  (the live server fixture)
 
 HUGE = "9" * 23
 

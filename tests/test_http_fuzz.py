@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ._http_server import Server, plain_client, start_server
 from ._sizes import larger
 from .backends import Backend
-from .test_http import Server, plain_client, start_server
 
 # examples per run and backend, shared by the operations; MEMWARDEN_FUZZ_EXAMPLES=3000
 # for a long hunt. By default five an operation on each backend (310 hostile

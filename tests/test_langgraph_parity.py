@@ -26,8 +26,8 @@ from memwarden.client import AsyncClient
 from memwarden.engine import OPERATOR, Warden
 from memwarden.integrations.langgraph import MemwardenStore
 
+from ._http_server import Server, start_server
 from .conftest import agent_key
-from .test_http import Server, start_server
 
 AGENT = agent_key("acme", key_id="lg-parity")
 BOTH = agent_key("acme", "globex", key_id="lg-both")

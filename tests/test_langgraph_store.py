@@ -29,8 +29,8 @@ from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock
 from memwarden.integrations.langgraph import MemwardenStore
 
+from ._http_server import Server, start_server
 from .conftest import agent_key
-from .test_http import Server, start_server
 
 AGENT = agent_key("acme", key_id="lg-bot")
 

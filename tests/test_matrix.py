@@ -26,9 +26,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import OPERATOR, HashEmbedder, Warden
 
+from ._http_server import Server, start_server
 from .backends import Backend
 from .conftest import Cli
-from .test_http import Server, start_server
 
 TENANTS = ("acme", "globex")
 IDS = ("shared", "a:b", "a/b", "50%", "메모-1")

@@ -15,8 +15,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import OPERATOR, Warden
 
+from ._http_server import Server, server  # noqa: F401  (the live server fixture)
 from .backends import Backend
-from .test_http import Server, server  # noqa: F401  (the live server fixture)
 
 TOOLS = {
     "memory_save",

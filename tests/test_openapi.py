@@ -15,8 +15,8 @@ from memwarden.engine import Warden
 from memwarden.engine.faces.http import create_app
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
+from ._http_server import Server
 from ._sizes import larger
-from .test_http import Server
 from .test_http_fuzz import quiet_server  # noqa: F401  (the live server fixture: one server with a seed memory)
 
 ROLE_OF = {

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from memwarden.engine import OPERATOR, Warden
 
+from ._http_server import server_log, start_server
 from ._wait import wait_for
 from .conftest import Cli
-from .test_http import server_log, start_server
 
 FAMILIES = (
     "memwarden_saves_total",

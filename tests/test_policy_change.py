@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from memwarden.engine import OPERATOR, Warden
 
+from ._http_server import Server, server  # noqa: F401  (the live server fixture)
 from .conftest import Cli, save_memory
-from .test_http import Server, server  # noqa: F401  (the live server fixture)
 
 
 def _populate(w: Warden) -> None:

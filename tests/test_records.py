@@ -12,9 +12,9 @@ import httpx
 import pytest
 from memwarden.engine import OPERATOR, InvalidInput, Warden
 
+from ._http_server import Server, server  # noqa: F401  (the live server fixture)
 from .backends import Backend
 from .conftest import Cli
-from .test_http import Server, server  # noqa: F401  (the live server fixture)
 
 ARTICLE = (
     '{"memory_id": "mem_01J9R", "kind": "external_fact", "summary": "배포 API는 승인된 프로젝트에서만 실행한다", '

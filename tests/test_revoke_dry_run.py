@@ -7,8 +7,8 @@ import pytest
 from memwarden.engine import OPERATOR, InvalidInput, Warden
 from memwarden.events import FrozenClock
 
+from ._http_server import Server, server  # noqa: F401  (the live server fixture)
 from .conftest import Cli, save_memory
-from .test_http import Server, server  # noqa: F401  (the live server fixture)
 from .test_revoke import populated  # noqa: F401  (four memories in two tenants)
 
 SELECTORS = [

@@ -20,7 +20,7 @@ from memwarden.engine.faces.http import create_app
 from memwarden.engine.faces.mcp import build_server
 from memwarden.events import FrozenClock
 
-from .test_http import Server, start_server
+from ._http_server import Server, start_server
 
 TEXT = "배포 승인은 검토자 두 명이 필요하다"
 

@@ -24,9 +24,9 @@ from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import OPERATOR, InvalidInput, KeyStore, Principal, StaleView, Warden
 from memwarden.engine._tokens import MAX_GIVEN, Positions, Tokens, is_token
 
+from ._http_server import Server, save_body, start_server
 from .backends import Backend
 from .console.test_console_http import signed_in
-from .test_http import Server, save_body, start_server
 
 # the names under which an answer could give a log position
 POSITIONS = {"seq", "last_seq", "head", "head_seq", "view_position", "position"}

@@ -17,8 +17,8 @@ import pytest
 from memwarden.engine import OPERATOR, TooManyWaiters, Warden
 from memwarden.engine.faces.http._waiting import HeadWatch
 
+from ._http_server import Server, save_body, start_server
 from ._sizes import larger
-from .test_http import Server, save_body, start_server
 
 LONG_POLLS = larger(200, 500)  # past the thread pool (40) many times over either way
 

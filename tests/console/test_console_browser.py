@@ -15,7 +15,7 @@ import httpx
 import pytest
 from memwarden.engine import OPERATOR, KeyStore, Warden
 
-from ..test_http import Server, save_body, start_server
+from .._http_server import Server, save_body, start_server
 
 expect = pytest.importorskip("playwright.sync_api").expect  # the browser suite skips without it
 
@@ -315,7 +315,7 @@ def test_sessions_forms_and_the_key(page: Any, server: Server, tmp_path: Path) -
     page.goto(f"{server.url}/console/audit")
     assert "/console/login" in page.url
     # no key ever reached the server's log
-    from ..test_http import server_log
+    from .._http_server import server_log
 
     text = server_log(server.db).read_text(encoding="utf-8")
     assert key not in text and fresh not in text

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from ..test_http import Server, save_body, start_server
+from .._http_server import Server, save_body, start_server
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ import pytest
 from memwarden.engine import OPERATOR, KeyStore, Warden
 from memwarden.engine._scheduler import Scheduler
 
-from ..test_http import Server, start_server
+from .._http_server import Server, start_server
 
 expect = pytest.importorskip("playwright.sync_api").expect  # the browser suite skips without it
 

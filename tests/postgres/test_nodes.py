@@ -24,9 +24,9 @@ from mcp.client.streamable_http import streamable_http_client
 from memwarden.engine import OPERATOR, Warden, readback_records
 from memwarden.events import FrozenClock
 
+from .._http_server import Server, save_body, start_server
 from .._wait import wait_for
 from ..conftest import saved
-from ..test_http import Server, save_body, start_server
 from ..test_mcp import structured
 
 PER_TENANT = 60
