@@ -32,7 +32,7 @@ KEYS = {"metric", "value", "unit", "baseline", "ratio", "target", "met"}
 # what a benchmark needs beside the project, and how its run is pointed there
 NEEDS_POSTGRES = {"postgres.py"}
 NEEDS_REDIS = {"sinks.py"}
-REDIS = os.environ.get("MEMWARDEN_TEST_REDIS", "redis://127.0.0.1:6379/9")  # as tests/test_sinks.py's
+REDIS = os.environ.get("MEMWARDEN_TEST_REDIS", "redis://127.0.0.1:6379/9")  # as tests/_sinks.py's
 
 
 def missing_or_skip(missing: str | None, what: str) -> None:

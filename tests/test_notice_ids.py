@@ -10,9 +10,9 @@ from typing import Any
 
 from memwarden.engine import OPERATOR, Warden, restore, sinks_from_table
 
+from ._sinks import LOOPBACK, receiver, save_n
 from .backends import Backend
 from .sink_receiver import Receiver
-from .test_sinks import LOOPBACK, receiver, save_n
 
 __all__ = ["receiver"]  # the fixture, shared
 

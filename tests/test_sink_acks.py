@@ -25,8 +25,8 @@ from memwarden.engine import (
 from memwarden.engine.faces.http import create_app
 from standardwebhooks import Webhook
 
+from ._sinks import LOOPBACK, notice_of, receiver, save_n
 from .sink_receiver import Receiver, new_secret
-from .test_sinks import LOOPBACK, notice_of, receiver, save_n
 
 __all__ = ["receiver"]  # the fixture, shared
 

@@ -15,8 +15,8 @@ import pytest
 from memwarden.engine import OPERATOR, Scheduler, SharedBackoff, SinkWorker, Warden, sinks_from_table
 from memwarden.events import FrozenClock
 
+from ._sinks import LOOPBACK, notice_of, receiver, save_n
 from .sink_receiver import Receiver
-from .test_sinks import LOOPBACK, notice_of, receiver, save_n
 
 __all__ = ["receiver"]  # the fixture, shared
 

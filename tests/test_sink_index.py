@@ -17,7 +17,7 @@ from memwarden.engine.sinks import _index as index_sink
 from memwarden.events._sqlite_readers import ReaderPool
 from memwarden.projections import SQLView, TakenAt
 
-from .test_sinks import save_n
+from ._sinks import save_n
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from memwarden.engine import OPERATOR, SinkWorker, Warden, read_back, readback_r
 from memwarden.events import FrozenClock, SinkReadbackRecorded
 from pydantic import ValidationError
 
+from ._sinks import LOOPBACK, notice_of, prefix, receiver, redis_server, save_n, sink_table
 from .backends import Backend
 from .conftest import Cli
 from .sink_receiver import Receiver
-from .test_sinks import LOOPBACK, notice_of, prefix, receiver, redis_server, save_n, sink_table
 
 __all__ = ["prefix", "receiver", "redis_server"]  # the fixtures, shared
 

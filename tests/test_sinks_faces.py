@@ -14,9 +14,7 @@ from fastapi.testclient import TestClient
 from memwarden.engine import OPERATOR, KeyStore, Warden, metrics, read_back
 from memwarden.engine.faces.http import create_app
 
-from .conftest import Cli
-from .sink_receiver import Receiver
-from .test_sinks import (
+from ._sinks import (
     notice_of,
     open_warden,
     policy_file,
@@ -27,6 +25,8 @@ from .test_sinks import (
     save_n,
     sink_table,
 )
+from .conftest import Cli
+from .sink_receiver import Receiver
 
 __all__ = ["prefix", "receiver", "redis_server"]  # the fixtures, shared
 
