@@ -21,13 +21,13 @@ from memwarden.events import RecordedEvent, canonical_json, version_key
 from memwarden.events.sqlite import column_types, has_table
 
 from ._fold import COLUMNS, TERMINAL_SQL, fold_memory
-from ._fts_documents import TextSource, fill_documents, stored_texts, write_documents
-from ._fts_keys import is_keyed, make_key
+from ._fts_documents import TextSource, drop_documents, external_index, fill_documents, stored_texts, write_documents
+from ._fts_keys import is_keyed, keying, make_key
 from ._revocation_cache import RevocationCache
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows, on_sqlite
 from ._selector import selector_sql
 from ._text_index import drop_text_index
-from ._usable_schema import INDEXES, SCHEMA, TABLES
+from ._usable_schema import FTS_EXTERNAL, FTS_OWN, FTS_SOURCE, INDEXES, SCHEMA, TABLES
 
 _UPSERT = (
     f"INSERT INTO memories (mid, {QUOTED_COLUMNS}) "
@@ -108,10 +108,21 @@ class UsableProjection:
         # a text index of before its words were keyed by tenant, or by
         # tenant alone and not by agent too (_fts_keys)
         unkeyed = has_table(on_sqlite(conn), "memories_fts") and not is_keyed(on_sqlite(conn))
+        external = self.text_source is stored_texts and has_table(on_sqlite(conn), "texts")
+        # a store's index of before it read its documents from the view
+        # holds a copy of every text: written again without it
+        copied = external and has_table(on_sqlite(conn), "memories_fts") and not external_index(conn)
         for statement in SCHEMA:
+            if statement is FTS_OWN and external:
+                conn.execute(FTS_SOURCE)
+                if not copied:
+                    conn.execute(FTS_EXTERNAL)
+                continue
             conn.execute(statement)
         make_key(conn)
-        if unkeyed:
+        if external:
+            keying(conn)
+        if unkeyed or copied:
             self.rekey(conn)
         if indexes:
             self.create_indexes(conn)
@@ -122,7 +133,8 @@ class UsableProjection:
         and filled from the view and the text store, where an erased memory
         has no text and no row."""
         drop_text_index(conn, "memories_fts")
-        conn.execute(next(s for s in SCHEMA if "memories_fts" in s))
+        external = self.text_source is stored_texts and has_table(on_sqlite(conn), "texts")
+        conn.execute(FTS_EXTERNAL if external else FTS_OWN)
         conn.execute("DROP TABLE IF EXISTS text_index_key")
         make_key(conn)
         fill_documents(conn, self.text_source)
@@ -135,6 +147,7 @@ class UsableProjection:
         for table in TABLES:
             if table == "memories_fts":
                 drop_text_index(conn, table)
+                conn.execute("DROP VIEW IF EXISTS memories_fts_source")
             else:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
 
@@ -319,6 +332,8 @@ class UsableProjection:
     ) -> None:
         if not changed:
             return
+        if not bulk:
+            self._unindex(conn, fts, stored)
         # new rows are inserted whole; a stored row gets only its changed
         # columns, so SQLite rewrites only the indexes over those columns
         inserts: list[tuple[Any, ...]] = []
@@ -347,6 +362,9 @@ class UsableProjection:
             )
         if not bulk:
             self._index(conn, fts, pending, stored)
+
+    def _unindex(self, conn: Connection, fts: list[tuple[Key, str]], stored: dict[Key, dict[str, Any] | None]) -> None:
+        drop_documents(conn, self.text_source, fts, stored)
 
     def _index(
         self,
