@@ -29,6 +29,9 @@ from ._selector import selector_sql
 from ._text_index import drop_text_index
 from ._usable_schema import FTS_EXTERNAL, FTS_OWN, FTS_SOURCE, INDEXES, SCHEMA, TABLES
 
+# the view's rows by memory, as a batch holds them (None: no row)
+Rows = dict[Key, dict[str, Any] | None]
+
 _UPSERT = (
     f"INSERT INTO memories (mid, {QUOTED_COLUMNS}) "
     f"VALUES (?, {', '.join('?' * len(COLUMNS))}) ON CONFLICT(tenant, memory_id) DO UPDATE SET "
@@ -108,7 +111,7 @@ class UsableProjection:
         # a text index of before its words were keyed by tenant, or by
         # tenant alone and not by agent too (_fts_keys)
         unkeyed = has_table(on_sqlite(conn), "memories_fts") and not is_keyed(on_sqlite(conn))
-        external = self.text_source is stored_texts and has_table(on_sqlite(conn), "texts")
+        external = self._reads_texts(conn)
         # a store's index of before it read its documents from the view
         # holds a copy of every text: written again without it
         copied = external and has_table(on_sqlite(conn), "memories_fts") and not external_index(conn)
@@ -127,14 +130,17 @@ class UsableProjection:
         if indexes:
             self.create_indexes(conn)
 
+    def _reads_texts(self, conn: Connection) -> bool:
+        """Whether the index reads its documents from this database's texts (``FTS_SOURCE``)."""
+        return self.text_source is stored_texts and has_table(on_sqlite(conn), "texts")
+
     def rekey(self, conn: Connection) -> None:
         """Write the text index again, every word keyed: dropped whole (no
         segment of the old one left behind), with a new key of this shape,
         and filled from the view and the text store, where an erased memory
         has no text and no row."""
         drop_text_index(conn, "memories_fts")
-        external = self.text_source is stored_texts and has_table(on_sqlite(conn), "texts")
-        conn.execute(FTS_EXTERNAL if external else FTS_OWN)
+        conn.execute(FTS_EXTERNAL if self._reads_texts(conn) else FTS_OWN)
         conn.execute("DROP TABLE IF EXISTS text_index_key")
         make_key(conn)
         fill_documents(conn, self.text_source)
@@ -164,7 +170,7 @@ class UsableProjection:
         # a batch of one tenant (a save) folds with only what may cover it
         revocations = self.revocations.load(conn, next(iter(tenants)) if len(tenants) == 1 else None)
         keys = list({(e.payload["tenant"], e.payload["memory_id"]) for e in events if e.type.startswith("memory.")})
-        pending: dict[Key, dict[str, Any] | None] = fetch_rows(conn, keys)
+        pending: Rows = fetch_rows(conn, keys)
         stored = dict(pending)  # the rows as the table holds them (fold never mutates a row)
         # a dict for its order: new rows take their mids in log order, the
         # same in a rebuild as live
@@ -323,8 +329,8 @@ class UsableProjection:
     def _flush(
         self,
         conn: Connection,
-        pending: dict[Key, dict[str, Any] | None],
-        stored: dict[Key, dict[str, Any] | None],
+        pending: Rows,
+        stored: Rows,
         changed: dict[Key, None],
         fts: list[tuple[Key, str]],
         links: dict[Key, list[dict[str, Any]]],
@@ -363,16 +369,10 @@ class UsableProjection:
         if not bulk:
             self._index(conn, fts, pending, stored)
 
-    def _unindex(self, conn: Connection, fts: list[tuple[Key, str]], stored: dict[Key, dict[str, Any] | None]) -> None:
+    def _unindex(self, conn: Connection, fts: list[tuple[Key, str]], stored: Rows) -> None:
         drop_documents(conn, self.text_source, fts, stored)
 
-    def _index(
-        self,
-        conn: Connection,
-        fts: list[tuple[Key, str]],
-        pending: dict[Key, dict[str, Any] | None],
-        stored: dict[Key, dict[str, Any] | None],
-    ) -> None:
+    def _index(self, conn: Connection, fts: list[tuple[Key, str]], pending: Rows, stored: Rows) -> None:
         write_documents(conn, self.text_source, fts, pending, stored)
 
     def finish_bulk(self, conn: Connection) -> None:
