@@ -66,7 +66,8 @@ if TYPE_CHECKING:
         event_from_row,
         register_upcaster,
     )
-    from ._sqlite import SQLiteEventLog, SQLiteOptions, Synchronous, WriteTransaction, connect, legacy_tenants
+    from ._sqlite import SQLiteEventLog, WriteTransaction, legacy_tenants
+    from ._sqlite_connect import SQLiteOptions, Synchronous, connect
     from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
     from ._time import (
         CLOCK_SKEW,

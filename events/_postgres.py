@@ -16,8 +16,6 @@ transactions and reads, ``_postgres_write`` is what a write sends.
 
 from __future__ import annotations
 
-import functools
-import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -26,9 +24,10 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ._errors import StorageError, StoreDamaged, StoreFailed, StoreUnavailable
+from ._errors import StorageError, StoreFailed
 from ._log_reads import LogReads
 from ._models import Event
+from ._postgres_driver import postgres_failure
 from ._postgres_schema import PlannerStatistics, install_schema
 from ._postgres_write import PostgresWriteTransaction, Reactor, Subscriber, look_up
 from ._recorded import (
@@ -39,7 +38,6 @@ from ._recorded import (
     chain_end,
     check_rows,
 )
-from ._texts import ERASED_TEXT, TextStore
 from ._time import Clock, SystemClock
 from ._translated import translated
 from ._urls import redacted
@@ -48,146 +46,7 @@ _HEAD_FOR_UPDATE = "SELECT seq, hash, recorded_at FROM log_head FOR UPDATE"
 _BEGIN_LOCKED = f"BEGIN; {_HEAD_FOR_UPDATE}"
 
 
-@functools.lru_cache(maxsize=1024)
-def _qmark(sql: str) -> str:
-    return sql.replace("%", "%%").replace("?", "%s")
-
-
-class QmarkConnection:
-    """A psycopg connection that takes the ``?`` marks of the SQL both
-    backends share (the view's questions, the fold's set statements), so
-    each is written once. A literal ``%`` survives; no shared statement
-    holds a ``?`` of its own (PostgreSQL's jsonb ``?`` operators are never
-    used through this)."""
-
-    def __init__(self, conn: psycopg.Connection) -> None:
-        self.raw = conn
-
-    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        if sql.startswith("SELECT") and any(type(p) is str and "\x00" in p for p in parameters):
-            # PostgreSQL's text holds no NUL, so nothing stored equals a value
-            # with one (identifiers refuse control characters on the way in):
-            # a lookup of one finds nothing, as on SQLite, instead of failing
-            parameters = [p.replace("\x00", "\ufffe") if type(p) is str else p for p in parameters]
-        return self.raw.execute(_qmark(sql), parameters)
-
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]]) -> psycopg.Cursor[Any]:
-        cursor = self.raw.cursor()
-        cursor.executemany(_qmark(sql), parameters)
-        return cursor
-
-
-def no_statistics(table: str, columns: tuple[str, ...]) -> str:
-    """A statement that keeps the planner from sampling ``columns`` of
-    ``table``: pg_stats would show a frequent summary, word or checksum to
-    anyone who may read it, after its erasure too (an ANALYZE never removes
-    what it sampled before, so a superuser also deletes that). DDL only where
-    it is missing: a process opening a store whose schema exists takes no
-    lock a running writer holds."""
-    names = ", ".join(f"'{c}'" for c in columns)
-    alter = ", ".join(f"ALTER COLUMN {c} SET STATISTICS 0" for c in columns)
-    return f"""DO $$ BEGIN
-    IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass
-               AND attname IN ({names}) AND attstattarget <> 0) THEN
-        ALTER TABLE {table} {alter};
-        IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-            DELETE FROM pg_statistic WHERE starelid = '{table}'::regclass AND staattnum IN
-                (SELECT attnum FROM pg_attribute WHERE attrelid = '{table}'::regclass AND attname IN ({names}));
-        END IF;
-    END IF;
-    END $$"""
-
-
-def postgres_failure(exc: Exception, where: str | None, operation: str) -> StoreFailed | None:
-    """What a psycopg error leaving the store means (``_translated``): the
-    server reports data it found corrupt as such; anything else (a server
-    down or gone, a lost connection, a lock or statement timeout, a
-    refusal) is a server that could not answer now. None: not psycopg's."""
-    if not isinstance(exc, psycopg.DatabaseError):
-        return None
-    detail = str(exc).strip() or type(exc).__name__
-    if exc.sqlstate in _CORRUPT:
-        return StoreDamaged(detail, where=where, operation=operation)
-    return StoreUnavailable(detail, where=where, operation=operation)
-
-
-_CORRUPT = ("XX001", "XX002")  # data_corrupted, index_corrupted
-
-
 _T = TypeVar("_T")
-
-
-@translated
-class PostgresTextStore(TextStore):
-    """Each memory version's summary and content as ``bytea``: UTF-8 bytes
-    as they were hashed. An erasure deletes the rows; the store's purge
-    (``VACUUM FULL`` after it commits) rewrites the table files without
-    them (README, "Erasure on PostgreSQL")."""
-
-    # keyed in the view's collation ("C"): a join from memories walks this key
-    SCHEMA = (
-        """CREATE TABLE IF NOT EXISTS texts (
-            tenant text COLLATE "C" NOT NULL, memory_id text COLLATE "C" NOT NULL, version bigint NOT NULL,
-            summary bytea, content bytea,
-            PRIMARY KEY (tenant, memory_id, version)
-        )""",
-        """CREATE TABLE IF NOT EXISTS erased_texts (
-            tenant text COLLATE "C" NOT NULL, memory_id text COLLATE "C" NOT NULL, through_version bigint NOT NULL,
-            PRIMARY KEY (tenant, memory_id)
-        )""",
-        # DDL only where it is missing: a process opening a store whose
-        # schema exists takes no lock a running writer holds
-        f"""DO $$ BEGIN
-        IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'texts_erased' AND NOT tgisinternal) THEN
-            CREATE FUNCTION memwarden_refuse_erased_text() RETURNS trigger LANGUAGE plpgsql AS $f$
-            BEGIN
-                IF EXISTS (SELECT 1 FROM erased_texts e WHERE e.tenant = NEW.tenant AND e.memory_id = NEW.memory_id
-                           AND NEW.version <= e.through_version) THEN
-                    RAISE EXCEPTION '{ERASED_TEXT}' USING ERRCODE = 'integrity_constraint_violation',
-                        DETAIL = json_build_array(NEW.tenant, NEW.memory_id, NEW.version)::text;
-                END IF;
-                RETURN NEW;
-            END $f$;
-            CREATE TRIGGER texts_erased BEFORE INSERT OR UPDATE ON texts
-                FOR EACH ROW EXECUTE FUNCTION memwarden_refuse_erased_text();
-        END IF;
-        END $$""",
-        no_statistics("texts", ("summary", "content")),
-        """CREATE TABLE IF NOT EXISTS vectors (
-            tenant text COLLATE "C" NOT NULL, memory_id text COLLATE "C" NOT NULL, version bigint NOT NULL,
-            embedder text NOT NULL, dims integer NOT NULL, vector bytea NOT NULL,
-            PRIMARY KEY (tenant, memory_id, version)
-        )""",
-        # the same refusal as the texts': a vector of an erased version never returns
-        """DO $$ BEGIN
-        IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'vectors_erased' AND NOT tgisinternal) THEN
-            CREATE TRIGGER vectors_erased BEFORE INSERT OR UPDATE ON vectors
-                FOR EACH ROW EXECUTE FUNCTION memwarden_refuse_erased_text();
-        END IF;
-        END $$""",
-        no_statistics("vectors", ("vector",)),
-    )
-    CONTENT = "t.content"
-    SUMMARY = "convert_from(t.summary, 'UTF8')"
-    SUMMARY_BYTES = "t.summary"
-
-    def __init__(self, conn: psycopg.Connection, *, where: str | None = None) -> None:
-        super().__init__(QmarkConnection(conn), where=where)
-
-    def rebind(self, conn: psycopg.Connection) -> None:
-        """Use ``conn``, the log's write connection opened again after a loss."""
-        self.conn = QmarkConnection(conn)
-
-    def _driver_error(self, exc: Exception, operation: str) -> StoreFailed | None:
-        return postgres_failure(exc, self.__dict__.get("where"), f"texts.{operation}")
-
-    def _first_erased(self, versions: list[tuple[str, str, int]], exc: Exception) -> tuple[str, str, int]:
-        # the failed statement aborted the transaction: the trigger names its row
-        try:
-            tenant, memory_id, version = json.loads(exc.diag.message_detail or "")  # type: ignore[attr-defined]
-            return str(tenant), str(memory_id), int(version)
-        except (AttributeError, TypeError, ValueError):
-            return versions[0]
 
 
 class _ThreadState(threading.local):

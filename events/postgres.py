@@ -7,7 +7,9 @@ without it, and importing this module is what needs it."""
 
 from __future__ import annotations
 
-from ._postgres import PostgresEventLog, PostgresTextStore, QmarkConnection, no_statistics, postgres_failure, redacted
+from ._postgres import PostgresEventLog, redacted
+from ._postgres_driver import QmarkConnection, no_statistics, postgres_failure
+from ._postgres_texts import PostgresTextStore
 from ._postgres_write import NOTIFY_CHANNEL
 
 __all__ = [

@@ -7,7 +7,7 @@ a public name, never through ``memwarden.events._sqlite_schema``."""
 
 from __future__ import annotations
 
-from ._sqlite import sqlite_failure
+from ._sqlite_connect import sqlite_failure
 from ._sqlite_schema import column_types, database, has_table
 
 __all__ = ["column_types", "database", "has_table", "sqlite_failure"]

@@ -56,27 +56,29 @@ def index_changes(
     return last, [key for key in last if stored.get(key) is not None]
 
 
-def write_documents(
+def external_index(conn: Connection) -> bool:
+    """Whether the text index reads its documents from the view
+    (``FTS_SOURCE``) instead of holding a copy of its own."""
+    row = on_sqlite(conn).execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'").fetchone()
+    return row is not None and "memories_fts_source" in str(row[0])
+
+
+def drop_documents(
     conn: Connection,
     text_source: TextSource | None,
     fts: list[tuple[Key, str]],
-    pending: dict[Key, dict[str, Any] | None],
     stored: dict[Key, dict[str, Any] | None],
 ) -> None:
-    """Index the saved versions' texts and drop the erased ones' (FTS5):
-    each named memory's document dropped, then the documents of those
-    the batch leaves indexed written, a statement per few hundred
-    memories (a batch save of 1,000 made 2,000 statements).
-
-    Both go in rowid order. FTS5 holds a transaction's new documents in
-    memory until it commits, but only while their rowids rise: a
-    rowid lower than the last one makes it write its pending segment
-    out first. A batch's rows, in the order its events name them, made
-    it write and merge a segment for nearly every memory (925 page
-    writes for a batch of 300 new memories)."""
-    last, held = index_changes(fts, stored)
-    if not last:
+    """Drop the documents of the memories a batch names, before the batch
+    writes their rows: FTS5 removes a document by the words it indexed,
+    which an index without its own copy reads back from the rows and texts
+    as they were (``FTS_SOURCE``). A row already changed, or a text
+    already destroyed, would leave the old words in the index."""
+    _, held = index_changes(fts, stored)
+    if not held:
         return
+    if text_source is stored_texts:
+        keying(conn)
     for chunk in chunks(held, 400):
         # SQLite walks an IN list in order: the rowids come sorted
         conn.execute(
@@ -84,6 +86,29 @@ def write_documents(
             "(SELECT mid FROM k JOIN memories ON tenant = k.t AND memory_id = k.m)",
             [part for key in chunk for part in key],
         )
+
+
+def write_documents(
+    conn: Connection,
+    text_source: TextSource | None,
+    fts: list[tuple[Key, str]],
+    pending: dict[Key, dict[str, Any] | None],
+    stored: dict[Key, dict[str, Any] | None],
+) -> None:
+    """Index the saved versions' texts (the erased ones' and the replaced
+    ones' documents went before the rows changed: ``drop_documents``),
+    a statement per few hundred memories (a batch save of 1,000 made
+    2,000 statements).
+
+    In rowid order: FTS5 holds a transaction's new documents in
+    memory until it commits, but only while their rowids rise: a
+    rowid lower than the last one makes it write its pending segment
+    out first. A batch's rows, in the order its events name them, made
+    it write and merge a segment for nearly every memory (925 page
+    writes for a batch of 300 new memories)."""
+    last, _ = index_changes(fts, stored)
+    if not last:
+        return
     indexed = [
         (key, row["version"], row["agent"])
         for key, action in last.items()
@@ -128,6 +153,11 @@ def write_documents(
 
 def fill_documents(conn: Connection, text_source: TextSource | None) -> None:
     """The index written whole from the view (a rebuild's last step), in rowid order."""
+    if external_index(conn):
+        # read whole from FTS_SOURCE: the erased memories are not in it
+        keying(conn)
+        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+        return
     conn.execute("DELETE FROM memories_fts")
     if text_source is stored_texts and has_table(on_sqlite(conn), "texts"):
         keying(conn)

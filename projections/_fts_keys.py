@@ -186,17 +186,40 @@ def _text(value: str | bytes | None) -> str:
     return str(value)
 
 
+class _Keying:
+    """The key a connection's keying function reads, and its marks."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        self.marks: dict[Any, str] = {}
+
+    def __call__(self, tenant: str, agent: str | None, text: str | bytes | None) -> str:
+        return document_words(self.key, tenant, agent, _text(text), self.marks)
+
+
+# by id(connection): a connection's function is made once and its key set
+# again on each call (SQLite refuses to replace a function while one of
+# the connection's statements is still open)
+_KEYINGS: dict[int, _Keying] = {}
+
+
 def keying(conn: Connection) -> None:
     """Let SQL on ``conn`` key a document: ``memwarden_keyed_words(tenant,
     agent, text)``, text or bytes, under the index's key as it is now
     (``document_words``)."""
     key = text_index_key(conn)
-    marks: dict[Any, str] = {}
-
-    def keyed_words(tenant: str, agent: str | None, text: str | bytes | None) -> str:
-        return document_words(key, tenant, agent, _text(text), marks)
-
-    on_sqlite(conn).create_function(FUNCTION, 3, keyed_words, deterministic=True)
+    raw = on_sqlite(conn)
+    found = _KEYINGS.get(id(raw))
+    if found is not None:
+        try:
+            raw.execute(f"SELECT {FUNCTION}('', NULL, '')").fetchone()
+        except sqlite3.OperationalError:
+            found = None  # another connection, since closed, had this id
+    if found is None:
+        found = _KEYINGS[id(raw)] = _Keying(key)
+        raw.create_function(FUNCTION, 3, found, deterministic=True)
+    elif found.key != key:
+        found.key, found.marks = key, {}
 
 
 def fts5_query(words: Sequence[str]) -> str:

@@ -303,6 +303,9 @@ class PostgresUsableProjection(UsableProjection):
             (why, seq, memory_id, version, tenant),
         )
 
+    def _unindex(self, conn: Connection, fts: list[tuple[Key, str]], stored: dict[Key, dict[str, Any] | None]) -> None:
+        """Its index keeps its own words (``_index`` replaces them)."""
+
     def _index(
         self,
         conn: Connection,

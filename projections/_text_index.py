@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from ._fts_documents import external_index
+from ._fts_keys import keying
 from ._rows import Connection
 
 __all__ = ["MAX_LEVELS", "drop_text_index", "purge_text_index", "text_index_levels"]
@@ -60,6 +62,8 @@ def purge_text_index(conn: Connection, table: str = "memories_fts") -> bool:
     levels = text_index_levels(conn, table)
     if levels is not None and levels <= MAX_LEVELS:
         return False
+    if external_index(conn):
+        keying(conn)  # it reads its documents through the keying function
     conn.execute(f'INSERT INTO "{table}" ("{table}") VALUES (\'rebuild\')')
     return True
 

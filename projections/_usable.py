@@ -21,13 +21,16 @@ from memwarden.events import RecordedEvent, canonical_json, version_key
 from memwarden.events.sqlite import column_types, has_table
 
 from ._fold import COLUMNS, TERMINAL_SQL, fold_memory
-from ._fts_documents import TextSource, fill_documents, stored_texts, write_documents
-from ._fts_keys import is_keyed, make_key
+from ._fts_documents import TextSource, drop_documents, external_index, fill_documents, stored_texts, write_documents
+from ._fts_keys import is_keyed, keying, make_key
 from ._revocation_cache import RevocationCache
 from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows, on_sqlite
 from ._selector import selector_sql
 from ._text_index import drop_text_index
-from ._usable_schema import INDEXES, SCHEMA, TABLES
+from ._usable_schema import FTS_EXTERNAL, FTS_OWN, FTS_SOURCE, INDEXES, SCHEMA, TABLES
+
+# the view's rows by memory, as a batch holds them (None: no row)
+Rows = dict[Key, dict[str, Any] | None]
 
 _UPSERT = (
     f"INSERT INTO memories (mid, {QUOTED_COLUMNS}) "
@@ -108,13 +111,28 @@ class UsableProjection:
         # a text index of before its words were keyed by tenant, or by
         # tenant alone and not by agent too (_fts_keys)
         unkeyed = has_table(on_sqlite(conn), "memories_fts") and not is_keyed(on_sqlite(conn))
+        external = self._reads_texts(conn)
+        # a store's index of before it read its documents from the view
+        # holds a copy of every text: written again without it
+        copied = external and has_table(on_sqlite(conn), "memories_fts") and not external_index(conn)
         for statement in SCHEMA:
+            if statement is FTS_OWN and external:
+                conn.execute(FTS_SOURCE)
+                if not copied:
+                    conn.execute(FTS_EXTERNAL)
+                continue
             conn.execute(statement)
         make_key(conn)
-        if unkeyed:
+        if external:
+            keying(conn)
+        if unkeyed or copied:
             self.rekey(conn)
         if indexes:
             self.create_indexes(conn)
+
+    def _reads_texts(self, conn: Connection) -> bool:
+        """Whether the index reads its documents from this database's texts (``FTS_SOURCE``)."""
+        return self.text_source is stored_texts and has_table(on_sqlite(conn), "texts")
 
     def rekey(self, conn: Connection) -> None:
         """Write the text index again, every word keyed: dropped whole (no
@@ -122,7 +140,7 @@ class UsableProjection:
         and filled from the view and the text store, where an erased memory
         has no text and no row."""
         drop_text_index(conn, "memories_fts")
-        conn.execute(next(s for s in SCHEMA if "memories_fts" in s))
+        conn.execute(FTS_EXTERNAL if self._reads_texts(conn) else FTS_OWN)
         conn.execute("DROP TABLE IF EXISTS text_index_key")
         make_key(conn)
         fill_documents(conn, self.text_source)
@@ -135,6 +153,7 @@ class UsableProjection:
         for table in TABLES:
             if table == "memories_fts":
                 drop_text_index(conn, table)
+                conn.execute("DROP VIEW IF EXISTS memories_fts_source")
             else:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
 
@@ -151,7 +170,7 @@ class UsableProjection:
         # a batch of one tenant (a save) folds with only what may cover it
         revocations = self.revocations.load(conn, next(iter(tenants)) if len(tenants) == 1 else None)
         keys = list({(e.payload["tenant"], e.payload["memory_id"]) for e in events if e.type.startswith("memory.")})
-        pending: dict[Key, dict[str, Any] | None] = fetch_rows(conn, keys)
+        pending: Rows = fetch_rows(conn, keys)
         stored = dict(pending)  # the rows as the table holds them (fold never mutates a row)
         # a dict for its order: new rows take their mids in log order, the
         # same in a rebuild as live
@@ -310,8 +329,8 @@ class UsableProjection:
     def _flush(
         self,
         conn: Connection,
-        pending: dict[Key, dict[str, Any] | None],
-        stored: dict[Key, dict[str, Any] | None],
+        pending: Rows,
+        stored: Rows,
         changed: dict[Key, None],
         fts: list[tuple[Key, str]],
         links: dict[Key, list[dict[str, Any]]],
@@ -319,6 +338,8 @@ class UsableProjection:
     ) -> None:
         if not changed:
             return
+        if not bulk:
+            self._unindex(conn, fts, stored)
         # new rows are inserted whole; a stored row gets only its changed
         # columns, so SQLite rewrites only the indexes over those columns
         inserts: list[tuple[Any, ...]] = []
@@ -348,13 +369,10 @@ class UsableProjection:
         if not bulk:
             self._index(conn, fts, pending, stored)
 
-    def _index(
-        self,
-        conn: Connection,
-        fts: list[tuple[Key, str]],
-        pending: dict[Key, dict[str, Any] | None],
-        stored: dict[Key, dict[str, Any] | None],
-    ) -> None:
+    def _unindex(self, conn: Connection, fts: list[tuple[Key, str]], stored: Rows) -> None:
+        drop_documents(conn, self.text_source, fts, stored)
+
+    def _index(self, conn: Connection, fts: list[tuple[Key, str]], pending: Rows, stored: Rows) -> None:
         write_documents(conn, self.text_source, fts, pending, stored)
 
     def finish_bulk(self, conn: Connection) -> None:

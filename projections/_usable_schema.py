@@ -4,7 +4,10 @@ and every query of ``_sql_view`` reads."""
 
 from __future__ import annotations
 
+from memwarden.events import CONTENT_BYTES, TEXT_JOIN
+
 from ._fold import STATUSES
+from ._fts_keys import FUNCTION
 from ._rows import VIEW_COLUMNS
 
 # every memory any version of a memory was drawn from, kept when a later
@@ -14,6 +17,11 @@ DERIVATIONS_EVER = """CREATE TABLE IF NOT EXISTS derivations_ever (
     tenant {text} NOT NULL, parent_id {text} NOT NULL, child_id {text} NOT NULL,
     PRIMARY KEY (tenant, parent_id, child_id)
 ){rowid}"""
+# a text index holding its own copy of the keyed texts (see FTS_SOURCE)
+FTS_OWN = """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+        summary, content, tokenize = 'unicode61 remove_diacritics 2'
+    )"""
+
 SCHEMA = [
     # Keyed, and so clustered, by (tenant, memory_id), a memory's identity:
     # a revocation of a tenant (or a project in it) rewrites a run of
@@ -61,10 +69,25 @@ SCHEMA = [
         PRIMARY KEY (tenant, child_id, parent_id)
     ) WITHOUT ROWID""",
     DERIVATIONS_EVER.format(text="TEXT", rowid=" WITHOUT ROWID"),
-    """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-        summary, content, tokenize = 'unicode61 remove_diacritics 2'
-    )""",
+    FTS_OWN,
 ]
+
+# The store's text index holds no text of its own: its documents are read,
+# keyed, from the view's row and the text store (one copy of each text, in
+# ``texts``). FTS5 reads this view to write a document, to remove one (it
+# needs the words it indexed, so a document is dropped before its row or
+# its text changes: ``drop_documents``) and to rebuild. Every connection
+# that writes the index has the keying function (``keying``). A view built
+# apart from a text store (a replay, a check) keeps ``FTS_OWN``: its texts
+# come from elsewhere.
+FTS_SOURCE = f"""CREATE VIEW IF NOT EXISTS memories_fts_source AS
+    SELECT m.mid AS mid, {FUNCTION}(m.tenant, m.agent, CAST(t.summary AS BLOB)) AS summary,
+        {FUNCTION}(m.tenant, m.agent, {CONTENT_BYTES}) AS content
+    FROM memories m {TEXT_JOIN} WHERE m.status != 'erased'"""
+FTS_EXTERNAL = """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+        summary, content, content = 'memories_fts_source', content_rowid = 'mid',
+        tokenize = 'unicode61 remove_diacritics 2'
+    )"""
 
 # memories that wait for a re-verification (a partial index's condition).
 # Spelled with OR, not IN: SQLite builds an IN list's lookup table each time

@@ -67,6 +67,7 @@ from typing import Any
 from _common import Metric, arguments, repeats, report, scratch_dir, sized
 from memwarden.engine import MAX_BATCH, OPERATOR, Scheduler, Warden
 from memwarden.events import FrozenClock, canonical_json
+from memwarden.projections._fts_keys import keying
 
 WRITERS = 16  # threads saving at once, each a single durable save at a time
 TEXT = "서울 지사 회의록: 목요일 오후 3시, 3층 회의실. Quarterly numbers reviewed; follow-ups assigned. "
@@ -134,7 +135,8 @@ class SameWrites:
         by_key = {(r[0], r[1]): r for r in conn.execute("SELECT tenant, memory_id, * FROM memories")}
         events = {r[0]: r for r in conn.execute("SELECT * FROM events")}
         texts = {(r[0], r[1]): r for r in conn.execute("SELECT tenant, memory_id, * FROM texts")}
-        index = {r[0]: r for r in conn.execute("SELECT rowid, rowid, summary, content FROM memories_fts")}
+        keying(conn)  # the index reads its documents, keyed, from the view and the texts
+        index = {r[0]: r for r in conn.execute("SELECT mid, mid, summary, content FROM memories_fts_source")}
         counters = list(conn.execute("SELECT week, counter FROM stats"))
         tables = ("events", "memories", "texts")
         columns = {t: len(next(iter(conn.execute(f"SELECT * FROM {t} LIMIT 1")))) for t in tables}

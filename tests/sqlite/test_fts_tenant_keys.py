@@ -26,6 +26,7 @@ from memwarden.projections._access import Access
 from memwarden.projections._fts_keys import MARK_CHARS, agent_mark, keyed, tenant_mark, text_index_key
 from memwarden.projections._sqlite_view import SQLiteView
 from memwarden.projections._unicode61 import DIACRITICS, SEPARATORS
+from memwarden.projections._usable_schema import FTS_OWN
 
 from ..conftest import agent_key, save_memory
 
@@ -314,7 +315,10 @@ def test_a_store_keyed_by_tenant_alone_is_rewritten_when_it_opens(tmp_path: Path
     conn.execute("DROP TABLE text_index_key")
     conn.execute("CREATE TABLE text_index_key (id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL)")
     conn.execute("INSERT INTO text_index_key VALUES (1, ?)", (old,))
-    conn.execute("DELETE FROM memories_fts")
+    # and, as then, an index holding its own copy of the texts
+    conn.execute("DROP TABLE memories_fts")
+    conn.execute("DROP VIEW memories_fts_source")
+    conn.execute(FTS_OWN)
     for mid, tenant, summary, content in conn.execute(
         "SELECT m.mid, m.tenant, CAST(t.summary AS TEXT), CAST(t.content AS TEXT) FROM memories m JOIN texts t "
         "ON t.tenant = m.tenant AND t.memory_id = m.memory_id AND t.version = m.version"

@@ -112,7 +112,7 @@ def test_a_full_disk_met_by_a_store_call_inside_a_write_is_still_a_storage_error
 def test_every_kind_of_public_method_translates_what_leaves_it() -> None:
     from contextlib import contextmanager
 
-    from memwarden.events._sqlite import sqlite_failure
+    from memwarden.events._sqlite_connect import sqlite_failure
     from memwarden.events._translated import translated
 
     broken = sqlite3.DatabaseError("database disk image is malformed")
