@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from memwarden.events import RecordedEvent, version_key
 
 from ._access import Access
-from ._fold import fold_memory, revoke_row
+from ._fold import SETTLED, fold_memory, revoke_row
 from ._reads import Kin, LineageQuery
 from ._rows import Key, parent_refs
 from ._selector import could_cover
@@ -47,6 +47,13 @@ class Listing(Protocol):
     def existing_at(self, point: int, tenant: str | None, after: Key | None, limit: int) -> list[Key]: ...
     def ever_drawn_from(self, tenant: str, memory_id: str) -> list[str]: ...
     def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]: ...
+
+
+def _by_tenant(keys: Iterable[Key]) -> dict[str, list[str]]:
+    by_tenant: dict[str, list[str]] = {}
+    for tenant, memory_id in keys:
+        by_tenant.setdefault(tenant, []).append(memory_id)
+    return by_tenant
 
 
 def revocation_of(event: RecordedEvent) -> dict[str, Any]:
@@ -173,15 +180,42 @@ class PointView:
         return {k: row for k in keys if (row := self._rows.get(k)) is not None}
 
     def lineage(self, query: LineageQuery) -> list[Kin]:
-        """``ViewReader.lineage`` then: the walks a Judge makes (up, drawn)."""
+        """``ViewReader.lineage`` then: each walk answered as the live view
+        answers it, over the edges the rows then drew (``derived_from``)."""
+        if query.walk == "drawn":
+            return [
+                Kin(tenant, child, memory_id)
+                for tenant, memory_id in query.keys
+                for child in self.drawn_from(tenant, memory_id)
+            ]
+        if query.walk == "children":
+            return self._children(query.keys)
+        if query.walk == "down":
+            return [Kin(t, m) for t, m in sorted(self.descendants(query.keys))]
         found: list[Kin] = []
-        for tenant, memory_id in query.keys:
-            if query.walk == "up" and query.limit is None:
-                found.extend(Kin(tenant, m) for m in sorted(self.ancestors(tenant, [memory_id])))
-            elif query.walk == "drawn":
-                found.extend(Kin(tenant, child, memory_id) for child in self.drawn_from(tenant, memory_id))
+        for tenant, ids in _by_tenant(query.keys).items():
+            if query.limit is None:
+                found.extend(Kin(tenant, m) for m in sorted(self.ancestors(tenant, ids)))
             else:
-                raise NotImplementedError(f"a past view walks up or drawn, not {query.walk}")
+                found.extend(Kin(tenant, m, level=d) for m, d in sorted(self.levels(tenant, ids, query.limit).items()))
+        return found
+
+    def _drew(self, tenant: str, memory_ids: Iterable[str]) -> set[str]:
+        """The ids the given memories of ``tenant`` were drawn from then (one step up)."""
+        rows = self._then([(tenant, m) for m in sorted(set(memory_ids))])
+        return {ref["memory_id"] for row in rows.values() for ref in parent_refs(row["memory_id"], row["derived_from"])}
+
+    def levels(self, tenant: str, memory_ids: Sequence[str], limit: int) -> dict[str, int]:
+        """Every memory of ``tenant`` the given ones were drawn from then, walked
+        no deeper than ``limit + 1`` levels, each with the deepest level it was
+        met at (2: a direct parent), as ``_graph.levels`` walks the live graph."""
+        found: dict[str, int] = {}
+        level, frontier = 2, self._drew(tenant, memory_ids)
+        while frontier:
+            found.update(dict.fromkeys(frontier, level))  # a deeper level met later wins
+            if level > limit:
+                break
+            level, frontier = level + 1, self._drew(tenant, frontier)
         return found
 
     def ancestors(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
@@ -210,6 +244,30 @@ class PointView:
             for (_, child_id), row in rows.items()
             if any(ref["memory_id"] == memory_id for ref in parent_refs(child_id, row["derived_from"]))
         )
+
+    def descendants(self, keys: Iterable[Key]) -> set[Key]:
+        """Every memory drawn from the given ones then, at any depth, in their tenants."""
+        found: set[Key] = set()
+        frontier = sorted(set(keys))
+        while frontier:
+            step = {(tenant, child) for tenant, memory_id in frontier for child in self.drawn_from(tenant, memory_id)}
+            frontier = sorted(step - found)
+            found |= step
+        return found
+
+    def _children(self, keys: Sequence[Key]) -> list[Kin]:
+        """Those drawn directly from ``keys`` then that were still in the read
+        paths then, with their version then, in the live view's order."""
+        found: list[tuple[str, str, int, str]] = []
+        for tenant, memory_id in keys:
+            children = self.drawn_from(tenant, memory_id)
+            rows = self._then([(tenant, c) for c in children])
+            found.extend(
+                (tenant, child, row["version"], memory_id)
+                for child in children
+                if (row := rows.get((tenant, child))) is not None and row["status"] not in SETTLED
+            )
+        return [Kin(t, child, parent, version) for t, child, version, parent in sorted(found)]
 
     def page(self, tenant: str | None, after: Key | None, limit: int) -> list[dict[str, Any]]:
         """Up to ``limit`` rows of the memories that existed then, by tenant

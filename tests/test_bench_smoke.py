@@ -25,8 +25,9 @@ import pytest
 from .backends import PostgresBackend
 
 BENCH = Path(__file__).parent.parent / "scripts" / "bench"
-# _common.py and _clustered.py (the recall corpus) are helpers; report.py turns their JSON into tables (tested below)
-NOT_BENCHES = {"_common.py", "_clustered.py", "report.py"}
+# _common.py, _clustered.py (the recall corpus) and _save_floor.py (save.py's baselines) are helpers;
+# report.py turns their JSON into tables (tested below)
+NOT_BENCHES = {"_common.py", "_clustered.py", "_save_floor.py", "report.py"}
 BENCHES = sorted(p.name for p in BENCH.glob("*.py") if p.name not in NOT_BENCHES)
 KEYS = {"metric", "value", "unit", "baseline", "ratio", "target", "met"}
 # what a benchmark needs beside the project, and how its run is pointed there

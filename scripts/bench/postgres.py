@@ -34,11 +34,11 @@ import time
 
 import psycopg
 from _common import Databases, Metric, arguments, median_of, repeats, report, sized, timed
+from _save_floor import memory as save_item
+from _save_floor import raw_rows as save_rows
 from append import EsMemory, events, raw_rows, verify_rate_over
 from memwarden.engine import OPERATOR, Scheduler, Warden
 from memwarden.events import MemorySaved, PostgresEventLog, Scope, content_checksum
-from save import memory as save_item
-from save import raw_rows as save_rows
 
 RAW_SCHEMA = (
     "CREATE TABLE events (seq bigint PRIMARY KEY, event_id text NOT NULL UNIQUE, type text NOT NULL, "

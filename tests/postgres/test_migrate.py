@@ -9,10 +9,10 @@ from memwarden.engine import OPERATOR, Warden
 from memwarden.engine._keys import KeyStore
 from memwarden.events import FrozenClock
 
+from .._sinks import LOOPBACK, receiver, save_n
 from ..conftest import START, Cli, save_memory
 from ..sink_receiver import Receiver
 from ..test_notice_ids import hook, revoke_and_deliver
-from ..test_sinks import LOOPBACK, receiver, save_n
 
 __all__ = ["receiver"]  # the fixture, shared
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from memwarden.engine import OPERATOR, SinkWorker, Warden
 
+from .._sinks import LOOPBACK, open_warden, receiver, save_n
 from .._wait import wait_for
 from ..sink_receiver import Receiver
-from ..test_sinks import LOOPBACK, open_warden, receiver, save_n
 
 __all__ = ["receiver"]  # the fixture, shared
 
