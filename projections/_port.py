@@ -40,8 +40,9 @@ from ._reads import (
     Version,
     WeekRow,
 )
-from ._rows import Key
+from ._rows import Key, MemoryRow
 from ._runner import CheckResult
+from ._selector import Revocation
 from ._sql_outbox import Outbox
 
 
@@ -78,7 +79,7 @@ class ViewReader(Protocol):
     # the memories: every read that names or lists them takes the caller's
     # ``Access`` first, and the backend confines its statement with it
     # (memwarden's own jobs pass ``Access.system()``)
-    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]: ...
+    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, MemoryRow]: ...
     def memories(
         self,
         access: Access,
@@ -87,7 +88,7 @@ class ViewReader(Protocol):
         memory_id: str | None = None,
         user: str | None = None,
         limit: int | None = None,
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[MemoryRow]: ...
     def tenant_names(self, access: Access, limit: int = 1000) -> list[str]: ...
     # its ``access`` is the query's; with ``tenant=None`` and one id, a
     # memory named by id alone (``get``): a row per tenant holding it
@@ -107,7 +108,7 @@ class ViewReader(Protocol):
     def covered(self, query: Covering) -> list[CoveredRow]: ...
     # each tenant's revocations, parsed, oldest first: what a save is
     # checked against (the fold's cached list)
-    def revocations(self, tenants: Iterable[str]) -> dict[str, list[dict[str, Any]]]: ...
+    def revocations(self, tenants: Iterable[str]) -> dict[str, list[Revocation]]: ...
     # revocations as recorded, with their read-back
     def revocation_records(self, query: RevocationQuery) -> list[RevocationRow]: ...
     def policies(self) -> dict[str, str]: ...
