@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     )
     from ._fts_documents import stored_texts
     from ._named import (
-        Backoff,
         Child,
         DueRow,
         EmbeddingCount,
@@ -50,6 +49,7 @@ if TYPE_CHECKING:
     from ._open import UnknownBackend, open_store, sqlite_options, sqlite_path
     from ._port import Evidence, SideReader, Store, Texts, VectorReader, ViewReader, ViewWriter, Write
     from ._reads import (
+        Backoff,
         CheckedUnder,
         CoveredRow,
         Covering,

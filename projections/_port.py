@@ -26,8 +26,9 @@ from memwarden.events import Texts as StoredTexts
 from ._access import Access
 from ._agent_page import AgentPage, AgentQuery, PageEvidence
 from ._asof import PointView
-from ._named import Backoff, DueRow, EmbeddingCount, Expiring, StaleVector, VectorRow, ViewRow
+from ._named import DueRow, EmbeddingCount, Expiring, StaleVector, VectorRow, ViewRow
 from ._reads import (
+    Backoff,
     CoveredRow,
     Covering,
     KeyRow,

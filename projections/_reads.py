@@ -49,6 +49,14 @@ class KeyRow:
 
 
 @dataclass(frozen=True, slots=True)
+class Backoff:
+    """A source that failed lately (``ViewReader.side().backoff``)."""
+
+    failures: int  # in a row
+    until: float  # the time before which not to try it again
+
+
+@dataclass(frozen=True, slots=True)
 class WeekRow:
     """The counters of one ISO week (``ViewReader.weekly``): each of ``COUNTERS``."""
 

@@ -81,8 +81,10 @@ Key = tuple[str, str]  # (tenant, memory_id): a memory's identity
 class MemoryRow:
     """A memory's whole row in the usable view (``ViewReader.rows`` and
     ``memories``): ``COLUMNS``, in that order, so a statement selecting
-    them makes one with ``MemoryRow(*values)``, no dict in between. The
-    fold works on dicts (``_fold``); ``as_dict`` and ``of`` cross over."""
+    them makes one with ``MemoryRow(*values)``, no dict in between. Read a
+    few at a time (a memory and its evidence), unlike the agent query's
+    ``ViewRow`` read by the hundred. The fold works on dicts (``_fold``);
+    ``as_dict`` and ``of`` cross over."""
 
     memory_id: str
     version: int
