@@ -296,6 +296,10 @@ def test_the_texts_and_counters(view: ViewReader) -> None:
     assert view.erasures([("acme", "a_bot"), ("initech", "gone"), ("initech", "none")]) == {("initech", "gone"): 2}
     assert view.position() > 0
     assert view.side().backoff("nowhere.example") is None
+    weeks = view.weekly()
+    assert weeks and all(set(w.counts) == set(COUNTERS) for w in weeks)
+    counts = view.vectors().embedding_counts("acme")
+    assert sum(c.versions for c in counts) == 5
 
 
 def test_a_backoff_is_a_named_row(store: Warden) -> None:
@@ -304,10 +308,6 @@ def test_a_backoff_is_a_named_row(store: Warden) -> None:
         assert tx.view.side().backoff("slow.example") == Backoff(2, 99.5)
         tx.view.clear_backoff("slow.example")
         assert tx.view.side().backoff("slow.example") is None
-    weeks = view.weekly()
-    assert weeks and all(set(w.counts) == set(COUNTERS) for w in weeks)
-    counts = view.vectors().embedding_counts("acme")
-    assert sum(c.versions for c in counts) == 5
 
 
 # -- driver errors stay below the port ---------------------------------------------------------
