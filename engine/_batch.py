@@ -32,14 +32,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memwarden.events import Event, MemorySaved, Texts, Vector, format_ts
-from memwarden.projections import Key
+from memwarden.projections import Key, Revocation
 
 from ._core import Core, log
 from ._errors import BatchRefused
 from ._limits import MAX_BATCH
 from ._pace import Pace, unpaced
 from ._rights import Principal, operation
-from ._save_events import Checked, Reads, built_event, refuse_if_revoked, saved_event
+from ._save_events import Checked, Held, Reads, built_event, refuse_if_revoked, saved_event
 from ._saving import check_input, embedded, retried, vector_of
 from ._views import SaveResult
 
@@ -93,13 +93,13 @@ class _Prepared:
     had them."""
 
     ready: dict[int, _Ready] = field(default_factory=dict)
-    revocations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    revocations: dict[str, list[Revocation]] = field(default_factory=dict)
 
 
-def _basis(row: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+def _basis(row: Held | None) -> tuple[Any, ...] | None:
     if row is None:
         return None
-    return (row["tenant"], row["agent"], row["version"], row["revoked_until"], row["last_revocation"])
+    return (row.tenant, row.agent, row.version, row.revoked_until, row.last_revocation)
 
 
 def _large(core: Core, checked: Sequence[object]) -> bool:

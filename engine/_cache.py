@@ -79,7 +79,7 @@ def cache_get(
         "tool_version": tool_version,
         "input_hash": input_hash,
     }
-    if row is None or any(row[k] != v for k, v in expected.items()):
+    if row is None or any(getattr(row, k) != v for k, v in expected.items()):
         return False, view, "key_mismatch"
     if not view.usable:
         return False, view, view.reason or "not_usable"

@@ -111,7 +111,7 @@ def carry(core: Core, taken: TakenOut, *, replaced: str) -> dict[str, int]:
                 continue  # the restored store knew of it already
             rows = tx.view.memories(SYSTEM.access, memory_id=memory_id, tenant=tenant)
             row = rows[0] if rows else None
-            if row is not None and row["status"] != "erased" and row["version"] <= through:
+            if row is not None and row.status != "erased" and row.version <= through:
                 why = taken.reasons.get((tenant, memory_id)) or "erased"
                 erased.append(
                     MemoryErased(
@@ -119,8 +119,8 @@ def carry(core: Core, taken: TakenOut, *, replaced: str) -> dict[str, int]:
                         memory_id=memory_id,
                         # said once, however many restores carried it
                         reason=(why if why.startswith(REAPPLIED) else f"{REAPPLIED}{why}")[:4096],
-                        content_checksum=row["checksum"],
-                        version=row["version"],
+                        content_checksum=row.checksum,
+                        version=row.version,
                         actor="restore",
                     )
                 )
@@ -179,7 +179,7 @@ def _invalidate(tx: Any, p: dict[str, Any]) -> int:
     """Invalidate again the version ``p`` (a ``memory.invalidated``) names
     if this store holds it, current and not settled: 1 if it did."""
     rows = tx.view.memories(SYSTEM.access, memory_id=p["memory_id"], tenant=p["tenant"])
-    if not rows or rows[0]["version"] != p["version"] or rows[0]["status"] in SETTLED:
+    if not rows or rows[0].version != p["version"] or rows[0].status in SETTLED:
         return 0
     detail = str(p.get("detail") or "")
     tx.append(

@@ -29,6 +29,7 @@ from memwarden.projections import (
     AgentQuery,
     Evidence,
     IndexSettings,
+    MemoryRow,
     Store,
     Texts,
     VectorIndex,
@@ -200,9 +201,7 @@ class Core:
                 {r.payload["tenant"] for r in tx.recorded if r.type == "memory.erased"},
             )
 
-    def find_row(
-        self, view: ViewReader, memory_id: str, *, tenant: str | None = None, access: Access
-    ) -> dict[str, Any]:
+    def find_row(self, view: ViewReader, memory_id: str, *, tenant: str | None = None, access: Access) -> MemoryRow:
         """The row of the memory a caller names: by id, in ``tenant`` when
         given, and only among the memories ``access`` allows (in the query
         itself). One the caller may not see is ``MemoryNotFound``, word for

@@ -13,7 +13,18 @@ from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
 from memwarden.events import MemoryInvalidated, RecordedEvent
-from memwarden.projections import Access, Key, Kin, LineageQuery, TakenAt, ViewReader, Write, parent_refs, row_of
+from memwarden.projections import (
+    Access,
+    Key,
+    Kin,
+    LineageQuery,
+    MemoryRow,
+    TakenAt,
+    ViewReader,
+    Write,
+    parent_refs,
+    row_of,
+)
 from pydantic import ConfigDict, TypeAdapter
 
 from ._gate import Decision, ParentState, decide
@@ -59,14 +70,26 @@ def deepest_first(root: T, parents_of: Callable[[T], Iterable[T]], key: Callable
 TREE_NODES = 200
 
 
-def _key(row: dict[str, Any]) -> Key:
-    return (row["tenant"], row["memory_id"])
+class Drawn(Protocol):
+    """What a Judge reads of a row to find its evidence: ``MemoryRow``, and
+    ``ViewRow`` (the agent query's) too."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def memory_id(self) -> str: ...
+    @property
+    def derived_from(self) -> str: ...
+
+
+def _key(row: MemoryRow) -> Key:
+    return (row.tenant, row.memory_id)
 
 
 class EvidenceView(Protocol):
     """The reads a Judge makes: the live view's (``ViewReader``) or a past point's (``PointView``)."""
 
-    def rows(self, access: Access, keys: Sequence[Key]) -> Mapping[Key, dict[str, Any] | None]: ...
+    def rows(self, access: Access, keys: Sequence[Key]) -> Mapping[Key, MemoryRow]: ...
     def lineage(self, query: LineageQuery) -> list[Kin]: ...
 
 
@@ -77,10 +100,10 @@ class Judge:
         self.view = view
         self.now = now
         self.policies = policies
-        self._rows: dict[Key, dict[str, Any] | None] = {}
+        self._rows: dict[Key, MemoryRow | None] = {}
         self._decisions: dict[Key, Decision] = {}
 
-    def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
+    def row(self, tenant: str, memory_id: str) -> MemoryRow | None:
         """A memory of the view; evidence is always in its child's tenant."""
         key = (tenant, memory_id)
         if key not in self._rows:
@@ -97,52 +120,50 @@ class Judge:
         if row is not None:
             self._decisions[key] = self._decided(row, self.parents(row))
 
-    def parents(self, row: dict[str, Any]) -> list[ParentState]:
+    def parents(self, row: Drawn) -> list[ParentState]:
         """The gate's view of ``row``'s evidence, each parent decided."""
-        for ref in parent_refs(row["memory_id"], row["derived_from"]):
-            parent = self.row(row["tenant"], ref["memory_id"])
+        for ref in parent_refs(row.memory_id, row.derived_from):
+            parent = self.row(row.tenant, ref["memory_id"])
             if parent is not None:
                 self._settle(parent)
         return self._states(row)
 
-    def decide(self, row: dict[str, Any], *, content_ok: bool | None = None) -> Decision:
-        key = (row["tenant"], row["memory_id"])
+    def decide(self, row: MemoryRow, *, content_ok: bool | None = None) -> Decision:
+        key = (row.tenant, row.memory_id)
         if content_ok is None:
             self._settle(row)
             return self._decisions[key]
         return decide(
             row,
             now=self.now,
-            policy_version=in_force(self.policies, row["policy"]),
+            policy_version=in_force(self.policies, row.policy),
             content_ok=content_ok,
             parents=self.parents(row),
         )
 
-    def _states(self, row: dict[str, Any]) -> list[ParentState]:
+    def _states(self, row: Drawn) -> list[ParentState]:
         """``row``'s parents as the gate sees them. A parent that exists but is
         not decided yet is on the walk's current path: a cycle, which only a
         crafted log could hold."""
         states: list[ParentState] = []
-        for ref in parent_refs(row["memory_id"], row["derived_from"]):
-            key = (row["tenant"], ref["memory_id"])
+        for ref in parent_refs(row.memory_id, row.derived_from):
+            key = (row.tenant, ref["memory_id"])
             parent = self.row(*key)
             if parent is None:
                 states.append(ParentState(ref["memory_id"], ref["version"], None, None))
             else:
                 decision = self._decisions.get(key, _CYCLE)
-                states.append(
-                    ParentState(ref["memory_id"], ref["version"], parent["version"], decision, parent["agent"])
-                )
+                states.append(ParentState(ref["memory_id"], ref["version"], parent.version, decision, parent.agent))
         return states
 
-    def _settle(self, root: dict[str, Any]) -> None:
+    def _settle(self, root: MemoryRow) -> None:
         """Decide ``root`` and all its evidence not decided yet, deepest first."""
 
-        def undecided_parents(row: dict[str, Any]) -> list[dict[str, Any]]:
+        def undecided_parents(row: MemoryRow) -> list[MemoryRow]:
             found = []
-            for ref in parent_refs(row["memory_id"], row["derived_from"]):
-                parent = self.row(row["tenant"], ref["memory_id"])
-                if parent is not None and (row["tenant"], ref["memory_id"]) not in self._decisions:
+            for ref in parent_refs(row.memory_id, row.derived_from):
+                parent = self.row(row.tenant, ref["memory_id"])
+                if parent is not None and (row.tenant, ref["memory_id"]) not in self._decisions:
                     found.append(parent)
             return found
 
@@ -152,16 +173,16 @@ class Judge:
         for row in deepest_first(root, undecided_parents, _key):
             self._decisions[_key(row)] = self._decided(row, self._states(row))
 
-    def _decided(self, row: dict[str, Any], parents: list[ParentState]) -> Decision:
-        return decide(row, now=self.now, policy_version=in_force(self.policies, row["policy"]), parents=parents)
+    def _decided(self, row: MemoryRow, parents: list[ParentState]) -> Decision:
+        return decide(row, now=self.now, policy_version=in_force(self.policies, row.policy), parents=parents)
 
-    def _prefetch(self, root: dict[str, Any]) -> None:
+    def _prefetch(self, root: MemoryRow) -> None:
         """Every row under ``root``'s evidence in two statements (the walk,
         then the rows), not one per memory: on a server each is a round trip."""
-        if root["derived_from"] == "[]":
+        if root.derived_from == "[]":
             return
-        tenant = root["tenant"]
-        walked = self.view.lineage(LineageQuery("up", ((tenant, root["memory_id"]),)))
+        tenant = root.tenant
+        walked = self.view.lineage(LineageQuery("up", ((tenant, root.memory_id),)))
         below = [k.memory_id for k in walked if k.key not in self._rows]
         if len(below) < 2:
             return  # one parent: as cheap to read when the walk comes to it
@@ -169,7 +190,7 @@ class Judge:
         for memory_id in below:
             self._rows[(tenant, memory_id)] = found.get((tenant, memory_id))
 
-    def tree(self, row: dict[str, Any], access: Access, *, limit: int = TREE_NODES) -> dict[str, Any]:
+    def tree(self, row: MemoryRow, access: Access, *, limit: int = TREE_NODES) -> dict[str, Any]:
         """The derivation tree under ``row``, each node with its status; a
         parent ``access`` does not allow is shown as a missing one.
 
@@ -181,12 +202,12 @@ class Judge:
         left = [limit]
         seen = {_key(row)}
 
-        def node_of(memory: dict[str, Any], depth: int) -> dict[str, Any]:
+        def node_of(memory: MemoryRow, depth: int) -> dict[str, Any]:
             decision = self.decide(memory)
             node: dict[str, Any] = {
-                "memory_id": memory["memory_id"],
-                "version": memory["version"],
-                "status": memory["status"],
+                "memory_id": memory.memory_id,
+                "version": memory.version,
+                "status": memory.status,
                 "usable": decision.usable,
                 "reason": decision.reason,
                 "parents": [],
@@ -198,8 +219,8 @@ class Judge:
                     node["truncated"] = True
                     break
                 left[0] -= 1
-                parent = self.row(memory["tenant"], state.memory_id)
-                if parent is None or not access.allows(parent["tenant"], parent["agent"]):
+                parent = self.row(memory.tenant, state.memory_id)
+                if parent is None or not access.allows(parent.tenant, parent.agent):
                     node["parents"].append(
                         {
                             "memory_id": state.memory_id,
@@ -214,9 +235,9 @@ class Judge:
                     decided = self.decide(parent)
                     node["parents"].append(
                         {
-                            "memory_id": parent["memory_id"],
-                            "version": parent["version"],
-                            "status": parent["status"],
+                            "memory_id": parent.memory_id,
+                            "version": parent.version,
+                            "status": parent.status,
                             "usable": decided.usable,
                             "reason": decided.reason,
                             "ref": True,
@@ -230,20 +251,20 @@ class Judge:
 
         return node_of(row, 0)
 
-    def drawn(self, row: dict[str, Any], access: Access, *, limit: int = 200) -> list[dict[str, Any]]:
+    def drawn(self, row: MemoryRow, access: Access, *, limit: int = 200) -> list[dict[str, Any]]:
         """What was drawn from ``row``, down to ``limit`` memories in all,
         each node with its status and the gate's answer; a memory
         ``access`` does not allow is left out, as if it did not exist."""
         left = [limit]
         seen = {_key(row)}
 
-        def below(parent: dict[str, Any], depth: int) -> list[dict[str, Any]]:
+        def below(parent: MemoryRow, depth: int) -> list[dict[str, Any]]:
             nodes: list[dict[str, Any]] = []
             if depth >= 32:
                 return nodes
-            for kin in self.view.lineage(LineageQuery("drawn", ((parent["tenant"], parent["memory_id"]),))):
+            for kin in self.view.lineage(LineageQuery("drawn", ((parent.tenant, parent.memory_id),))):
                 child = self.row(kin.tenant, kin.memory_id)
-                if child is None or _key(child) in seen or not access.allows(child["tenant"], child["agent"]):
+                if child is None or _key(child) in seen or not access.allows(child.tenant, child.agent):
                     continue
                 if left[0] <= 0:
                     break
@@ -252,9 +273,9 @@ class Judge:
                 decision = self.decide(child)
                 nodes.append(
                     {
-                        "memory_id": child["memory_id"],
-                        "version": child["version"],
-                        "status": child["status"],
+                        "memory_id": child.memory_id,
+                        "version": child.version,
+                        "status": child.status,
                         "usable": decision.usable,
                         "reason": decision.reason,
                         "children": below(child, depth + 1),
@@ -333,5 +354,5 @@ def cascade(tx: Write, records: Sequence[RecordedEvent]) -> None:
             _WALKED.reset(walked)
 
 
-def rows_for(view: ViewReader, keys: Sequence[Key]) -> list[dict[str, Any]]:
-    return [row for row in view.rows(Access.system(), list(keys)).values() if row is not None]
+def rows_for(view: ViewReader, keys: Sequence[Key]) -> list[MemoryRow]:
+    return list(view.rows(Access.system(), list(keys)).values())

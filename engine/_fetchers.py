@@ -83,7 +83,8 @@ class Fetchers:
         return other
 
     def register(self, name: str, fn: SourceFn) -> None:
-        """``source_url = "callable:NAME"`` memories are fetched by ``fn(row)``."""
+        """``source_url = "callable:NAME"`` memories are fetched by ``fn(row)``,
+        the memory's row as a dict (``MemoryRow.as_dict``), as every fetch takes it."""
         self._callables[name] = fn
 
     def describe(self, row: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 # reason -> what the agent should do about it
 ACTIONS = {
@@ -62,12 +62,30 @@ class ParentState(NamedTuple):
     agent: str | None = None  # the parent's agent: who may be told its state (``_rights.told_of``)
 
 
+class GateRow(Protocol):
+    """What the gate reads of a memory's row: ``MemoryRow`` (every column)
+    and ``ViewRow`` (as the agent query selects it) both are one."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def revoked_by(self) -> str | None: ...
+    @property
+    def invalidation_reason(self) -> str | None: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def revocation_version(self) -> int | str: ...
+    @property
+    def expires_at(self) -> str | None: ...
+
+
 def _no(reason: str, detail: str | None = None, parent: str | None = None) -> Decision:
     return Decision(False, reason, ACTIONS[reason], detail, parent)
 
 
 def decide(
-    row: dict[str, Any],
+    row: GateRow,
     *,
     now: str,
     policy_version: int | str,
@@ -83,7 +101,7 @@ def decide(
 
 
 def _decide(
-    row: dict[str, Any],
+    row: GateRow,
     *,
     now: str,
     policy_version: int | str,
@@ -101,16 +119,16 @@ def _decide(
     A revocation is in the row's status from the moment it commits (the
     projection applies it in the same transaction).
     """
-    status = row["status"]
+    status = row.status
     if status == "erased":
         return _no("erased")
     if status == "revoked":
-        return _no("revoked", f"revoked by {row.get('revoked_by')}")
+        return _no("revoked", f"revoked by {row.revoked_by}")
     if status == "quarantined" or content_ok is False:
         return _no("integrity_failed", "the stored text does not match its checksum")
     evidence = _evidence(parents) if parents else None
     if status == "invalidated":
-        why = row.get("invalidation_reason") or "invalidated"
+        why = row.invalidation_reason or "invalidated"
         if why == "derived_from_unusable":
             if evidence is not None:
                 return _no(why, evidence.detail, evidence.parent)
@@ -119,14 +137,14 @@ def _decide(
     if status == "unknown":
         return _no("unknown", "the last re-verification against the source failed")
     # version keys compare as text: 7 and "7" are one version
-    if str(row["revocation_version"]) != str(policy_version):
+    if str(row.revocation_version) != str(policy_version):
         return _no(
             "policy_changed",
-            f"checked under {row['policy']} version {row['revocation_version']}, current is {policy_version}",
+            f"checked under {row.policy} version {row.revocation_version}, current is {policy_version}",
         )
     if evidence is not None:
         return evidence
-    expires_at = row.get("expires_at")
+    expires_at = row.expires_at
     if status == "expired" or (expires_at is not None and now >= expires_at):
         return _no("expired", f"expired at {expires_at}")
     return USABLE

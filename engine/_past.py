@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json, check_range, format_ts, parse_ts
-from memwarden.projections import COLUMNS, Access, CheckResult, Key, story
+from memwarden.projections import COLUMNS, Access, CheckResult, Key, MemoryRow, story
 
 from ._core import Core
 from ._derivation import Judge
@@ -90,20 +90,20 @@ def replay_memories(
             rows = past.page(tenant, after, PAGE)
             if not rows:
                 return
-            after = (rows[-1]["tenant"], rows[-1]["memory_id"])
+            after = (rows[-1].tenant, rows[-1].memory_id)
             judge = Judge(past, when, policies)
             shown = [(row, d) for row in rows if (d := judge.decide(row)).usable or include_unusable]
             with warden.reading() as live:
-                versions = [(row["tenant"], row["memory_id"], row["version"]) for row, _ in shown]
+                versions = [(row.tenant, row.memory_id, row.version) for row, _ in shown]
                 labels = {text.key: text.summary for text in live.texts(Access.system(), versions)}
             past.forget()
             for row, decision in shown:
-                label = labels.get((row["tenant"], row["memory_id"]))
+                label = labels.get((row.tenant, row.memory_id))
                 view = MemoryView.of(row, decision, None, label).as_dict()
                 view.pop("content")
                 if label is None:  # the version's texts are erased: its checksum is not shown either
                     view["checksum"] = None
-                yield (row["tenant"], row["memory_id"]), view
+                yield (row.tenant, row.memory_id), view
 
 
 @operation("review")
@@ -189,10 +189,10 @@ def explain(
     else:
         point, when = warden.log.head().seq, warden.now()
     with warden.reading() as view:
-        tenant = warden.find_row(view, memory_id, tenant=tenant, access=access)["tenant"]
+        tenant = warden.find_row(view, memory_id, tenant=tenant, access=access).tenant
         # an erased text's checksum is withheld with it: a short text is found again from its hash
         erased_through = view.erasures([(tenant, memory_id)]).get((tenant, memory_id), 0)
-    row: dict[str, Any] | None = None
+    row: MemoryRow | None = None
     history: list[dict[str, Any]] = []
     events = warden.log.memories_events([(tenant, memory_id)], until_seq=point)
     for event, row in story(events, warden.log.context_events(until_seq=point), tenant, memory_id):
@@ -203,10 +203,10 @@ def explain(
                 "occurred_at": event.occurred_at,
                 "actor": event.actor,
                 "event": event.type,
-                "status_after": row["status"],
-                "version": row["version"],
-                "checksum": None if row["version"] <= erased_through else row["checksum"],
-                "note": _note(event, erased=row["version"] <= erased_through, bound=caller.agent is not None),
+                "status_after": row.status,
+                "version": row.version,
+                "checksum": None if row.version <= erased_through else row.checksum,
+                "note": _note(event, erased=row.version <= erased_through, bound=caller.agent is not None),
             }
         )
     if row is None:
@@ -218,14 +218,14 @@ def explain(
         answer: Any = told_of(
             caller,
             tenant,
-            decide(row, now=when, policy_version=in_force(judge.policies, row["policy"]), parents=parents),
+            decide(row, now=when, policy_version=in_force(judge.policies, row.policy), parents=parents),
             parents,
         )
-        tree = judge.tree(row, access=access) if row["derived_from"] != "[]" else None
+        tree = judge.tree(row, access=access) if row.derived_from != "[]" else None
         drawn = judge.drawn(row, access=access)
     if as_of is None and answer.usable:
         answer = get(warden, memory_id, tenant=tenant, caller=caller)  # the live answer also checks the text
-    withheld = not shows_text(caller, row["status"])
+    withheld = not shows_text(caller, row.status)
     if withheld:  # what the caller may not receive of the memory, in none of its steps
         for step in history:
             step["checksum"] = None
@@ -237,11 +237,11 @@ def explain(
         "reason": answer.reason,
         "action": answer.action,
         "detail": answer.detail,
-        "status": row["status"],
-        "version": row["version"],
-        "checksum": None if withheld or row["version"] <= erased_through else row["checksum"],
-        "fetched_at": row["fetched_at"],
-        "expires_at": row["expires_at"],
+        "status": row.status,
+        "version": row.version,
+        "checksum": None if withheld or row.version <= erased_through else row.checksum,
+        "fetched_at": row.fetched_at,
+        "expires_at": row.expires_at,
         "history": history,
         "tenant": tenant,
         "derivation": tree,
@@ -295,7 +295,7 @@ def check_as_of(warden: Core, *, as_of: str | None = None, seq: int | None = Non
     point, _ = resolve_point(warden, as_of=as_of, seq=seq)
     replayed = warden.store.view_rows(point)
     with warden.store.as_of(point) as past:
-        rows = [tuple(row[c] for c in COLUMNS) for row in past.every_row()]
+        rows = [tuple(getattr(row, c) for c in COLUMNS) for row in past.every_row()]
         policies = sorted(past.policies().items())
         drawn = sorted(
             (tenant, parent, child)

@@ -44,7 +44,7 @@ def covered_ids(warden: Core, revocation: dict[str, Any]) -> dict[str, dict[str,
         direct = [c.key for c in view.covered(query)]
         below = {k.key for k in view.lineage(LineageQuery("down", tuple(direct)))} - set(direct)
         for row in rows_for(view, sorted(set(direct) | below)):
-            by_tenant[row["tenant"]][row["memory_id"]] = row["version"]
+            by_tenant[row.tenant][row.memory_id] = row.version
     return by_tenant
 
 
@@ -125,7 +125,7 @@ def read_back(warden: Core, revocation_id: str, *, caller: Principal, http: Read
         rows = rows_for(view, picked)
         sample = [
             (text.memory_id, text.tenant, text.summary)
-            for text in view.texts(Access.system(), [(r["tenant"], r["memory_id"], r["version"]) for r in rows])
+            for text in view.texts(Access.system(), [(r.tenant, r.memory_id, r.version) for r in rows])
             if text.summary is not None
         ]
     # one search per distinct (tenant, word): whatever it returns of the covered leaks

@@ -13,17 +13,17 @@ from memwarden.events import (
     content_checksum,
     unstorable,
 )
-from memwarden.projections import STATUSES, TERMINAL, Access, AgentQuery, ViewReader, ViewRow, row_of
+from memwarden.projections import STATUSES, TERMINAL, Access, AgentQuery, MemoryRow, ViewReader, ViewRow, row_of
 
 from ._content_filter import content_tests
 from ._core import Core, log
 from ._derivation import Judge
 from ._errors import AmbiguousMemory, FetchFailed, InvalidInput, MemoryNotFound
-from ._gate import ParentState, decide
+from ._gate import Decision, GateRow, ParentState, decide
 from ._limits import MAX_PAGE, AnswerBudget, Page
 from ._rights import Principal, confine_agent, confine_tenant, operation, shows_text, told_of
 from ._versions import in_force
-from ._views import MemoryView, derivation_row, gate_row
+from ._views import MemoryView
 
 MAX_LIMIT = MAX_PAGE
 MAX_OFFSET = 100_000
@@ -65,7 +65,7 @@ def get(
         policies = view.policies()  # one read for the memory's version and its evidence's
         # a memory drawn from nothing has no evidence to judge: no Judge to
         # build (as the query's ``evidence`` skips such rows)
-        parents = Judge(view, now, policies).parents(derivation_row(values)) if values.derived_from != "[]" else ()
+        parents = Judge(view, now, policies).parents(values) if values.derived_from != "[]" else ()
     return _judge(core, values, in_force(policies, values.policy), now, parents, caller)
 
 
@@ -88,14 +88,14 @@ def _judge(
     status, data = values.status, values.content
     tenant = values.tenant
 
-    def judged(row: Any, content_ok: bool | None) -> Any:
+    def judged(row: GateRow, content_ok: bool | None) -> Decision:
         decision = decide(row, now=now, policy_version=policy_version, content_ok=content_ok, parents=parents)
         return told_of(caller, tenant, decision, parents)
 
     if status == "erased" or status == "revoked":
-        view = MemoryView.of_values(values, judged(gate_row(values), None), None, values.summary)
+        view = MemoryView.of_values(values, judged(values, None), None, values.summary)
     elif (ok := actual_checksum(data) == values.checksum) and status != "quarantined" and data is not None:
-        decision = judged(gate_row(values), True)
+        decision = judged(values, True)
         view = MemoryView.of_values(values, decision, data.decode("utf-8") if decision.usable else None, values.summary)
     else:
         row, ok, text = _integrity(core, (tenant, values.memory_id), data, ok)
@@ -109,24 +109,24 @@ def _judge(
 
 def _integrity(
     core: Core, key: tuple[str, str], data: bytes | None, ok: bool
-) -> tuple[dict[str, Any] | None, bool, str | None]:
+) -> tuple[MemoryRow | None, bool, str | None]:
     tenant, memory_id = key
     with core.reading() as view:
         row = row_of(view, Access.system(), tenant, memory_id)  # every column: the fetchers need the source's
     if row is None:
         return None, False, None
-    if not ok and row["status"] != "quarantined":
-        log.error("integrity_failed", memory_id=memory_id, expected=row["checksum"], actual=actual_checksum(data))
+    if not ok and row.status != "quarantined":
+        log.error("integrity_failed", memory_id=memory_id, expected=row.checksum, actual=actual_checksum(data))
         with core.transaction() as tx:
             current = row_of(tx.view, Access.system(), tenant, memory_id)
-            if current is not None and current["status"] != "quarantined" and current["status"] not in TERMINAL:
+            if current is not None and current.status != "quarantined" and current.status not in TERMINAL:
                 tx.append(
                     [
                         MemoryIntegrityFailed(
                             tenant=tenant,
                             memory_id=memory_id,
-                            version=current["version"],
-                            expected_checksum=current["checksum"],
+                            version=current.version,
+                            expected_checksum=current.checksum,
                             actual_checksum=actual_checksum(data),
                             actor="memwarden",
                         )
@@ -134,7 +134,7 @@ def _integrity(
                 )
     # Resync: the memory's own source may still hold the recorded text.
     try:
-        text = core.fetchers.fetch(row)
+        text = core.fetchers.fetch(row.as_dict())
     except FetchFailed as exc:
         log.warning("resync_failed", memory_id=memory_id, category=exc.category)
         text = None
@@ -145,18 +145,18 @@ def _integrity(
         if (
             text is not None
             and current is not None
-            and content_checksum(text) == current["checksum"]
-            and current["status"] == "quarantined"
+            and content_checksum(text) == current.checksum
+            and current.status == "quarantined"
         ):
-            tx.texts.restore(tenant, memory_id, current["version"], current["checksum"], text)
+            tx.texts.restore(tenant, memory_id, current.version, current.checksum, text)
             tx.append(
                 [
                     MemoryResynced(
                         tenant=tenant,
                         memory_id=memory_id,
-                        version=current["version"],
-                        content_checksum=current["checksum"],
-                        resynced_from=core.fetchers.describe(current),
+                        version=current.version,
+                        content_checksum=current.checksum,
+                        resynced_from=core.fetchers.describe(current.as_dict()),
                         actor="memwarden",
                     )
                 ]
@@ -232,7 +232,7 @@ def query(
 
     def evidence(view: ViewReader, policies: dict[str, str], rows: list[ViewRow]) -> dict[str, Any]:
         judge = Judge(view, now, policies)
-        return {v.memory_id: judge.parents(derivation_row(v)) for v in rows if v.derived_from != "[]"}
+        return {v.memory_id: judge.parents(v) for v in rows if v.derived_from != "[]"}
 
     while len(views) < limit and not budget.truncated:
         size = max(min(limit + offset - skipped - len(views), rows), 16)

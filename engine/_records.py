@@ -43,7 +43,7 @@ from memwarden.events import (
     version_key,
 )
 from memwarden.events._types import Identifier, NonEmptyStr, UTCDateTime
-from memwarden.projections import Access, ViewReader, Write, blocking_revocation
+from memwarden.projections import Access, Revocation, ViewReader, Write, blocking_revocation
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._core import Core
@@ -202,7 +202,7 @@ def _import_chunk(
             refused.append({"line": number, "memory_id": record.memory_id, **refusal})
             continue
         row = rows.get(key)
-        version = latest[key] = latest.get(key, row["version"] if row else 0) + 1
+        version = latest[key] = latest.get(key, row.version if row else 0) + 1
         text, saved = _record_events(warden, record, urls[number], event_id, f"line {number}", version, events)
         texts.append(Texts(saved.tenant, record.memory_id, version, record.summary, text))
         pending.add(event_id)
@@ -246,7 +246,7 @@ def _refusal(
     view: ViewReader,
     record: MemoryRecord,
     source_url: str,
-    revocations: list[dict[str, Any]],
+    revocations: list[Revocation],
     versions: dict[tuple[str, str], dict[str, Any] | None],
     now: datetime,
 ) -> dict[str, Any] | None:
@@ -265,7 +265,7 @@ def _refusal(
         **record.scope.model_dump(),
     }
     blocking = blocking_revocation(revocations, {**candidate, "fetched_at": format_ts(min(record.fetched_at, now))})
-    return None if blocking is None else {"reason": "revoked", "revocation_id": blocking["revocation_id"]}
+    return None if blocking is None else {"reason": "revoked", "revocation_id": blocking.revocation_id}
 
 
 def _version_refusal(view: ViewReader, record: MemoryRecord) -> dict[str, Any] | None:

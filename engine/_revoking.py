@@ -75,7 +75,7 @@ def preview_revocation(
         tenants = Counter(tenant for tenant, _ in direct)
         # the cascade: what is drawn from those and still holds, invalidated with them
         below = {k.key for k in view.lineage(LineageQuery("down", tuple(direct)))} - set(direct)
-        cascaded = sum(1 for r in rows_for(view, sorted(below)) if r["status"] not in SETTLED)
+        cascaded = sum(1 for r in rows_for(view, sorted(below)) if r.status not in SETTLED)
     return {
         "dry_run": True,
         "selector": sel.model_dump(mode="json", exclude_defaults=True),
@@ -163,9 +163,7 @@ def erase(
             rows = tx.view.memories(caller.access, user=user, tenant=tenant)
             if not rows:
                 raise UserNotFound(user, tenant)
-        targets = sorted(
-            (r["tenant"], r["memory_id"], r["checksum"], r["version"]) for r in rows if r["status"] != "erased"
-        )
+        targets = sorted((r.tenant, r.memory_id, r.checksum, r.version) for r in rows if r.status != "erased")
         events = [
             MemoryErased(
                 tenant=t, memory_id=m, reason=reason, content_checksum=c, version=v, actor=actor or caller.actor

@@ -12,7 +12,17 @@ from datetime import datetime
 from typing import Any
 
 from memwarden.events import MemorySaved, ParentRef, Scope, check_storable, content_checksum, format_ts, sha256_hex
-from memwarden.projections import Access, Key, LineageQuery, ViewReader, blocking_revocation, depth_of, row_of
+from memwarden.projections import (
+    Access,
+    Key,
+    LineageQuery,
+    MemoryRow,
+    Revocation,
+    ViewReader,
+    blocking_revocation,
+    depth_of,
+    row_of,
+)
 
 from ._core import Core
 from ._derivation import Judge
@@ -41,6 +51,23 @@ class Checked:
     embedder: str | None = None  # what made them ("caller": given with the save)
 
 
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What a memory's row will say of a save pending in a batch
+    (``Reads.saved``): its holder and version, and no revocation yet."""
+
+    tenant: str
+    memory_id: str
+    agent: str | None
+    version: int
+    revoked_until: str | None = None
+    last_revocation: str | None = None
+
+
+# a memory's row as a save reads it: the view's, or a pending save's
+Held = MemoryRow | Pending
+
+
 class Reads:
     """What a save reads of the view before it writes: the memory's row and
     its policy's version. A batch reads the rows of all its items at once
@@ -53,7 +80,7 @@ class Reads:
         self.view = view
         wanted = list(dict.fromkeys(keys))
         found = view.rows(Access.system(), wanted) if wanted else {}
-        self._rows: dict[Key, dict[str, Any] | None] = {key: found.get(key) for key in wanted}
+        self._rows: dict[Key, Held | None] = {key: found.get(key) for key in wanted}
         self._policies: dict[str, int | str] = {}
 
     def refresh(self, changed: Iterable[Key]) -> None:
@@ -71,14 +98,9 @@ class Reads:
         it (its holder and version), for a repeat of the id that follows
         before the save is appended. ``refresh`` reads the real row again."""
         scope = event.scope
-        self._rows[(scope.tenant, event.memory_id)] = {
-            "tenant": scope.tenant,
-            "memory_id": event.memory_id,
-            "agent": scope.agent,
-            "version": event.version,
-        }
+        self._rows[(scope.tenant, event.memory_id)] = Pending(scope.tenant, event.memory_id, scope.agent, event.version)
 
-    def row(self, tenant: str, memory_id: str) -> dict[str, Any] | None:
+    def row(self, tenant: str, memory_id: str) -> Held | None:
         key = (tenant, memory_id)
         if key not in self._rows:  # kept: the event and the revocations' check both ask
             self._rows[key] = row_of(self.view, Access.system(), tenant, memory_id)
@@ -94,7 +116,7 @@ def saved_event(
     core: Core,
     view: ViewReader,
     item: Checked,
-    revocations: Sequence[dict[str, Any]],
+    revocations: Sequence[Revocation],
     caller: Principal,
     reads: Reads | None = None,
 ) -> tuple[MemorySaved, Any]:
@@ -119,7 +141,7 @@ def built_event(
     tenant, memory_id = item.scope.tenant, item.memory_id
     access = caller.access
     row = reads.row(tenant, memory_id) if isinstance(memory_id, str) else None
-    if row is not None and not access.allows(row["tenant"], row["agent"]):
+    if row is not None and not access.allows(row.tenant, row.agent):
         raise MemoryIdTaken(memory_id)
     adopted = None
     policy, revocation_version = f["policy"], f["revocation_version"]
@@ -132,7 +154,7 @@ def built_event(
     event = build(
         MemorySaved,
         memory_id=memory_id,
-        version=(row["version"] + 1) if row else 1,
+        version=(row.version + 1) if row else 1,
         kind=item.kind,
         summary_checksum=content_checksum(item.summary),
         content_checksum=item.checksum,
@@ -204,7 +226,7 @@ def _evidence(
         if parent_id == memory_id:
             raise InvalidInput("derived_from", f"memory {memory_id!r} cannot be derived from itself")
         parent = judge.row(tenant, parent_id)
-        if parent is None or not access.allows(parent["tenant"], parent["agent"]):
+        if parent is None or not access.allows(parent.tenant, parent.agent):
             raise InvalidInput("derived_from", f"parent {parent_id!r} does not exist")
         decision = judge.decide(parent)
         if not decision.usable:
@@ -213,7 +235,7 @@ def _evidence(
                 f"parent {parent_id!r} is not usable ({decision.reason}): nothing may be drawn from it",
             )
         if parent_id not in {r.memory_id for r in refs}:
-            refs.append(ParentRef(memory_id=parent_id, version=parent["version"]))
+            refs.append(ParentRef(memory_id=parent_id, version=parent.version))
     parents = tuple((tenant, r.memory_id) for r in refs)
     if memory_id in {k.memory_id for k in view.lineage(LineageQuery("up", parents))}:
         raise InvalidInput("derived_from", f"a cycle: memory {memory_id!r} is already evidence for one of its parents")
@@ -227,17 +249,16 @@ def _evidence(
     return tuple(refs)
 
 
-def refuse_if_revoked(
-    revocations: Sequence[dict[str, Any]], event: MemorySaved, row: dict[str, Any] | None = None
-) -> None:
+def refuse_if_revoked(revocations: Sequence[Revocation], event: MemorySaved, row: Held | None = None) -> None:
     """No resurrection: a fetch older than a revocation covering it is
     refused, and so is one older than the last revocation that ever covered
     a version of this memory (``row``), whatever scope the new one claims:
     the fold would record it revoked, so the caller is told now."""
     fetched = format_ts(event.fetched_at)
-    until = row.get("revoked_until") if row else None
-    if until is not None and fetched <= until:
-        raise RevokedScope(event.memory_id, row["last_revocation"], until, fetched)  # type: ignore[index]
+    until = row.revoked_until if row else None
+    if row is not None and until is not None and fetched <= until:
+        # a row revoked once names the revocation that did it
+        raise RevokedScope(event.memory_id, str(row.last_revocation), until, fetched)
     candidate = {
         "memory_id": event.memory_id,
         "kind": event.kind,
@@ -248,4 +269,4 @@ def refuse_if_revoked(
         candidate["tool"] = event.cache_key.tool
     rev = blocking_revocation(revocations, {**candidate, "fetched_at": fetched})
     if rev is not None:
-        raise RevokedScope(event.memory_id, rev["revocation_id"], rev["effective_at"], fetched)
+        raise RevokedScope(event.memory_id, rev.revocation_id, rev.effective_at, fetched)

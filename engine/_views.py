@@ -7,31 +7,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from memwarden.events import version_value
-from memwarden.projections import VIEW_COLUMNS, ViewRow, parent_refs
+from memwarden.projections import VIEW_COLUMNS, MemoryRow, ViewRow, parent_refs
 
 from ._gate import Decision
 
-_view_values = operator.itemgetter(*VIEW_COLUMNS)
-
-
-def gate_row(v: ViewRow) -> dict[str, Any]:
-    """What the gate reads of a row the store selected as ``VIEW_COLUMNS``:
-    a dict literal of the row's fields (quicker than zipping names)."""
-    return {
-        "memory_id": v.memory_id,
-        "status": v.status,
-        "tenant": v.tenant,
-        "expires_at": v.expires_at,
-        "policy": v.policy,
-        "revocation_version": v.revocation_version,
-        "revoked_by": v.revoked_by,
-        "invalidation_reason": v.invalidation_reason,
-    }
-
-
-def derivation_row(v: ViewRow) -> dict[str, Any]:
-    """What ``Judge.parents`` reads of a row selected as ``VIEW_COLUMNS``."""
-    return {"memory_id": v.memory_id, "tenant": v.tenant, "derived_from": v.derived_from}
+# a whole row's ``VIEW_COLUMNS``, in order
+_view_values = operator.attrgetter(*VIEW_COLUMNS)
 
 
 class MemoryView(NamedTuple):
@@ -63,8 +44,8 @@ class MemoryView(NamedTuple):
     last_seq: int | None  # None for a caller given tokens (``_tokens``): a log position counts every tenant's writes
 
     @classmethod
-    def of(cls, row: dict[str, Any], decision: Decision, content: str | None, summary: str | None) -> MemoryView:
-        """From a whole row (a dict of every column), as ``of_values``."""
+    def of(cls, row: MemoryRow, decision: Decision, content: str | None, summary: str | None) -> MemoryView:
+        """From a whole row (every column), as ``of_values``."""
         return cls.of_values(ViewRow._make((*_view_values(row), summary, None)), decision, content, summary)
 
     @classmethod

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     )
     from ._fts_documents import stored_texts
     from ._named import (
-        Backoff,
         Child,
         DueRow,
         EmbeddingCount,
@@ -50,6 +49,7 @@ if TYPE_CHECKING:
     from ._open import UnknownBackend, open_store, sqlite_options, sqlite_path
     from ._port import Evidence, SideReader, Store, Texts, VectorReader, ViewReader, ViewWriter, Write
     from ._reads import (
+        Backoff,
         CheckedUnder,
         CoveredRow,
         Covering,
@@ -67,10 +67,11 @@ if TYPE_CHECKING:
         depth_of,
         row_of,
     )
-    from ._rows import VIEW_COLUMNS, Key, parent_refs
+    from ._rows import VIEW_COLUMNS, Key, MemoryRow, parent_refs
     from ._runner import CheckResult, Projection, Projector, default_projections
     from ._selector import (
         COVERED_SQL,
+        Revocation,
         blocking_revocation,
         revocation_blocks,
         revokes,
@@ -124,12 +125,14 @@ __all__ = [
     "Kin",
     "LineageQuery",
     "LogWrite",
+    "MemoryRow",
     "Outbox",
     "PointView",
     "PolicyRow",
     "Projection",
     "ProjectionDamaged",
     "Projector",
+    "Revocation",
     "RevocationQuery",
     "RevocationRow",
     "RevokedBy",

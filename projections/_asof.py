@@ -27,8 +27,8 @@ from memwarden.events import RecordedEvent, version_key
 from ._access import Access
 from ._fold import SETTLED, fold_memory, revoke_row
 from ._reads import Kin, LineageQuery
-from ._rows import Key, parent_refs
-from ._selector import could_cover
+from ._rows import Key, MemoryRow, parent_refs
+from ._selector import Revocation, could_cover
 
 # the rows one read of streams folds at a time (two streams each)
 CHUNK = 250
@@ -46,7 +46,7 @@ class Listing(Protocol):
 
     def existing_at(self, point: int, tenant: str | None, after: Key | None, limit: int) -> list[Key]: ...
     def ever_drawn_from(self, tenant: str, memory_id: str) -> list[str]: ...
-    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]: ...
+    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, MemoryRow]: ...
 
 
 def _by_tenant(keys: Iterable[Key]) -> dict[str, list[str]]:
@@ -56,25 +56,14 @@ def _by_tenant(keys: Iterable[Key]) -> dict[str, list[str]]:
     return by_tenant
 
 
-def revocation_of(event: RecordedEvent) -> dict[str, Any]:
-    """A ``revocation.issued`` event as the fold takes it."""
-    p = event.payload
-    return {
-        "revocation_id": p["revocation_id"],
-        "selector": p["selector"],
-        "effective_at": p["effective_at"],
-        "seq": event.seq,
-    }
-
-
 def story(
     events: Iterable[RecordedEvent], context: Iterable[RecordedEvent], tenant: str, memory_id: str
-) -> Iterator[tuple[RecordedEvent, dict[str, Any]]]:
+) -> Iterator[tuple[RecordedEvent, MemoryRow]]:
     """One memory's row after each step of its story: each of its own
     events, each revocation that took it out, each change of its policy, in
     seq order. The same fold the view is built from, one memory at a time."""
     row: dict[str, Any] | None = None
-    revocations: list[dict[str, Any]] = []
+    revocations: list[Revocation] = []
     for event in heapq.merge(events, context, key=lambda e: e.seq):
         p = event.payload
         if event.type.startswith("memory."):
@@ -82,24 +71,24 @@ def story(
                 continue  # another tenant's memory of the same id, before schema 2
             row = fold_memory(row, event, revocations)
             if row is not None:
-                yield event, row
+                yield event, MemoryRow.of(row)
         elif event.type == "revocation.issued":
-            revocation = revocation_of(event)
-            if not could_cover(revocation, tenant):
+            revocation = Revocation.issued(event)
+            if not could_cover(revocation.selector, tenant):
                 continue
             revocations.append(revocation)
             changed = revoke_row(row, revocation, event.seq) if row is not None else None
             if changed is not None:
                 row = changed
-                yield event, row
+                yield event, MemoryRow.of(row)
         elif event.type == "policy.version_changed":
             if row is not None and row["policy"] == p["policy"]:
-                yield event, row
+                yield event, MemoryRow.of(row)
 
 
 def row_after(
     events: Iterable[RecordedEvent], context: Iterable[RecordedEvent], tenant: str, memory_id: str
-) -> dict[str, Any] | None:
+) -> MemoryRow | None:
     row = None
     for _event, row in story(events, context, tenant, memory_id):  # noqa: B007 - the last one is wanted
         pass
@@ -123,14 +112,14 @@ class PointView:
         self._revocations = [e for e in context if e.type == "revocation.issued"]
         self._policy_changes = [e for e in context if e.type == "policy.version_changed"]
         self._by_tenant: dict[str, list[RecordedEvent]] = {}
-        self._rows: dict[Key, dict[str, Any] | None] = {}
+        self._rows: dict[Key, MemoryRow | None] = {}
 
     def context(self, tenant: str) -> list[RecordedEvent]:
         """The revocations that may touch ``tenant``'s memories and every policy change, in seq order."""
         if tenant not in self._by_tenant:
             self._by_tenant[tenant] = list(
                 heapq.merge(
-                    (e for e in self._revocations if could_cover(revocation_of(e), tenant)),
+                    (e for e in self._revocations if could_cover(e.payload["selector"], tenant)),
                     self._policy_changes,
                     key=lambda e: e.seq,
                 )
@@ -145,13 +134,13 @@ class PointView:
     def position(self) -> int:
         return self.point
 
-    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
+    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, MemoryRow]:
         """The rows of those of ``keys`` that existed then and ``access``
         allows (none for the others): folded from events, so confined here."""
         found = self._then(keys)
-        return {k: row for k, row in found.items() if access.allows(row["tenant"], row["agent"])}
+        return {k: row for k, row in found.items() if access.allows(row.tenant, row.agent)}
 
-    def _then(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
+    def _then(self, keys: Sequence[Key]) -> dict[Key, MemoryRow]:
         """The rows of those of ``keys`` that existed then (none for the others)."""
         missing = sorted({k for k in keys if k not in self._rows})
         # A live row nothing touched after the point is the row then: every
@@ -163,7 +152,7 @@ class PointView:
         folding: list[Key] = []
         for key in missing:
             row = current.get(key)
-            if row is None or row["last_seq"] <= self.point:
+            if row is None or row.last_seq <= self.point:
                 self._rows[key] = row
             else:
                 folding.append(key)
@@ -203,7 +192,7 @@ class PointView:
     def _drew(self, tenant: str, memory_ids: Iterable[str]) -> set[str]:
         """The ids the given memories of ``tenant`` were drawn from then (one step up)."""
         rows = self._then([(tenant, m) for m in sorted(set(memory_ids))])
-        return {ref["memory_id"] for row in rows.values() for ref in parent_refs(row["memory_id"], row["derived_from"])}
+        return {ref["memory_id"] for row in rows.values() for ref in parent_refs(row.memory_id, row.derived_from)}
 
     def levels(self, tenant: str, memory_ids: Sequence[str], limit: int) -> dict[str, int]:
         """Every memory of ``tenant`` the given ones were drawn from then, walked
@@ -227,7 +216,7 @@ class PointView:
             step = {
                 ref["memory_id"]
                 for row in rows.values()
-                for ref in parent_refs(row["memory_id"], row["derived_from"])
+                for ref in parent_refs(row.memory_id, row.derived_from)
                 if ref["memory_id"] not in found
             }
             found |= step
@@ -242,7 +231,7 @@ class PointView:
         return sorted(
             child_id
             for (_, child_id), row in rows.items()
-            if any(ref["memory_id"] == memory_id for ref in parent_refs(child_id, row["derived_from"]))
+            if any(ref["memory_id"] == memory_id for ref in parent_refs(child_id, row.derived_from))
         )
 
     def descendants(self, keys: Iterable[Key]) -> set[Key]:
@@ -263,13 +252,13 @@ class PointView:
             children = self.drawn_from(tenant, memory_id)
             rows = self._then([(tenant, c) for c in children])
             found.extend(
-                (tenant, child, row["version"], memory_id)
+                (tenant, child, row.version, memory_id)
                 for child in children
-                if (row := rows.get((tenant, child))) is not None and row["status"] not in SETTLED
+                if (row := rows.get((tenant, child))) is not None and row.status not in SETTLED
             )
         return [Kin(t, child, parent, version) for t, child, version, parent in sorted(found)]
 
-    def page(self, tenant: str | None, after: Key | None, limit: int) -> list[dict[str, Any]]:
+    def page(self, tenant: str | None, after: Key | None, limit: int) -> list[MemoryRow]:
         """Up to ``limit`` rows of the memories that existed then, by tenant
         and id, after the key ``after``."""
         with self.reading() as live:
@@ -277,12 +266,12 @@ class PointView:
         rows = self._then(keys)
         return [rows[k] for k in keys if k in rows]
 
-    def every_row(self, tenant: str | None = None) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def every_row(self, tenant: str | None = None) -> list[MemoryRow]:
+        out: list[MemoryRow] = []
         after: Key | None = None
         while page := self.page(tenant, after, 1000):
             out.extend(page)
-            after = (page[-1]["tenant"], page[-1]["memory_id"])
+            after = page[-1].key
         return out
 
     def policies(self) -> dict[str, str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from memwarden.events import RecordedEvent, canonical_json, spelled, version_key
 
-from ._selector import blocking_revocation, revokes
+from ._selector import Revocation, blocking_revocation, revokes
 
 TERMINAL = frozenset({"erased", "revoked"})
 # what a cascade's invalidation passes over: nothing is left to take from these
@@ -63,7 +63,7 @@ COLUMNS = (
 
 
 def fold_memory(
-    row: dict[str, Any] | None, event: RecordedEvent, revocations: Sequence[dict[str, Any]]
+    row: dict[str, Any] | None, event: RecordedEvent, revocations: Sequence[Revocation]
 ) -> dict[str, Any] | None:
     """The memory row after ``event``: a pure function of its inputs. The
     row holds no text: summaries and contents live in the text store."""
@@ -119,9 +119,9 @@ def fold_memory(
         # fetch made after the revocation took effect escapes it.
         blocking = blocking_revocation(revocations, new)
         if blocking is not None:
-            new.update(status="revoked", reason="revoked", revoked_by=blocking["revocation_id"])
-            if new["revoked_until"] is None or new["revoked_until"] <= blocking["effective_at"]:
-                new.update(revoked_until=blocking["effective_at"], last_revocation=blocking["revocation_id"])
+            new.update(status="revoked", reason="revoked", revoked_by=blocking.revocation_id)
+            if new["revoked_until"] is None or new["revoked_until"] <= blocking.effective_at:
+                new.update(revoked_until=blocking.effective_at, last_revocation=blocking.revocation_id)
         elif new["revoked_until"] is not None and new["fetched_at"] <= new["revoked_until"]:
             new.update(status="revoked", reason="revoked", revoked_by=new["last_revocation"])
         return new
@@ -183,19 +183,19 @@ def fetched_at(payload: dict[str, Any], event: RecordedEvent) -> str:
     return event.recorded_at if event.recorded_at and claimed > event.recorded_at else claimed
 
 
-def revoke_row(row: dict[str, Any], revocation: dict[str, Any], seq: int) -> dict[str, Any] | None:
+def revoke_row(row: dict[str, Any], revocation: Revocation, seq: int) -> dict[str, Any] | None:
     """The row after a revocation, or None if the revocation does not touch
     it. Every row the view holds when the revocation applies was recorded
     before it: its selector alone decides."""
     if row["status"] not in TERMINAL and revokes(revocation, row, recorded_before=True):
-        later = row["revoked_until"] is None or row["revoked_until"] <= revocation["effective_at"]
+        later = row["revoked_until"] is None or row["revoked_until"] <= revocation.effective_at
         return {
             **row,
             "status": "revoked",
             "reason": "revoked",
-            "revoked_by": revocation["revocation_id"],
-            "revoked_until": revocation["effective_at"] if later else row["revoked_until"],
-            "last_revocation": revocation["revocation_id"] if later else row["last_revocation"],
+            "revoked_by": revocation.revocation_id,
+            "revoked_until": revocation.effective_at if later else row["revoked_until"],
+            "last_revocation": revocation.revocation_id if later else row["last_revocation"],
             "last_seq": seq,
         }
     return None

@@ -1,8 +1,11 @@
 """The rows the view's questions answer with, by name.
 
-Named tuples rather than dicts or dataclasses: they cost what a tuple
-costs to make and to read, still unpack where a caller wants every field,
-and let callers read ``row.expires_at`` instead of counting positions.
+Named tuples rather than dicts or dataclasses: these are read by the
+hundred or the thousand (a query's page, a sweep, the vectors), and
+they cost what a tuple costs to make (a frozen dataclass costs a call
+per field: those read a few at a time, ``_reads``' and ``MemoryRow``,
+are dataclasses) and to read, still unpack where a caller wants every
+field, and let callers read ``row.expires_at`` instead of counting positions.
 Each is made where a backend's statement returns it (``SQLView`` and its
 mixins), from the columns that statement selects, in that order.
 """
@@ -107,10 +110,3 @@ class StaleVector(NamedTuple):
     checksum: str
     embedder: str | None  # what made its vector (None: it has none)
     dims: int | None
-
-
-class Backoff(NamedTuple):
-    """A source that failed lately (``backoff``)."""
-
-    failures: int  # in a row
-    until: float  # the time before which not to try it again

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ._access import Access
-from ._rows import Key
+from ._rows import Key, MemoryRow
 
 # -- policies -----------------------------------------------------------------------------
 
@@ -46,6 +46,14 @@ class KeyRow:
     created_at: str
     revoked_at: str | None
     key_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """A source that failed lately (``ViewReader.side().backoff``)."""
+
+    failures: int  # in a row
+    until: float  # the time before which not to try it again
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,9 +238,9 @@ class TextRow:
 
 
 class RowsReader(Protocol):
-    def rows(self, access: Access, keys: Sequence[Key]) -> Mapping[Key, dict[str, Any] | None]: ...
+    def rows(self, access: Access, keys: Sequence[Key]) -> Mapping[Key, MemoryRow]: ...
 
 
-def row_of(view: RowsReader, access: Access, tenant: str, memory_id: str) -> dict[str, Any] | None:
+def row_of(view: RowsReader, access: Access, tenant: str, memory_id: str) -> MemoryRow | None:
     """The row of one memory that ``access`` allows (``ViewReader.rows`` of one key); None otherwise."""
     return view.rows(access, [(tenant, memory_id)]).get((tenant, memory_id))

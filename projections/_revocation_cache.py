@@ -27,10 +27,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable
-from typing import Any
 
 from ._rows import Connection
-from ._selector import could_cover
+from ._selector import Revocation, could_cover
 
 # (rows, last seq, last revocation id) of the revocations table
 State = tuple[int, int | None, str | None]
@@ -46,22 +45,22 @@ _KEPT = 4
 class _Parsed:
     """One state's revocations, oldest first, and each tenant's share."""
 
-    def __init__(self, state: State, revocations: list[dict[str, Any]]) -> None:
+    def __init__(self, state: State, revocations: list[Revocation]) -> None:
         self.state = state
         self.revocations = revocations
-        self._shares: dict[str, list[dict[str, Any]]] = {}
+        self._shares: dict[str, list[Revocation]] = {}
 
-    def share(self, tenant: str) -> list[dict[str, Any]]:
+    def share(self, tenant: str) -> list[Revocation]:
         found = self._shares.get(tenant)
         if found is None:
-            found = [r for r in self.revocations if could_cover(r, tenant)]
+            found = [r for r in self.revocations if could_cover(r.selector, tenant)]
             if len(self._shares) < 10_000:  # bounded: a store of many tenants
                 self._shares[tenant] = found
         return found
 
 
-def _revocation(revocation_id: str, selector: str, effective_at: str, seq: int) -> dict[str, Any]:
-    return {"revocation_id": revocation_id, "selector": json.loads(selector), "effective_at": effective_at, "seq": seq}
+def _revocation(revocation_id: str, selector: str, effective_at: str, seq: int) -> Revocation:
+    return Revocation(revocation_id, json.loads(selector), effective_at, seq)
 
 
 class RevocationCache:
@@ -71,14 +70,14 @@ class RevocationCache:
         self._lock = threading.Lock()
         self._kept: dict[State, _Parsed] = {}
 
-    def load(self, conn: Connection, tenant: str | None = None) -> list[dict[str, Any]]:
+    def load(self, conn: Connection, tenant: str | None = None) -> list[Revocation]:
         """Every revocation (or every one that may cover ``tenant``'s
         memories), oldest first, as the table on ``conn`` holds them now.
-        The list is the caller's; its dicts are shared and never changed."""
+        The list is the caller's; its revocations are shared (frozen; their selectors never changed)."""
         parsed = self._parsed(conn)
         return list(parsed.revocations if tenant is None else parsed.share(tenant))
 
-    def load_shares(self, conn: Connection, tenants: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    def load_shares(self, conn: Connection, tenants: Iterable[str]) -> dict[str, list[Revocation]]:
         """``load`` for each of ``tenants``, from one read of the table (a
         batch save of many tenants' memories)."""
         parsed = self._parsed(conn)

@@ -19,6 +19,7 @@ from memwarden.events import ROW_COLUMNS, RecordedEvent, canonical_json, event_f
 
 from ._errors import ProjectionDamaged
 from ._rows import Connection, on_sqlite
+from ._selector import Revocation
 from ._sqlite_schema import create_tracking_table
 from ._stats import StatsProjection
 from ._usable import UsableProjection
@@ -146,13 +147,13 @@ class Projector:
         """``position``, from the rows ``TRACKED`` selected."""
         return min(self.positions_of(tracked_rows).values(), default=0)
 
-    def revocations(self, conn: Connection, tenant: str | None = None) -> list[dict[str, Any]]:
+    def revocations(self, conn: Connection, tenant: str | None = None) -> list[Revocation]:
         """Every revocation (or those that may cover ``tenant``), oldest
         first: the usable projection's, parsed once for the store."""
         usable = next(p for p in self.projections if isinstance(p, UsableProjection))
         return usable.revocations.load(conn, tenant)
 
-    def revocation_shares(self, conn: Connection, tenants: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    def revocation_shares(self, conn: Connection, tenants: Iterable[str]) -> dict[str, list[Revocation]]:
         """``revocations`` of each of ``tenants``, read together."""
         usable = next(p for p in self.projections if isinstance(p, UsableProjection))
         return usable.revocations.load_shares(conn, tenants)

@@ -26,7 +26,7 @@ from ._reads import (
 from ._rows import Connection
 from ._rules import problem_of, versions_of
 from ._runner import Projector
-from ._selector import COVERED_SQL, selector_sql
+from ._selector import COVERED_SQL, Revocation, selector_sql
 
 REVOCATION_FIELDS = (
     "revocation_id",
@@ -51,7 +51,7 @@ class RevocationReads:
     conn: Connection
     _projector: Projector
 
-    def revocations(self, tenants: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    def revocations(self, tenants: Iterable[str]) -> dict[str, list[Revocation]]:
         """Each of ``tenants``' revocations (those whose selector may cover
         its memories: id, selector, effective time and seq), oldest first,
         in one read: what a save is checked against (the fold's parsed list,

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ._named import Backoff
-from ._reads import KeyRow
+from ._reads import Backoff, KeyRow
 from ._rows import Connection
 
 

@@ -32,6 +32,7 @@ from ._rows import (
     VIEW_COLUMNS,
     Connection,
     Key,
+    MemoryRow,
     rows_with_text_sql,
     select_rows,
 )
@@ -120,7 +121,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
 
     # -- memories ------------------------------------------------------------------------
 
-    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, dict[str, Any] | None]:
+    def rows(self, access: Access, keys: Sequence[Key]) -> dict[Key, MemoryRow]:
         """The rows of the memories ``keys`` name that ``access`` allows (the others left out)."""
         return _rows.fetch_rows(self.conn, keys, *self.confine(access, "memories"))
 
@@ -132,7 +133,7 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
         memory_id: str | None = None,
         user: str | None = None,
         limit: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[MemoryRow]:
         """The memories ``access`` allows, by tenant and id: of ``tenant``,
         with id ``memory_id`` (one per tenant holding it), whose scope names
         ``user`` (erasure by user), each when given; up to ``limit``."""

@@ -24,8 +24,8 @@ from ._fold import COLUMNS, TERMINAL_SQL, fold_memory
 from ._fts_documents import TextSource, drop_documents, external_index, fill_documents, stored_texts, write_documents
 from ._fts_keys import is_keyed, keying, make_key
 from ._revocation_cache import RevocationCache
-from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_rows, on_sqlite
-from ._selector import selector_sql
+from ._rows import QUOTED_COLUMNS, SELECT_MEMORIES, Connection, Key, fetch_row_dicts, on_sqlite
+from ._selector import Revocation, selector_sql
 from ._text_index import drop_text_index
 from ._usable_schema import FTS_EXTERNAL, FTS_OWN, FTS_SOURCE, INDEXES, SCHEMA, TABLES
 
@@ -170,7 +170,7 @@ class UsableProjection:
         # a batch of one tenant (a save) folds with only what may cover it
         revocations = self.revocations.load(conn, next(iter(tenants)) if len(tenants) == 1 else None)
         keys = list({(e.payload["tenant"], e.payload["memory_id"]) for e in events if e.type.startswith("memory.")})
-        pending: Rows = fetch_rows(conn, keys)
+        pending: Rows = fetch_row_dicts(conn, keys)
         stored = dict(pending)  # the rows as the table holds them (fold never mutates a row)
         # a dict for its order: new rows take their mids in log order, the
         # same in a rebuild as live
@@ -205,7 +205,7 @@ class UsableProjection:
                 self._flush(conn, pending, stored, changed, fts, links, bulk)
                 revocations.append(self._revoke(conn, event))
                 # the revocation may have changed rows held here: re-read them
-                pending = dict(fetch_rows(conn, list(pending)))
+                pending = fetch_row_dicts(conn, list(pending))
                 stored = dict(pending)
                 changed, fts, links = {}, [], {}
             elif kind == "policy.version_changed":
@@ -248,7 +248,7 @@ class UsableProjection:
                 sorted(ever),
             )
 
-    def _revoke(self, conn: Connection, event: RecordedEvent) -> dict[str, Any]:
+    def _revoke(self, conn: Connection, event: RecordedEvent) -> Revocation:
         p = event.payload
         where, params = selector_sql(p["selector"])
         # revoke_row's statement: every right-hand side reads the row as it was
@@ -282,12 +282,7 @@ class UsableProjection:
                 cursor.rowcount,
             ),
         )
-        return {
-            "revocation_id": p["revocation_id"],
-            "selector": p["selector"],
-            "effective_at": p["effective_at"],
-            "seq": event.seq,
-        }
+        return Revocation.issued(event)
 
     def _set_form(
         self, conn: Connection, events: Sequence[RecordedEvent], why: str, update: Callable[[str], str]

@@ -280,7 +280,7 @@ class VectorIndex:
                 return False
             gone: set[str] = set()
             for seq, payload in revocations:
-                if seq > t.position and could_cover(payload, t.tenant):
+                if seq > t.position and could_cover(payload["selector"], t.tenant):
                     taken = TakenAt(payload["revocation_id"], seq, payload["selector"], tenant=t.tenant)
                     gone.update(c.memory_id for c in view.covered(taken) if c.memory_id in t.where)
             for at in range(0, len(ids), _CHUNK):

@@ -20,7 +20,7 @@ from memwarden.events import (
     canonical_json,
     format_ts,
 )
-from memwarden.projections import Access, row_of
+from memwarden.projections import Access, MemoryRow, row_of
 
 from ._sizes import larger
 from .backends import Backend
@@ -30,7 +30,7 @@ TENANTS = ("acme", "globex")
 IDS = ("m0", "m1", "m2", "m3")
 
 
-def live(w: Warden, tenant: str, memory_id: str) -> dict[str, Any] | None:
+def live(w: Warden, tenant: str, memory_id: str) -> MemoryRow | None:
     with w.reading() as view:
         return row_of(view, Access.system(), tenant, memory_id)
 
@@ -69,13 +69,9 @@ def apply(w: Warden, clock: FrozenClock, op: tuple[Any, ...]) -> None:
             w.erase(memory_id=memory_id, tenant=tenant, reason="asked", caller=OPERATOR)
         elif row is None:
             return
-        elif kind == "expire" and row["expires_at"]:
+        elif kind == "expire" and row.expires_at:
             w.log.append(
-                [
-                    MemoryExpired(
-                        tenant=tenant, memory_id=memory_id, version=row["version"], expires_at=row["expires_at"]
-                    )
-                ]
+                [MemoryExpired(tenant=tenant, memory_id=memory_id, version=row.version, expires_at=row.expires_at)]
             )
         elif kind == "verify":
             now = w.now()
@@ -84,8 +80,8 @@ def apply(w: Warden, clock: FrozenClock, op: tuple[Any, ...]) -> None:
                     MemoryVerified(
                         tenant=tenant,
                         memory_id=memory_id,
-                        version=row["version"],
-                        content_checksum=row["checksum"],
+                        version=row.version,
+                        content_checksum=row.checksum,
                         fetched_at=now,
                         verified_at=now,
                         expires_at=format_ts(clock.now() + __import__("datetime").timedelta(hours=1)),
@@ -97,7 +93,7 @@ def apply(w: Warden, clock: FrozenClock, op: tuple[Any, ...]) -> None:
             w.log.append(
                 [
                     MemoryIntegrityFailed(
-                        tenant=tenant, memory_id=memory_id, version=row["version"], expected_checksum=row["checksum"]
+                        tenant=tenant, memory_id=memory_id, version=row.version, expected_checksum=row.checksum
                     )
                 ]
             )
@@ -107,8 +103,8 @@ def apply(w: Warden, clock: FrozenClock, op: tuple[Any, ...]) -> None:
                     MemoryResynced(
                         tenant=tenant,
                         memory_id=memory_id,
-                        version=row["version"],
-                        content_checksum=row["checksum"],
+                        version=row.version,
+                        content_checksum=row.checksum,
                         resynced_from="backup",
                     )
                 ]
@@ -208,12 +204,12 @@ def rich_history(w: Warden, clock: FrozenClock) -> None:
     clock.advance("2h")
     row = live(w, "acme", "evidence")
     assert row is not None
-    w.log.append([MemoryExpired(tenant="acme", memory_id="evidence", version=1, expires_at=row["expires_at"])])
+    w.log.append([MemoryExpired(tenant="acme", memory_id="evidence", version=1, expires_at=row.expires_at)])
     save_memory(w, "summary", tenant="acme", derived_from=["other"], source_url="agent://s", content="v2")  # drops one
     w.set_policy("default", 2, caller=OPERATOR)
     w.revoke({"tenant": "acme", "project": "p2"}, reason="leak", caller=OPERATOR)  # cascades to summary, conclusion
     w.log.append(
-        [MemoryIntegrityFailed(tenant="globex", memory_id="evidence", version=1, expected_checksum=row["checksum"])]
+        [MemoryIntegrityFailed(tenant="globex", memory_id="evidence", version=1, expected_checksum=row.checksum)]
     )
     w.erase(memory_id="evidence", tenant="acme", reason="asked", caller=OPERATOR)
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memwarden.engine import decide
 from memwarden.events import RecordedEvent
-from memwarden.projections import fold_memory, revoke_row
+from memwarden.projections import MemoryRow, Revocation, fold_memory, revoke_row
 
 from ._sizes import larger
 
@@ -108,13 +108,13 @@ def reference(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | Non
 
 def engine(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | None]:
     row: dict[str, Any] | None = None
-    revocations: list[dict[str, Any]] = []
+    revocations: list[Revocation] = []
     policy = 1
     version = 0
     for seq, step in enumerate(history, start=1):
         kind = step[0]
         if kind == "revoke":
-            rev = {"revocation_id": f"r{seq}", "selector": {"tenant": step[1]}, "effective_at": T[step[2]], "seq": seq}
+            rev = Revocation(f"r{seq}", {"tenant": step[1]}, T[step[2]], seq)
             revocations.append(rev)
             if row is not None:
                 row = revoke_row(row, rev, seq) or row
@@ -180,7 +180,7 @@ def engine(history: list[tuple[Any, ...]], now: int) -> tuple[bool, str | None]:
         row = fold_memory(row, event, revocations)
     if row is None:
         return False, "not_found"
-    decision = decide(row, now=T[now], policy_version=policy)
+    decision = decide(MemoryRow.of(row), now=T[now], policy_version=policy)
     return decision.usable, decision.reason
 
 

@@ -18,12 +18,15 @@ from memwarden.events import FrozenClock, StorageError, StoreFailed
 from memwarden.projections import (
     COUNTERS,
     Access,
+    Backoff,
     CheckedUnder,
     CoveredRow,
     KeyRow,
     Kin,
     LineageQuery,
+    MemoryRow,
     PolicyRow,
+    Revocation,
     RevocationQuery,
     RevocationRow,
     RevokedBy,
@@ -102,16 +105,36 @@ def test_rows_are_only_those_the_access_allows(view: ViewReader, access: Access)
     assert row_of(view, access, "globex", "shared") is None
 
 
+def test_rows_and_memories_are_memory_rows_of_every_column(view: ViewReader) -> None:
+    """A memory's row is a ``MemoryRow`` (every column, named and typed),
+    keyed by its own (tenant, memory_id), whichever read found it."""
+    found = view.rows(SYSTEM, EVERY_KEY)
+    assert all(type(row) is MemoryRow and row.key == key for key, row in found.items())
+    row = found[("acme", "d_bot")]
+    assert (row.tenant, row.memory_id, row.version, row.agent, row.status) == ("acme", "d_bot", 1, "bot", "usable")
+    assert [ref["memory_id"] for ref in json.loads(row.derived_from)] == ["a_bot"]
+    assert isinstance(row.first_seq, int) and row.first_seq <= row.last_seq
+    assert str(row.revocation_version) == "1" and row.policy == "default"
+    assert row.checksum.startswith("sha256:") and row.content_length > 0
+    listed = view.memories(SYSTEM)
+    assert all(type(r) is MemoryRow for r in listed)
+    assert {r.key: r for r in listed if r.key in found} == found  # the same row through either read
+    assert row_of(view, SYSTEM, "acme", "d_bot") == row
+    assert MemoryRow.of(row.as_dict()) == row
+    revoked = found[("globex", "g_bot")]
+    assert (revoked.status, revoked.revoked_by) == ("revoked", revoked.last_revocation)
+
+
 @pytest.mark.parametrize("access", ACCESSES)
 def test_memories_lists_only_those_the_access_allows(view: ViewReader, access: Access) -> None:
-    keys = [(r["tenant"], r["memory_id"]) for r in view.memories(access)]
+    keys = [r.key for r in view.memories(access)]
     assert keys == sorted(allowed(access))
     # a memory named by id: one per tenant holding it, the other tenant's never
-    named = [(r["tenant"], r["memory_id"]) for r in view.memories(access, memory_id="shared")]
+    named = [r.key for r in view.memories(access, memory_id="shared")]
     assert named == sorted(k for k in allowed(access) if k[1] == "shared")
-    assert [r["tenant"] for r in view.memories(SYSTEM, memory_id="shared", limit=2)] == ["acme", "globex"]
-    assert [r["memory_id"] for r in view.memories(SYSTEM, user="kim")] == ["a_bot"]
-    assert [r["memory_id"] for r in view.memories(SYSTEM, tenant="globex")] == ["g_bot", "shared"]
+    assert [r.tenant for r in view.memories(SYSTEM, memory_id="shared", limit=2)] == ["acme", "globex"]
+    assert [r.memory_id for r in view.memories(SYSTEM, user="kim")] == ["a_bot"]
+    assert [r.memory_id for r in view.memories(SYSTEM, tenant="globex")] == ["g_bot", "shared"]
 
 
 @pytest.mark.parametrize("access", ACCESSES)
@@ -234,10 +257,12 @@ def test_revocation_records_by_id_page_and_unconfirmed(view: ViewReader) -> None
     unconfirmed = [r.revocation_id for r in view.revocation_records(RevocationQuery(unconfirmed=True))]
     assert unconfirmed in ([], [record.revocation_id])  # read back already, or not yet
     shares = view.revocations(["acme", "globex"])
-    assert {t: [r["revocation_id"] for r in rs] for t, rs in shares.items()} == {
+    assert {t: [r.revocation_id for r in rs] for t, rs in shares.items()} == {
         "acme": [],
         "globex": [record.revocation_id],
     }
+    [parsed] = shares["globex"]
+    assert parsed == Revocation(record.revocation_id, json.loads(record.selector), record.effective_at, record.seq)
 
 
 def test_policy_says_its_version_and_what_a_version_may_do(view: ViewReader) -> None:
@@ -275,6 +300,14 @@ def test_the_texts_and_counters(view: ViewReader) -> None:
     assert weeks and all(set(w.counts) == set(COUNTERS) for w in weeks)
     counts = view.vectors().embedding_counts("acme")
     assert sum(c.versions for c in counts) == 5
+
+
+def test_a_backoff_is_a_named_row(store: Warden) -> None:
+    with store.transaction() as tx:
+        tx.view.set_backoff("slow.example", 2, 99.5)
+        assert tx.view.side().backoff("slow.example") == Backoff(2, 99.5)
+        tx.view.clear_backoff("slow.example")
+        assert tx.view.side().backoff("slow.example") is None
 
 
 # -- driver errors stay below the port ---------------------------------------------------------

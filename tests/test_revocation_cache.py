@@ -44,7 +44,7 @@ def test_a_rolled_back_revocation_does_not_stay_in_force(warden: Warden, clock: 
             ]
         )
         # read inside the transaction: the cache sees the uncommitted row
-        assert [r["revocation_id"] for r in tx.view.revocations(["acme"])["acme"]] == ["rev_rolled_back"]
+        assert [r.revocation_id for r in tx.view.revocations(["acme"])["acme"]] == ["rev_rolled_back"]
         raise RuntimeError("rolled back")
     assert warden.save(**_item("m2", "p1"), caller=OPERATOR).version == 1
     assert {m.memory_id for m in warden.query(tenant="acme", caller=OPERATOR)} == {"m1", "m2"}
@@ -58,7 +58,7 @@ def test_each_tenant_is_checked_against_its_own_revocations_and_those_naming_non
         save_memory(warden, "m2", project="p1", source_url="https://example.org/bad/1")
     with warden.transaction() as tx:
         shares = tx.view.revocations(["acme", "other"])
-        assert [r["selector"]["source_prefix"] for r in shares["acme"]] == ["https://example.org/bad"]
+        assert [r.selector["source_prefix"] for r in shares["acme"]] == ["https://example.org/bad"]
         assert len(shares["other"]) == 2
 
 

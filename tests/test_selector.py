@@ -15,6 +15,7 @@ after a revocation's effective time, recorded before and after it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from memwarden.events import MemorySaved, Scope, content_checksum, format_ts
 from memwarden.projections import (
     TERMINAL,
     Access,
+    MemoryRow,
+    Revocation,
     RevocationQuery,
     RevokedBy,
     Selected,
@@ -163,19 +166,11 @@ class Recorded:
         self.held: dict[tuple[str, str], str] = {}
 
 
-def every_revocation(view: ViewReader) -> list[dict[str, Any]]:
+def every_revocation(view: ViewReader) -> list[Revocation]:
     """Every revocation as the rule reads one, oldest first, from the view's
     own records (not the cache under test)."""
     records = sorted(view.revocation_records(RevocationQuery()), key=lambda r: r.seq)
-    return [
-        {
-            "revocation_id": r.revocation_id,
-            "selector": json.loads(r.selector),
-            "effective_at": r.effective_at,
-            "seq": r.seq,
-        }
-        for r in records
-    ]
+    return [Revocation(r.revocation_id, json.loads(r.selector), r.effective_at, r.seq) for r in records]
 
 
 def save(w: Warden, memory: dict[str, Any], recorded: Recorded) -> None:
@@ -196,7 +191,7 @@ def save(w: Warden, memory: dict[str, Any], recorded: Recorded) -> None:
         every = every_revocation(view)
         row = row_of(view, Access.system(), *key)
     held = any(revokes(r, candidate, recorded_before=False) for r in every)
-    until = row.get("revoked_until") if row else None
+    until = row.revoked_until if row else None
     try:
         w.save(
             memory_id=memory["memory_id"],
@@ -225,16 +220,16 @@ def imported(w: Warden, memory: dict[str, Any], recorded: Recorded) -> None:
     with w.reading() as view:
         row = row_of(view, Access.system(), *key)
     text = f"{memory} 내용"
-    until = row.get("revoked_until") if row else None
-    if until is not None and format_ts(fetched) <= until:
-        recorded.held[key] = row["last_revocation"]  # type: ignore[index]
+    until = row.revoked_until if row else None
+    if row is not None and until is not None and format_ts(fetched) <= until:
+        recorded.held[key] = row.last_revocation
     else:
         recorded.held.pop(key, None)
     (recorded.seq[key],) = w.log.append(
         [
             MemorySaved(  # type: ignore[call-arg]  # a summary given as text is recorded as its checksum
                 memory_id=memory["memory_id"],
-                version=row["version"] + 1 if row else 1,
+                version=row.version + 1 if row else 1,
                 kind=memory["kind"],
                 summary="요약",
                 content_checksum=content_checksum(text),
@@ -252,7 +247,7 @@ def revoke(w: Warden, selector: dict[str, Any], minutes_ago: int) -> None:
     """A revocation takes out what the Python rule says it covers (the
     fold finds them by the SQL spelling)."""
     with w.reading() as view:
-        live = [r for r in view.memories(Access.system()) if r["status"] not in TERMINAL]
+        live = [r for r in view.memories(Access.system()) if r.status not in TERMINAL]
     result = w.revoke(
         selector,
         reason="generated",
@@ -260,8 +255,8 @@ def revoke(w: Warden, selector: dict[str, Any], minutes_ago: int) -> None:
         caller=OPERATOR,
     )
     with w.reading() as view:
-        (issued,) = [r for r in every_revocation(view) if r["revocation_id"] == result.revocation_id]
-    assert result.covered == sum(1 for r in live if selector_covers(issued["selector"], r)), issued
+        (issued,) = [r for r in every_revocation(view) if r.revocation_id == result.revocation_id]
+    assert result.covered == sum(1 for r in live if selector_covers(issued.selector, r)), issued
 
 
 def erase(w: Warden, tenant: str, memory_id: str) -> None:
@@ -276,36 +271,37 @@ def agree(w: Warden, recorded: Recorded, probes: list[dict[str, Any]]) -> None:
         rows = view.memories(Access.system())
         every = every_revocation(view)
         shares = view.revocations([*TENANTS, "elsewhere"])
-        for selector in [*probes, *(r["selector"] for r in every)]:
-            by_python = {key(r) for r in rows if r["status"] not in TERMINAL and selector_covers(selector, r)}
+        for selector in [*probes, *(r.selector for r in every)]:
+            by_python = {r.key for r in rows if r.status not in TERMINAL and selector_covers(selector, r)}
             assert {r.key for r in view.covered(Selected(selector))} == by_python, selector
         for revocation in every:
-            by_python = {key(r) for r in rows if takes_out(revocation, r, recorded)}
-            by_sql = {r.key for r in view.covered(RevokedBy(**revocation))}
+            by_python = {r.key for r in rows if takes_out(revocation, r, recorded)}
+            by_sql = {
+                r.key
+                for r in view.covered(
+                    RevokedBy(revocation.revocation_id, revocation.seq, revocation.effective_at, revocation.selector)
+                )
+            }
             # the SQL reads "recorded before" from a row's last event, which an
             # erasure moves past the revocation: it may leave out an erased
             # memory (never served) the rule covers, and nothing else
-            erased = {key(r) for r in rows if r["status"] == "erased"}
+            erased = {r.key for r in rows if r.status == "erased"}
             assert by_sql - erased == by_python - erased and by_sql <= by_python, revocation
     for tenant, share in shares.items():
         # a selector naming another tenant never covers its memories
-        assert share == [r for r in every if r["selector"].get("tenant") in (None, tenant)], tenant
+        assert share == [r for r in every if r.selector.get("tenant") in (None, tenant)], tenant
     for row in rows:
-        if row["status"] != "erased":  # an erasure outranks a revocation
+        if row.status != "erased":  # an erasure outranks a revocation
             revoked = any(takes_out(r, row, recorded) for r in every)
-            assert (row["status"] == "revoked") == revoked, (row, every)
+            assert (row.status == "revoked") == revoked, (row, every)
         # a version saved now: the tenant's share blocks it as the whole list would
-        now = {**row, "fetched_at": format_ts(w.clock.now())}
-        in_share = blocking_revocation(shares[row["tenant"]], now) is not None
+        now = replace(row, fetched_at=format_ts(w.clock.now()))
+        in_share = blocking_revocation(shares[row.tenant], now) is not None
         assert in_share == any(revokes(r, now, recorded_before=False) for r in every), row
 
 
-def takes_out(revocation: dict[str, Any], row: dict[str, Any], recorded: Recorded) -> bool:
+def takes_out(revocation: Revocation, row: MemoryRow, recorded: Recorded) -> bool:
     """The Python rule, and the hold of a revocation on a later version."""
-    if recorded.held.get(key(row)) == revocation["revocation_id"]:
+    if recorded.held.get(row.key) == revocation.revocation_id:
         return True
-    return revokes(revocation, row, recorded_before=recorded.seq[key(row)] < revocation["seq"])
-
-
-def key(row: dict[str, Any]) -> tuple[str, str]:
-    return (row["tenant"], row["memory_id"])
+    return revokes(revocation, row, recorded_before=recorded.seq[row.key] < revocation.seq)

@@ -157,7 +157,7 @@ def _one_batch(core: Core, embedder: Embedder, rows: list[StaleVector], result: 
         for (row, _), vector in zip(texts, vectors, strict=True):
             t, m, v = row.tenant, row.memory_id, row.version
             current = now.get((t, m))
-            if current is None or current["version"] != v or current["status"] in NEVER:
+            if current is None or current.version != v or current.status in NEVER:
                 _skip(result, t, m, v, "changed_meanwhile")
                 continue
             kept.append(Vector(t, m, v, embedder.name, (vector,)))

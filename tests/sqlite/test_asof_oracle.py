@@ -39,7 +39,7 @@ def replayed_answers(w: Warden, seq: int) -> dict[tuple[str, str], tuple[Any, ..
         out = {}
         for row in past.memories(Access.system()):
             decision = judge.decide(row)
-            out[(row["tenant"], row["memory_id"])] = (row["status"], decision.usable, decision.reason)
+            out[row.key] = (row.status, decision.usable, decision.reason)
         return out
     finally:
         conn.close()

@@ -21,7 +21,7 @@ def test_the_cache_answers_what_the_table_holds_through_every_change(tmp_path: P
         conn.execute("INSERT INTO revocations VALUES (?,?,?,?)", (rid, seq, selector, "2026-01-01T00:00:00Z"))
 
     def ids(tenant: str | None = None) -> list[str]:
-        return [r["revocation_id"] for r in cache.load(conn, tenant)]
+        return [r.revocation_id for r in cache.load(conn, tenant)]
 
     assert ids() == []
     add("rev_a", 3, "acme")

@@ -148,7 +148,7 @@ def _assert_set_form_is_the_fold(rows: list[dict[str, Any]], kind: str, payloads
         if folded is not None:
             expected[event.payload["memory_id"]] = folded
     view.apply(conn, events)
-    got = {r["memory_id"]: r for r in select_rows(conn, "1", [])}
+    got = {r.memory_id: r.as_dict() for r in select_rows(conn, "1", [])}
     for memory_id, row in expected.items():
         assert {c: v for c, v in got[memory_id].items() if v != row[c]} == {}, (memory_id, row)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from memwarden.engine import OPERATOR, Warden
 from memwarden.engine._gate import decide
-from memwarden.engine._views import MemoryView, gate_row
+from memwarden.engine._views import MemoryView
 from memwarden.projections import RECHECK, VIEW_COLUMNS, ViewRow
 from memwarden.projections._rows import fetch_row, select_rows_with_text
 from memwarden.projections._sqlite_view import fts5_query
@@ -72,22 +72,22 @@ def test_indexes_of_an_older_database_are_replaced(tmp_path: Path) -> None:
 
 def test_views_from_selected_values_match_views_from_rows(scoped: Warden) -> None:
     """The query path builds views and gate inputs from rows selected as
-    ``VIEW_COLUMNS`` (``ViewRow``); the same memory through full rows must
-    agree field by field."""
+    ``VIEW_COLUMNS`` (``ViewRow``); the same memory through full rows
+    (``MemoryRow``) must agree field by field, and the gate decide both alike."""
     scoped.revoke({"tenant": "acme", "project": "p2"}, reason="test", caller=OPERATOR)
     with scoped.reading() as view:
         conn = view.conn
         found = select_rows_with_text(conn, VIEW_COLUMNS, "m.tenant = ?", ("acme",), "ORDER BY m.memory_id")
         selected = [ViewRow._make(values) for values in found]
         rows = [fetch_row(conn, "acme", v.memory_id) for v in selected]
-    assert [r["memory_id"] for r in rows] == ["a", "b", "c"]
+    assert [r.memory_id if r else None for r in rows] == ["a", "b", "c"]
     now = scoped.now()
     for values, row in zip(selected, rows, strict=True):
         assert values.content is not None and values.summary is not None  # summary and stored text come last
-        assert {c: getattr(values, c) for c in VIEW_COLUMNS} == {c: row[c] for c in VIEW_COLUMNS}
-        assert gate_row(values) == {k: row[k] for k in gate_row(values)}
+        assert row is not None
+        assert {c: getattr(values, c) for c in VIEW_COLUMNS} == {c: getattr(row, c) for c in VIEW_COLUMNS}
         decision = decide(row, now=now, policy_version=1)
-        assert decide(gate_row(values), now=now, policy_version=1) == decision
+        assert decide(values, now=now, policy_version=1) == decision
         assert MemoryView.of_values(values, decision, "text", "s") == MemoryView.of(row, decision, "text", "s")
     assert {v.memory_id: v.status for v in selected} == {"a": "usable", "b": "revoked", "c": "usable"}
 
