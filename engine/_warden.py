@@ -1,37 +1,41 @@
-"""The Warden: memwarden's Python API. Every face (CLI, HTTP, MCP) speaks to it."""
+"""The Warden: memwarden's Python API. Every face (CLI, HTTP, MCP) speaks to it.
+
+A plain class: each public operation is a method with its own signature,
+return type and docstring, which an editor, mypy and the docs follow. What
+it does lives in the module the method names (``_saving``, ``_reading``,
+``_revoking``, ...), a function of the ``Core`` it is given, and the method
+imports that module when first called. So creating a Warden, or importing
+this module, loads only ``Core`` and what every operation shares: a
+command that reads one memory does not load the batch writer, the record
+importer, the backup, the sinks' operations or semantic recall. (Mixins,
+one per capability, were the other shape: a class must import its bases
+when it is made, which is the very cost this avoids.) After the first
+call, a method's import is a lookup in ``sys.modules``.
+"""
 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import (
-    _backup,
-    _batch,
-    _cache,
-    _history,
-    _memory_api,
-    _migrate,
-    _past,
-    _policy_change,
-    _reading,
-    _records,
-    _restore,
-    _revoking,
-    _saving,
-    _verify,
-)
 from ._core import Core
 from ._errors import InvalidInput
 from ._memories import Acting
 from ._rights import Principal, authorize, tenants_seen
 from ._tokens import Positions, Tokens, store_tokens
 from ._views import DueItem
-from .recall import _reembed
-from .recall import _search as _recall
-from .sinks import _acks as _sink_acks
-from .sinks import _ops as _sink_ops
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from datetime import datetime, timedelta
+    from pathlib import Path
+
+    from memwarden.events import ParentRef, Scope, Selector
+    from memwarden.projections import CheckResult
+
+    from ._limits import Page
+    from ._views import ErasureResult, Found, ImportResult, MemoryView, RevocationResult, SaveResult, VerifyResult
+    from .recall._reembed import ReembedResult
 
 
 class Warden(Core):
@@ -40,70 +44,557 @@ class Warden(Core):
     Open one per process (or per thread). What it owns is ``Core``: the
     store behind the ``--db`` URL (writes serialised by the store's write
     lock, reads of committed state), the clock, the TTL policy, the
-    fetchers and the limits. Each operation below is a function of that
-    state in the module named beside it, taking the Warden first; none
-    reaches into another's private parts.
+    fetchers and the limits. Each operation below passes that state to the
+    function of the module it names, which checks the caller's right
+    first; none reaches into another's private parts.
     """
 
-    # saving (_saving), reading (_reading), the tool cache (_cache)
-    save = _saving.save
-    save_many = _batch.save_many
-    get = _reading.get
-    query = _reading.query
-    search_ids = _reading.search_ids
-    search = _recall.search  # semantic recall: the index proposes, the gate decides
-    embedding_status = _reembed.embedding_status  # which embedder made the vectors, how many are stale
-    reembed = _reembed.reembed  # the stale vectors made again by the configured embedder
-    cache_put = _cache.cache_put
-    cache_get = _cache.cache_get
+    # -- saving, reading, recall and the tool cache ------------------------------------
 
-    # what security staff do (_revoking)
-    revoke = _revoking.revoke
-    revocation = _revoking.revocation
-    revocations = _revoking.revocations
-    preview_revocation = _revoking.preview_revocation
-    set_policy = _policy_change.set_policy
-    change_policy = _policy_change.change_policy
-    preview_policy = _policy_change.preview_policy
-    policies = _policy_change.policies
-    erase = _revoking.erase
+    def save(
+        self,
+        *,
+        memory_id: str,
+        kind: str,
+        summary: str,
+        content: str,
+        source_url: str,
+        scope: Scope | dict[str, Any],
+        fetched_at: datetime | str | None = None,
+        expires_at: datetime | str | None = None,
+        ttl: timedelta | str | None = None,
+        verified_at: datetime | str | None = None,
+        source: str | None = None,
+        repo: str | None = None,
+        branch: str | None = None,
+        policy: str = "default",
+        revocation_version: int | str | None = None,
+        checksum: str | None = None,
+        derived_from: Sequence[str | ParentRef | dict[str, Any]] = (),
+        cache_key: dict[str, Any] | None = None,
+        actor: str | None = None,
+        event_id: str | None = None,
+        embedding: Sequence[float] | None = None,
+        embeddings: Sequence[Sequence[float]] | None = None,
+        caller: Principal,
+    ) -> SaveResult:
+        """Record a memory with its provenance (a new version if its id exists in the tenant)."""
+        from ._saving import save
 
-    # the copies outside memwarden (sinks._ops): the outbox, each sink's read-back
-    sinks_status = _sink_ops.sinks
-    test_sink = _sink_ops.test_sink
-    redeliver = _sink_ops.redeliver
-    sink_notices = _sink_ops.sink_notices
-    sink_readbacks = _sink_ops.sink_readbacks
-    settle_sinks = _sink_ops.settle_sinks
-    sink_leaks = _sink_ops.sink_leaks
-    fill_cache = _sink_ops.fill_cache
-    sink_ack = _sink_acks.sink_ack  # a sink's signed acknowledgement of a notice (ack = true)
+        return save(
+            self,
+            memory_id=memory_id,
+            kind=kind,
+            summary=summary,
+            content=content,
+            source_url=source_url,
+            scope=scope,
+            fetched_at=fetched_at,
+            expires_at=expires_at,
+            ttl=ttl,
+            verified_at=verified_at,
+            source=source,
+            repo=repo,
+            branch=branch,
+            policy=policy,
+            revocation_version=revocation_version,
+            checksum=checksum,
+            derived_from=derived_from,
+            cache_key=cache_key,
+            actor=actor,
+            event_id=event_id,
+            embedding=embedding,
+            embeddings=embeddings,
+            caller=caller,
+        )
 
-    # re-verification (_verify) and the article's record format (_records)
-    verify = _verify.verify
-    verify_due = _verify.verify_due
-    due = _verify.due
-    import_records = _records.import_records
+    def save_many(
+        self,
+        memories: Iterable[Mapping[str, Any]],
+        *,
+        caller: Principal,
+        check: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> list[SaveResult]:
+        """Save every memory of ``memories`` in one transaction, or none."""
+        from ._batch import save_many
 
-    # the Memory API pair (_memory_api): (tenant, agent, key) memories
-    memory_save = _memory_api.save
-    memory_load = _memory_api.load
+        return save_many(self, memories, caller=caller, check=check)
 
-    # for auditors (_past, _history): the past, the view's repair, the chain
-    explain = _past.explain
-    replay = _past.replay
-    replay_stream = _past.replay_stream
-    check_as_of = _past.check_as_of
-    rebuild = _history.rebuild
-    check_projections = _history.check_projections
-    audit_verify = _history.audit_verify
-    audit_head = _history.audit_head
-    export = _history.export_log
-    import_log = _history.import_log
-    migrate = _migrate.migrate
-    backup = _backup.backup
-    reapply = _restore.reapply  # after a restore the engine did not make (pg_restore)
-    reapply_erasures = _restore.reapply  # its name when it carried erasures alone
+    def get(
+        self, memory_id: str, *, tenant: str | None = None, caller: Principal, min_seq: int | None = None
+    ) -> MemoryView:
+        """One memory with its content checked against its checksum now."""
+        from ._reading import get
+
+        return get(self, memory_id, tenant=tenant, caller=caller, min_seq=min_seq)
+
+    def query(
+        self,
+        *,
+        tenant: str,
+        project: str | None = None,
+        permission: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        tool: str | None = None,
+        kind: str | None = None,
+        text: str | None = None,
+        include_unusable: bool = False,
+        limit: int = 100,
+        min_seq: int | None = None,
+        with_content: bool = True,
+        ids: Sequence[str] | None = None,
+        caller: Principal,
+        status: str | None = None,
+        offset: int = 0,
+        id_prefix: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> Page[MemoryView]:
+        """Usable memories in a scope, newest first (every status with ``include_unusable``)."""
+        from ._reading import query
+
+        return query(
+            self,
+            tenant=tenant,
+            project=project,
+            permission=permission,
+            user=user,
+            agent=agent,
+            tool=tool,
+            kind=kind,
+            text=text,
+            include_unusable=include_unusable,
+            limit=limit,
+            min_seq=min_seq,
+            with_content=with_content,
+            ids=ids,
+            caller=caller,
+            status=status,
+            offset=offset,
+            id_prefix=id_prefix,
+            where=where,
+        )
+
+    def search_ids(self, text: str, *, tenant: str | None = None, caller: Principal) -> list[str]:
+        """Ids of memories whose summary or text match, in any status."""
+        from ._reading import search_ids
+
+        return search_ids(self, text, tenant=tenant, caller=caller)
+
+    def search(
+        self,
+        *,
+        tenant: str,
+        query_text: str | None = None,
+        vector: Sequence[float] | None = None,
+        limit: int = 10,
+        mode: str = "hybrid",
+        weights: tuple[float, float] = (1.0, 1.0),
+        project: str | None = None,
+        permission: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        tool: str | None = None,
+        kind: str | None = None,
+        include_hidden: bool = False,
+        min_seq: int | None = None,
+        with_content: bool = True,
+        min_similarity: float | None = None,
+        caller: Principal,
+    ) -> Page[Found]:
+        """The memories of ``tenant`` closest in meaning (and words) to a query, usable now, best first."""
+        from .recall._search import search
+
+        return search(
+            self,
+            tenant=tenant,
+            query_text=query_text,
+            vector=vector,
+            limit=limit,
+            mode=mode,
+            weights=weights,
+            project=project,
+            permission=permission,
+            user=user,
+            agent=agent,
+            tool=tool,
+            kind=kind,
+            include_hidden=include_hidden,
+            min_seq=min_seq,
+            with_content=with_content,
+            min_similarity=min_similarity,
+            caller=caller,
+        )
+
+    def embedding_status(self, *, tenant: str | None = None, caller: Principal) -> dict[str, Any]:
+        """Which embedders made the current vectors, and how many the configured one did not make."""
+        from .recall._reembed import embedding_status
+
+        return embedding_status(self, tenant=tenant, caller=caller)
+
+    def reembed(
+        self,
+        *,
+        tenant: str | None = None,
+        batch: int = 500,
+        max_batches: int | None = None,
+        caller: Principal,
+        actor: str | None = None,
+    ) -> ReembedResult:
+        """Make every stale vector again with the configured embedder, a batch at a time."""
+        from .recall._reembed import reembed
+
+        return reembed(self, tenant=tenant, batch=batch, max_batches=max_batches, caller=caller, actor=actor)
+
+    def cache_put(
+        self,
+        *,
+        tool: str,
+        tool_version: str,
+        input_hash: str,
+        scope: Scope | dict[str, Any],
+        content: str,
+        source_url: str,
+        ttl: timedelta | str | None = None,
+        kind: str = "tool_result",
+        actor: str | None = None,
+        caller: Principal,
+    ) -> SaveResult:
+        """Store a tool result under its full cache key (tool, version, input, scope)."""
+        from ._cache import cache_put
+
+        return cache_put(
+            self,
+            tool=tool,
+            tool_version=tool_version,
+            input_hash=input_hash,
+            scope=scope,
+            content=content,
+            source_url=source_url,
+            ttl=ttl,
+            kind=kind,
+            actor=actor,
+            caller=caller,
+        )
+
+    def cache_get(
+        self, *, tool: str, tool_version: str, input_hash: str, scope: Scope | dict[str, Any], caller: Principal
+    ) -> tuple[bool, MemoryView | None, str]:
+        """A tool result by its full cache key: (hit, view, reason)."""
+        from ._cache import cache_get
+
+        return cache_get(self, tool=tool, tool_version=tool_version, input_hash=input_hash, scope=scope, caller=caller)
+
+    # -- what security staff do: revocation, policy versions, erasure ------------------
+
+    def revoke(
+        self,
+        selector: Selector | dict[str, Any],
+        *,
+        reason: str,
+        by: str | None = None,
+        effective_at: datetime | str | None = None,
+        caller: Principal,
+    ) -> RevocationResult:
+        """Take everything ``selector`` covers out of every read path, at commit."""
+        from ._revoking import revoke
+
+        return revoke(self, selector, reason=reason, by=by, effective_at=effective_at, caller=caller)
+
+    def revocation(self, revocation_id: str, *, caller: Principal) -> dict[str, Any]:
+        """One revocation with its read-back state."""
+        from ._revoking import revocation
+
+        return revocation(self, revocation_id, caller=caller)
+
+    def revocations(self, *, limit: int = 100, offset: int = 0, caller: Principal) -> list[dict[str, Any]]:
+        """Revocations, newest first, with their read-back state."""
+        from ._revoking import revocations
+
+        return revocations(self, limit=limit, offset=offset, caller=caller)
+
+    def preview_revocation(
+        self, selector: Selector | dict[str, Any], *, effective_at: datetime | str | None = None, caller: Principal
+    ) -> dict[str, Any]:
+        """A dry run of ``revoke``: how many memories, in which tenants, it would take out."""
+        from ._revoking import preview_revocation
+
+        return preview_revocation(self, selector, effective_at=effective_at, caller=caller)
+
+    def set_policy(self, policy: str, version: int | str, *, actor: str | None = None, caller: Principal) -> int:
+        """Make ``version`` of ``policy`` current and retire the version before it; the event's seq."""
+        from ._policy_change import set_policy
+
+        return set_policy(self, policy, version, actor=actor, caller=caller)
+
+    def change_policy(
+        self, policy: str, version: int | str, *, actor: str | None = None, caller: Principal
+    ) -> dict[str, Any]:
+        """Make ``version`` current (``set_policy``) and say how many memories it retired."""
+        from ._policy_change import change_policy
+
+        return change_policy(self, policy, version, actor=actor, caller=caller)
+
+    def preview_policy(self, policy: str, version: int | str, *, caller: Principal) -> dict[str, Any]:
+        """A dry run of ``change_policy``: how many memories, in which tenants, it would retire."""
+        from ._policy_change import preview_policy
+
+        return preview_policy(self, policy, version, caller=caller)
+
+    def policies(self, *, caller: Principal) -> dict[str, int | str]:
+        """Each policy's current version."""
+        from ._policy_change import policies
+
+        return policies(self, caller=caller)
+
+    def erase(
+        self,
+        *,
+        memory_id: str | None = None,
+        user: str | None = None,
+        tenant: str | None = None,
+        reason: str,
+        actor: str | None = None,
+        caller: Principal,
+    ) -> ErasureResult:
+        """Destroy the texts of a memory, or of all of a user's memories."""
+        from ._revoking import erase
+
+        return erase(self, memory_id=memory_id, user=user, tenant=tenant, reason=reason, actor=actor, caller=caller)
+
+    # -- the copies outside memwarden (``sinks``): the outbox, each sink's read-back ------
+
+    def sinks_status(self, *, caller: Principal) -> list[dict[str, Any]]:
+        """Every configured sink, what it receives, and how its line stands."""
+        from .sinks._ops import sinks
+
+        return sinks(self, caller=caller)
+
+    def test_sink(self, name: str, *, caller: Principal) -> dict[str, Any]:
+        """Whether sink ``name`` answers now."""
+        from .sinks._ops import test_sink
+
+        return test_sink(self, name, caller=caller)
+
+    def redeliver(self, notice_id: str, *, sink: str | None = None, caller: Principal) -> dict[str, Any]:
+        """Put notice ``notice_id`` back in its sink's line, from its first attempt."""
+        from .sinks._ops import redeliver
+
+        return redeliver(self, notice_id, sink=sink, caller=caller)
+
+    def sink_notices(
+        self, *, sink: str | None = None, state: str | None = None, limit: int = 100, caller: Principal
+    ) -> list[dict[str, Any]]:
+        """Notices newest first (dead letters with ``state="dead"``)."""
+        from .sinks._ops import sink_notices
+
+        return sink_notices(self, sink=sink, state=state, limit=limit, caller=caller)
+
+    def sink_readbacks(self, revocation_id: str, *, caller: Principal) -> list[dict[str, Any]]:
+        """Each sink's read-back of a revocation, as it stands."""
+        from .sinks._ops import sink_readbacks
+
+        return sink_readbacks(self, revocation_id, caller=caller)
+
+    def settle_sinks(self, revocation_id: str, *, wait: float = 0.0, caller: Principal) -> list[dict[str, Any]]:
+        """Deliver and read back a revocation's sinks now, for up to ``wait`` seconds."""
+        from .sinks._ops import settle_sinks
+
+        return settle_sinks(self, revocation_id, wait=wait, caller=caller)
+
+    def sink_leaks(self, *, caller: Principal) -> int:
+        """Read-backs that found a sink still holding covered ids (and still do)."""
+        from .sinks._ops import sink_leaks
+
+        return sink_leaks(self, caller=caller)
+
+    def fill_cache(self, name: str, *, tenant: str, limit: int = 10_000, caller: Principal) -> dict[str, Any]:
+        """Put ``tenant``'s usable memories into Redis sink ``name``, each expiring no later than it may be used."""
+        from .sinks._ops import fill_cache
+
+        return fill_cache(self, name, tenant=tenant, limit=limit, caller=caller)
+
+    def sink_ack(self, name: str, body: bytes, headers: Mapping[str, str], *, caller: Principal) -> dict[str, Any]:
+        """Accept sink ``name``'s signed acknowledgement of a notice."""
+        from .sinks._acks import sink_ack
+
+        return sink_ack(self, name, body, headers, caller=caller)
+
+    # -- re-verification and the article's record format --------------------------------
+
+    def verify(
+        self, memory_id: str, *, tenant: str | None = None, caller: Principal, accept: bool = False
+    ) -> VerifyResult:
+        """Fetch the source again and compare it with the recorded checksum."""
+        from ._verify import verify
+
+        return verify(self, memory_id, tenant=tenant, caller=caller, accept=accept)
+
+    def verify_due(self, *, accept: bool = False, limit: int | None = None, caller: Principal) -> list[VerifyResult]:
+        """Verify every memory due for re-verification now (``due``)."""
+        from ._verify import verify_due
+
+        return verify_due(self, accept=accept, limit=limit, caller=caller)
+
+    def due(self, *, limit: int | None = None, caller: Principal) -> list[DueItem]:
+        """What must be re-verified now, in precedence (invalidated first)."""
+        from ._verify import due
+
+        return due(self, limit=limit, caller=caller)
+
+    def import_records(
+        self, path: str | Path, *, caller: Principal, progress: Callable[[int], None] | None = None
+    ) -> ImportResult:
+        """Turn a file of memory records (the article's format) into events."""
+        from ._records import import_records
+
+        return import_records(self, path, caller=caller, progress=progress)
+
+    # -- the Memory API pair: (tenant, agent, key) memories --------------------------------
+
+    def memory_save(
+        self, *, tenant: str | None = None, agent: str, key: str, content: str, caller: Principal
+    ) -> dict[str, Any]:
+        """``/memory/save``: the memory (tenant, agent, key), a new version each time."""
+        from ._memory_api import save
+
+        return save(self, tenant=tenant, agent=agent, key=key, content=content, caller=caller)
+
+    def memory_load(
+        self, *, tenant: str | None = None, agent: str, history: bool = False, caller: Principal
+    ) -> dict[str, Any]:
+        """``/memory/load``: every key of an agent; texts only while they may be used."""
+        from ._memory_api import load
+
+        return load(self, tenant=tenant, agent=agent, history=history, caller=caller)
+
+    # -- for auditors and operators: the past, the view's repair, the chain, copies --------
+
+    def explain(
+        self, memory_id: str, *, tenant: str | None = None, caller: Principal, as_of: str | None = None
+    ) -> dict[str, Any]:
+        """The memory's history, the status after each step, and the gate's answer at ``as_of``."""
+        from ._past import explain
+
+        return explain(self, memory_id, tenant=tenant, caller=caller, as_of=as_of)
+
+    def replay(
+        self,
+        *,
+        caller: Principal,
+        as_of: str | None = None,
+        seq: int | None = None,
+        tenant: str | None = None,
+        include_unusable: bool = False,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """The view as of a past point (one page of it with ``limit``)."""
+        from ._past import replay
+
+        return replay(
+            self,
+            caller=caller,
+            as_of=as_of,
+            seq=seq,
+            tenant=tenant,
+            include_unusable=include_unusable,
+            after=after,
+            limit=limit,
+        )
+
+    def replay_stream(
+        self,
+        *,
+        caller: Principal,
+        as_of: str | None = None,
+        seq: int | None = None,
+        tenant: str | None = None,
+        include_unusable: bool = False,
+    ) -> Iterator[str]:
+        """``replay``'s whole answer as canonical JSON text, a memory at a time."""
+        from ._past import replay_stream
+
+        return replay_stream(
+            self, caller=caller, as_of=as_of, seq=seq, tenant=tenant, include_unusable=include_unusable
+        )
+
+    def check_as_of(self, *, as_of: str | None = None, seq: int | None = None, caller: Principal) -> CheckResult:
+        """The view as of a past point as the indexes answer it, against a full replay of the log."""
+        from ._past import check_as_of
+
+        return check_as_of(self, as_of=as_of, seq=seq, caller=caller)
+
+    def rebuild(self, *, caller: Principal, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Rebuild the view from the log."""
+        from ._history import rebuild
+
+        return rebuild(self, caller=caller, progress=progress)
+
+    def check_projections(self, *, caller: Principal) -> CheckResult:
+        """Rebuild from the log apart from the live view and compare the two."""
+        from ._history import check_projections
+
+        return check_projections(self, caller=caller)
+
+    def audit_verify(
+        self, against: str | None = None, *, caller: Principal, progress: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
+        """Check the whole hash chain (and, with ``against``, that it extends a head kept earlier)."""
+        from ._history import audit_verify
+
+        return audit_verify(self, against, caller=caller, progress=progress)
+
+    def audit_head(self, *, caller: Principal) -> dict[str, Any]:
+        """The log's head: its seq and hash, to keep elsewhere."""
+        from ._history import audit_head
+
+        return audit_head(self, caller=caller)
+
+    def export(self, path: str | Path, *, caller: Principal, progress: Callable[[int], None] | None = None) -> int:
+        """The log and every text not erased, in one file: a backup that ``import_log`` verifies."""
+        from ._history import export_log
+
+        return export_log(self, path, caller=caller, progress=progress)
+
+    def import_log(
+        self,
+        path: str | Path,
+        *,
+        caller: Principal,
+        against: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Verify a file's events and chain, then append those this log lacks."""
+        from ._history import import_log
+
+        return import_log(self, path, caller=caller, against=against, progress=progress)
+
+    def migrate(self, to: str, *, caller: Principal) -> dict[str, Any]:
+        """Copy this store (log, texts, keys, secrets) into the empty store ``to`` names, and check it."""
+        from ._migrate import migrate
+
+        return migrate(self, to, caller=caller)
+
+    def backup(self, path: str | Path, *, caller: Principal) -> dict[str, Any]:
+        """Copy the SQLite store to ``path`` (a new file) while it is in use."""
+        from ._backup import backup
+
+        return backup(self, path, caller=caller)
+
+    def reapply(self, replaced: str, *, caller: Principal) -> dict[str, Any]:
+        """Carry into this store what the store ``replaced`` names took out (a restore not made here)."""
+        from ._restore import reapply
+
+        return reapply(self, replaced, caller=caller)
+
+    def reapply_erasures(self, replaced: str, *, caller: Principal) -> dict[str, Any]:
+        """``reapply``'s name when it carried erasures alone."""
+        from ._restore import reapply
+
+        return reapply(self, replaced, caller=caller)
+
+    # -- the caller's view, positions -------------------------------------------------------
 
     def acting_as(self, caller: Principal) -> Acting:
         """This Warden as ``caller`` sees it: every operation with the caller
@@ -123,8 +614,10 @@ class Warden(Core):
 
     def scan_records(self, path: str | Path, *, caller: Principal) -> list[DueItem]:
         """What the article's scan prints for a file of records (nothing is written)."""
+        from ._records import scan_records
+
         authorize(caller, "read")
-        return _records.scan_records(path, self.clock.now())
+        return scan_records(path, self.clock.now())
 
     # -- reporting ----------------------------------------------------------------------
 
