@@ -438,7 +438,7 @@ class Warden(Core):
 
     def due(self, *, limit: int | None = None, caller: Principal) -> list[DueItem]:
         """What must be re-verified now, in precedence (invalidated first)."""
-        from ._verify import due
+        from ._due import due
 
         return due(self, limit=limit, caller=caller)
 

@@ -9,13 +9,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ._append import Existing, PublishingWrite, check_imported, prepare_batch
 from ._errors import LogDamaged, StorageError, StoreDamaged, StoreFailed, StoreUnavailable
 from ._files import private_file
 from ._log_reads import LogReads
-from ._models import Event
 from ._recorded import (
     ROW_COLUMNS,
     ROW_WIDTH,
@@ -28,6 +27,9 @@ from ._recorded import (
 from ._sqlite_chain import verify_chain
 from ._sqlite_readers import ReaderPool
 from ._time import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from ._models import Event
 from ._translated import translated
 
 Subscriber = Callable[[sqlite3.Connection, Sequence[RecordedEvent]], None]

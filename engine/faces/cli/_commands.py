@@ -417,4 +417,3 @@ from . import _audit, _security, _serve, _sinks, _vectors  # noqa: E402,F401  (t
 
 def main() -> None:
     cli(prog_name="memwarden")
-
