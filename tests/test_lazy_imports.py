@@ -1,7 +1,9 @@
 """The command line starts at once: importing it, ``memwarden --version`` and
 a read of one memory on an SQLite store load no database driver, numpy, web
 framework, cipher, rich table or scheduler; each comes with the command that
-uses it. And memwarden, as a library, configures no logging: importing it
+uses it; and a read of the views (``get``, ``due``) loads no event model,
+pydantic or other operation of the Warden's, which come with the first
+write or call. And memwarden, as a library, configures no logging: importing it
 and opening a store leave structlog and the logging module as they were.
 
 Each check runs in a fresh interpreter (this one has imported everything)."""
