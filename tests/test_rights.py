@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from memwarden.engine import OPERATOR, SYSTEM, Forbidden, KeyStore, Principal, Warden, _rights
 from memwarden.engine._rights import RIGHTS
+from memwarden.engine._staff import StaffOperations
 
 from .conftest import agent_key, save_memory
 
@@ -90,7 +91,8 @@ def test_every_operation_is_one_kind_of_right_and_takes_a_caller_with_no_default
         with pytest.raises(Asked) as raised:
             getattr(warden, name)(*_positional(method), caller=OPERATOR, **_required_keywords(method))
         assert raised.value.args == (action,), name
-    public = {n for n, v in vars(Warden).items() if callable(v) and not n.startswith("_")}
+    parts = (Warden, StaffOperations)  # the Warden's own methods and staff's
+    public = {n for part in parts for n, v in vars(part).items() if callable(v) and not n.startswith("_")}
     # the rest take a caller too, or are not operations on memories (the head's seq, the scan of a file)
     for name in public - set(OPERATIONS) - {"head_seq"}:
         assert "caller" in inspect.signature(getattr(Warden, name)).parameters, name
