@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from memwarden.events import (
     Clock,
@@ -23,20 +23,7 @@ from memwarden.events import (
     private_folder,
     unstorable,
 )
-from memwarden.projections import (
-    Access,
-    AgentPage,
-    AgentQuery,
-    Evidence,
-    IndexSettings,
-    MemoryRow,
-    Store,
-    Texts,
-    VectorIndex,
-    ViewReader,
-    Write,
-    open_store,
-)
+from memwarden.projections import IndexSettings, MemoryRow, VectorIndex, open_store
 
 from . import _metrics
 from ._derivation import cascade
@@ -50,6 +37,9 @@ from ._write_turns import WriteTurns
 from .recall._embedders import Embedder
 from .sinks._config import SinkSpec
 from .sinks._outbox import outbox_writer
+
+if TYPE_CHECKING:
+    from memwarden.projections import Access, AgentPage, AgentQuery, Evidence, Store, Texts, ViewReader, Write
 
 log = get_logger("memwarden")
 

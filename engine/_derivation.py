@@ -8,11 +8,12 @@ descendants) both need.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from memwarden.events import MemoryInvalidated, RecordedEvent
+from memwarden.events import RecordedEvent
 from memwarden.projections import (
     Access,
     Key,
@@ -25,22 +26,31 @@ from memwarden.projections import (
     parent_refs,
     row_of,
 )
-from pydantic import ConfigDict, TypeAdapter
 
 from ._gate import Decision, ParentState, decide
 from ._versions import in_force
 
+if TYPE_CHECKING:
+    from memwarden.events import MemoryInvalidated
+    from pydantic import TypeAdapter
+
 CASCADE_TRIGGERS = frozenset({"memory.erased", "memory.invalidated", "memory.integrity_failed"})
-# one validation call for a cascade's events, cheaper than one model at a
-# time, and still every field checked: engine-made events get no shortcut
-_INVALIDATIONS: TypeAdapter[list[MemoryInvalidated]] = TypeAdapter(
-    list[MemoryInvalidated], config=ConfigDict(defer_build=True)
-)  # built by the first cascade
 # set while a cascade appends its own invalidations (``cascade``)
 _WALKED: ContextVar[bool] = ContextVar("memwarden_cascade_walked", default=False)
 _CYCLE = Decision(False, "derived_from_unusable", "treat_as_unknown", "cycle")
 
 T = TypeVar("T")
+
+
+@functools.cache
+def _invalidations() -> TypeAdapter[list[MemoryInvalidated]]:
+    """One validation call for a cascade's events, cheaper than one model
+    at a time, and still every field checked: engine-made events get no
+    shortcut. Made by the first cascade (pydantic loads with the first write)."""
+    from memwarden.events import MemoryInvalidated
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(list[MemoryInvalidated])
 
 
 def deepest_first(root: T, parents_of: Callable[[T], Iterable[T]], key: Callable[[T], Hashable]) -> list[T]:
@@ -349,7 +359,7 @@ def cascade(tx: Write, records: Sequence[RecordedEvent]) -> None:
         # reactor, are not walked again (asking their children would find none)
         walked = _WALKED.set(True)
         try:
-            tx.append(_INVALIDATIONS.validate_python(fields))
+            tx.append(_invalidations().validate_python(fields))
         finally:
             _WALKED.reset(walked)
 

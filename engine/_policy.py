@@ -34,7 +34,6 @@ url = "redis://127.0.0.1:6379/0"
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -156,6 +155,8 @@ class PolicyFile:
 
     @classmethod
     def read(cls, path: str | Path) -> PolicyFile:
+        import tomllib  # with a file to read: a command run without one starts without the parser
+
         try:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -5,14 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memwarden.events import (
-    MemoryIntegrityFailed,
-    MemoryResynced,
-    actual_checksum,
-    check_storable,
-    content_checksum,
-    unstorable,
-)
+from memwarden.events import actual_checksum, check_storable, content_checksum, unstorable
 from memwarden.projections import STATUSES, TERMINAL, Access, AgentQuery, MemoryRow, ViewReader, ViewRow, row_of
 
 from ._content_filter import content_tests
@@ -110,6 +103,9 @@ def _judge(
 def _integrity(
     core: Core, key: tuple[str, str], data: bytes | None, ok: bool
 ) -> tuple[MemoryRow | None, bool, str | None]:
+    # the event models (and pydantic) load here, where a read may write: a text intact reads without them
+    from memwarden.events import MemoryIntegrityFailed, MemoryResynced
+
     tenant, memory_id = key
     with core.reading() as view:
         row = row_of(view, Access.system(), tenant, memory_id)  # every column: the fetchers need the source's

@@ -23,10 +23,10 @@ from memwarden.projections import Access, RevocationQuery
 from . import _metrics
 from ._backoff import HostBackoff, SharedBackoff, host_of
 from ._committed import read_back_committed
+from ._due import due_of
 from ._policy import JOBS, schedule_from_table
 from ._readback import ReadPath, read_back
 from ._rights import SYSTEM, Principal
-from ._verify import due_of
 from ._views import DueItem, VerifyResult
 from ._warden import Warden
 from .sinks._worker import SinkWorker

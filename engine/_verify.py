@@ -1,8 +1,7 @@
-"""Re-verification against the source, and what is due."""
+"""Re-verification against the source (what is due: ``_due``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,10 +21,11 @@ from memwarden.projections import SCOPE_COLUMNS, TERMINAL, Access, MemoryRow, Wr
 
 from ._core import Core
 from ._derivation import Judge, deepest_first
+from ._due import due
 from ._errors import FetchFailed, MemoryNotFound
 from ._rights import Principal, operation
 from ._versions import version_of
-from ._views import DueItem, VerifyResult
+from ._views import VerifyResult
 
 log = get_logger("memwarden.verify")
 
@@ -257,30 +257,6 @@ def _renewed_expiry(row: MemoryRow, now: datetime) -> datetime | None:
         return None
     lifetime = parse_ts(row.expires_at) - parse_ts(row.fetched_at)
     return now + max(lifetime, timedelta(seconds=1))
-
-
-@operation("read")
-def due(warden: Core, *, limit: int | None = None, caller: Principal) -> list[DueItem]:
-    """What must be re-verified now, in precedence: an invalidated memory is
-    listed as ``revoked`` (the record format's word), one past its expiry as
-    ``expired``, then failed checks (``unknown``) and older policy versions.
-    Every statement is confined to what ``caller`` may see."""
-    return due_of(warden, caller.access, limit=limit)
-
-
-def due_of(
-    warden: Core, access: Access, *, kinds: Iterable[str] | None = None, limit: int | None = None
-) -> list[DueItem]:
-    """``due`` under ``access``, of memories of ``kinds`` when given (the
-    scheduler's re-verification: only the kinds whose policy opts in)."""
-    now = warden.now()
-    items: dict[tuple[str, str], DueItem] = {}
-    with warden.reading() as view:
-        rows = view.due(access, now, kinds)
-    for row in rows:  # the first reason a memory comes with counts
-        items.setdefault((row.memory_id, row.tenant), DueItem(row.memory_id, row.source_url, row.reason, row.tenant))
-    ordered = sorted(items)  # by memory id, then tenant
-    return [items[k] for k in (ordered[:limit] if limit is not None else ordered)]
 
 
 @operation("verify")

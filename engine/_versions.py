@@ -15,22 +15,35 @@ import under ``policy-42-v7`` on a fresh database adopts it.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
-from memwarden.events import PolicyVersion, PolicyVersionChanged, version_key, version_value
+from memwarden.events import version_key, version_value
 from memwarden.projections import ViewReader
-from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from ._errors import Forbidden, InvalidInput
-from ._validation import build
 
-_VERSION = TypeAdapter(PolicyVersion, config=ConfigDict(defer_build=True))  # built when first asked
+if TYPE_CHECKING:
+    from memwarden.events import PolicyVersionChanged
+    from pydantic import TypeAdapter
+
+
+@functools.cache
+def _version() -> TypeAdapter[int | str]:
+    """The field type of a version, made when first asked: a read that
+    names no version loads no pydantic."""
+    from memwarden.events import PolicyVersion
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(PolicyVersion)
 
 
 def parse_version(value: Any, field: str) -> int | str:
     """A policy version as given (``7``, ``"7"``, ``"policy-42-v7"``), or refused."""
+    from pydantic import ValidationError
+
     try:
-        return _VERSION.validate_python(value)
+        return _version().validate_python(value)
     except ValidationError:
         raise InvalidInput(
             field,
@@ -131,4 +144,8 @@ def adopt(
 
 
 def _event(policy: str, version: int | str, previous: int | str, actor: str, field: str) -> PolicyVersionChanged:
+    from memwarden.events import PolicyVersionChanged
+
+    from ._validation import build
+
     return build(PolicyVersionChanged, policy=policy, version=version, previous_version=previous, actor=actor)

@@ -53,7 +53,6 @@ if TYPE_CHECKING:
         ReadbackFailed,
         RevocationIssued,
         SinkReadbackRecorded,
-        memory_stream,
     )
     from ._recorded import (
         ROW_COLUMNS,
@@ -68,6 +67,7 @@ if TYPE_CHECKING:
     )
     from ._sqlite import SQLiteEventLog, WriteTransaction, legacy_tenants
     from ._sqlite_connect import SQLiteOptions, Synchronous, connect
+    from ._streams import memory_stream
     from ._texts import CONTENT_BYTES, SUMMARY_TEXT, TEXT_JOIN, Texts, TextStore, actual_checksum, migrate_blobs
     from ._time import (
         CLOCK_SKEW,
@@ -85,10 +85,11 @@ if TYPE_CHECKING:
         to_utc,
     )
     from ._translated import translated
-    from ._types import PolicyVersion, version_key, version_number, version_value
+    from ._types import PolicyVersion
     from ._urls import has_user_info, redacted, scrubbed, spelled
     from ._values import CacheKey, ParentRef, Scope, Selector, new_id
     from ._vectors import MAX_EMBEDDINGS, Vector, check_vector, check_vectors
+    from ._version_keys import version_key, version_number, version_value
 
     # the PostgreSQL log needs the driver, an extra: like every name here,
     # imported only when asked for

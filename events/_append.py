@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._bytes import check_payload
 from ._canonical import canonical_json, chain_hash, preimage_bytes
 from ._errors import EventIdReused, LogDamaged, VersionConflict
-from ._models import Event
 from ._recorded import Head, RecordedEvent
 from ._time import CLOCK_SKEW, Clock, format_ts, parse_ts
+
+if TYPE_CHECKING:
+    from ._models import Event
 
 # (seq, type, stream, payload_json) of an event already in the log
 Existing = tuple[int, str, str, str]
@@ -42,6 +44,8 @@ def prepare_batch(
     record as soon as it is chained (a backend streams it to its server
     while the next ones are hashed); on an error the caller discards what
     it was sent, as the whole batch fails."""
+    from ._models import Event  # with the first append: a store that is only read never loads the models
+
     events = list(events)
     if not events:
         return PreparedBatch(head=head)

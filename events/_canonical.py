@@ -23,7 +23,6 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from pydantic import BaseModel
 
 from ._time import format_ts
 
@@ -33,8 +32,6 @@ GENESIS_HASH = "0" * 64
 def _default(value: Any) -> Any:
     if isinstance(value, datetime):
         return format_ts(value)
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="python")
     if isinstance(value, (set, frozenset)):
         return sorted(value)
     if isinstance(value, tuple):
@@ -44,6 +41,12 @@ def _default(value: Any) -> Any:
         return value.value
     if isinstance(value, UUID):
         return str(value)
+    # asked last, so that encoding what holds no model never loads pydantic
+    # (a read of the views, as ``memwarden get`` makes, holds none)
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="python")
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 

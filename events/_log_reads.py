@@ -13,12 +13,15 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import StoreFailed
-from ._models import Event, memory_stream
 from ._recorded import EMPTY_HEAD, ROW_COLUMNS, Head, LegacyTenants, RecordedEvent, Row, event_from_row
+from ._streams import memory_stream
 from ._translated import translated
+
+if TYPE_CHECKING:
+    from ._models import Event
 
 PAGE = 5000
 # What a memory's fold reads besides its own stream. Spelled with literals,

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from ._canonical import content_checksum
+from ._streams import memory_stream
 from ._types import (
     Checksum,
     Identifier,
@@ -79,19 +80,6 @@ class Event(Model):
         del data["type"], data["event_id"], data["actor"]  # never None
         data.pop("occurred_at", None)
         return data
-
-
-def memory_stream(tenant: str, memory_id: str) -> str:
-    """The stream of a memory: its identity, (tenant, memory_id), as one name.
-
-    Neither part may hold white space, so one space joins them without
-    ambiguity, and no such name can equal a stream written before memories
-    had a tenant in their identity (those were the bare memory id). The id
-    comes first: new streams of time-ordered ids then land together in the
-    stream index, where a tenant first would spread a batch over every
-    tenant's part of it.
-    """
-    return f"{memory_id} {tenant}"
 
 
 class MemoryEvent(Event):

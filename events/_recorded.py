@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from ._canonical import GENESIS_HASH, canonical_json, chain_hash, content_checksum, preimage_bytes
 from ._errors import EventRowDamaged, LogDiverged
-from ._models import EVENT_TYPES, Event, event_from_parts
+
+if TYPE_CHECKING:
+    from ._models import Event
 
 TenantOf = Callable[[str], "str | None"]
 
@@ -37,7 +40,7 @@ def register_upcaster(event_type: str, from_version: int, upcaster: Upcaster) ->
 
 
 def current_schema_version(event_type: str) -> int:
-    cls = EVENT_TYPES.get(event_type)
+    cls = _event_types().get(event_type)
     return cls.SCHEMA_VERSION if cls is not None else 1
 
 
@@ -106,9 +109,18 @@ def _memory_v1_to_v2(payload: dict[str, Any], context: UpcastContext) -> dict[st
     return out
 
 
-for _type in EVENT_TYPES:
-    if _type.startswith("memory."):
-        register_upcaster(_type, 1, _memory_v1_to_v2)
+@functools.cache
+def _event_types() -> Mapping[str, type[Event]]:
+    """The event models, loaded with the first event decoded or written (a
+    command that reads only the views, ``memwarden get``, never loads them
+    or pydantic), and with them the upcaster of schema-1 memory events (one
+    registered for the same step first stays)."""
+    from ._models import EVENT_TYPES
+
+    for name in EVENT_TYPES:
+        if name.startswith("memory."):
+            _UPCASTERS.setdefault((name, 1), _memory_v1_to_v2)
+    return EVENT_TYPES
 
 
 class RecordedEvent(NamedTuple):
@@ -136,6 +148,8 @@ class RecordedEvent(NamedTuple):
 
     def to_model(self) -> Event:
         """The typed, validated event model."""
+        from ._models import event_from_parts
+
         return event_from_parts(
             self.type,
             self.payload,

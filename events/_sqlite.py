@@ -8,11 +8,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._append import Existing, PublishingWrite, check_imported, prepare_batch
 from ._errors import LogDamaged, StorageError, StoreFailed
 from ._log_reads import LogReads
-from ._models import Event
 from ._recorded import (
     ROW_COLUMNS,
     ROW_WIDTH,
@@ -26,6 +26,9 @@ from ._sqlite_chain import verify_chain
 from ._sqlite_connect import Synchronous, connect, sqlite_failure, storage_failure
 from ._sqlite_readers import ReaderPool
 from ._time import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from ._models import Event
 from ._translated import translated
 
 Subscriber = Callable[[sqlite3.Connection, Sequence[RecordedEvent]], None]

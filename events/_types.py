@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, StringConstraints
 
 from ._time import format_ts, parse_ts, to_utc
+from ._version_keys import MAX_VERSION, version_number
 
 
 def _parse_datetime(value: Any) -> Any:
@@ -35,19 +36,6 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 VersionText = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")]
 
 
-MAX_VERSION = 2**53
-
-
-def version_number(text: str) -> int | None:
-    """The number a policy version's text spells, or None: the one reading
-    of "is this version a number". ASCII digits only (never "٣", " 3" or
-    "2_0"); "007" spells 7; past ``MAX_VERSION`` it spells none."""
-    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(MAX_VERSION)):
-        return None
-    number = int(text)
-    return number if number <= MAX_VERSION else None
-
-
 def _numeric_version(value: Any) -> Any:
     if not (isinstance(value, str) and value.isascii() and value.isdigit()):
         return value
@@ -65,16 +53,3 @@ PolicyVersion = Annotated[
     ],
     BeforeValidator(_numeric_version),
 ]
-
-
-def version_key(version: int | str) -> str:
-    """The text a policy version is compared and stored as."""
-    return str(version)
-
-
-def version_value(key: str | int) -> int | str:
-    """A stored version as callers gave it: numbers come back as numbers."""
-    text = str(key)
-    number = version_number(text)
-    # a number only where the key is its own spelling: keys round-trip exactly
-    return number if number is not None and str(number) == text else text

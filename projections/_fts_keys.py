@@ -47,6 +47,7 @@ other.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -94,11 +95,21 @@ _ASTRAL = "".join(
     f"{re.escape(chr(max(first, 0x10000)))}-{re.escape(chr(last))}" for first, last in SEPARATORS if last > 0xFFFF
 )
 _DIACRITIC = "".join(re.escape(chr(c)) for c in DIACRITICS)
-# a word as FTS5 reads it: a word character, then word characters and the
-# diacritics it folds away (which, before a word, only separate)
-_WORD = re.compile(f"[^{_SEPARATOR}{_ASTRAL}{_DIACRITIC}][^{_SEPARATOR}{_ASTRAL}]*")
-# the runs between words, kept by a split; in ASCII, all but letters and digits
-_SEPARATORS = re.compile(f"((?:[{_SEPARATOR}]|[{_ASTRAL}])+)")
+
+
+@functools.cache
+def _unicode_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The runs between words, kept by a split, and a word as FTS5 reads it
+    (a word character, then word characters and the diacritics it folds
+    away, which before a word only separate): compiled with the first text
+    that is not ASCII, their classes being long (a process that keys none
+    starts without them)."""
+    separators = re.compile(f"((?:[{_SEPARATOR}]|[{_ASTRAL}])+)")
+    word = re.compile(f"[^{_SEPARATOR}{_ASTRAL}{_DIACRITIC}][^{_SEPARATOR}{_ASTRAL}]*")
+    return separators, word
+
+
+# in ASCII, the runs between words are all but letters and digits
 _ASCII_SEPARATORS = re.compile("([^0-9A-Za-z]+)")
 _DIACRITICS = frozenset(chr(c) for c in DIACRITICS)
 # the SQL function documents are keyed by (``keying``)
@@ -165,12 +176,13 @@ def keyed_each(marks: Sequence[str], text: str) -> list[str]:
             parts[::2] = [mark + run if run else run for run in runs]
             found.append("".join(parts))
         return found
-    parts = _SEPARATORS.split(text)
+    separators, word = _unicode_patterns()
+    parts = separators.split(text)
     runs = parts[::2]
     found = []
     for mark in marks:
         parts[::2] = [
-            (mark + run if run[0] not in _DIACRITICS else _WORD.sub(mark + r"\g<0>", run)) if run else run
+            (mark + run if run[0] not in _DIACRITICS else word.sub(mark + r"\g<0>", run)) if run else run
             for run in runs
         ]
         found.append("".join(parts))

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from memwarden.events import Event, EventLog, Head, RecordedEvent, Vector
+from memwarden.events import EventLog, Head, RecordedEvent, Vector
 from memwarden.events import Texts as StoredTexts
 
 from ._access import Access
+
+if TYPE_CHECKING:
+    from memwarden.events import Event
 from ._agent_page import AgentPage, AgentQuery, PageEvidence
 from ._asof import PointView
 from ._named import DueRow, EmbeddingCount, Expiring, StaleVector, VectorRow, ViewRow

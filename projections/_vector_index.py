@@ -37,6 +37,7 @@ vectors.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memwarden.events import EVENT_TYPES, get_logger
+from memwarden.events import get_logger
 
 from ._access import Access
 from ._named import VectorRow
@@ -66,8 +67,16 @@ if TYPE_CHECKING:
 
 log = get_logger("memwarden")
 
-MEMORY_EVENTS = tuple(t for t in EVENT_TYPES if t.startswith("memory."))
-FOLLOWED = (*MEMORY_EVENTS, "revocation.issued")
+
+@functools.cache
+def _followed() -> tuple[str, ...]:
+    """The events the index follows: every memory event, and revocations
+    (asked when it first reads the log: the event models load with it)."""
+    from memwarden.events import EVENT_TYPES
+
+    return (*(t for t in EVENT_TYPES if t.startswith("memory.")), "revocation.issued")
+
+
 _CHUNK = 500  # memory ids per lookup of their vectors
 _STOP_CHECK = 0.05  # seconds between the follower's looks at its stop
 # a graph built beside its exact part takes over when at most this many
@@ -263,7 +272,7 @@ class VectorIndex:
         erased: dict[str, int] = {}  # tenant -> the last erasure's seq
         revocations: list[tuple[int, dict[str, Any]]] = []
         start = min(t.position for t in tenants)
-        for event in self._store.log.read(after_seq=start, until_seq=position, types=FOLLOWED):
+        for event in self._store.log.read(after_seq=start, until_seq=position, types=_followed()):
             if event.type == "revocation.issued":
                 revocations.append((event.seq, event.payload))
                 continue

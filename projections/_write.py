@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memwarden.events import Event, Head, RecordedEvent, TextStore
+from memwarden.events import Head, RecordedEvent, TextStore
 
 from ._sql_view import SQLView
+
+if TYPE_CHECKING:
+    from memwarden.events import Event
 
 
 class LogWrite:

@@ -1,7 +1,9 @@
 """The command line starts at once: importing it, ``memwarden --version`` and
 a read of one memory on an SQLite store load no database driver, numpy, web
 framework, cipher, rich table or scheduler; each comes with the command that
-uses it. And memwarden, as a library, configures no logging: importing it
+uses it; and a read of the views (``get``, ``due``) loads no event model,
+pydantic or other operation of the Warden's, which come with the first
+write or call. And memwarden, as a library, configures no logging: importing it
 and opening a store leave structlog and the logging module as they were.
 
 Each check runs in a fresh interpreter (this one has imported everything)."""
@@ -40,6 +42,34 @@ def _loaded_after(code: str) -> set[str]:
         f"import json, sys\n{code}\n"
         f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(NEVER_AT_START)!r}))))"
     )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWARDEN_")}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+# what a read of the views (``get``, ``due``) does not use: the event models
+# and pydantic (they load with the first event decoded or written), and the
+# Warden's other operations (each method imports its module when first called)
+NOT_FOR_A_READ = {
+    "pydantic",
+    "memwarden.events._models",
+    "memwarden.events._types",
+    "memwarden.engine._backup",
+    "memwarden.engine._batch",
+    "memwarden.engine._records",
+    "memwarden.engine._history",
+    "memwarden.engine._revoking",
+    "memwarden.engine._verify",
+    "memwarden.engine._validation",
+    "memwarden.engine.sinks._ops",
+    "memwarden.engine.recall._search",
+}
+
+
+def _modules_after(code: str, watched: set[str]) -> set[str]:
+    """The modules of ``watched`` (full names) that ``code`` leaves imported."""
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(set(sys.modules) & set({sorted(watched)!r}))))"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWARDEN_")}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -86,6 +116,18 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_reading_a_memory_on_sqlite_loads_none_of_them(store: str) -> None:
     assert _loaded_after(_run_cli("--db", store, "get", "m1")) == set()
     assert _loaded_after(_run_cli("--db", store, "due")) == set()
+
+
+@pytest.mark.parametrize("command", [["get", "m1"], ["due"]], ids=["get", "due"])
+def test_a_read_loads_no_event_model_pydantic_or_other_operation(store: str, command: list[str]) -> None:
+    assert _modules_after(_run_cli("--db", store, *command), NOT_FOR_A_READ) == set()
+
+
+def test_the_event_models_load_with_the_first_write(store: str) -> None:
+    # the watch above can see them: a save loads what a read does not
+    saving = ("save", "--id", "m2", "--kind", "permission", "--summary", "s", "--content", "c")
+    code = _run_cli("--db", store, *saving, "--source-url", "https://e.example/b", "--tenant", "t")
+    assert {"pydantic", "memwarden.events._models"} <= _modules_after(code, NOT_FOR_A_READ)
 
 
 def test_a_table_on_a_pipe_loads_no_rich(store: str) -> None:

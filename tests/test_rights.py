@@ -8,10 +8,12 @@ from __future__ import annotations
 import ast
 import inspect
 from pathlib import Path
+from typing import Any
 
 import pytest
-from memwarden.engine import OPERATOR, SYSTEM, Forbidden, KeyStore, Principal, Warden
+from memwarden.engine import OPERATOR, SYSTEM, Forbidden, KeyStore, Principal, Warden, _rights
 from memwarden.engine._rights import RIGHTS
+from memwarden.engine._staff import StaffOperations
 
 from .conftest import agent_key, save_memory
 
@@ -64,22 +66,50 @@ KEY = {
 }
 
 
-def test_every_operation_is_one_kind_of_right_and_takes_a_caller_with_no_default() -> None:
+class Asked(Exception):
+    """What ``authorize`` was asked for, raised in its place."""
+
+
+def _positional(method: Any) -> list[None]:
+    """A placeholder for each positional parameter of ``method`` (after ``self``)."""
+    parameters = list(inspect.signature(method).parameters.values())[1:]
+    return [None for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty]
+
+
+def test_every_operation_is_one_kind_of_right_and_takes_a_caller_with_no_default(
+    warden: Warden, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def asked(caller: Principal, action: str) -> None:
+        raise Asked(action)
+
+    # each method passes on to its operation, which asks for its right before anything else
+    monkeypatch.setattr(_rights, "authorize", asked)
     for name, action in OPERATIONS.items():
-        fn = getattr(Warden, name)
-        assert getattr(fn, "action", None) == action, name
-        caller = inspect.signature(inspect.unwrap(fn)).parameters["caller"]
+        method = getattr(Warden, name)
+        caller = inspect.signature(method).parameters["caller"]
         assert caller.default is inspect.Parameter.empty and caller.kind is inspect.Parameter.KEYWORD_ONLY, name
-    public = {n for n, v in vars(Warden).items() if callable(v) and not n.startswith("_")}
+        with pytest.raises(Asked) as raised:
+            getattr(warden, name)(*_positional(method), caller=OPERATOR, **_required_keywords(method))
+        assert raised.value.args == (action,), name
+    parts = (Warden, StaffOperations)  # the Warden's own methods and staff's
+    public = {n for part in parts for n, v in vars(part).items() if callable(v) and not n.startswith("_")}
     # the rest take a caller too, or are not operations on memories (the head's seq, the scan of a file)
     for name in public - set(OPERATIONS) - {"head_seq"}:
         assert "caller" in inspect.signature(getattr(Warden, name)).parameters, name
 
 
+def _required_keywords(method: Any) -> dict[str, None]:
+    parameters = inspect.signature(method).parameters.values()
+    return {
+        p.name: None for p in parameters if p.kind is p.KEYWORD_ONLY and p.default is p.empty and p.name != "caller"
+    }
+
+
 def test_an_operation_without_its_caller_is_refused_before_it_does_anything(warden: Warden) -> None:
     for name in OPERATIONS:
+        method = getattr(Warden, name)
         with pytest.raises(TypeError, match="caller"):
-            getattr(warden, name)()
+            getattr(warden, name)(*_positional(method))
     with pytest.raises(TypeError, match="Principal"):
         warden.get("x", caller=object())  # type: ignore[arg-type]
     assert warden.head_seq() == 0
