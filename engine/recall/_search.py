@@ -263,7 +263,13 @@ def _nearest_usable(
 ) -> list[tuple[MemoryView, float]]:
     """The ``limit`` closest of the caller's candidates the gate lets
     through, asking the index for more (twice as many each time) until it
-    has no more, or ``_most`` were asked for."""
+    has no more, or ``_most`` were asked for.
+
+    The index proposes ``want`` candidates at once (a graph's work is its
+    breadth, not ``k``), but the gate is asked about them closest first, a
+    few at a time (``_judged_in_turn``): most searches find ``limit``
+    usable ones among the first ``limit``, and reading and judging a
+    candidate's row costs more than the graph's search of it."""
     tenant, caller = gated["tenant"], gated["caller"]
     want = max(_FIRST_CANDIDATES, limit * 4)
     most = _most(limit)
@@ -276,18 +282,38 @@ def _nearest_usable(
             )
         fresh = [(m, s) for m, s in candidates if m not in asked]
         asked.update(m for m, _ in fresh)
-        for start in range(0, len(fresh), MAX_LIMIT):
-            chunk = fresh[start : start + MAX_LIMIT]
-            views = {v.memory_id: v for v in query(core, ids=[m for m, _ in chunk], limit=len(chunk), **gated)}
-            for m, s in chunk:
-                judged = views.get(m)
-                if judged is not None and hidden.answered(judged):
-                    found.append((judged, s))
-                    if len(found) >= limit:
-                        return found
+        if _judged_in_turn(core, fresh, limit, gated, hidden, found):
+            return found
         if len(candidates) < want or want >= most:
             return found
         want = min(want * 2, most)
+
+
+def _judged_in_turn(
+    core: Core,
+    candidates: list[tuple[str, float]],
+    limit: int,
+    gated: dict[str, Any],
+    hidden: _Hidden,
+    found: list[tuple[MemoryView, float]],
+) -> bool:
+    """Judge ``candidates`` (closest first) until ``found`` holds ``limit``:
+    the first turn asks about as many as are still missing, each turn
+    after it twice as many as the one before (the gate withholding many
+    costs few turns); whether ``limit`` were found."""
+    at, turn = 0, 0
+    while at < len(candidates) and len(found) < limit:
+        turn = min(MAX_LIMIT, max(limit - len(found), turn * 2))
+        chunk = candidates[at : at + turn]
+        at += len(chunk)
+        views = {v.memory_id: v for v in query(core, ids=[m for m, _ in chunk], limit=len(chunk), **gated)}
+        for m, s in chunk:
+            judged = views.get(m)
+            if judged is not None and hidden.answered(judged):
+                found.append((judged, s))
+                if len(found) >= limit:
+                    return True
+    return len(found) >= limit
 
 
 def _fused(
