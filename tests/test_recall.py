@@ -121,6 +121,37 @@ def test_more_candidates_are_fetched_past_the_refused(given: Warden, clock: Froz
     assert found.hidden == {"expired": 150}, "what the gate withheld on the way is told"
 
 
+def test_the_gate_is_asked_only_about_the_candidates_an_answer_needs(
+    given: Warden, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index proposes 64 candidates at once, but the gate reads and
+    judges them closest first, as many as are still missing, then twice
+    the last turn: reading a candidate's row costs more than the graph's
+    search of it. Five of the nearest are expired: the answer is the ten
+    usable nearest, and the five are told."""
+    from memwarden.engine.recall import _search
+
+    asked: list[int] = []
+    judged = _search.query
+
+    def counting(core: object, *, ids: list[str] | None = None, **rest: object) -> object:
+        if ids is not None and not rest.get("with_content", True):
+            asked.append(len(ids))
+        return judged(core, ids=ids, **rest)  # type: ignore[arg-type]
+
+    rng = random.Random(62)
+    for i in range(5):
+        save_memory(given, f"gone{i}", embedding=[1.0, 0.001 * i, 0.0, 0.0], ttl="1m")
+    clock.advance("2m")
+    for i in range(100):
+        save_memory(given, f"m{i:03}", embedding=[0.9, 0.1 + 0.01 * i, rng.random() * 0.01, 0.0])
+    monkeypatch.setattr(_search, "query", counting)
+    found = given.search(tenant="acme", vector=[1.0, 0.0, 0.0, 0.0], limit=10, mode="vector", caller=OPERATOR)
+    assert ids(found) == [f"m{i:03}" for i in range(10)]
+    assert found.hidden == {"expired": 5}
+    assert asked == [10, 20], "the first turn asks about the ten missing, the next about twice as many"
+
+
 def test_tenant_and_agent_are_walls(recall: Warden) -> None:
     text = "the launch code is in the vault"
     save_memory(recall, "mine", summary=text, content=text, scope={"agent": "planner"})
