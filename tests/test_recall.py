@@ -127,15 +127,17 @@ def test_the_gate_is_asked_only_about_the_candidates_an_answer_needs(
     """The index proposes 64 candidates at once, but the gate reads and
     judges them closest first, as many as are still missing, then twice
     the last turn: reading a candidate's row costs more than the graph's
-    search of it. Five of the nearest are expired: the answer is the ten
-    usable nearest, and the five are told."""
+    search of it. The vector half alone is the answer, so its contents
+    are read with the judgement, not again. Five of the nearest are
+    expired: the answer is the ten usable nearest, with their contents,
+    and the five are told."""
     from memwarden.engine.recall import _search
 
     asked: list[int] = []
     judged = _search.query
 
     def counting(core: object, *, ids: list[str] | None = None, **rest: object) -> object:
-        if ids is not None and not rest.get("with_content", True):
+        if ids is not None:
             asked.append(len(ids))
         return judged(core, ids=ids, **rest)  # type: ignore[arg-type]
 
@@ -148,8 +150,10 @@ def test_the_gate_is_asked_only_about_the_candidates_an_answer_needs(
     monkeypatch.setattr(_search, "query", counting)
     found = given.search(tenant="acme", vector=[1.0, 0.0, 0.0, 0.0], limit=10, mode="vector", caller=OPERATOR)
     assert ids(found) == [f"m{i:03}" for i in range(10)]
-    assert found.hidden == {"expired": 5}
-    assert asked == [10, 20], "the first turn asks about the ten missing, the next about twice as many"
+    assert all(f.view.content for f in found) and found.hidden == {"expired": 5}
+    # a turn reading contents holds no more than the answer's budget can (16 at the default limits)
+    most = given.limits.max_answer_bytes // given.limits.max_content_bytes
+    assert asked == [10, min(20, most)], "the ten missing, then twice as many (within the budget); none again"
 
 
 def test_tenant_and_agent_are_walls(recall: Warden) -> None:
