@@ -13,9 +13,7 @@ search compares only vectors its caller may see.
 
 A part is exact (numpy) up to ``exact_up_to`` vectors and HNSW (usearch,
 ``_vector_kinds``) past it. An exact part that outgrows the threshold
-keeps answering while its HNSW graph is built on another thread from a
-snapshot of its rows; the changes made to the part meanwhile are applied
-to the graph, which then takes over.
+keeps answering while its HNSW graph is built beside it (``_vector_build``).
 
 Every index has applied the log up to a position. A search first brings
 it to the position of the view it is served from (the one ``min_seq``
@@ -39,10 +37,9 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -52,6 +49,7 @@ from ._access import Access
 from ._named import VectorRow
 from ._reads import CoveredRow, Covering, TakenAt
 from ._selector import could_cover
+from ._vector_build import Builds
 from ._vector_files import IndexFiles
 from ._wanted import Wanted
 
@@ -59,7 +57,7 @@ if TYPE_CHECKING:
     import numpy as np
     from memwarden.events import EventLog
 
-    from ._vector_parts import Part, TenantIndex
+    from ._vector_parts import TenantIndex
 
 # numpy and usearch (``_vector_parts``, ``_vector_kinds``) are imported where a
 # tenant's vectors are first read: a store that holds none, and every command
@@ -79,9 +77,6 @@ def _followed() -> tuple[str, ...]:
 
 _CHUNK = 500  # memory ids per lookup of their vectors
 _STOP_CHECK = 0.05  # seconds between the follower's looks at its stop
-# a graph built beside its exact part takes over when at most this many
-# changes are left to apply to it (under the lock: about a tenth of a second)
-_SWAP_AT = 256
 
 
 class VectorRows(Protocol):
@@ -135,12 +130,6 @@ class IndexSettings:
     poll: float = 0.5  # the follower's pause when the log is ahead of the view, or the store unreachable
 
 
-@dataclass
-class _Threads:
-    follower: threading.Thread | None = None
-    builders: list[threading.Thread] = field(default_factory=list)
-
-
 class VectorIndex:
     """Every tenant's vector index in this process, caught up with the view it is searched in."""
 
@@ -152,13 +141,17 @@ class VectorIndex:
         self._tenants: dict[tuple[str, int], TenantIndex] = {}
         self._lock = threading.RLock()  # after the store's read (``reading``), whose connection reads under it
         self._stop = threading.Event()
-        self._threads = _Threads()
+        self._follower: threading.Thread | None = None
         # vectors compared by searches in this process (exact rows scored,
         # distances the graph computed): what a search's work is measured in
         self.examined = 0
-        # called on a builder's thread when a graph is built, before it is
-        # brought up to its part and swapped in (tests hold a build there)
-        self.on_built: Callable[[str, str | None], None] | None = None
+        self._builds = Builds(
+            self._lock,
+            self._stop,
+            lambda t: self._tenants.get((t.tenant, t.dims)) is t,
+            self.settings.exact_up_to,
+            self.settings.save_after,
+        )
 
     # -- searching ------------------------------------------------------------
 
@@ -227,7 +220,7 @@ class VectorIndex:
             self._follow()
         if t.position < position:
             self._catch_up([t], view, position)
-        self._maybe_build(t)
+        self._builds.start(t)
         return t
 
     def _opened(self, view: VectorView, tenant: str, dims: int, position: int) -> TenantIndex:
@@ -301,80 +294,28 @@ class VectorIndex:
                 t.changes = max(t.changes, self.settings.save_after)
         return True
 
-    # -- the graph past the threshold ----------------------------------------------
+    # -- the graph past the threshold (``_vector_build``) ---------------------------
 
-    def _maybe_build(self, t: TenantIndex) -> None:
-        from ._vector_kinds import Exact
+    @property
+    def on_built(self) -> Callable[[str, str | None], None] | None:
+        """Called on a builder's thread when a graph is built, before it is
+        brought up to its part and swapped in (tests hold a build there)."""
+        return self._builds.on_built
 
-        for agent, part in t.parts.items():
-            if part.dirty is not None or not isinstance(part.index, Exact):
-                continue
-            if len(part.index) <= self.settings.exact_up_to:
-                continue
-            part.dirty = set()
-            ids, rows = part.index.live()
-            builder = threading.Thread(
-                target=self._build, args=(t, agent, part, ids, rows), name="memwarden-hnsw", daemon=True
-            )
-            self._threads.builders.append(builder)
-            builder.start()
-
-    def _build(self, t: TenantIndex, agent: str | None, part: Part, ids: list[str], rows: np.ndarray) -> None:
-        """The graph of a snapshot of ``part``, built and brought up to the
-        part beside it, outside the lock (searches and revocations go on
-        against the exact part meanwhile); the lock is taken only to read
-        what changed since the last look, and to swap once few changes are
-        left to apply."""
-        from ._vector_kinds import Hnsw
-
-        started = time.monotonic()
-        try:
-            graph = Hnsw.built(t.dims, ids, rows)
-            if self.on_built is not None:
-                self.on_built(t.tenant, agent)
-            while not self._stop.is_set():
-                with self._lock:
-                    if self._tenants.get((t.tenant, t.dims)) is not t or t.parts.get(agent) is not part:
-                        return  # replaced meanwhile (a restore, or the part emptied): that one builds its own
-                    # what changed in the part since the last look, as the exact part holds it now
-                    changed = sorted(part.dirty or ())
-                    changes = [(m, part.index.held(m)) for m in changed]
-                    if len(changes) <= _SWAP_AT:
-                        graph.put_many(changes)
-                        graph.scrub()
-                        part.index, part.dirty = graph, None
-                        t.changes = max(t.changes, self.settings.save_after)  # saved by the next pass
-                        break
-                    part.dirty = set()
-                graph.put_many(changes)
-                graph.scrub()  # a removed vector's bytes leave the slot before the graph serves
-            else:
-                return
-            log.info(
-                "vector_graph_built",
-                tenant=t.tenant,
-                agent=agent,
-                vectors=len(ids),
-                seconds=round(time.monotonic() - started, 2),
-            )
-        except Exception:  # the exact part goes on answering; the next search tries again
-            log.exception("vector_graph_failed", tenant=t.tenant)
-            with self._lock:
-                part.dirty = None
+    @on_built.setter
+    def on_built(self, hook: Callable[[str, str | None], None] | None) -> None:
+        self._builds.on_built = hook
 
     def settle(self, timeout: float = 600.0) -> None:
         """Wait for the graphs being built (tests and benchmarks measure after them)."""
-        deadline = time.monotonic() + timeout
-        while self._threads.builders:
-            builder = self._threads.builders.pop()
-            builder.join(max(0.0, deadline - time.monotonic()))
+        self._builds.settle(timeout)
 
     # -- following the log -----------------------------------------------------
 
     def _follow(self) -> None:
-        if self._threads.follower is None and not self._stop.is_set():
-            self._threads.follower = threading.Thread(target=self._run, name="memwarden-vectors", daemon=True)
-            self._threads.follower.start()
+        if self._follower is None and not self._stop.is_set():
+            self._follower = threading.Thread(target=self._run, name="memwarden-vectors", daemon=True)
+            self._follower.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -401,7 +342,7 @@ class VectorIndex:
             if behind:
                 self._catch_up(behind, view, position)
             for t in behind:
-                self._maybe_build(t)
+                self._builds.start(t)
             due = [t for t in self._tenants.values() if t.changes >= self.settings.save_after]
         for t in due:
             self._save(t)
@@ -450,7 +391,7 @@ class VectorIndex:
         if self._stop.is_set():
             return
         self._stop.set()
-        follower = self._threads.follower
+        follower = self._follower
         if follower is not None:
             follower.join(self.settings.poll + 1)
         self.settle(timeout=0.0)

@@ -121,6 +121,41 @@ def test_more_candidates_are_fetched_past_the_refused(given: Warden, clock: Froz
     assert found.hidden == {"expired": 150}, "what the gate withheld on the way is told"
 
 
+def test_the_gate_is_asked_only_about_the_candidates_an_answer_needs(
+    given: Warden, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index proposes 64 candidates at once, but the gate reads and
+    judges them closest first, as many as are still missing, then twice
+    the last turn: reading a candidate's row costs more than the graph's
+    search of it. The vector half alone is the answer, so its contents
+    are read with the judgement, not again. Five of the nearest are
+    expired: the answer is the ten usable nearest, with their contents,
+    and the five are told."""
+    from memwarden.engine.recall import _search
+
+    asked: list[int] = []
+    judged = _search.query
+
+    def counting(core: object, *, ids: list[str] | None = None, **rest: object) -> object:
+        if ids is not None:
+            asked.append(len(ids))
+        return judged(core, ids=ids, **rest)  # type: ignore[arg-type]
+
+    rng = random.Random(62)
+    for i in range(5):
+        save_memory(given, f"gone{i}", embedding=[1.0, 0.001 * i, 0.0, 0.0], ttl="1m")
+    clock.advance("2m")
+    for i in range(100):
+        save_memory(given, f"m{i:03}", embedding=[0.9, 0.1 + 0.01 * i, rng.random() * 0.01, 0.0])
+    monkeypatch.setattr(_search, "query", counting)
+    found = given.search(tenant="acme", vector=[1.0, 0.0, 0.0, 0.0], limit=10, mode="vector", caller=OPERATOR)
+    assert ids(found) == [f"m{i:03}" for i in range(10)]
+    assert all(f.view.content for f in found) and found.hidden == {"expired": 5}
+    # a turn reading contents holds no more than the answer's budget can (16 at the default limits)
+    most = given.limits.max_answer_bytes // given.limits.max_content_bytes
+    assert asked == [10, min(20, most)], "the ten missing, then twice as many (within the budget); none again"
+
+
 def test_tenant_and_agent_are_walls(recall: Warden) -> None:
     text = "the launch code is in the vault"
     save_memory(recall, "mine", summary=text, content=text, scope={"agent": "planner"})

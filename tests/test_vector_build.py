@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from memwarden.engine import OPERATOR, IndexSettings, Warden
 from memwarden.events import FrozenClock
-from memwarden.projections import _vector_index, _vector_kinds
+from memwarden.projections import _vector_build, _vector_kinds
 
 from ._exact import exact_top
 from .test_vector_index import DIMS, found, kinds, save_all, vectors
@@ -60,7 +60,7 @@ def test_the_graph_is_built_beside_and_never_serves_a_revoked_memory(
     saved; released, the graph takes every change made since its snapshot
     (in rounds outside the lock, or all at the swap) and serves none of
     the revoked."""
-    monkeypatch.setattr(_vector_index, "_SWAP_AT", swap_at)
+    monkeypatch.setattr(_vector_build, "SWAP_AT", swap_at)
     built, release = threading.Event(), threading.Event()
 
     def hold(tenant: str, agent: str | None) -> None:

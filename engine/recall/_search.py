@@ -122,6 +122,10 @@ def search(
     if words:
         text_hits = _text_half(core, query_text, limit, gated, hidden)  # type: ignore[arg-type]
     vector_hits: list[tuple[MemoryView, float]] = []
+    # the vector half alone is the answer: its candidates' contents are
+    # read as they are judged (the row is read either way, for its
+    # checksum), held only for the answer, within its budget
+    budget = AnswerBudget(core.limits.max_answer_bytes) if with_content and not words else None
     # hybrid is both halves where both can run: with no embedder to turn
     # the words into a vector (and none given), it is the text half alone
     text_only = mode == "hybrid" and vector is None and core.embedder is None
@@ -129,10 +133,13 @@ def search(
         q = _query_vector(core, query_text, vector)
         if q is not None:
             wanted = Wanted(**filters)
-            vector_hits = _nearest_usable(core, q, limit, gated, wanted, floor, hidden)
+            vector_hits = _nearest_usable(core, q, limit, gated, wanted, floor, hidden, budget)
     found = _fused(text_hits, vector_hits, limit, weights)
     answered = dict(gated, include_unusable=include_hidden)
-    page = _with_contents(core, found, answered) if with_content else Page.of(found)
+    if budget is not None:
+        page = Page.of(found, truncated=budget.truncated)
+    else:
+        page = _with_contents(core, found, answered) if with_content else Page.of(found)
     page.hidden = hidden.counts({f.view.memory_id for f in page})
     return page
 
@@ -260,10 +267,19 @@ def _nearest_usable(
     wanted: Wanted,
     floor: float,
     hidden: _Hidden,
+    budget: AnswerBudget | None = None,
 ) -> list[tuple[MemoryView, float]]:
     """The ``limit`` closest of the caller's candidates the gate lets
     through, asking the index for more (twice as many each time) until it
-    has no more, or ``_most`` were asked for."""
+    has no more, or ``_most`` were asked for.
+
+    The index proposes ``want`` candidates at once (a graph's work is its
+    breadth, not ``k``), but the gate is asked about them closest first, a
+    few at a time (``_judged_in_turn``): most searches find ``limit``
+    usable ones among the first ``limit``, and reading and judging a
+    candidate's row costs more than the graph's search of it. With
+    ``budget``, the contents are read with the judgement, and the answer
+    stops at the first that does not fit it."""
     tenant, caller = gated["tenant"], gated["caller"]
     want = max(_FIRST_CANDIDATES, limit * 4)
     most = _most(limit)
@@ -276,18 +292,49 @@ def _nearest_usable(
             )
         fresh = [(m, s) for m, s in candidates if m not in asked]
         asked.update(m for m, _ in fresh)
-        for start in range(0, len(fresh), MAX_LIMIT):
-            chunk = fresh[start : start + MAX_LIMIT]
-            views = {v.memory_id: v for v in query(core, ids=[m for m, _ in chunk], limit=len(chunk), **gated)}
-            for m, s in chunk:
-                judged = views.get(m)
-                if judged is not None and hidden.answered(judged):
-                    found.append((judged, s))
-                    if len(found) >= limit:
-                        return found
+        if _judged_in_turn(core, fresh, limit, gated, hidden, found, budget):
+            return found
         if len(candidates) < want or want >= most:
             return found
         want = min(want * 2, most)
+
+
+def _judged_in_turn(
+    core: Core,
+    candidates: list[tuple[str, float]],
+    limit: int,
+    gated: dict[str, Any],
+    hidden: _Hidden,
+    found: list[tuple[MemoryView, float]],
+    budget: AnswerBudget | None,
+) -> bool:
+    """Judge ``candidates`` (closest first) until ``found`` holds ``limit``:
+    the first turn asks about as many as are still missing, each turn
+    after it twice as many as the one before (the gate withholding many
+    costs few turns); whether the search is done (``limit`` found, or the
+    answer's ``budget`` spent). With ``budget``, a turn reads the contents
+    too, no more of them than the budget holds, so no turn's read stops
+    early (``_with_contents``' rule)."""
+    most = MAX_LIMIT
+    asked = gated
+    if budget is not None:
+        most = max(1, min(MAX_LIMIT, core.limits.max_answer_bytes // core.limits.max_content_bytes))
+        asked = dict(gated, with_content=True)
+    at, turn = 0, 0
+    while at < len(candidates) and len(found) < limit:
+        turn = min(most, max(limit - len(found), turn * 2))
+        chunk = candidates[at : at + turn]
+        at += len(chunk)
+        views = {v.memory_id: v for v in query(core, ids=[m for m, _ in chunk], limit=len(chunk), **asked)}
+        for m, s in chunk:
+            judged = views.get(m)
+            if judged is not None and hidden.answered(judged):
+                if budget is not None and not budget.admits(judged.content):
+                    return True
+                found.append((judged, s))
+                if len(found) >= limit:
+                    return True
+    return len(found) >= limit
 
 
 def _fused(
