@@ -59,11 +59,8 @@ if TYPE_CHECKING:
         ChainReport,
         EventLog,
         Head,
-        LegacyTenants,
         RecordedEvent,
-        current_schema_version,
         event_from_row,
-        register_upcaster,
     )
     from ._sqlite import SQLiteEventLog, WriteTransaction, legacy_tenants
     from ._sqlite_connect import SQLiteOptions, Synchronous, connect
@@ -86,6 +83,7 @@ if TYPE_CHECKING:
     )
     from ._translated import translated
     from ._types import PolicyVersion
+    from ._upcasting import LegacyTenants, current_schema_version, register_upcaster
     from ._urls import has_user_info, redacted, scrubbed, spelled
     from ._values import CacheKey, ParentRef, Scope, Selector, new_id
     from ._vectors import MAX_EMBEDDINGS, Vector, check_vector, check_vectors

@@ -24,7 +24,6 @@ from ._recorded import (
     EMPTY_HEAD,
     ChainReport,
     Head,
-    LegacyTenants,
     RecordedEvent,
     StoredRow,
     check_rows,
@@ -32,6 +31,7 @@ from ._recorded import (
 )
 from ._texts import Texts
 from ._time import Clock, SystemClock
+from ._upcasting import LegacyTenants
 
 log = get_logger("memwarden.jsonl")
 

@@ -16,9 +16,10 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ._errors import StoreFailed
-from ._recorded import EMPTY_HEAD, ROW_COLUMNS, Head, LegacyTenants, RecordedEvent, Row, event_from_row
+from ._recorded import EMPTY_HEAD, ROW_COLUMNS, Head, RecordedEvent, Row, event_from_row
 from ._streams import memory_stream
 from ._translated import translated
+from ._upcasting import LegacyTenants
 
 if TYPE_CHECKING:
     from ._models import Event

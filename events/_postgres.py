@@ -34,12 +34,12 @@ from ._recorded import (
     EMPTY_HEAD,
     ChainReport,
     Head,
-    LegacyTenants,
     chain_end,
     check_rows,
 )
 from ._time import Clock, SystemClock
 from ._translated import translated
+from ._upcasting import LegacyTenants
 from ._urls import redacted
 
 _HEAD_FOR_UPDATE = "SELECT seq, hash, recorded_at FROM log_head FOR UPDATE"

@@ -18,7 +18,6 @@ from ._recorded import (
     ROW_WIDTH,
     ChainReport,
     Head,
-    LegacyTenants,
     RecordedEvent,
     imported_tail,
 )
@@ -26,6 +25,7 @@ from ._sqlite_chain import verify_chain
 from ._sqlite_connect import Synchronous, connect, sqlite_failure, storage_failure
 from ._sqlite_readers import ReaderPool
 from ._time import Clock, SystemClock
+from ._upcasting import LegacyTenants
 
 if TYPE_CHECKING:
     from ._models import Event

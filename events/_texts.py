@@ -26,11 +26,12 @@ from ._bytes import UnstorableText, check_storable
 from ._canonical import content_checksum
 from ._errors import StoreFailed, TextErased
 from ._log import get_logger
-from ._recorded import LegacyTenants, RecordedEvent
+from ._recorded import RecordedEvent
 from ._sqlite_connect import sqlite_failure
 from ._sqlite_schema import has_table
 from ._streams import memory_stream
 from ._translated import translated
+from ._upcasting import LegacyTenants
 from ._vectors import PUT_VECTOR, VECTOR_SCHEMA, Vector, vector_rows
 
 _log = get_logger("memwarden.texts")

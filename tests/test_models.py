@@ -14,7 +14,8 @@ from memwarden.events import (
     version_number,
     version_value,
 )
-from memwarden.events._recorded import _UPCASTERS, event_from_row, upcast
+from memwarden.events._recorded import event_from_row
+from memwarden.events._upcasting import _UPCASTERS, upcast
 from pydantic import ValidationError
 
 from .conftest import saved
