@@ -88,33 +88,32 @@ def writers_killed_at_random(tmp_path: Path, target: str, log_class: str, open_l
     rng = random.Random(20261129)
     acknowledged: set[int] = set()
     batch_of: dict[str, int] = {}
-    forker = Forker(preloaded(log_class))
-    for round_ in range(20):
-        batch_of[f"r{round_}"] = rng.choice([1, 7, 50])
-        proc = forker.popen(script, f"r{round_}", "100000", str(batch_of[f"r{round_}"]))
-        # wait until it is appending, then kill it at a random moment
-        acknowledged.update(int(s) for s in proc.stdout.readline().split())
-        time.sleep(rng.uniform(0.0, 0.25))  # paces where the kill lands: every moment must be survived
-        os.kill(proc.pid, signal.SIGKILL)
-        rest, _ = proc.communicate()
-        for line in rest.splitlines():
-            acknowledged.update(int(s) for s in line.split())
-        assert proc.returncode == -signal.SIGKILL
-        log = open_log()
-        try:
-            report = log.verify_chain()
-            assert report.ok, report
-            present = [e.seq for e in log.read()]
-            assert present == list(range(1, len(present) + 1))
-            assert acknowledged <= set(present)
-            # all or nothing: every round's events form whole batches
-            by_round: dict[str, int] = {}
-            for e in log.read():
-                name = e.event_id.rsplit("-", 1)[0]
-                by_round[name] = by_round.get(name, 0) + 1
-            for name, count in by_round.items():
-                assert count % batch_of[name] == 0, (name, count, batch_of[name])
-        finally:
-            log.close()
-    forker.close()
+    with Forker(preloaded(log_class)) as forker:
+        for round_ in range(20):
+            batch_of[f"r{round_}"] = rng.choice([1, 7, 50])
+            proc = forker.popen(script, f"r{round_}", "100000", str(batch_of[f"r{round_}"]))
+            # wait until it is appending, then kill it at a random moment
+            acknowledged.update(int(s) for s in proc.stdout.readline().split())
+            time.sleep(rng.uniform(0.0, 0.25))  # paces where the kill lands: every moment must be survived
+            os.kill(proc.pid, signal.SIGKILL)
+            rest, _ = proc.communicate()
+            for line in rest.splitlines():
+                acknowledged.update(int(s) for s in line.split())
+            assert proc.returncode == -signal.SIGKILL
+            log = open_log()
+            try:
+                report = log.verify_chain()
+                assert report.ok, report
+                present = [e.seq for e in log.read()]
+                assert present == list(range(1, len(present) + 1))
+                assert acknowledged <= set(present)
+                # all or nothing: every round's events form whole batches
+                by_round: dict[str, int] = {}
+                for e in log.read():
+                    name = e.event_id.rsplit("-", 1)[0]
+                    by_round[name] = by_round.get(name, 0) + 1
+                for name, count in by_round.items():
+                    assert count % batch_of[name] == 0, (name, count, batch_of[name])
+            finally:
+                log.close()
     assert len(acknowledged) > 20
