@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ._forker import Forker
 
 WRITER = textwrap.dedent(
     """
@@ -45,6 +45,12 @@ HELPER = textwrap.dedent(
 OpenLog = Callable[[], Any]
 
 
+def preloaded(log_class: str) -> str:
+    """What a writer imports, done once in the process its writers are forked from."""
+    driver = "import psycopg, psycopg_pool\n" if log_class == "PostgresEventLog" else ""
+    return f"{driver}from memwarden.events import {log_class}, MemorySaved, Scope, content_checksum"
+
+
 def writer_script(tmp_path: Path, target: str, log_class: str) -> Path:
     """A process appending ``count`` events in batches to the log at
     ``target``, printing each batch's seqs once it is acknowledged."""
@@ -58,14 +64,12 @@ def four_writers_at_once(tmp_path: Path, target: str, log_class: str, open_log: 
     """Four processes, 2,000 appends each: seq 1..8000, gapless, the chain valid."""
     open_log().close()
     script = writer_script(tmp_path, target, log_class)
-    procs = [
-        subprocess.Popen([sys.executable, str(script), f"w{n}", "2000", "10"], stdout=subprocess.PIPE, text=True)
-        for n in range(4)
-    ]
-    for proc in procs:
-        out, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0
-        assert len(out.split()) == 2000
+    with Forker(preloaded(log_class)) as forker:
+        procs = [forker.popen(script, f"w{n}", "2000", "10") for n in range(4)]
+        for proc in procs:
+            out, _ = proc.communicate()
+            assert proc.returncode == 0
+            assert len(out.split()) == 2000
     log = open_log()
     try:
         assert [e.seq for e in log.read()] == list(range(1, 8001))
@@ -84,36 +88,32 @@ def writers_killed_at_random(tmp_path: Path, target: str, log_class: str, open_l
     rng = random.Random(20261129)
     acknowledged: set[int] = set()
     batch_of: dict[str, int] = {}
-    for round_ in range(20):
-        batch_of[f"r{round_}"] = rng.choice([1, 7, 50])
-        proc = subprocess.Popen(
-            [sys.executable, str(script), f"r{round_}", "100000", str(batch_of[f"r{round_}"])],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stdout is not None
-        # wait until it is appending, then kill it at a random moment
-        acknowledged.update(int(s) for s in proc.stdout.readline().split())
-        time.sleep(rng.uniform(0.0, 0.25))  # paces where the kill lands: every moment must be survived
-        os.kill(proc.pid, signal.SIGKILL)
-        rest, _ = proc.communicate()
-        for line in rest.splitlines():
-            acknowledged.update(int(s) for s in line.split())
-        assert proc.returncode == -signal.SIGKILL
-        log = open_log()
-        try:
-            report = log.verify_chain()
-            assert report.ok, report
-            present = [e.seq for e in log.read()]
-            assert present == list(range(1, len(present) + 1))
-            assert acknowledged <= set(present)
-            # all or nothing: every round's events form whole batches
-            by_round: dict[str, int] = {}
-            for e in log.read():
-                name = e.event_id.rsplit("-", 1)[0]
-                by_round[name] = by_round.get(name, 0) + 1
-            for name, count in by_round.items():
-                assert count % batch_of[name] == 0, (name, count, batch_of[name])
-        finally:
-            log.close()
+    with Forker(preloaded(log_class)) as forker:
+        for round_ in range(20):
+            batch_of[f"r{round_}"] = rng.choice([1, 7, 50])
+            proc = forker.popen(script, f"r{round_}", "100000", str(batch_of[f"r{round_}"]))
+            # wait until it is appending, then kill it at a random moment
+            acknowledged.update(int(s) for s in proc.stdout.readline().split())
+            time.sleep(rng.uniform(0.0, 0.25))  # paces where the kill lands: every moment must be survived
+            os.kill(proc.pid, signal.SIGKILL)
+            rest, _ = proc.communicate()
+            for line in rest.splitlines():
+                acknowledged.update(int(s) for s in line.split())
+            assert proc.returncode == -signal.SIGKILL
+            log = open_log()
+            try:
+                report = log.verify_chain()
+                assert report.ok, report
+                present = [e.seq for e in log.read()]
+                assert present == list(range(1, len(present) + 1))
+                assert acknowledged <= set(present)
+                # all or nothing: every round's events form whole batches
+                by_round: dict[str, int] = {}
+                for e in log.read():
+                    name = e.event_id.rsplit("-", 1)[0]
+                    by_round[name] = by_round.get(name, 0) + 1
+                for name, count in by_round.items():
+                    assert count % batch_of[name] == 0, (name, count, batch_of[name])
+            finally:
+                log.close()
     assert len(acknowledged) > 20

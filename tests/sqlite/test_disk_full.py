@@ -1,18 +1,19 @@
 """Disk full: appends that fail part-way at the Nth write, for every N over a
-range, under RLIMIT_FSIZE in a child process."""
+range, under RLIMIT_FSIZE in a child process (forked from one that imported
+memwarden once: thirty new interpreters cost half a minute of CPU)."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from memwarden.engine import OPERATOR, Warden
 
+from .._forker import Forker
 from ..conftest import save_memory
 
 CHILD = textwrap.dedent(
@@ -40,6 +41,12 @@ CHILD = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
+def forker() -> Iterator[Forker]:
+    with Forker("from memwarden.engine import OPERATOR, Warden, configure_logging") as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("full") / "base.db"
     w = Warden(db)
@@ -51,15 +58,13 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("extra_pages", range(1, 31))
-def test_appends_fail_cleanly_when_the_disk_fills(base: Path, tmp_path: Path, extra_pages: int) -> None:
+def test_appends_fail_cleanly_when_the_disk_fills(forker: Forker, base: Path, tmp_path: Path, extra_pages: int) -> None:
     db = tmp_path / "full.db"
     shutil.copy(base, db)
     limit = db.stat().st_size + extra_pages * 4096
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    done = subprocess.run(
-        [sys.executable, str(script), str(db), str(limit)], capture_output=True, text=True, timeout=120, check=False
-    )
+    done = forker.run(script, str(db), str(limit))
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     assert lines and "error" in lines[-1], (done.stdout[-500:], done.stderr[-2000:])
     assert lines[-1]["error"] == "StorageError" and "nothing was appended" in lines[-1]["message"], lines[-1]
