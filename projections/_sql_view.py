@@ -266,9 +266,12 @@ class SQLView(GraphReads, SideTables, VectorReads, EmbeddingReads, RevocationRea
             # the caller's tenants' words only (and a bound key's agent's): a
             # search does no work for memories the caller may not see
             params.extend(self.match_query(match, [tenant] if tenant is not None else access.tenants, access.agent))
-            if access.unsearchable:
-                clauses.append(f"m.status NOT IN ({','.join('?' * len(access.unsearchable))})")
-                params.extend(access.unsearchable)
+        if access.unsearchable and (match is not None or content):
+            # a test of a text (its words, or its JSON's fields with their
+            # ranges) answers whether it holds a guess: a withheld text is
+            # never tested, or its content could be rebuilt guess by guess
+            clauses.append(f"m.status NOT IN ({','.join('?' * len(access.unsearchable))})")
+            params.extend(access.unsearchable)
         if usable_at is not None:
             clauses.append("status = 'usable' AND (expires_at IS NULL OR expires_at > ?)")
             params.append(usable_at)

@@ -211,6 +211,23 @@ def test_a_text_search_never_matches_the_words_of_a_memory_an_agent_may_not_rece
     ]
 
 
+def test_a_content_filter_never_tests_the_text_of_a_memory_an_agent_may_not_receive(
+    warden: Warden, backend: Backend
+) -> None:
+    """An agent binary-searched a revoked memory's JSON fields with ``where``
+    ranges: a right guess listed it, a wrong one did not."""
+    save_memory(warden, "wq1", tenant="ta", content='{"pin": "1234", "n": 42}', caller=TA)
+    save_memory(warden, "wq2", tenant="ta", content='{"pin": "5678", "n": 7}', caller=TA)
+    warden.revoke({"tenant": "ta", "ids": ["wq1"]}, reason="leak", caller=OPERATOR)
+    backend.flip_text(warden.path, content_checksum('{"pin": "5678", "n": 7}'))
+    assert warden.get("wq2", caller=TA).reason == "integrity_failed"
+    for where in ({"pin": "1234"}, {"n": {"$gt": 41}}, {"pin": {"$gt": "1"}}, {"pin": "5678"}, {"n": {"$lt": 8}}):
+        assert warden.query(tenant="ta", where=where, include_unusable=True, caller=TA) == [], where
+    # staff still find what they act on
+    found = warden.query(tenant="ta", where={"pin": "1234"}, include_unusable=True, caller=OPERATOR)
+    assert [v.memory_id for v in found] == ["wq1"]
+
+
 def test_a_retry_after_the_erasure_answers_nothing_of_the_erased_text(warden: Warden) -> None:
     first = save_memory(warden, "m3", tenant="ta", content="the pin is 4821", event_id="ev-m3-1", caller=TA)
     warden.erase(memory_id="m3", tenant="ta", reason="gdpr", caller=OPERATOR)

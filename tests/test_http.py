@@ -162,6 +162,23 @@ MATRIX = [
 ]
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/v1/memories?tenant=acme&projcet=apollo",  # a misspelt filter would list the whole tenant
+        "/v1/memories/m1?tenant=acme&verison=1",
+        "/v1/revocations?limit=5&limt=5",
+    ],
+)
+def test_a_query_parameter_the_route_does_not_take_is_refused_naming_it(server: Server, url: str) -> None:
+    head = server.head()
+    with server.client("security") as c:
+        response = c.get(url)
+    name = url.rsplit("&", 1)[1].split("=")[0]
+    assert response.status_code == 422 and response.json()["field"] == name, response.text
+    assert server.head() == head
+
+
 def test_role_endpoint_tenant_matrix(server: Server) -> None:
     for method, path, body, expected in MATRIX:
         for who, status in expected.items():

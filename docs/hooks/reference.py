@@ -43,7 +43,7 @@ def on_config(config: Any) -> Any:
             link = farm.joinpath(*package.split("."))
             link.parent.mkdir(exist_ok=True)
             link.symlink_to(ROOT / folder, target_is_directory=True)
-    import memwarden.engine  # noqa: F401  (inspected as imported: the Warden's assigned operations)
+    import memwarden.engine  # noqa: F401  (a package that does not import fails the build here, before any page)
 
     python = config["plugins"]["mkdocstrings"].config["handlers"].setdefault("python", {})
     python["paths"] = [str(farm)]

@@ -11,7 +11,7 @@ import dataclasses
 import secrets
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from memwarden.engine import KeyStore, Principal, Warden, may, read_back_committed
 from memwarden.events import get_logger
 
@@ -20,7 +20,7 @@ from . import _responses as R
 from ._audit import install_audit_routes
 from ._embedded import Embedded, SelfReader
 from ._fair import PER_LANE, FairShare, Lanes
-from ._guard import McpAuth, install_error_handlers, optional_caller, with_body_limit
+from ._guard import McpAuth, install_error_handlers, known_query_only, optional_caller, with_body_limit
 from ._memories import install_memory_api_routes, install_memory_routes
 from ._ops import RequestId, install_operations
 from ._security import install_security_routes, install_sink_routes
@@ -70,6 +70,7 @@ def create_app(
         lifespan=embedded.lifespan,
         docs_url=None,  # served below from the package's own files: they work offline
         redoc_url=None,
+        dependencies=[Depends(known_query_only)],
     )
     app.state.warden = warden
     app.state.keys = keys

@@ -13,6 +13,7 @@ import structlog
 from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader
 from memwarden.engine import InvalidInput, KeyStore, Principal, Unauthorized, answer, field_problems
 from memwarden.events import Refusal, get_logger
@@ -226,6 +227,35 @@ def answered(exc: BaseException, path: str) -> JSONResponse:
         # (not one beyond the log's head, which no wait brings)
         response.headers["Retry-After"] = "1"
     return response
+
+
+async def known_query_only(request: Request) -> None:
+    """A query parameter the API's route does not take is refused, named: a
+    misspelt filter (``projcet=``) would otherwise be dropped and widen the
+    answer without a word, where a body's unknown field is refused already."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not request.url.path.startswith("/v1/"):
+        return  # the console's pages read their forms' fields themselves
+    # by the route's id in its own app's table: the app holds its routes, so an id is not reused under it
+    known: dict[int, frozenset[str]] = request.app.state.__dict__.setdefault("query_names", {})
+    taken = known.get(id(route))
+    if taken is None:
+        taken = known[id(route)] = _query_names(route)
+    for name in request.query_params:
+        if name not in taken:
+            raise RequestValidationError(
+                [{"loc": ("query", name), "msg": "is not a parameter of this route", "type": "extra_forbidden"}]
+            )
+
+
+def _query_names(route: APIRoute) -> frozenset[str]:
+    names: set[str] = set()
+    pending = [route.dependant]
+    while pending:
+        dependant = pending.pop()
+        names.update(param.alias for param in dependant.query_params)
+        pending.extend(dependant.dependencies)
+    return frozenset(names)
 
 
 def with_body_limit(app: FastAPI, limit: int) -> FastAPI:
