@@ -42,3 +42,15 @@ def agent_named(memory_id: str) -> str | None:
 def key_name_of(escaped: str) -> str:
     """A key's name as the agent gave it, from the part of its id after ``mem:AGENT:``."""
     return _unescape(escaped)
+
+
+# what the HTTP face addresses below a memory's id (``/v1/memories/ID/explain``)
+_ACTIONS = ("/explain", "/verify")
+
+
+def check_addressable(memory_id: str) -> None:
+    """An id ending in ``/explain`` or ``/verify`` is refused: over HTTP it
+    would read as that action on the id before it (servers decode ``%2F``
+    before routing), so the memory saved could never be read by its id."""
+    if memory_id.endswith(_ACTIONS):
+        raise InvalidInput("memory_id", "must not end in /explain or /verify: over HTTP those address an action")

@@ -26,7 +26,7 @@ from . import _metrics
 from ._core import Core, log
 from ._errors import ChecksumMismatch, InvalidInput
 from ._limits import encoded, normal_checksum, normal_url
-from ._memory_ids import agent_named
+from ._memory_ids import agent_named, check_addressable
 from ._rights import Principal, operation, scope_for_save
 from ._save_events import Checked, saved_event, tenant_event_id
 from ._validation import build, when
@@ -109,6 +109,8 @@ def check_input(
     if not isinstance(scope, dict):
         raise InvalidInput("scope", "must be an object naming at least the tenant")
     scope_model = build(Scope, "scope", **scope_for_save(caller, scope))
+    if isinstance(memory_id, str):
+        check_addressable(memory_id)
     owner = agent_named(memory_id) if isinstance(memory_id, str) else None
     if owner is not None and scope_model.agent != owner:
         raise InvalidInput(

@@ -226,6 +226,27 @@ def test_bad_ids_and_scope_are_refused(warden: Warden) -> None:
     assert warden.log.head().seq == 0
 
 
+@pytest.mark.parametrize("memory_id", ["c1/explain", "a/b/verify"])
+def test_an_id_that_would_address_an_http_action_is_refused(warden: Warden, memory_id: str) -> None:
+    """Saved, ``c1/explain`` could never be read by its id over HTTP: the
+    server decodes ``%2F`` before routing, and the explain of ``c1`` answered."""
+    with pytest.raises(InvalidInput, match="memory_id"):
+        save_memory(warden, memory_id)
+    item = dict(
+        memory_id=memory_id,
+        kind="external_fact",
+        summary="s",
+        content="c",
+        source_url="https://example.org/x",
+        scope={"tenant": "t"},
+    )
+    with pytest.raises(ValueError, match="memory_id"):
+        warden.save_many([item], caller=OPERATOR)
+    assert warden.log.head().seq == 0
+    save_memory(warden, "c1/explained")  # only the action's own name, at the end, is refused
+    save_memory(warden, "a/b")
+
+
 def test_json_output_is_one_document(run_cli: Cli) -> None:
     result = run_cli(
         "save",
