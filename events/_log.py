@@ -9,7 +9,8 @@ until then memwarden's own lines are warnings and worse, on stderr, as
 structlog's default renderer writes them.
 
 structlog itself (and rich, which it loads) is imported with the first line
-logged: a command that logs nothing starts without it.
+logged, and not for a line below warnings before any configuration: a
+command that logs nothing starts without it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class LibraryLogger:
         self._configured: Any = None  # structlog's lazy proxy, made with the first line
 
     def __getattr__(self, method: str) -> Any:
+        if method in _BELOW_WARNING and not _deferred and "structlog" not in sys.modules:
+            # no application has configured structlog (it would have imported it), so the
+            # line would be filtered out: dropped here without loading structlog and rich,
+            # which cost a library caller's first save about a tenth of a second
+            return _dropped
         import structlog
 
         while _deferred:
@@ -51,6 +57,13 @@ class LibraryLogger:
             structlog.PrintLogger(sys.stderr), wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
         )
         return getattr(unconfigured, method)
+
+
+_BELOW_WARNING = frozenset({"debug", "info", "msg"})
+
+
+def _dropped(*args: Any, **kwargs: Any) -> None:
+    return None
 
 
 def get_logger(name: str) -> LibraryLogger:

@@ -160,3 +160,24 @@ def test_the_library_configures_no_logging(code: str) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""  # stdout is the application's
     assert "said_on_stderr" in done.stderr and "quiet_by_default" not in done.stderr
+
+
+def test_a_library_save_loads_no_structlog_until_the_application_configures_it() -> None:
+    # below warnings, an unconfigured structlog would filter the line out: the first save
+    # of a library caller does not pay for loading structlog (and rich) to drop it
+    save = (
+        "from memwarden.engine import OPERATOR, Warden\n"
+        "w = Warden(':memory:')\n"
+        "w.save(memory_id='m', kind='tool_result', summary='s', content='c', source_url='https://example.com',"
+        " scope={'tenant': 't'}, caller=OPERATOR)\n"
+    )
+    assert "structlog" not in _loaded_after(save)
+    configured = (
+        "import structlog\n"
+        "structlog.configure(processors=[structlog.processors.JSONRenderer()],"
+        " logger_factory=structlog.PrintLoggerFactory())\n"
+        f"{save}"
+    )
+    done = subprocess.run([sys.executable, "-c", configured], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert '"event": "memory_saved"' in done.stdout
