@@ -154,6 +154,8 @@ def erase(
         raise InvalidInput("memory_id", "give exactly one of memory_id or user")
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("reason", "is required")
+    if memory_id is not None and (not isinstance(memory_id, str) or not memory_id):
+        raise InvalidInput("memory_id", "must be a memory's id: non-empty text")  # no memory has another
     if user is not None:
         check_storable("user", user)  # named, as a tenant is: no store holds such a name
     with core.transaction() as tx:

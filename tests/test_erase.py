@@ -68,3 +68,5 @@ def test_erase_needs_a_target_and_a_reason(run_cli: Cli) -> None:
     assert run_cli("erase", "--reason", "x").exit_code == 2
     assert run_cli("erase", "--id", "a", "--user", "b", "--reason", "x").exit_code == 2
     assert run_cli("erase", "--id", "nobody", "--reason", "x").exit_code == 1
+    empty = run_cli("erase", "--id", "", "--reason", "x", "--json")
+    assert empty.exit_code == 2 and json.loads(empty.stdout)["field"] == "memory_id", "no memory's id is empty"

@@ -118,6 +118,10 @@ def test_http_search_tells_what_was_hidden_and_limits_words_as_a_listing_does(
     [
         ({"limit": 0}, "limit"),
         ({"limit": 10_001}, "limit"),
+        ({"limit": "5"}, "limit"),  # a body is strict: no text read as a number
+        ({"limit": True}, "limit"),  # nor true as 1
+        ({"min_similarity": "0.5"}, "min_similarity"),
+        ({"weights": [True, 1.0]}, "weights.0"),
         ({"mode": "fuzzy"}, "mode"),
         ({"weights": [1.0]}, "weights"),
         ({"weights": [1.0, 101]}, "weights.1"),

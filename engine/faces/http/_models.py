@@ -46,7 +46,9 @@ MinSeq = Annotated[
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a JSON body's number is a number (``"limit": "5"`` or ``true`` is refused
+    # naming the field, as any other wrong type), its text text
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ScopeBody(Body):
