@@ -218,8 +218,10 @@ def import_log(
     and the events, each judged as a live write is (the store's append
     rules, the fold, the text store). Texts go in first, so the text index
     is built from them as the events apply. A file refused writes nothing."""
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise InvalidInput("file", f"{path} does not exist")
+    if not Path(path).is_file():  # a pipe: the file is read three times, its chain checked before any write
+        raise InvalidInput("file", f"{path} is not a file: an import verifies the whole export before it writes")
     anchor = kept_head(against) if against is not None else None
     longest = warden.limits.longest_line  # a longer line is refused before it is read whole
     events, checksums = verify_export(path, texts=False, max_line=longest)

@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from memwarden.events import (
     Event,
@@ -79,12 +79,16 @@ class MemoryRecord(BaseModel):
 Line = tuple[int, MemoryRecord, str]  # line number, record, digest of its bytes
 
 
-def read_records(path: str | Path) -> list[Line]:
-    """Every record of the file, or InvalidInput naming the first bad line."""
-    try:
-        fh = open(path, "rb")
-    except OSError as exc:
-        raise InvalidInput("file", f"{path}: {exc.strerror or exc}") from None
+def read_records(path: str | Path | BinaryIO) -> list[Line]:
+    """Every record of the file (or of a binary stream, read once: a pipe),
+    or InvalidInput naming the first bad line."""
+    if isinstance(path, str | Path):
+        try:
+            fh: BinaryIO = open(path, "rb")
+        except OSError as exc:
+            raise InvalidInput("file", f"{path}: {exc.strerror or exc}") from None
+    else:
+        fh = path
     records: list[Line] = []
     with fh:
         for number, raw in enumerate(fh, start=1):
@@ -119,7 +123,7 @@ def scan_records(path: str | Path, now: datetime) -> list[DueItem]:
 
 @operation("operate")
 def import_records(
-    warden: Core, path: str | Path, *, caller: Principal, progress: Callable[[int], None] | None = None
+    warden: Core, path: str | Path | BinaryIO, *, caller: Principal, progress: Callable[[int], None] | None = None
 ) -> ImportResult:
     """Turn a file of memory records into events.
 

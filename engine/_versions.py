@@ -10,7 +10,9 @@ version (and its memories) back. Numbered versions also only go up.
 
 The first version named for a policy nobody has set (every policy starts
 at the implicit version 1) becomes its current version: a save or an
-import under ``policy-42-v7`` on a fresh database adopts it.
+import under ``policy-42-v7`` on a fresh database adopts it. Once a memory
+is recorded under the implicit version, naming another would retire it:
+that is ``policy set``'s to do, which says what it retires.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from memwarden.events import version_key, version_value
-from memwarden.projections import ViewReader
+from memwarden.projections import CheckedUnder, ViewReader
 
 from ._errors import Forbidden, InvalidInput
 
@@ -130,6 +132,16 @@ def adopt(
                 f"policy {policy!r} is at its first version, 1; recording a memory under {version!r} would make "
                 f"{version!r} current for every tenant, which only a security key does (`memwarden policy set`)",
                 field=field,
+            )
+        if view.covered(CheckedUnder(policy, version_key(IMPLICIT_VERSION))):
+            # (checked after may_set: they are every tenant's, of which an agent learns nothing)
+            # adopting would retire them, for every tenant, inside a save's answer: that is a
+            # policy change, made (and previewed with --dry-run) where it says what it retires
+            raise InvalidInput(
+                field,
+                f"policy {policy!r} holds memories under its first version, 1: recording one under {version!r} "
+                f"would retire them all; make {version!r} current with `memwarden policy set {policy} {version}` "
+                "(--dry-run says what it retires), then save",
             )
         return _event(policy, version, IMPLICIT_VERSION, actor, field)
     if view.policy(policy, version_key(version)).retired_seq is not None:

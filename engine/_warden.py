@@ -18,7 +18,7 @@ copies) is in ``_staff``, the part of the class they use.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ._errors import InvalidInput
 from ._memories import Acting
@@ -310,9 +310,10 @@ class Warden(StaffOperations):
         return due(self, limit=limit, caller=caller)
 
     def import_records(
-        self, path: str | Path, *, caller: Principal, progress: Callable[[int], None] | None = None
+        self, path: str | Path | BinaryIO, *, caller: Principal, progress: Callable[[int], None] | None = None
     ) -> ImportResult:
-        """Turn a file of memory records (the article's format) into events."""
+        """Turn a file of memory records (the article's format, or a binary
+        stream of them, read once) into events."""
         from ._records import import_records
 
         return import_records(self, path, caller=caller, progress=progress)

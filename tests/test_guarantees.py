@@ -244,9 +244,11 @@ def test_an_agent_cannot_make_a_policy_version_current(warden: Warden, clock: Fr
     with pytest.raises(PermissionError, match="only a security key"):
         save_memory(warden, "adopt", tenant="ta", revocation_version="evil-1", caller=TA)
     assert warden.policies(caller=OPERATOR) == {} and warden.get("other-tenant", caller=OPERATOR).usable
-    # the local operator may, as the README says of a fresh database
-    save_memory(warden, "adopt", tenant="ta", revocation_version="policy-42-v7")
-    assert warden.policies(caller=OPERATOR) == {"default": "policy-42-v7"}
+    # nor may the local operator's save, once a memory is under version 1 (on a fresh
+    # database it adopts the version: tests/test_records.py); policy set does, saying so
+    with pytest.raises(ValueError, match="policy set default policy-42-v7"):
+        save_memory(warden, "adopt", tenant="ta", revocation_version="policy-42-v7")
+    assert warden.policies(caller=OPERATOR) == {} and warden.get("other-tenant", caller=OPERATOR).usable
 
 
 def test_a_numbered_version_never_goes_down_through_a_key_version(warden: Warden) -> None:

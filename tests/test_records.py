@@ -5,6 +5,8 @@ imports that report what they refuse."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -242,3 +244,39 @@ def test_http_policy_versions(server: Server) -> None:  # noqa: F811
         assert c.post("/v1/memories", json=body).status_code == 201
         assert c.get("/v1/memories/rv").json()["revocation_version"] == "web-v2"
     assert httpx.get(f"{server.url}/healthz").status_code == 200
+
+
+def test_records_piped_in_are_imported_or_refused_as_from_a_file(run_cli: Cli, warden: Warden) -> None:
+    # a pipe is read once: the progress bar's count of lines once read it all first, and the
+    # import then found nothing, answering "imported 0" with exit 0
+    exe = str(Path(sys.executable).with_name("memwarden"))
+    good = article_record("piped", expires_at=None) + "\n"
+    for args in (["import-records", "/dev/stdin", "--json"], ["import-records", "-", "--json"]):
+        done = subprocess.run(
+            [exe, "--db", str(run_cli.db), *args], input=good, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["imported" if args[1] != "-" else "skipped"] == 1
+    assert warden.get("piped", caller=OPERATOR).usable
+    head = warden.head_seq()
+    bad = article_record("ahead", fetched_at="2999-01-01T00:00:00Z") + "\n"
+    refused = run_cli("import-records", "-", "--json", input=bad)
+    assert refused.exit_code == 2 and json.loads(refused.stdout)["field"] == "line 1.fetched_at"
+    assert warden.head_seq() == head
+
+
+def test_a_save_never_retires_the_memories_of_a_policys_first_version(run_cli: Cli, warden: Warden) -> None:
+    # naming a new version in a save adopts it only while no memory is under the implicit
+    # version 1: past that it would retire every tenant's, unseen, inside a save's answer
+    base = ["save", "--kind", "external_fact", "--summary", "s", "--content", "c", "--source-url", "https://e"]
+    run_cli.json(*base, "--id", "first", "--tenant", "other")
+    head = warden.head_seq()
+    typo = run_cli(*base, "--id", "typo", "--tenant", "t", "--revocation-version", "2x", "--json")
+    assert typo.exit_code == 2, typo.stdout
+    refusal = json.loads(typo.stdout)
+    assert refusal["field"] == "revocation_version" and "policy set default 2x" in refusal["problem"]
+    assert warden.head_seq() == head and warden.policies(caller=OPERATOR) == {}
+    assert warden.get("first", caller=OPERATOR).usable
+    # policy set is where the change is made, saying what it retires
+    assert run_cli.json("policy", "set", "default", "2x")["retired"] == 1
+    assert run_cli.json(*base, "--id", "typo", "--tenant", "t", "--revocation-version", "2x")["version"] == 1

@@ -8,6 +8,8 @@ names the field and the problem.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -328,19 +330,20 @@ def show_due(items: list[Any]) -> None:
 
 
 @cli.command("import-records")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @json_option
 @with_warden
 def import_records(warden: Warden, file: str, as_json: bool) -> None:
-    """Import a JSONL file of memory records; exit 1 if any was refused.
+    """Import a JSONL file of memory records (``-``: stdin); exit 1 if any was refused.
 
     An invalid line refuses the whole file (exit 2, nothing written). Each
     valid record is imported, or refused and reported: fetched before a
     revocation that covers it, erased, or under a policy version that is
     not current.
     """
-    with progress("import-records", _lines(file), unit="records") as advance:
-        result = warden.import_records(file, progress=advance, caller=OPERATOR)
+    source = sys.stdin.buffer if file == "-" else file
+    with progress("import-records", None if file == "-" else _lines(file), unit="records") as advance:
+        result = warden.import_records(source, progress=advance, caller=OPERATOR)
     for refusal in result.refused:
         why = refusal.get("revocation_id") or refusal.get("detail") or refusal.get("reason")
         click.echo(f"refused line {refusal['line']} ({refusal['memory_id']}): {refusal['reason']}: {why}", err=True)
@@ -403,8 +406,11 @@ def save_many(warden: Warden, file: str, as_json: bool) -> None:
 
 def _lines(path: str) -> int | None:
     """Lines in a file, for a progress bar's total (None if it cannot be read:
-    the command itself then names the problem)."""
+    the command itself then names the problem). A pipe is not counted: what
+    this read took from it, the command would not find."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with open(path, "rb") as fh:
             return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
     except OSError:
