@@ -15,7 +15,7 @@ from ._core import Core, log
 from ._derivation import rows_for
 from ._errors import InvalidInput, RevocationNotFound, UserNotFound
 from ._limits import MAX_PAGE, normal_url
-from ._rights import Principal, operation
+from ._rights import Principal, confine_tenant, operation
 from ._validation import build, when
 from ._views import ErasureResult, RevocationResult
 
@@ -158,6 +158,10 @@ def erase(
         raise InvalidInput("memory_id", "must be a memory's id: non-empty text")  # no memory has another
     if user is not None:
         check_storable("user", user)  # named, as a tenant is: no store holds such a name
+    if tenant is not None:
+        # a tenant the key may not use is refused as a save or a listing in it is (403): the
+        # answer tells of the key, not of any memory (a missing id in a tenant of its own is 404)
+        confine_tenant(caller, tenant)
     with core.transaction() as tx:
         if memory_id is not None:
             rows = [core.find_row(tx.view, memory_id, tenant=tenant, access=caller.access)]

@@ -99,14 +99,15 @@ OPERATOR = Principal("local", "operator")
 SYSTEM = Principal("memwarden", "system")
 
 
-def authorize(caller: Principal, action: str) -> Principal:
-    """``caller`` if its role may do ``action``; otherwise ``Forbidden``."""
+def authorize(caller: Principal, action: str, *, field: str | None = None) -> Principal:
+    """``caller`` if its role may do ``action``; otherwise ``Forbidden``
+    (naming ``field`` when a field of the request asks for the right)."""
     if not isinstance(caller, Principal):
         raise TypeError(f"caller must be a Principal, not {type(caller).__name__}")
     allowed = RIGHTS[action]
     if caller.role not in allowed:
         needs = " or ".join(sorted(r for r in allowed if r in KEY_ROLES)) or "the local operator"
-        raise Forbidden(f"the {caller.role} role may not do this (needs {needs})", role=caller.role)
+        raise Forbidden(f"the {caller.role} role may not do this (needs {needs})", field=field, role=caller.role)
     return caller
 
 

@@ -20,7 +20,7 @@ from memwarden.events import (
     format_ts,
     parse_duration,
 )
-from memwarden.projections import ViewReader, Write
+from memwarden.projections import ViewReader, Write, blocking_revocation
 
 from . import _metrics
 from ._core import Core, log
@@ -330,8 +330,9 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     """The first save's result when ``item`` repeats it under the same
     event id (a client retrying after a lost answer); ``EventIdReused``
     when the id already names a different save (saying nothing of it), or
-    a save whose text was erased since: its answer carried the erased
-    text's checksum, and whether a guess matched it would tell the text."""
+    a save whose text was erased or revoked since: its answer carried the
+    text's checksum, which an agent no longer receives, and whether a guess
+    matched it would tell the text."""
     event_id = item.fields["event_id"]
     if event_id is None:
         return None
@@ -339,8 +340,7 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     if prior is None:
         return None
     p = prior.payload
-    erased = view.erasures([(p["tenant"], p["memory_id"])])
-    if prior.type == "memory.saved" and p["version"] <= erased.get((p["tenant"], p["memory_id"]), 0):
+    if prior.type == "memory.saved" and _taken_out(view, p, prior.seq):
         raise EventIdReused(event_id, prior.seq)
     same = (
         prior.type == "memory.saved"
@@ -354,6 +354,24 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     if not same:
         raise EventIdReused(event_id, prior.seq)
     return SaveResult(p["memory_id"], p["version"], p["content_checksum"], prior.seq, p.get("expires_at"), p["tenant"])
+
+
+def _taken_out(view: ViewReader, saved: dict[str, Any], seq: int) -> bool:
+    """Whether the version a ``memory.saved`` payload recorded (at ``seq``)
+    was since erased, or is covered by a revocation of its tenant."""
+    tenant, memory_id = saved["tenant"], saved["memory_id"]
+    if saved["version"] <= view.erasures([(tenant, memory_id)]).get((tenant, memory_id), 0):
+        return True
+    row = {
+        "memory_id": memory_id,
+        "kind": saved["kind"],
+        "source_url": saved["source_url"],
+        "fetched_at": saved["fetched_at"],
+        **saved["scope"],
+    }
+    if saved.get("cache_key") and not row.get("tool"):
+        row["tool"] = saved["cache_key"]["tool"]
+    return blocking_revocation(view.revocations([tenant])[tenant], row, recorded_seq=seq) is not None
 
 
 def _expiry(

@@ -92,8 +92,8 @@ class EventIdReused(Refusal, ValueError):
 
     def __init__(self, event_id: str, seq: int) -> None:
         super().__init__(
-            f"event_id {event_id!r} already names a different event; "
-            "an event_id is an idempotency key and may name only one event"
+            f"event_id {event_id!r} already names another event (or a save whose memory was since revoked or "
+            "erased); an event_id is an idempotency key and may name only one event"
         )
         self.event_id = event_id
         self.seq = seq

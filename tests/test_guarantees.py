@@ -160,7 +160,7 @@ def test_event_ids_are_per_tenant_and_a_retry_returns_the_first_answer(warden: W
     clock.advance("1m")
     again = save_memory(warden, "m1", tenant="ta", event_id="req-1")  # the client retrying
     assert again == first and warden.head_seq() == 2
-    with pytest.raises(ValueError, match="already names a different event") as refused:
+    with pytest.raises(ValueError, match="already names another event") as refused:
         save_memory(warden, "m2", tenant="ta", event_id="req-1")
     assert "seq" not in str(refused.value) and warden.head_seq() == 2
     many = warden.save_many(
@@ -232,9 +232,25 @@ def test_a_retry_after_the_erasure_answers_nothing_of_the_erased_text(warden: Wa
     first = save_memory(warden, "m3", tenant="ta", content="the pin is 4821", event_id="ev-m3-1", caller=TA)
     warden.erase(memory_id="m3", tenant="ta", reason="gdpr", caller=OPERATOR)
     for guess in ("the pin is 4821", "the pin is 1111"):  # a right guess and a wrong one answer alike
-        with pytest.raises(ValueError, match="already names a different event") as refused:
+        with pytest.raises(ValueError, match="already names another event") as refused:
             save_memory(warden, "m3", tenant="ta", content=guess, event_id="ev-m3-1", caller=TA)
         assert first.checksum not in str(refused.value)
+
+
+def test_a_retry_after_the_revocation_answers_nothing_of_the_revoked_text(warden: Warden) -> None:
+    # the first answer carried the checksum, which an agent no longer receives of a revoked
+    # memory (get answers null); a right guess and a wrong one answer alike, and nothing comes back
+    first = save_memory(warden, "m4", tenant="ta", content="the pin is 4821", event_id="ev-m4-1", caller=TA)
+    kept = save_memory(warden, "m5", tenant="ta", project="p2", event_id="ev-m5-1", caller=TA)
+    warden.revoke({"tenant": "ta", "ids": ["m4"]}, reason="leak", caller=OPERATOR)
+    head = warden.head_seq()
+    for guess in ("the pin is 4821", "the pin is 1111"):
+        with pytest.raises(ValueError, match="already names another event") as refused:
+            save_memory(warden, "m4", tenant="ta", content=guess, event_id="ev-m4-1", caller=TA)
+        assert first.checksum not in str(refused.value)
+    assert warden.head_seq() == head and warden.get("m4", caller=TA).checksum is None
+    # a retry of a save no revocation covers still answers the first answer
+    assert save_memory(warden, "m5", tenant="ta", project="p2", event_id="ev-m5-1", caller=TA) == kept
 
 
 def test_an_agent_cannot_make_a_policy_version_current(warden: Warden, clock: FrozenClock) -> None:

@@ -153,6 +153,9 @@ def test_a_blob_rewritten_with_another_type_or_bad_bytes_is_judged_not_crashed(
     backend.replace_text(warden.path, saved.checksum, stored)
     same = stored == "text"  # the same text stored as TEXT: the same bytes
     assert run_cli.json("audit", "verify")["texts_damaged"] == (0 if same else 1)
+    # the chain holds (exit 0), and the line an auditor reads says a text was changed under it
+    said = run_cli("audit", "verify")
+    assert said.exit_code == 0 and ("texts damaged: 1 memory" in said.stdout) is not same, said.stdout
     for view in (
         warden.get("m", caller=OPERATOR),
         *warden.query(tenant="acme", include_unusable=True, caller=OPERATOR),

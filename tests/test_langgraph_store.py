@@ -195,6 +195,22 @@ def test_the_scope_a_namespace_maps_to(warden: Warden) -> None:
     assert warden.get("lg:acme/p:k", caller=OPERATOR).scope["project"] == "p"
     with pytest.raises(PermissionError, match="tenant"):
         free.put(("globex", "p"), "k", {"v": 3})
+    # a delete there is refused as the put is, rather than answered as a delete of nothing;
+    # in a tenant of its own, deleting what is not there changes nothing, as in every store
+    warden.save(
+        memory_id="lg:p:k",
+        kind="store_item",
+        summary="s",
+        content="theirs",
+        source_url="https://e.com",
+        scope={"tenant": "globex", "project": "p"},
+        caller=OPERATOR,
+    )
+    for namespace in (("globex", "p"), ("globex", "nothing-here")):
+        with pytest.raises(PermissionError, match="tenant"):
+            free.delete(namespace, "k")
+    assert warden.get("lg:p:k", tenant="globex", caller=OPERATOR).content == "theirs"
+    free.delete(("acme", "never-saved"), "k")
     # a Warden without a caller would be every right at once: refused at once, with the way out
     with pytest.raises(TypeError, match="acting_as"):
         MemwardenStore(warden)  # type: ignore[arg-type]

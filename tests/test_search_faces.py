@@ -83,7 +83,8 @@ def test_http_search_answers_only_what_the_gate_allows(
     hidden = search(client, keys["security"], tenant="acme", query="배포 승인", include_hidden=True).json()
     reasons = {r["memory_id"]: r["reason"] for r in hidden["results"]}
     assert reasons["revoked"] == "revoked" and reasons["expired"] == "expired" and "theirs" not in reasons
-    assert search(client, keys["agent"], tenant="acme", query="배포", include_hidden=True).status_code == 403
+    refused = search(client, keys["agent"], tenant="acme", query="배포", include_hidden=True)
+    assert refused.status_code == 403 and refused.json()["field"] == "include_hidden", refused.text
 
 
 def test_http_search_tells_what_was_hidden_and_limits_words_as_a_listing_does(

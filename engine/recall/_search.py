@@ -105,7 +105,7 @@ def search(
     words = _words(query_text, mode)
     floor = _floor(core, min_similarity)
     if include_hidden:
-        authorize(caller, "review")
+        authorize(caller, "review", field="include_hidden")
     if not isinstance(tenant, str) or not tenant:
         raise InvalidInput("tenant", "is required")
     confine_tenant(caller, tenant)

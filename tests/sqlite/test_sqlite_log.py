@@ -61,7 +61,7 @@ def test_the_same_event_twice_in_one_batch_is_written_once(fresh_log: SQLiteEven
 
 def test_a_different_event_under_a_used_event_id_is_refused(fresh_log: SQLiteEventLog) -> None:
     fresh_log.append([saved(1, event_id="ev-fixed")])
-    with pytest.raises(EventIdReused, match="ev-fixed.*already names a different event") as refused:
+    with pytest.raises(EventIdReused, match="ev-fixed.*already names another event") as refused:
         fresh_log.append([saved(2, event_id="ev-fixed")])
     assert "seq" not in str(refused.value), "the refusal does not say what holds the id"
     assert fresh_log.count() == 1

@@ -145,6 +145,13 @@ def audit_verify(warden: Warden, against: str | None, as_json: bool) -> None:
             text += f", extends {against.split(':')[0]}"
     else:
         text = f"DAMAGED at seq {data['first_bad_seq']}: {data['problem']}"
+    if data.get("texts_damaged"):
+        # the chain holds (each text's checksum is in its event), so not "DAMAGED"; but a text
+        # was changed under it, and an auditor reading this line must see so
+        text += (
+            f"\ntexts damaged: {plural(data['texts_damaged'], 'memory')} no longer match the checksum"
+            " their events recorded (each is quarantined when read: re-verify it, or restore a backup)"
+        )
     emit(data, as_json, text)
     if not data["ok"]:
         sys.exit(1)
