@@ -8,6 +8,7 @@ short deadline."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -132,3 +133,25 @@ def test_pipelined_and_chunked_requests_are_framed(port: int) -> None:
         time.sleep(DEADLINE * 2)  # idle between requests: uvicorn's keep-alive (30 s here), not the head's
         sock.sendall(b"GET /d HTTP/1.1\r\nHost: x\r\n\r\n")
         assert answers(sock, 1) == [b"/d 0"]
+
+
+def test_a_head_that_is_not_http_is_answered_in_the_apis_shape(port: int) -> None:
+    # raw UTF-8 in a URL (as a browser's address bar never sends, but curl -g does)
+    for head, field in (
+        ("GET /v1/memories?tenant=t&text=회의 HTTP/1.1\r\nHost: x\r\n\r\n".encode(), "url"),
+        (b"NOT HTTP AT ALL\r\n\r\n", "request"),
+    ):
+        with connect(port) as sock:
+            sock.sendall(head)
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        status, _, rest = data.partition(b"\r\n")
+        headers, _, body = rest.partition(b"\r\n\r\n")
+        assert status == b"HTTP/1.1 400 Bad Request" and b"content-type: application/json" in headers
+        answer = json.loads(body)
+        assert answer["error"] == "bad_request" and answer["field"] == field and answer["problem"], answer
+    # a request framed before a malformed one in the same bytes is still answered
+    with connect(port) as sock:
+        sock.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\nNOT HTTP\r\n\r\n")
+        assert answers(sock, 1) == [b"/first 0"]

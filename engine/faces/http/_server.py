@@ -44,6 +44,7 @@ def head_deadline(head_timeout: float) -> type[asyncio.Protocol]:
             self._in_request = False
             self._due: asyncio.TimerHandle | None = None
             self._transport: asyncio.Transport | None = None
+            self._line = bytearray()  # the start of the head being read
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             self._transport = transport  # type: ignore[assignment]
@@ -53,7 +54,13 @@ def head_deadline(head_timeout: float) -> type[asyncio.Protocol]:
         def data_received(self, data: bytes) -> None:
             if data and not self._in_request and self._due is None and self._framing is not None:
                 self._arm()  # a new head begins
-            self._follow(data)
+            if not self._in_request and len(self._line) < 8192 and b"\n" not in self._line:
+                self._line += data[:8192]  # the request line, to name what was wrong with it
+            if self._follow(data) == "malformed" and self._transport is not None:
+                # the API's shape for bad input (uvicorn's own answer is a text/plain line)
+                self._transport.write(malformed_head_answer(bytes(self._line)))
+                self._transport.close()
+                return
             self._served.data_received(data)
 
         def eof_received(self) -> None:
@@ -69,21 +76,26 @@ def head_deadline(head_timeout: float) -> type[asyncio.Protocol]:
         def resume_writing(self) -> None:
             self._served.resume_writing()
 
-        def _follow(self, data: bytes) -> None:
-            """Where the requests in ``data`` begin and end."""
+        def _follow(self, data: bytes) -> str | None:
+            """Where the requests in ``data`` begin and end; ``"malformed"``
+            when the first head in it is no HTTP (no request of it reached
+            uvicorn: ours to answer)."""
             if self._framing is None:
-                return
+                return None
             self._framing.receive_data(data)
+            framed = False
             while self._framing is not None:
                 try:
                     event = self._framing.next_event()
                 except h11.RemoteProtocolError:
-                    # uvicorn answers a malformed request and closes
+                    first_head = not framed and not self._in_request
                     self._framing = None
                     self._disarm()
-                    return
+                    # past a request already framed here, uvicorn answers it, then the malformed one
+                    return "malformed" if first_head else None
+                framed = True
                 if event is h11.NEED_DATA or event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
-                    return
+                    return None
                 if isinstance(event, h11.Request):
                     self._in_request = True
                     self._disarm()  # the head came: the app's own limits take over
@@ -92,6 +104,7 @@ def head_deadline(head_timeout: float) -> type[asyncio.Protocol]:
                     rest, _closed = self._framing.trailing_data
                     self._framing = h11.Connection(h11.SERVER)
                     self._in_request = False
+                    self._line = bytearray(rest[:8192])
                     if rest:
                         self._arm()
                         self._framing.receive_data(rest)
@@ -111,6 +124,24 @@ def head_deadline(head_timeout: float) -> type[asyncio.Protocol]:
                 self._transport.close()
 
     return HeadDeadline
+
+
+def malformed_head_answer(line: bytes) -> bytes:
+    """The 400 for a request whose head is not HTTP, in the API's shape
+    (``{"error", "field", "problem"}``): a request line holding bytes past
+    ASCII is a URL that was not percent-encoded (raw UTF-8, as ``?text=회의``)."""
+    import json
+
+    first = line.split(b"\n", 1)[0]
+    if any(b > 0x7F for b in first):
+        field, problem = "url", "holds characters that are not ASCII: percent-encode them as UTF-8 (회 is %ED%9A%8C)"
+    else:
+        field, problem = "request", "is not a valid HTTP/1.1 request line and headers"
+    body = json.dumps({"error": "bad_request", "field": field, "problem": problem}, ensure_ascii=False).encode()
+    return (
+        b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+    )
 
 
 def serve(
