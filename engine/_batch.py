@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memwarden.events import Event, MemorySaved, Texts, Vector, format_ts
-from memwarden.projections import Key, Revocation
+from memwarden.projections import Key, Revocation, ViewReader
 
 from ._core import Core, log
 from ._errors import BatchRefused
@@ -41,6 +41,7 @@ from ._pace import Pace, unpaced
 from ._rights import Principal, operation
 from ._save_events import Checked, Held, Reads, built_event, refuse_if_revoked, saved_event
 from ._saving import check_input, embedded, retried, vector_of
+from ._versions import current_version
 from ._views import SaveResult
 
 
@@ -64,6 +65,13 @@ def _named(item: Checked) -> set[Key]:
         if isinstance(parent_id, str):
             named.add((tenant, parent_id))
     return named
+
+
+def _may_adopt(view: ViewReader, item: Checked) -> bool:
+    """Whether ``item`` names a version of a policy never set (which it
+    would adopt): rare, so asked only of a save that names a version."""
+    named = item.fields.get("revocation_version")
+    return named is not None and current_version(view, item.fields.get("policy") or "default") is None
 
 
 def _plain(item: Checked) -> bool:
@@ -254,6 +262,8 @@ def save_many(
             repeat = named == {(item.scope.tenant, item.memory_id)} and _plain(item)
             if named and not repeat:
                 flush()  # it names a memory this batch saves: the view must hold it
+            elif pending and _may_adopt(tx.view, item):
+                flush()  # an adoption is refused past memories under version 1: the view must hold the batch's
             try:
                 first = retried(core, tx.view, item)
                 if first is not None:  # a retry of a save already recorded: its first answer

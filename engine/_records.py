@@ -226,16 +226,15 @@ def _adoptions(view: ViewReader, records: list[Line]) -> Iterator[Any]:
     for policy, versions in named.items():
         if current_version(view, policy) is not None:
             continue
-        candidates = {k: v for k, v in versions.items() if k != "1"}
-        if not candidates:
-            continue
-        values = [v for _, v in candidates.values()]
+        # version 1 (a record naming none is under it) counts as one of the file's versions:
+        # adopting a key beside it would retire the file's own version-1 records as it imports them
+        values = [v for _, v in versions.values()]
         if all(isinstance(v, int) for v in values):
-            chosen = max(values, key=int)
-        elif len(candidates) == 1:
+            chosen = max(values, key=int)  # numbers only go up: the lower ones are history
+        elif len(versions) == 1:
             chosen = values[0]
         else:
-            (a_line, a), (b_line, b) = sorted(candidates.values(), key=lambda lv: lv[0])[:2]
+            (a_line, a), (b_line, b) = sorted(versions.values(), key=lambda lv: lv[0])[:2]
             raise InvalidInput(
                 f"line {b_line}.revocation_version",
                 f"policy {policy!r} has no current version and the file names {a!r} (line {a_line}) and {b!r}: "

@@ -280,3 +280,34 @@ def test_a_save_never_retires_the_memories_of_a_policys_first_version(run_cli: C
     # policy set is where the change is made, saying what it retires
     assert run_cli.json("policy", "set", "default", "2x")["retired"] == 1
     assert run_cli.json(*base, "--id", "typo", "--tenant", "t", "--revocation-version", "2x")["version"] == 1
+
+
+def test_a_batch_or_file_never_retires_its_own_first_version_memories(
+    run_cli: Cli, warden: Warden, tmp_path: Path
+) -> None:
+    # the earlier lines were not yet in the view when a later one adopted a version
+    line = {"kind": "external_fact", "summary": "s", "content": "c", "source_url": "https://e", "policy": "p3"}
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text(
+        json.dumps({**line, "memory_id": "a", "scope": {"tenant": "t9"}})
+        + "\n"
+        + json.dumps({**line, "memory_id": "b", "scope": {"tenant": "t8"}, "revocation_version": "v5"})
+        + "\n",
+        encoding="utf-8",
+    )
+    head = warden.head_seq()
+    refused = run_cli("save-many", str(batch), "--json")
+    assert refused.exit_code == 2, refused.stdout
+    [problem] = json.loads(refused.stdout)["errors"]
+    assert problem["index"] == 1 and problem["field"].endswith("revocation_version"), problem
+    assert warden.head_seq() == head and warden.policies(caller=OPERATOR) == {}
+    # a record file naming version 1 (a record naming none is under it) and a key, for a
+    # policy never set, is refused whole: adopting the key would retire its own version-1 records
+    records = tmp_path / "records.jsonl"
+    records.write_text(
+        article_record("r1", revocation_version=1) + "\n" + article_record("r2", revocation_version="k7") + "\n",
+        encoding="utf-8",
+    )
+    mixed = run_cli("import-records", str(records), "--json")
+    assert mixed.exit_code == 2 and json.loads(mixed.stdout)["field"] == "line 2.revocation_version", mixed.stdout
+    assert warden.head_seq() == head and warden.policies(caller=OPERATOR) == {}
