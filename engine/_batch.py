@@ -209,12 +209,15 @@ def save_many(
             if check is not None:
                 check(fields)
             checked.append((index, check_input(core, caller=caller, **fields)))
-        except TypeError as exc:  # an unknown field, or one missing
+        except TypeError as exc:  # an unknown field, or one missing: said in a user's words, not Python's
             text = str(exc).replace("check_input() ", "")
             quoted = re.search(r"'(\w+)'", text)
-            problems.append(
-                {"index": index, "field": quoted.group(1) if quoted else None, "problem": text, "error": "InvalidInput"}
-            )
+            name = quoted.group(1) if quoted else None
+            if name is not None and "missing" in text:
+                text = "is required"
+            elif name is not None and "unexpected keyword" in text:
+                text = "is not a field of a save"
+            problems.append({"index": index, "field": name, "problem": text, "error": "InvalidInput"})
         except (ValueError, PermissionError, LookupError) as exc:
             problems.append(_problem(index, exc))
     if problems and len(problems) == len(given):

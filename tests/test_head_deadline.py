@@ -154,4 +154,7 @@ def test_a_head_that_is_not_http_is_answered_in_the_apis_shape(port: int) -> Non
     # a request framed before a malformed one in the same bytes is still answered
     with connect(port) as sock:
         sock.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\nNOT HTTP\r\n\r\n")
-        assert answers(sock, 1) == [b"/first 0"]
+        data = b""
+        while chunk := sock.recv(65536):  # the first answer, then uvicorn's to the malformed one, then closed
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200 ") and b"\r\n\r\n/first 0" in data, data

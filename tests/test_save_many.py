@@ -141,6 +141,14 @@ def test_save_many_cli_takes_a_file_or_stdin_and_names_refused_lines(run_cli: Cl
     assert result.exit_code == 2 and "line 1:" in result.stderr and "line 2:" in result.stderr
     missing = run_cli("save-many", str(tmp_path / "nope.jsonl"))
     assert missing.exit_code == 2
+    # a field missing or unknown is named in a user's words, not a Python signature's
+    without = {k: v for k, v in memory(12).items() if k != "content"}
+    lines = f"{json.dumps(without)}\n{json.dumps({**memory(13), 'colour': 1})}\n"
+    odd = run_cli("save-many", "-", "--json", input=lines)
+    assert [(e["field"], e["problem"]) for e in json.loads(odd.stdout)["errors"]] == [
+        ("content", "line 1: is required"),
+        ("colour", "line 2: is not a field of a save"),
+    ]
 
 
 def test_memory_save_many_over_mcp(warden: Warden) -> None:

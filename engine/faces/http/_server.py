@@ -133,8 +133,12 @@ def malformed_head_answer(line: bytes) -> bytes:
     import json
 
     first = line.split(b"\n", 1)[0]
-    if any(b > 0x7F for b in first):
-        field, problem = "url", "holds characters that are not ASCII: percent-encode them as UTF-8 (회 is %ED%9A%8C)"
+    if first[:1].isalpha() and not first.isascii():  # a method, then a target past ASCII
+        field, problem = "url", (
+            "holds characters that are not ASCII: percent-encode them as UTF-8 (회 is %ED%9A%8C)"
+            if _utf8(first)
+            else "holds bytes that are neither ASCII nor UTF-8: percent-encode a URL's text as UTF-8"
+        )
     else:
         field, problem = "request", "is not a valid HTTP/1.1 request line and headers"
     body = json.dumps({"error": "bad_request", "field": field, "problem": problem}, ensure_ascii=False).encode()
@@ -142,6 +146,14 @@ def malformed_head_answer(line: bytes) -> bytes:
         b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n"
         b"content-length: %d\r\n\r\n%s" % (len(body), body)
     )
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def serve(
