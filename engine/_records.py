@@ -136,7 +136,18 @@ def import_records(
     records = read_records(path)
     now = warden.clock.now()
     urls: dict[int, str] = {}  # each record's source as it is recorded, by line
-    for number, record, _ in records:  # the file is refused whole before anything is written
+    for at, (number, record, digest) in enumerate(records):  # the file is refused whole before anything is written
+        if "expires_at" not in record.model_fields_set:
+            # a record naming no expiry lives as its kind's rule says, as a save does (an
+            # explicit null is the article's "never by time"); an unknown kind is refused
+            try:
+                ttl = warden.policy.ttl_for(record.kind)
+            except InvalidInput as exc:
+                raise InvalidInput(
+                    f"line {number}.kind", exc.problem.replace("--expires-at or --ttl", "expires_at")
+                ) from None
+            expires = None if ttl is None else record.fetched_at + ttl
+            records[at] = (number, record.model_copy(update={"expires_at": expires}), digest)
         fetch_time(record.fetched_at, now, f"line {number}.fetched_at")
         if record.verified_at is not None:
             fetch_time(record.verified_at, now, f"line {number}.verified_at")

@@ -311,3 +311,21 @@ def test_a_batch_or_file_never_retires_its_own_first_version_memories(
     mixed = run_cli("import-records", str(records), "--json")
     assert mixed.exit_code == 2 and json.loads(mixed.stdout)["field"] == "line 2.revocation_version", mixed.stdout
     assert warden.head_seq() == head and warden.policies(caller=OPERATOR) == {}
+
+
+def test_a_record_naming_no_expiry_lives_as_its_kind_says(run_cli: Cli, warden: Warden, tmp_path: Path) -> None:
+    # as a save: the kind's rule from the policy file (external_fact: 6 h), an unknown kind
+    # refused; only an explicit null is the article's "never by time"
+    record = json.loads(article_record("old", fetched_at="2026-01-01T00:00:00Z"))
+    del record["expires_at"]
+    path = tmp_path / "no-expiry.jsonl"
+    path.write_text(json.dumps(record) + "\n" + article_record("kept", expires_at=None) + "\n", encoding="utf-8")
+    assert run_cli.json("import-records", str(path))["imported"] == 2
+    old = warden.get("old", caller=OPERATOR)
+    assert not old.usable and old.reason == "expired" and old.expires_at == "2026-01-01T06:00:00.000000Z"
+    assert warden.get("kept", caller=OPERATOR).expires_at is None
+    head = warden.head_seq()
+    path.write_text(json.dumps({**record, "memory_id": "odd", "kind": "bogus_kind"}) + "\n", encoding="utf-8")
+    refused = run_cli("import-records", str(path), "--json")
+    assert refused.exit_code == 2 and json.loads(refused.stdout)["field"] == "line 1.kind", refused.stdout
+    assert warden.head_seq() == head
