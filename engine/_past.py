@@ -201,12 +201,16 @@ def explain(
                 "seq": event.seq,
                 "recorded_at": event.recorded_at,
                 "occurred_at": event.occurred_at,
-                "actor": event.actor,
+                # a step of staff's that is not this memory's own (a revocation, a policy change)
+                # may span tenants: an agent is told it happened, not who did it or why
+                "actor": event.actor if caller.is_staff or event.type not in STAFF_STEPS else None,
                 "event": event.type,
                 "status_after": row.status,
                 "version": row.version,
                 "checksum": None if row.version <= erased_through else row.checksum,
-                "note": _note(event, erased=row.version <= erased_through, bound=caller.agent is not None),
+                "note": _note(
+                    event, erased=row.version <= erased_through, bound=caller.agent is not None, staff=caller.is_staff
+                ),
             }
         )
     if row is None:
@@ -249,14 +253,19 @@ def explain(
     }
 
 
-def _note(event: RecordedEvent, *, erased: bool = False, bound: bool = False) -> str | None:
+# the steps of a memory's story that are staff's acts over every tenant, not this memory's own
+STAFF_STEPS = frozenset({"revocation.issued", "policy.version_changed"})
+
+
+def _note(event: RecordedEvent, *, erased: bool = False, bound: bool = False, staff: bool = True) -> str | None:
     """What a step of a memory's story says. ``bound``: the caller is a key
     bound to one agent, which is not told the state of evidence another
     agent's memory gave (``_rights.told_of``); ``erased``: no checksum of an
-    erased text."""
+    erased text; ``staff``: the caller is told a revocation's reason (an
+    agent only its id: the reason may name other tenants)."""
     p = event.payload
     if event.type == "revocation.issued":
-        return f"{p['revocation_id']}: {p['reason']}"
+        return f"{p['revocation_id']}: {p['reason']}" if staff else f"{p['revocation_id']}: revoked by security staff"
     if event.type == "policy.version_changed":
         return f"policy {p['policy']} now at version {p['version']}"
     if event.type == "memory.saved":

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memwarden.engine import OPERATOR, KeyStore, Warden
+from memwarden.engine import OPERATOR, KeyStore, Principal, Warden
 from memwarden.events import (
     FrozenClock,
     JsonlEventLog,
@@ -354,3 +354,14 @@ def test_a_source_prefix_covers_every_spelling_of_its_path(warden: Warden, clock
         with pytest.raises(PermissionError, match="revocation"):
             save_memory(warden, f"late{n}", tenant="ta", source_url=url, fetched_at=before, caller=TA)
     assert warden.get("s0", caller=OPERATOR).source_url == "https://x.example/secret/a"
+
+
+def test_an_agent_is_told_a_revocation_happened_not_who_or_why(warden: Warden) -> None:
+    # a revocation by user spans tenants, and its reason is staff's words ("kim left ...")
+    save_memory(warden, "k1", tenant="ta", scope={"user": "kim"}, caller=TA)
+    security = Principal("key:sec1", "security", ())
+    warden.revoke({"user": "kim"}, reason="kim left the globex-secret project", caller=security)
+    [step] = [s for s in warden.explain("k1", caller=TA)["history"] if s["event"] == "revocation.issued"]
+    assert step["actor"] is None and "globex" not in step["note"] and step["note"].startswith("rev_")
+    [staff] = [s for s in warden.explain("k1", caller=OPERATOR)["history"] if s["event"] == "revocation.issued"]
+    assert staff["actor"] == "key:key:sec1" and "globex-secret" in staff["note"]
