@@ -4,6 +4,7 @@ export and import the log (the past itself is asked in ``_past``)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -15,12 +16,13 @@ from memwarden.events import (
     LogDamaged,
     StoreDamaged,
     actual_checksum,
+    content_checksum,
     read_texts,
     read_verified,
     verify_export,
     write_export,
 )
-from memwarden.projections import Access, CheckResult
+from memwarden.projections import Access, CheckResult, TextRow
 
 from ._core import Core
 from ._errors import InvalidInput
@@ -123,7 +125,9 @@ def _check(warden: Core, advance: Callable[[int], None]) -> tuple[list[str], Cha
         report = _verify_in_stretches(warden, advance)
     except StoreDamaged as exc:
         return damage, exc, 0
-    return damage, report, texts_damaged(warden)
+    # the summaries are checked against the events only where the chain holds: a damaged
+    # event is the answer already, and may not even decode
+    return damage, report, texts_damaged(warden, summaries=report.ok)
 
 
 def kept_head(against: str) -> tuple[int, str]:
@@ -158,16 +162,39 @@ def _verify_in_stretches(warden: Core, progress: Callable[[int], None]) -> Chain
         start = last + 1
 
 
-def texts_damaged(warden: Core) -> int:
-    """How many memories' current texts no longer hash to their checksum.
-    Not chain damage: each is quarantined and resynced when read, so it is
-    reported, not failed on."""
+def texts_damaged(warden: Core, *, summaries: bool = True) -> int:
+    """How many memories' current texts no longer match what their events
+    recorded: a content hashing to another checksum, a summary to another
+    ``summary_checksum``, or texts gone while the memory is not erased. Not
+    chain damage (the events keep the true checksums): a changed content is
+    quarantined and resynced when read, so it is reported, not failed on."""
     bad = 0
     with warden.store.reading() as view:  # no freshness asked: an audit reads a damaged view too
-        for text in view.texts(Access.system()):
-            if text.content is not None and actual_checksum(text.content) != text.checksum:
-                bad += 1
+        rows = view.texts(Access.system())
+        while chunk := list(itertools.islice(rows, 2000)):
+            recorded = _summary_checksums(warden, chunk) if summaries else {}
+            for text in chunk:
+                expected = recorded.get((text.tenant, text.memory_id, text.version))
+                bad += (
+                    text.content is None
+                    or text.summary is None
+                    or actual_checksum(text.content) != text.checksum
+                    or (expected is not None and content_checksum(text.summary) != expected)
+                )
     return bad
+
+
+def _summary_checksums(warden: Core, texts: list[TextRow]) -> dict[tuple[str, str, int], str]:
+    """The summary checksum each of these versions' save recorded (a save
+    from before summaries were hashed recorded the summary itself)."""
+    out: dict[tuple[str, str, int], str] = {}
+    for event in warden.log.memories_events(sorted({(t.tenant, t.memory_id) for t in texts})):
+        p = event.payload
+        if event.type == "memory.saved":
+            recorded = p.get("summary_checksum") or (content_checksum(p["summary"]) if p.get("summary") else None)
+            if recorded is not None:
+                out[(p["tenant"], p["memory_id"], p["version"])] = recorded
+    return out
 
 
 @operation("review")

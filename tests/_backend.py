@@ -57,6 +57,10 @@ class Backend(ABC):
         """Overwrite the stored content that hashes to ``checksum`` (bytes,
         text, None, or a value of another type where the backend allows)."""
 
+    @abstractmethod
+    def replace_summary(self, db: Db, memory_id: str, stored: str) -> None:
+        """Overwrite the stored summary of ``memory_id``'s texts behind the engine's back."""
+
     def flip_text(self, db: Db, checksum: str) -> None:
         """Flip one bit of the stored content that hashes to ``checksum``."""
         data = bytearray(self.stored_text(db, checksum) or b"")

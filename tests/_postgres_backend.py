@@ -215,6 +215,9 @@ class PostgresBackend(Backend):
     def text_versions(self, db: Db) -> int:
         return int(self._run(db, "SELECT count(*) FROM texts")[0][0])
 
+    def replace_summary(self, db: Db, memory_id: str, stored: str) -> None:
+        self._run(db, "UPDATE texts SET summary = %s WHERE memory_id = %s", (stored, memory_id))
+
     def replace_text(self, db: Db, checksum: str, stored: Any) -> None:
         # bytea holds bytes only: text and numbers go in as their UTF-8
         if stored is not None and not isinstance(stored, bytes):

@@ -164,3 +164,24 @@ def test_a_blob_rewritten_with_another_type_or_bad_bytes_is_judged_not_crashed(
         assert view.content == ("text" if same else None)
         if not same:
             assert view.reason == "integrity_failed"
+
+
+def test_audit_counts_a_summary_edited_or_a_text_gone(warden: Warden, run_cli: Cli, backend: Backend) -> None:
+    # each event keeps its summary's checksum as well as its content's; a text gone (not
+    # erased) matches neither
+    saved = save_text(warden)
+    warden.save(
+        memory_id="n",
+        kind="external_fact",
+        summary="n's",
+        content="other",
+        source_url="https://nowhere",
+        scope={"tenant": "acme"},
+        caller=OPERATOR,
+    )
+    assert run_cli.json("audit", "verify")["texts_damaged"] == 0
+    backend.replace_summary(warden.path, "n", "zz")
+    assert run_cli.json("audit", "verify")["texts_damaged"] == 1
+    backend.replace_text(warden.path, saved.checksum, None)
+    said = run_cli("audit", "verify")
+    assert said.exit_code == 0 and "texts damaged: 2 memories" in said.stdout, said.stdout
