@@ -52,7 +52,7 @@ def reapply(core: Core, replaced: str, *, caller: Principal) -> dict[str, Any]:
     hand, so the restore serves nothing taken out since its backup."""
     if str(replaced) == str(core.path):
         raise InvalidInput("replaced", "name the store this one replaces, not this store")
-    taken = _read_taken_out(replaced, core.clock)
+    taken, _ = _read_taken_out(replaced, core.clock)
     return {"replaced": _shown(replaced), **carry(core, taken, replaced=_shown(replaced))}
 
 
@@ -83,9 +83,9 @@ def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None
     if target.exists() and target.resolve() == source.resolve():
         raise InvalidInput("backup", "is the store itself: name the backup to restore")
     replaced = target.exists()
-    taken = TakenOut()
+    taken, began = TakenOut(), None
     if replaced:
-        taken = _read_taken_out(str(target), clock)
+        taken, began = _read_taken_out(str(target), clock)
         _check_unused(target)
     staged = target.with_name(target.name + ".restoring")
     _remove(staged)
@@ -99,6 +99,14 @@ def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None
             if not chain.ok:
                 raise InvalidInput(
                     "backup", f"{source}: its chain does not verify at seq {chain.first_bad_seq}: {chain.problem}"
+                )
+            first = core.log.get(1)
+            if began is not None and (first is None or first.hash != began):
+                # another store's log: in its place, the whole history of this one would be gone
+                raise InvalidInput(
+                    "backup",
+                    f"{source} is no backup of {target}: its log does not begin with this store's first event; "
+                    "nothing was restored (to put another store in its place, move this one aside first)",
                 )
             done = carry(core, taken, replaced=str(target))
             head = core.log.head()
@@ -122,10 +130,13 @@ def restore(store: str | Path, backup: str | Path, *, clock: Clock | None = None
     }
 
 
-def _read_taken_out(store: str, clock: Clock | None) -> TakenOut:
+def _read_taken_out(store: str, clock: Clock | None) -> tuple[TakenOut, str | None]:
+    """What the store a restore replaces took out, and the hash of its log's
+    first event (None: an empty log, which any backup may replace)."""
     try:
         with Core(store, clock=clock) as old:
-            return TakenOut.of(old)
+            first = old.log.get(1)
+            return TakenOut.of(old), None if first is None else first.hash
     except Exception as exc:
         raise InvalidInput(
             "db",

@@ -95,6 +95,14 @@ def test_a_restore_over_a_store_it_cannot_read_or_in_use_is_refused(tmp_path: Pa
     junk.write_bytes(b"not a database at all" * 100)
     assert json.loads(cli("restore", str(junk), "--json").stdout)["field"] == "backup"
     assert "is the store itself" in json.loads(cli("restore", str(db), "--json").stdout)["problem"]
+    # another store's backup is not put in this one's place: its whole history would be gone
+    other = tmp_path / "other.db"
+    with Warden(other, clock=clock) as o:
+        filled(o)
+    stranger = cli("restore", str(other), "--json")
+    assert stranger.exit_code == 2 and "is no backup of" in json.loads(stranger.stdout)["problem"]
+    with Warden(db, clock=clock) as w:
+        assert w.audit_head(caller=OPERATOR) == head
     assert cli("restore", str(tmp_path / "missing.db")).exit_code == 2
     # a store whose erasures cannot be read is not restored over
     db.write_bytes(b"\x00damaged" * 4096)
