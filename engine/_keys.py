@@ -39,7 +39,8 @@ class KeyStore:
         if role != "agent" and (tenants or agent):
             article = "an" if role[0] in "aeiou" else "a"
             raise InvalidInput(
-                "tenant", f"{article} {role} key reads every tenant; --tenant and --agent are for agent keys"
+                "tenant" if tenants else "agent",  # the one given
+                f"{article} {role} key reads every tenant; --tenant and --agent are for agent keys",
             )
         for tenant in tenants:
             if not isinstance(tenant, str) or not tenant or any(c.isspace() or ord(c) < 32 for c in tenant):

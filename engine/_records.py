@@ -108,7 +108,7 @@ def read_records(path: str | Path | BinaryIO) -> list[Line]:
     return records
 
 
-def scan_records(path: str | Path, now: datetime) -> list[DueItem]:
+def scan_records(path: str | Path | BinaryIO, now: datetime) -> list[DueItem]:
     """The article's scan, in file order: a record with an
     ``invalidation_reason`` is ``revoked``; else one at or past its
     ``expires_at`` is ``expired``. Nothing is written anywhere."""

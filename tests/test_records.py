@@ -93,6 +93,8 @@ def test_due_over_a_file_prints_exactly_the_article_scan(run_cli: Cli, several: 
     assert expected.count("\n") == 4  # two revoked, two expired
     scanned = run_cli("due", "--records", str(several))
     assert scanned.exit_code == 0 and scanned.stdout == expected
+    piped = run_cli("due", "--records", "-", input=several.read_text(encoding="utf-8"))
+    assert piped.exit_code == 0 and piped.stdout == expected
     assert run_cli.json("audit", "head")["seq"] == 0  # a scan writes nothing
     assert run_cli.json("import-records", str(several))["imported"] == 6
     assert run_cli("due").stdout == expected

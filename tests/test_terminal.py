@@ -124,6 +124,8 @@ def test_words(korean: Warden, run_cli: Cli) -> None:
     assert "erased 1 memory" in run_cli("erase", "--id", "서울-1", "--reason", "gdpr").stdout
     refused = run_cli("keys", "create", "--role", "auditor", "--tenant", "acme")
     assert refused.exit_code == 2 and "an auditor key reads every tenant" in refused.stderr
+    agent = run_cli("keys", "create", "--role", "auditor", "--agent", "x", "--json")
+    assert agent.exit_code == 2 and json.loads(agent.stdout)["field"] == "agent"  # the one given is named
     miss = run_cli("cache", "get", "--tool", "t", "--tool-version", "1", "--input-hash", "h", "--tenant", "acme")
     assert miss.exit_code == 1 and miss.stdout.strip() == "miss"
     head = korean.head_seq()

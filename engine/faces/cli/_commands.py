@@ -297,9 +297,9 @@ def verify(
 @click.option(
     "--records",
     "records",
-    type=click.Path(dir_okay=False),
+    type=click.Path(dir_okay=False, allow_dash=True),
     default=None,
-    help="Scan a file of memory records instead of the log (revoked, then expired; nothing is written).",
+    help="Scan a file of memory records (-: stdin) instead of the log (revoked, then expired; nothing is written).",
 )
 @json_option
 @click.pass_obj
@@ -309,7 +309,8 @@ def due(state: State, limit: int | None, records: str | None, as_json: bool) -> 
         from memwarden.engine import _records
         from memwarden.events import SystemClock
 
-        items = _records.scan_records(records, SystemClock().now())[:limit]
+        source = sys.stdin.buffer if records == "-" else records
+        items = _records.scan_records(source, SystemClock().now())[:limit]
     else:
         items = state.warden.due(limit=limit, caller=OPERATOR)
     emit(
