@@ -67,11 +67,17 @@ def _named(item: Checked) -> set[Key]:
     return named
 
 
-def _may_adopt(view: ViewReader, item: Checked) -> bool:
+def _may_adopt(view: ViewReader, item: Checked, set_policies: set[str]) -> bool:
     """Whether ``item`` names a version of a policy never set (which it
-    would adopt): rare, so asked only of a save that names a version."""
-    named = item.fields.get("revocation_version")
-    return named is not None and current_version(view, item.fields.get("policy") or "default") is None
+    would adopt). Asked only of a save that names a version, and of each
+    policy until it is found set (``set_policies``: a set policy stays set)."""
+    policy = item.fields.get("policy") or "default"
+    if item.fields.get("revocation_version") is None or policy in set_policies:
+        return False
+    if current_version(view, policy) is None:
+        return True
+    set_policies.add(policy)
+    return False
 
 
 def _plain(item: Checked) -> bool:
@@ -257,6 +263,7 @@ def save_many(
                 reads.refresh(pending_keys)
             pending_keys.clear()
 
+        set_policies: set[str] = set()
         for index, item in checked:
             named = _named(item) & pending_keys
             # a plain repeat of an id this batch saves (no evidence, no event
@@ -265,7 +272,7 @@ def save_many(
             repeat = named == {(item.scope.tenant, item.memory_id)} and _plain(item)
             if named and not repeat:
                 flush()  # it names a memory this batch saves: the view must hold it
-            elif pending and _may_adopt(tx.view, item):
+            elif pending and _may_adopt(tx.view, item, set_policies):
                 flush()  # an adoption is refused past memories under version 1: the view must hold the batch's
             try:
                 first = retried(core, tx.view, item)

@@ -50,7 +50,7 @@ from ._core import Core
 from ._errors import InvalidInput
 from ._limits import MAX_BATCH, check_source_url
 from ._rights import Principal, operation
-from ._saving import fetch_time
+from ._saving import expiry, fetch_time
 from ._validation import build, field_error
 from ._versions import adopt, current_version, is_retired
 from ._views import DueItem, ImportResult
@@ -141,12 +141,11 @@ def import_records(
             # a record naming no expiry lives as its kind's rule says, as a save does (an
             # explicit null is the article's "never by time"); an unknown kind is refused
             try:
-                ttl = warden.policy.ttl_for(record.kind)
+                expires = expiry(warden, record.kind, record.fetched_at, None, None)
             except InvalidInput as exc:
                 raise InvalidInput(
                     f"line {number}.kind", exc.problem.replace("--expires-at or --ttl", "expires_at")
                 ) from None
-            expires = None if ttl is None else record.fetched_at + ttl
             records[at] = (number, record.model_copy(update={"expires_at": expires}), digest)
         fetch_time(record.fetched_at, now, f"line {number}.fetched_at")
         if record.verified_at is not None:

@@ -14,13 +14,14 @@ from memwarden.events import (
     EventIdReused,
     MemorySaved,
     ParentRef,
+    RecordedEvent,
     Scope,
     Vector,
     content_checksum,
     format_ts,
     parse_duration,
 )
-from memwarden.projections import ViewReader, Write, blocking_revocation
+from memwarden.projections import ViewReader, Write, blocking_revocation, fold_memory
 
 from . import _metrics
 from ._core import Core, log
@@ -101,7 +102,7 @@ def check_input(
         raise ChecksumMismatch("checksum", checksum, actual)
     now = core.clock.now()
     fetched = fetch_time(when("fetched_at", fetched_at), now)
-    expires = _expiry(core, kind, fetched, expires_at, ttl)
+    expires = expiry(core, kind, fetched, expires_at, ttl)
     if expires is not None and expires <= fetched:
         raise InvalidInput("expires_at", "must be after fetched_at")
     if isinstance(scope, Scope):
@@ -340,7 +341,7 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     if prior is None:
         return None
     p = prior.payload
-    if prior.type == "memory.saved" and _taken_out(view, p, prior.seq):
+    if prior.type == "memory.saved" and _taken_out(view, prior):
         raise EventIdReused(event_id, prior.seq)
     same = (
         prior.type == "memory.saved"
@@ -356,27 +357,25 @@ def retried(core: Core, view: ViewReader, item: Checked) -> SaveResult | None:
     return SaveResult(p["memory_id"], p["version"], p["content_checksum"], prior.seq, p.get("expires_at"), p["tenant"])
 
 
-def _taken_out(view: ViewReader, saved: dict[str, Any], seq: int) -> bool:
-    """Whether the version a ``memory.saved`` payload recorded (at ``seq``)
-    was since erased, or is covered by a revocation of its tenant."""
-    tenant, memory_id = saved["tenant"], saved["memory_id"]
-    if saved["version"] <= view.erasures([(tenant, memory_id)]).get((tenant, memory_id), 0):
+def _taken_out(view: ViewReader, saved: RecordedEvent) -> bool:
+    """Whether the version a ``memory.saved`` event recorded was since
+    erased, or is covered by a revocation of its tenant (recorded after it,
+    or blocking its fetch)."""
+    p = saved.payload
+    tenant, memory_id = p["tenant"], p["memory_id"]
+    if p["version"] <= view.erasures([(tenant, memory_id)]).get((tenant, memory_id), 0):
         return True
-    row = {
-        "memory_id": memory_id,
-        "kind": saved["kind"],
-        "source_url": saved["source_url"],
-        "fetched_at": saved["fetched_at"],
-        **saved["scope"],
-    }
-    if saved.get("cache_key") and not row.get("tool"):
-        row["tool"] = saved["cache_key"]["tool"]
-    return blocking_revocation(view.revocations([tenant])[tenant], row, recorded_seq=seq) is not None
+    row = fold_memory(None, saved, ())  # the version as the view spells its row: the rule's input
+    revocations = view.revocations([tenant])[tenant]
+    return row is not None and blocking_revocation(revocations, row, recorded_seq=saved.seq) is not None
 
 
-def _expiry(
+def expiry(
     core: Core, kind: str, fetched: datetime, expires_at: datetime | str | None, ttl: timedelta | str | None
 ) -> datetime | None:
+    """When a memory of ``kind`` fetched at ``fetched`` stops being usable:
+    as given, else its TTL's, else the kind's rule in the policy file (an
+    unknown kind refused, naming ``kind``)."""
     if expires_at is not None and ttl is not None:
         raise InvalidInput("ttl", "give either expires_at or ttl, not both")
     if expires_at is not None:

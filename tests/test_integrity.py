@@ -10,7 +10,7 @@ from memwarden.engine import OPERATOR, SaveResult, Warden
 from memwarden.events import FrozenClock
 
 from .backends import Backend
-from .conftest import Cli
+from .conftest import Cli, save_memory
 
 
 def test_bit_flip_is_quarantined_and_resynced_from_a_file(
@@ -170,15 +170,7 @@ def test_audit_counts_a_summary_edited_or_a_text_gone(warden: Warden, run_cli: C
     # each event keeps its summary's checksum as well as its content's; a text gone (not
     # erased) matches neither
     saved = save_text(warden)
-    warden.save(
-        memory_id="n",
-        kind="external_fact",
-        summary="n's",
-        content="other",
-        source_url="https://nowhere",
-        scope={"tenant": "acme"},
-        caller=OPERATOR,
-    )
+    save_memory(warden, "n", content="other")
     assert run_cli.json("audit", "verify")["texts_damaged"] == 0
     backend.replace_summary(warden.path, "n", "zz")
     assert run_cli.json("audit", "verify")["texts_damaged"] == 1

@@ -15,7 +15,7 @@ from memwarden.engine import OPERATOR, Warden
 from memwarden.events import FrozenClock
 from memwarden.integrations.langgraph import MemwardenStore
 
-from .conftest import agent_key
+from .conftest import agent_key, save_memory
 
 AGENT = agent_key("acme", key_id="lg-bot")
 
@@ -197,15 +197,7 @@ def test_the_scope_a_namespace_maps_to(warden: Warden) -> None:
         free.put(("globex", "p"), "k", {"v": 3})
     # a delete there is refused as the put is, rather than answered as a delete of nothing;
     # in a tenant of its own, deleting what is not there changes nothing, as in every store
-    warden.save(
-        memory_id="lg:p:k",
-        kind="store_item",
-        summary="s",
-        content="theirs",
-        source_url="https://e.com",
-        scope={"tenant": "globex", "project": "p"},
-        caller=OPERATOR,
-    )
+    save_memory(warden, "lg:p:k", tenant="globex", project="p", content="theirs")
     for namespace in (("globex", "p"), ("globex", "nothing-here")):
         with pytest.raises(PermissionError, match="tenant"):
             free.delete(namespace, "k")

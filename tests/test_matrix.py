@@ -81,6 +81,31 @@ def test_http_paths_listing_memories(live: Server, who: str) -> None:
         assert {(d["tenant"], d["memory_id"]) for d in due if not d["memory_id"].startswith("mem:")} == expected_due
 
 
+@pytest.mark.parametrize("who", sorted(RIGHTS))
+def test_erasures_never_reach_another_tenant_or_agent(live: Server, who: str) -> None:
+    """An erasure naming a memory the key may not see answers as one naming
+    a missing id: 404 in a tenant of its own (another agent's), 403 in a
+    tenant it may not use (what it is told is of its key, the same for both),
+    and nothing is written. (A visible one would be erased: the matrix keeps its memories.)"""
+    tenants, _ = RIGHTS[who]
+    with live.client(who) as c:
+        for tenant, memory_id, agent in TARGETS:
+            if visible(who, tenant, agent):
+                continue
+            before = head(live)
+            ghost_id = f"{memory_id}-never"
+            body = {"tenant": tenant, "reason": "matrix"}  # named: the same id may be the key's own elsewhere
+            got = c.post("/v1/erasures", json={**body, "memory_id": memory_id})
+            ghost = c.post("/v1/erasures", json={**body, "memory_id": ghost_id})
+            if who == "auditor":
+                assert got.status_code == ghost.status_code == 403
+            elif tenants is not None and tenant not in tenants:
+                assert got.status_code == 403 and got.text == ghost.text, (who, tenant, memory_id, got.text)
+            else:
+                assert same_as_missing(got, ghost, memory_id, ghost_id), (who, tenant, memory_id, got.text)
+            assert head(live) == before, (who, tenant, memory_id)
+
+
 @pytest.mark.parametrize("who", ["agent", "agent2", "multi"])
 def test_saves_never_reach_another_tenant_or_agent(live: Server, who: str) -> None:
     tenants, bound = RIGHTS[who]
