@@ -1,7 +1,8 @@
 """The four promises as an adversarial state machine, on both backends
 (README, "Guarantees"). Hypothesis drives every write path a caller has
 (a single save, a batch, the Memory API, MCP, import of exports, crafted and
-re-chained ones included, import-records, verify, the scheduler, erase,
+re-chained ones included, import-records, retries of a save by its event_id,
+verify, the scheduler, erase,
 policy set, revoke) with hostile values: fetch times in the future and
 the far past, one id in two tenants, repeated ids, control characters.
 After every step it checks the promises against what it did, not against
@@ -81,6 +82,7 @@ class Promises(RuleBasedStateMachine):
         self.erased: set[str] = set()  # texts erased
         self.retired: set[int | str] = set()
         self.exports: list[Path] = []
+        self.keyed: list[dict[str, Any]] = []  # agents' saves sent with an event_id, to send again
         self.searched_at: tuple[int, Any] | None = None  # the state the search invariant last checked
 
     def teardown(self) -> None:
@@ -138,6 +140,29 @@ class Promises(RuleBasedStateMachine):
         caller = KEYS[tenant] if as_agent else OPERATOR
         if self._try(self.w.save, **self._record(tenant, memory_id, text, summary, fetch), caller=caller):
             self._remember(tenant, memory_id, text)
+
+    @rule(tenant=st.sampled_from(TENANTS), memory_id=st.sampled_from(IDS), fetch=st.sampled_from(FETCHES))
+    def save_with_an_event_id(self, tenant: str, memory_id: str, fetch: timedelta | None) -> None:
+        """An agent's save a client may send again (its idempotency key)."""
+        text = self._text(memory_id)
+        item = {**self._record(tenant, memory_id, text, "keyed", fetch), "event_id": f"ev-{next(self.texts)}"}
+        if self._try(self.w.save, **item, caller=KEYS[tenant]):
+            self._remember(tenant, memory_id, text)
+            self.keyed.append(item)
+
+    @rule(which=st.integers(0, 50))
+    def retry_a_keyed_save(self, which: int) -> None:
+        """The same save again, as after a lost answer: it answers the first
+        answer, or is refused; never, once the version is revoked or its
+        text erased, with that text's checksum."""
+        if not self.keyed:
+            return
+        item = self.keyed[which % len(self.keyed)]
+        again = self._try(self.w.save, **item, caller=KEYS[item["scope"]["tenant"]])
+        if again is not None:
+            tenant = item["scope"]["tenant"]
+            assert (tenant, again.memory_id, again.version) not in self.revoked, again
+            assert item["content"] not in self.erased, again
 
     @rule(
         tenant=st.sampled_from(TENANTS),
